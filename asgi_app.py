@@ -1,0 +1,232 @@
+"""The raw ASGI host: `app`, configured from the environment (see `hosting`), served by Hypercorn.
+
+    hypercorn asgi_app:app
+
+It translates ASGI messages into a `Request`, runs the core's flow with the async driver, and writes the
+`Response`. It adds nothing of its own but three edge duties:
+
+- the lifespan protocol (start-up bootstraps the projects; shutdown closes the store). Embedders whose framework
+  does not forward lifespan to mounted apps lose nothing: the first request starts the service lazily.
+- the request body limit: past `IDENTITY_MAX_BODY_BYTES` the answer is 413 and the rest is not read.
+- a last guard: whatever goes wrong in this host, the client gets a 500 known-error body with a request id,
+  never a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from backends.memory import AsyncMemoryStore
+from hosting import ConfigurationError, Settings, SystemEntropy, wall_clock_ms
+from identity_proto import (
+    AsyncStore,
+    ErrorCode,
+    KnownError,
+    MalformedRequest,
+    Request,
+    Response,
+    Service,
+    arun,
+    new_request_id,
+)
+
+__all__ = ["IdentityASGI", "app"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+logger = logging.getLogger("identity_service")
+
+
+class IdentityASGI:
+    """The service as an ASGI 3 application."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        store: AsyncStore | None = None,
+        service: Service | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        entropy: Any = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.service = service or Service(self.settings.service_options())
+        self.clock = clock
+        self.entropy = entropy or SystemEntropy()
+        self._store = store
+        self._started = False
+        self._start_lock = asyncio.Lock()
+
+    @classmethod
+    def from_env(cls) -> IdentityASGI:
+        """The app as the environment configures it."""
+        return cls(Settings.from_env())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        else:  # websockets: not spoken here
+            await send({"type": "websocket.close", "code": 1000})
+
+    # ----------------------------------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Build the store and bootstrap the configured projects (once)."""
+        async with self._start_lock:
+            if self._started:
+                return
+            if self._store is None:
+                self._store = _build_store(self.settings)
+            self.settings.announce()
+            await arun(
+                self.service.bootstrap(
+                    self.settings.default_project,
+                    self.settings.internal_admin_key,
+                    now_ms=self.clock(),
+                    entropy=self.entropy,
+                ),
+                self._store,
+            )
+            self._started = True
+
+    async def shutdown(self) -> None:
+        """Close the store."""
+        if self._store is not None:
+            await self._store.aclose()
+        self._started = False
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    logger.exception("start-up failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def respond(response: Response) -> None:
+            nonlocal started
+            started = True
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status,
+                    "headers": [(name.encode(), value.encode("latin-1")) for name, value in response.headers],
+                }
+            )
+            await send({"type": "http.response.body", "body": response.body})
+
+        try:
+            if not self._started:
+                await self.startup()
+            assert self._store is not None
+            body = await self._read_body(scope, receive)
+            if body is None:
+                error = KnownError(
+                    ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": self.settings.max_body_bytes}
+                )
+                await respond(self.service.error_response(error, new_request_id(self.entropy)))
+                return
+            try:
+                request = _request_from_scope(scope, body)
+            except MalformedRequest as exc:
+                error = KnownError(ErrorCode.MALFORMED_REQUEST, context={"message": str(exc)})
+                await respond(self.service.error_response(error, new_request_id(self.entropy)))
+                return
+            response = await arun(self.service.handle(request, self.clock(), self.entropy), self._store)
+            await respond(response)
+        except Exception:
+            request_id = new_request_id(self.entropy)
+            logger.exception("host error (request %s)", request_id)
+            if not started:
+                error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
+                await respond(self.service.error_response(error, request_id))
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None when it is larger than the limit (nothing more is read then)."""
+        limit = self.settings.max_body_bytes
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    if int(value) > limit:
+                        return None
+                except ValueError:
+                    pass
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+def _request_from_scope(scope: Scope, body: bytes) -> Request:
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if root_path and path.startswith(root_path):  # mounted under a prefix by an embedding app
+        path = path[len(root_path) :] or "/"
+    try:
+        headers = tuple(
+            (name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope.get("headers", ())
+        )
+    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes every byte
+        raise MalformedRequest(str(exc)) from None
+    client = scope.get("client")
+    return Request(
+        method=scope["method"],
+        path=path,
+        headers=headers,
+        body=body,
+        query=scope.get("query_string", b"").decode("latin-1"),
+        client=client[0] if client else None,
+    )
+
+
+def _build_store(settings: Settings) -> AsyncStore:
+    if settings.backend == "memory":
+        return AsyncMemoryStore()
+    raise ConfigurationError(f"unknown backend {settings.backend!r}")
+
+
+def _configure_logging(level: str) -> None:
+    service_logger = logging.getLogger("identity_service")
+    if not logging.getLogger().handlers and not service_logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(name)s: %(message)s"))
+        for name in ("identity_service", "identity_proto"):
+            logging.getLogger(name).addHandler(handler)
+    for name in ("identity_service", "identity_proto"):
+        logging.getLogger(name).setLevel(level)
+
+
+_settings = Settings.from_env()
+_configure_logging(_settings.log_level)
+#: The application Hypercorn serves: `hypercorn asgi_app:app`.
+app = IdentityASGI(_settings)

@@ -1,0 +1,166 @@
+"""What every host shares: configuration from the environment, the wall clock, system entropy, store selection.
+
+Hosts compose: they read `Settings`, build a store and a `Service`, and run the service's flows with a driver.
+Nothing here holds state that matters between requests; any worker can serve any request.
+
+Environment variables (all optional):
+
+| variable | meaning | default |
+|---|---|---|
+| IDENTITY_BACKEND | `memory` or `redis` | memory |
+| IDENTITY_REDIS_URL | Redis URL for the redis backend | redis://127.0.0.1:6379/0 |
+| IDENTITY_PROJECT_ID | the default project's id (a UUID) | the dev project |
+| IDENTITY_PUBLISHABLE_CLIENT_KEY | its client key (`pck_...`) | the dev key |
+| IDENTITY_SECRET_SERVER_KEY | its server key (`ssk_...`) | the dev key |
+| IDENTITY_SUPER_SECRET_ADMIN_KEY | its admin key (`sak_...`) | the dev key |
+| IDENTITY_INTERNAL_ADMIN_KEY | admin key of the `internal` project (manages projects) | dev: the dev key; else none |
+| IDENTITY_MAX_BODY_BYTES | largest request body accepted (413 above) | 1048576 |
+| IDENTITY_BASE_URL | public base URL (token issuer, magic links) | from the Host header |
+| IDENTITY_LOG_LEVEL | log level of the service's loggers | INFO |
+
+With no project variables set the service runs in dev mode on a dev project whose id and keys are fixed, public
+and printed at start (see DEV_* below). Setting IDENTITY_PROJECT_ID switches to production mode: the three keys
+must then be set as well, and nothing falls back to a dev value.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from identity_proto import IssuedKeys, ProjectSeed, ServiceOptions
+
+__all__ = [
+    "DEV_INTERNAL_ADMIN_KEY",
+    "DEV_KEYS",
+    "DEV_PROJECT",
+    "DEV_PROJECT_ID",
+    "ConfigurationError",
+    "Settings",
+    "SystemEntropy",
+    "wall_clock_ms",
+]
+
+logger = logging.getLogger("identity_service")
+
+#: The dev project: fixed, documented, obviously not secret. Used only when no project is configured.
+DEV_PROJECT_ID = "00000000-0000-4000-8000-000000000000"
+# Public by design (they are in the README), hence the noqa for "hard-coded password".
+DEV_KEYS = IssuedKeys(
+    publishable_client_key="pck_dev_publishable_client_key_not_secret",
+    secret_server_key="ssk_dev_secret_server_key_not_secret",  # noqa: S106
+    super_secret_admin_key="sak_dev_super_secret_admin_key_not_secret",  # noqa: S106
+)
+DEV_INTERNAL_ADMIN_KEY = "sak_dev_internal_admin_key_not_secret"
+DEV_PROJECT = ProjectSeed(DEV_PROJECT_ID, "Dev project", DEV_KEYS)
+_DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+_DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+
+class ConfigurationError(ValueError):
+    """The environment describes a configuration the service refuses to start with."""
+
+
+class SystemEntropy:
+    """Randomness from the operating system (`os.urandom`), for serving real users."""
+
+    def token_bytes(self, n: int) -> bytes:
+        """`n` random bytes."""
+        return os.urandom(n)
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch, from the system clock."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """A host's configuration."""
+
+    backend: str = "memory"
+    redis_url: str = _DEFAULT_REDIS_URL
+    default_project: ProjectSeed = DEV_PROJECT
+    internal_admin_key: str | None = DEV_INTERNAL_ADMIN_KEY
+    dev_mode: bool = True
+    max_body_bytes: int = _DEFAULT_MAX_BODY_BYTES
+    base_url: str = ""
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from environment variables (see the module docstring)."""
+        env = os.environ if environ is None else environ
+        backend = env.get("IDENTITY_BACKEND", "memory")
+        if backend not in {"memory", "redis"}:
+            raise ConfigurationError(f"IDENTITY_BACKEND must be 'memory' or 'redis', not {backend!r}")
+        project_id = env.get("IDENTITY_PROJECT_ID")
+        key_names = ("IDENTITY_PUBLISHABLE_CLIENT_KEY", "IDENTITY_SECRET_SERVER_KEY", "IDENTITY_SUPER_SECRET_ADMIN_KEY")
+        if project_id is None:
+            if any(name in env for name in key_names):
+                raise ConfigurationError("project keys are set but IDENTITY_PROJECT_ID is not")
+            seed, dev_mode = DEV_PROJECT, True
+            internal_key: str | None = env.get("IDENTITY_INTERNAL_ADMIN_KEY", DEV_INTERNAL_ADMIN_KEY)
+        else:
+            missing = [name for name in key_names if not env.get(name)]
+            if missing:
+                raise ConfigurationError(f"IDENTITY_PROJECT_ID is set, so these must be too: {', '.join(missing)}")
+            keys = IssuedKeys(*(env[name] for name in key_names))
+            for value, prefix, name in zip(
+                (keys.publishable_client_key, keys.secret_server_key, keys.super_secret_admin_key),
+                ("pck_", "ssk_", "sak_"),
+                key_names,
+                strict=True,
+            ):
+                if not value.startswith(prefix) or len(value) < 20:
+                    raise ConfigurationError(f"{name} must start with {prefix} and be at least 20 characters")
+            seed, dev_mode = ProjectSeed(project_id, "Default project", keys), False
+            internal_key = env.get("IDENTITY_INTERNAL_ADMIN_KEY") or None
+        try:
+            max_body = int(env.get("IDENTITY_MAX_BODY_BYTES", _DEFAULT_MAX_BODY_BYTES))
+        except ValueError:
+            raise ConfigurationError("IDENTITY_MAX_BODY_BYTES must be an integer") from None
+        if max_body < 1024:
+            raise ConfigurationError("IDENTITY_MAX_BODY_BYTES must be at least 1024")
+        return cls(
+            backend=backend,
+            redis_url=env.get("IDENTITY_REDIS_URL", _DEFAULT_REDIS_URL),
+            default_project=seed,
+            internal_admin_key=internal_key,
+            dev_mode=dev_mode,
+            max_body_bytes=max_body,
+            base_url=env.get("IDENTITY_BASE_URL", "").rstrip("/"),
+            log_level=env.get("IDENTITY_LOG_LEVEL", "INFO").upper(),
+        )
+
+    def service_options(self) -> ServiceOptions:
+        """The core's options for these settings."""
+        return ServiceOptions(base_url=self.base_url, dev_mode=self.dev_mode)
+
+    def announce(self) -> None:
+        """Log what the service runs on; in dev mode, the dev project's public values too (never real keys)."""
+        logger.info(
+            "identity service starting: backend=%s mode=%s", self.backend, "dev" if self.dev_mode else "production"
+        )
+        if self.dev_mode:
+            keys = self.default_project.keys
+            logger.info(
+                "DEV PROJECT (fixed, public dev values; never use them in production): project id %s, "
+                "publishable client key %s, secret server key %s, super secret admin key %s; internal admin key %s",
+                self.default_project.id,
+                keys.publishable_client_key,
+                keys.secret_server_key,
+                keys.super_secret_admin_key,
+                # A key set in the environment is a real secret even in dev mode: name it, never print it.
+                self.internal_admin_key
+                if self.internal_admin_key == DEV_INTERNAL_ADMIN_KEY
+                else "from IDENTITY_INTERNAL_ADMIN_KEY"
+                if self.internal_admin_key
+                else "unset",
+            )
+        else:
+            logger.info("default project %s (keys from the environment)", self.default_project.id)

@@ -1,0 +1,225 @@
+"""Request authentication: headers in, `Auth` (or None for an unauthenticated request) out.
+
+The checks run in exactly the original's order (reference §1.2), because the order decides which error a caller
+sees first:
+
+1. a key without an access type            -> 400 PROJECT_KEY_WITHOUT_ACCESS_TYPE
+2. no access type                          -> unauthenticated (None); the access token is then ignored
+3. access type not client/server/admin     -> 400 INVALID_ACCESS_TYPE
+4. no project id                           -> 400 ACCESS_TYPE_WITHOUT_PROJECT_ID
+5. the access token, before the project    -> 401 UNPARSABLE_ACCESS_TOKEN / ACCESS_TOKEN_EXPIRED /
+                                              INVALID_PROJECT_FOR_ACCESS_TOKEN / ANONYMOUS_AUTHENTICATION_NOT_ALLOWED,
+                                              403 RESTRICTED_USER_NOT_ALLOWED
+6. the project exists                      -> 400 CURRENT_PROJECT_NOT_FOUND
+7. the key of the access type in use       -> 401 ..._REQUIRED / INVALID_... (keys of other types are ignored)
+8. the branch                              -> 400 BRANCH_DOES_NOT_EXIST
+
+Keys are compared as SHA-256 digests in constant time (`tokens.secret_matches`); the store never holds a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from identity_proto.effects import Flow, load_project
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.http import Request
+from identity_proto.records import Project
+from identity_proto.tokens import SigningKey, VerifiedTokenCache, secret_matches, unverified_claims
+
+__all__ = ["AccessType", "Auth", "HeaderReader", "authenticate"]
+
+#: The only branch there is (reference §1.3: anything else is rejected).
+DEFAULT_BRANCH_ID = "main"
+
+
+class AccessType(Enum):
+    """Who is calling, as declared by the access-type header."""
+
+    #: An end user's frontend: reads and updates only the signed-in user's data.
+    CLIENT = "client"
+    #: A trusted backend: full access to all user data of the project.
+    SERVER = "server"
+    #: A dashboard or configuration tool: everything server may do, plus project configuration.
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderReader:
+    """Reads our authentication headers by suffix under each accepted prefix, in order.
+
+    `x-service-` always; `x-stack-` too in compatibility mode, so the original's SDK works unmodified.
+    """
+
+    prefixes: tuple[str, ...] = ("x-service-",)
+
+    def get(self, request: Request, suffix: str) -> str | None:
+        """The value of `<prefix><suffix>` for the first prefix that has one, else None."""
+        for prefix in self.prefixes:
+            value = request.header(prefix + suffix)
+            if value is not None:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """An authenticated request: access type, project, and the user its access token names (if any)."""
+
+    access_type: AccessType
+    project: Project
+    branch_id: str
+    #: Verified claims of the access token, or None when no token was sent.
+    token_claims: Mapping[str, Any] | None = None
+
+    @property
+    def user_id(self) -> str | None:
+        """The signed-in user's id, from the access token."""
+        return None if self.token_claims is None else str(self.token_claims["sub"])
+
+    @property
+    def refresh_token_id(self) -> str | None:
+        """The session the access token was issued for."""
+        return None if self.token_claims is None else self.token_claims.get("refresh_token_id")
+
+
+_KEY_HEADERS = ("publishable-client-key", "secret-server-key", "super-secret-admin-key", "admin-access-token")
+
+
+def authenticate(
+    request: Request, *, now_ms: int, headers: HeaderReader, token_cache: VerifiedTokenCache
+) -> Flow[Auth | None]:
+    """Implements the decision procedure of reference §1.2 (see the module docstring)."""
+    access_type_value = headers.get(request, "access-type")
+    if access_type_value is None:
+        if any(headers.get(request, name) is not None for name in _KEY_HEADERS):
+            raise KnownError(ErrorCode.PROJECT_KEY_WITHOUT_ACCESS_TYPE)
+        return None
+    try:
+        access_type = AccessType(access_type_value)
+    except ValueError:
+        raise KnownError(ErrorCode.INVALID_ACCESS_TYPE, context={"access_type": access_type_value}) from None
+    project_id = headers.get(request, "project-id")
+    if not project_id:
+        raise KnownError(ErrorCode.ACCESS_TYPE_WITHOUT_PROJECT_ID, details={"request_type": access_type.value})
+
+    project = yield from load_project(project_id)
+
+    claims: Mapping[str, Any] | None = None
+    access_token = headers.get(request, "access-token")
+    if access_token:
+        claims = yield from _verify_access_token(
+            access_token, project_id, project, now_ms=now_ms, token_cache=token_cache
+        )
+        if claims is not None:
+            _check_user_kind(claims, request, headers)
+
+    if project is None:
+        raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": project_id})
+
+    _check_key(request, headers, access_type, project)
+
+    branch_id = headers.get(request, "branch-id") or DEFAULT_BRANCH_ID
+    if branch_id != DEFAULT_BRANCH_ID:
+        raise KnownError(ErrorCode.BRANCH_DOES_NOT_EXIST, details={"branch_id": branch_id})
+
+    return Auth(access_type=access_type, project=project, branch_id=branch_id, token_claims=claims)
+
+
+def _verify_access_token(
+    token: str,
+    header_project_id: str,
+    header_project: Project | None,
+    *,
+    now_ms: int,
+    token_cache: VerifiedTokenCache,
+) -> Flow[Mapping[str, Any] | None]:
+    """Step 5: the token's signature (by its own project's key), expiry, then its project against the header's.
+
+    Returns None only when the token names the header's project and that project does not exist: no user can be
+    had then, and step 6 answers CURRENT_PROJECT_NOT_FOUND.
+    """
+    unverified = unverified_claims(token)
+    token_project_id = _token_project_id(unverified)
+    if token_project_id is None:
+        raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
+    if token_project_id == header_project_id:
+        signer = header_project
+        if signer is None:
+            return None
+    else:
+        signer = yield from load_project(token_project_id)
+        if signer is None:
+            raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
+    claims = token_cache.verify(SigningKey.from_scalar(signer.signing_key), token)
+    if claims is None or not isinstance(claims.get("sub"), str) or not isinstance(claims.get("exp"), int):
+        raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
+    if now_ms >= claims["exp"] * 1000:
+        raise KnownError(
+            ErrorCode.ACCESS_TOKEN_EXPIRED,
+            details={
+                "expired_at_millis": claims["exp"] * 1000,
+                "project_id": token_project_id,
+                "user_id": claims.get("sub"),
+                "refresh_token_id": claims.get("refresh_token_id"),
+            },
+        )
+    if token_project_id != header_project_id:
+        raise KnownError(
+            ErrorCode.INVALID_PROJECT_FOR_ACCESS_TOKEN,
+            details={"expected_project_id": header_project_id, "actual_project_id": token_project_id},
+        )
+    return claims
+
+
+def _token_project_id(claims: Mapping[str, Any] | None) -> str | None:
+    # reference §1.3: the audience is `<projectId>`, `<projectId>:anon` or `<projectId>:restricted`.
+    if claims is None or not isinstance(claims.get("aud"), str):
+        return None
+    project_id = claims["aud"].split(":", 1)[0]
+    return project_id or None
+
+
+def _check_user_kind(claims: Mapping[str, Any], request: Request, headers: HeaderReader) -> None:
+    """Anonymous and restricted users need the caller to opt in (reference §1.2 step 5), judged by the claims."""
+    allow_anonymous = headers.get(request, "allow-anonymous-user") == "true"
+    allow_restricted = allow_anonymous or headers.get(request, "allow-restricted-user") == "true"
+    if claims.get("is_anonymous") is True and not allow_anonymous:
+        raise KnownError(ErrorCode.ANONYMOUS_AUTHENTICATION_NOT_ALLOWED)
+    reason = claims.get("restricted_reason")
+    if reason is not None and not allow_restricted:
+        reason_type = reason.get("type") if isinstance(reason, dict) else None
+        raise KnownError(
+            ErrorCode.RESTRICTED_USER_NOT_ALLOWED,
+            details={"restricted_reason": {"type": reason_type}},
+            context={"reason": reason_type},
+        )
+
+
+def _check_key(request: Request, headers: HeaderReader, access_type: AccessType, project: Project) -> None:
+    """Step 7: only the key of the access type in use is looked at."""
+    if headers.get(request, "admin-access-token") is not None:
+        raise KnownError(ErrorCode.UNPARSABLE_ADMIN_ACCESS_TOKEN)
+    details = {"project_id": project.id}
+    if access_type is AccessType.CLIENT:
+        key = headers.get(request, "publishable-client-key")
+        if not key:
+            if project.config.require_publishable_client_key:
+                raise KnownError(ErrorCode.PUBLISHABLE_CLIENT_KEY_REQUIRED_FOR_PROJECT, details=details)
+        elif not secret_matches(key, project.keys.publishable_client_key_hash):
+            raise KnownError(ErrorCode.INVALID_PUBLISHABLE_CLIENT_KEY, details=details)
+    elif access_type is AccessType.SERVER:
+        key = headers.get(request, "secret-server-key")
+        if not key:
+            raise KnownError(ErrorCode.SERVER_AUTHENTICATION_REQUIRED)
+        if not secret_matches(key, project.keys.secret_server_key_hash):
+            raise KnownError(ErrorCode.INVALID_SECRET_SERVER_KEY, details=details)
+    else:
+        key = headers.get(request, "super-secret-admin-key")
+        if not key:
+            raise KnownError(ErrorCode.ADMIN_AUTHENTICATION_REQUIRED)
+        if not secret_matches(key, project.keys.super_secret_admin_key_hash):
+            raise KnownError(ErrorCode.INVALID_SUPER_SECRET_ADMIN_KEY, details=details)

@@ -1,0 +1,93 @@
+"""Drivers: run a flow to completion against a store (psycopg 3's `waiting.py`, in our vocabulary).
+
+`run` drives a flow with a sync `Store` (WSGI hosts, in-process tests); `arun` with an `AsyncStore` (the ASGI
+host). Both do exactly the same thing, so a flow gives identical results under either:
+
+- a `StorageEffect` goes to `store.apply`;
+- a `ComputeEffect` is computed; `arun` does it in a worker thread, so bcrypt never blocks the event loop;
+- an exception raised while performing an effect (a store's `StorageUnavailable`, say) is *thrown into the flow*
+  at the `yield` that asked for it, so the core, not the host, decides how every failure is rendered.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from identity_proto.effects import ComputeEffect, Effect, Flow, StorageEffect
+
+__all__ = ["AsyncStore", "Store", "arun", "run"]
+
+T = TypeVar("T")
+
+
+class Store(Protocol):
+    """A synchronous store: performs storage effects atomically."""
+
+    def apply(self, effect: StorageEffect[T]) -> T:
+        """Perform `effect` and return its result; raise only `StorageUnavailable` (or a bug)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the store is not used afterwards."""
+        ...
+
+
+class AsyncStore(Protocol):
+    """The asyncio twin of `Store`."""
+
+    async def apply(self, effect: StorageEffect[T]) -> T:
+        """Perform `effect` and return its result; raise only `StorageUnavailable` (or a bug)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the store is not used afterwards."""
+        ...
+
+
+def run(flow: Flow[T], store: Store) -> T:
+    """Run `flow` to completion against a sync store and return its result."""
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = _perform(effect, store)
+        except Exception as exc:  # handed to the flow, which decides what it means
+            error = exc
+
+
+async def arun(flow: Flow[T], store: AsyncStore) -> T:
+    """Run `flow` to completion against an async store and return its result."""
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            if isinstance(effect, StorageEffect):
+                value = await store.apply(effect)
+            elif isinstance(effect, ComputeEffect):
+                # Imported here, not at the top: the core must import (and `run` must work) where no event loop
+                # exists at all; only a caller of `arun` already has one.
+                import asyncio
+
+                value = await asyncio.to_thread(effect.compute)
+            else:
+                raise TypeError(f"not an effect: {effect!r}")
+        except Exception as exc:
+            error = exc
+
+
+def _perform(effect: Effect[Any], store: Store) -> Any:
+    if isinstance(effect, StorageEffect):
+        return store.apply(effect)
+    if isinstance(effect, ComputeEffect):
+        return effect.compute()
+    raise TypeError(f"not an effect: {effect!r}")

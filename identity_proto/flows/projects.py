@@ -1,0 +1,168 @@
+"""Projects: the current project (read by anyone, configured by admin), and the internal project's management
+endpoints, plus the start-up flow that makes sure a host's configured projects exist."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from identity_proto.auth import AccessType
+from identity_proto.context import RequestContext
+from identity_proto.effects import (
+    Flow,
+    create_project,
+    delete_project,
+    ensure_project,
+    list_projects,
+    update_project,
+)
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.http import Response
+from identity_proto.records import INTERNAL_PROJECT_ID, Project, ProjectConfig, ProjectKeys
+from identity_proto.render import json_response, render_project
+from identity_proto.schemas import ProjectCreateBody, ProjectUpdateBody
+from identity_proto.tokens import Entropy, hash_secret, new_api_key, new_signing_key, new_uuid
+
+__all__ = [
+    "IssuedKeys",
+    "ProjectSeed",
+    "bootstrap_projects",
+    "create_project_endpoint",
+    "delete_project_endpoint",
+    "get_current_project",
+    "list_projects_endpoint",
+    "new_project",
+    "update_current_project",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKeys:
+    """A project's API keys in plaintext: shown once, when they are made, and never stored."""
+
+    publishable_client_key: str
+    secret_server_key: str
+    super_secret_admin_key: str
+
+    def hashed(self) -> ProjectKeys:
+        """What the store keeps of them."""
+        return ProjectKeys(
+            publishable_client_key_hash=hash_secret(self.publishable_client_key),
+            secret_server_key_hash=hash_secret(self.secret_server_key),
+            super_secret_admin_key_hash=hash_secret(self.super_secret_admin_key),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectSeed:
+    """A project a host configures at start-up (the default project): its id, name and keys."""
+
+    id: str
+    display_name: str
+    keys: IssuedKeys
+
+
+def new_project(
+    entropy: Entropy,
+    now_ms: int,
+    display_name: str,
+    config: ProjectConfig | None = None,
+    *,
+    project_id: str | None = None,
+    keys: IssuedKeys | None = None,
+) -> tuple[Project, IssuedKeys]:
+    """A new project record (fresh id and signing key unless given) and its plaintext keys."""
+    if keys is None:
+        keys = IssuedKeys(
+            publishable_client_key=new_api_key(entropy, "pck_"),
+            secret_server_key=new_api_key(entropy, "ssk_"),
+            super_secret_admin_key=new_api_key(entropy, "sak_"),
+        )
+    project = Project(
+        id=project_id or new_uuid(entropy),
+        display_name=display_name,
+        created_at_millis=now_ms,
+        signing_key=new_signing_key(entropy),
+        config=config or ProjectConfig(),
+        keys=keys.hashed(),
+    )
+    return project, keys
+
+
+def bootstrap_projects(
+    default: ProjectSeed | None, internal_admin_key: str | None, *, now_ms: int, entropy: Entropy
+) -> Flow[None]:
+    """Make sure the internal project and the host's default project exist, with the configured keys.
+
+    Safe to run by every worker at every start: existing projects keep their config, signing key and data; only
+    their key hashes follow the configuration. Without an internal admin key the internal API accepts no key.
+    """
+    internal, _ = new_project(entropy, now_ms, "Internal", project_id=INTERNAL_PROJECT_ID)
+    internal_keys = ProjectKeys(
+        super_secret_admin_key_hash=hash_secret(internal_admin_key) if internal_admin_key else None
+    )
+    yield from ensure_project(dataclasses.replace(internal, keys=internal_keys))
+    if default is not None:
+        project, _ = new_project(entropy, now_ms, default.display_name, project_id=default.id, keys=default.keys)
+        yield from ensure_project(project)
+
+
+def get_current_project(ctx: RequestContext) -> Flow[Response]:
+    """GET /projects/current: the public view for client and server, everything but secrets for admin."""
+    auth = ctx.require_auth()
+    return json_response(200, render_project(auth.project, auth.access_type))
+    yield  # a flow, even though this one needs no effect
+
+
+def update_current_project(ctx: RequestContext) -> Flow[Response]:
+    """PATCH /projects/current (admin): display name and any subset of the config keys."""
+    auth = ctx.require_auth()
+    body: ProjectUpdateBody = ctx.body
+    changes = body.config.changes() if body.config is not None else ()
+    updated = yield from update_project(auth.project.id, display_name=body.display_name, config=changes)
+    if updated is None:  # deleted between authentication and now
+        raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": auth.project.id})
+    return json_response(200, render_project(updated, AccessType.ADMIN))
+
+
+def create_project_endpoint(ctx: RequestContext) -> Flow[Response]:
+    """POST /internal/projects: a new project; its keys are in this response and nowhere else, ever."""
+    _require_internal(ctx)
+    body: ProjectCreateBody = ctx.body
+    config = ProjectConfig()
+    if body.config is not None:
+        config = dataclasses.replace(config, **dict(body.config.changes()))
+    project, keys = new_project(ctx.entropy, ctx.now_ms, body.display_name, config)
+    if not (yield from create_project(project)):  # a fresh 122-bit id never collides; say so if it did
+        raise RuntimeError("generated project id already exists")
+    return json_response(
+        201,
+        {
+            **render_project(project, AccessType.ADMIN),
+            "publishable_client_key": keys.publishable_client_key,
+            "secret_server_key": keys.secret_server_key,
+            "super_secret_admin_key": keys.super_secret_admin_key,
+        },
+    )
+
+
+def list_projects_endpoint(ctx: RequestContext) -> Flow[Response]:
+    """GET /internal/projects: every project but the internal one, oldest first, without keys."""
+    _require_internal(ctx)
+    projects = yield from list_projects()
+    items = [render_project(p, AccessType.ADMIN) for p in projects if p.id != INTERNAL_PROJECT_ID]
+    return json_response(200, {"items": items, "is_paginated": False})
+
+
+def delete_project_endpoint(ctx: RequestContext) -> Flow[Response]:
+    """DELETE /internal/projects/{project_id}: the project and all of its data."""
+    _require_internal(ctx)
+    project_id: str = ctx.params.project_id
+    if not (yield from delete_project(project_id)):
+        raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
+    return json_response(200, {"success": True})
+
+
+def _require_internal(ctx: RequestContext) -> None:
+    if ctx.require_auth().project.id != INTERNAL_PROJECT_ID:
+        raise KnownError(ErrorCode.EXPECTED_INTERNAL_PROJECT)

@@ -1,0 +1,114 @@
+"""The routing machinery: a table of `Route`s, matched by path then method.
+
+Rules:
+- Paths are matched after stripping one trailing slash (the official SDK strips it; curl users add it).
+- A path that no route has is 404 ROUTE_NOT_FOUND; a path some route has, with another method, is
+  405 METHOD_NOT_ALLOWED with `Allow`; OPTIONS on a known path is a CORS preflight (reference §0.2).
+- A route says who may call it (`access`: None for endpoints that need no authentication), and which models
+  validate its path parameters, query and body (one body model per access type where the allowed fields differ).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from identity_proto.auth import AccessType
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.schemas import Body, EmptyBody, EmptyQuery, Query
+
+if TYPE_CHECKING:
+    from identity_proto.context import RequestContext
+    from identity_proto.effects import Flow
+    from identity_proto.http import Response
+
+__all__ = ["ALL_ACCESS_TYPES", "SERVER_AND_ADMIN", "Route", "Router"]
+
+ALL_ACCESS_TYPES = frozenset(AccessType)
+SERVER_AND_ADMIN = frozenset({AccessType.SERVER, AccessType.ADMIN})
+ADMIN_ONLY = frozenset({AccessType.ADMIN})
+
+_PARAM = re.compile(r"\{([a-z_]+)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One endpoint: method and path pattern (`{name}` matches one segment), its flow and its schemas."""
+
+    method: str
+    pattern: str
+    flow: Callable[[RequestContext], Flow[Response]]
+    #: Access types allowed; None when the endpoint needs no authentication at all.
+    access: frozenset[AccessType] | None = ALL_ACCESS_TYPES
+    body: type[Body] | Mapping[AccessType, type[Body]] = EmptyBody
+    query: type[Query] = EmptyQuery
+    params: type[Query] | None = None
+
+    def body_model(self, access_type: AccessType | None) -> type[Body]:
+        """The body model for this caller."""
+        if isinstance(self.body, Mapping):
+            if access_type is None:
+                return next(iter(self.body.values()))
+            return self.body[access_type]
+        return self.body
+
+
+@dataclass(frozen=True, slots=True)
+class _PathEntry:
+    regex: re.Pattern[str]
+    methods: dict[str, Route] = field(default_factory=dict)
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    """`/users/{user_id}` -> a regex with one named group per parameter, literal parts escaped."""
+    parts = _PARAM.split(pattern)  # literal, name, literal, name, ..., literal
+    regex = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)" for i, part in enumerate(parts))
+    return re.compile(f"^{regex}$")
+
+
+class Router:
+    """Matches (method, path) to a route; built once from the route table."""
+
+    def __init__(self, routes: Sequence[Route]) -> None:
+        self._static: dict[str, _PathEntry] = {}
+        self._dynamic: dict[str, _PathEntry] = {}
+        for route in routes:
+            table = self._dynamic if "{" in route.pattern else self._static
+            entry = table.get(route.pattern)
+            if entry is None:
+                entry = table[route.pattern] = _PathEntry(_compile(route.pattern))
+            if route.method in entry.methods:
+                raise ValueError(f"duplicate route {route.method} {route.pattern}")
+            entry.methods[route.method] = route
+
+    def match(self, method: str, path: str) -> tuple[Route | None, dict[str, str], tuple[str, ...]]:
+        """(route, path parameters, allowed methods) for a request.
+
+        The route is None for a preflight (OPTIONS on a known path). Raises ROUTE_NOT_FOUND or
+        METHOD_NOT_ALLOWED.
+        """
+        if len(path) > 1 and path.endswith("/"):
+            path = path[:-1]
+        entry = self._static.get(path)
+        params: dict[str, str] = {}
+        if entry is None:
+            for candidate in self._dynamic.values():
+                found = candidate.regex.match(path)
+                if found is not None:
+                    entry, params = candidate, found.groupdict()
+                    break
+        if entry is None:
+            raise KnownError(ErrorCode.ROUTE_NOT_FOUND, context={"method": method, "path": path})
+        allowed = tuple(sorted(entry.methods))
+        route = entry.methods.get(method)
+        if route is None:
+            if method == "OPTIONS":
+                return None, params, allowed
+            raise KnownError(
+                ErrorCode.METHOD_NOT_ALLOWED,
+                context={"method": method, "path": path, "allowed": ", ".join(allowed)},
+                headers=(("allow", ", ".join(allowed)),),
+            )
+        return route, params, allowed

@@ -1,0 +1,199 @@
+"""The service: one parsed request in, one response out, as a flow over storage effects.
+
+The pipeline runs in the original's order (reference §0.1), which decides the error a caller sees first:
+
+1. method known, then path routed               -> 405 / 404 (OPTIONS on a known path: CORS preflight)
+2. body parsed by content type (not for GET)    -> 400 BODY_PARSING_ERROR
+3. authentication headers (identity_proto.auth) -> 400/401/403 as listed there
+4. access type allowed by the route             -> 400 ACCESS_TYPE_REQUIRED, 401 INSUFFICIENT_ACCESS_TYPE
+5. path parameters, query and body validated    -> 400 SCHEMA_ERROR (all problems in one message)
+6. the route's flow
+
+Every failure becomes a response here, in the core: known errors as themselves, a `StorageUnavailable` thrown in
+by the driver as 503, and anything else (a bug) as 500 with a request id and no internals. Hosts therefore only
+ever see a `Response`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+
+from identity_proto.auth import AccessType, Auth, authenticate
+from identity_proto.context import RequestContext, ServiceOptions
+from identity_proto.effects import Flow
+from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
+from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
+from identity_proto.http import Request, Response
+from identity_proto.render import BASE_HEADERS, error_response
+from identity_proto.routes import ROUTES
+from identity_proto.routing import Route, Router
+from identity_proto.schemas import schema_error, validate_model
+from identity_proto.tokens import Entropy, VerifiedTokenCache, new_request_id
+
+__all__ = ["Service"]
+
+logger = logging.getLogger("identity_proto")
+
+_KNOWN_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_ACCESS_ORDER = (AccessType.CLIENT, AccessType.SERVER, AccessType.ADMIN)
+
+
+class Service:
+    """The identity service's core. Pure: holds options, the route table and a verified-token cache."""
+
+    def __init__(self, options: ServiceOptions | None = None, routes: Sequence[Route] = ROUTES) -> None:
+        self.options = options or ServiceOptions()
+        self._router = Router(routes)
+        self._token_cache = VerifiedTokenCache()
+        self._known_error_headers = self.options.known_error_headers
+        self._request_id_headers = self.options.request_id_headers
+
+    def handle(self, request: Request, now_ms: int, entropy: Entropy) -> Flow[Response]:
+        """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`."""
+        request_id = new_request_id(entropy)
+        try:
+            response = yield from self._respond(request, now_ms, entropy, request_id)
+        except KnownError as error:
+            response = self._error(error)
+        except StorageUnavailable as exc:
+            logger.warning("storage unavailable (request %s): %s", request_id, exc)
+            response = self._error(KnownError(ErrorCode.STORAGE_UNAVAILABLE, context={"request_id": request_id}))
+        except Exception:
+            logger.exception("unhandled error (request %s) on %s %s", request_id, request.method, request.path)
+            response = self._error(KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id}))
+        return self._stamp(response, request_id)
+
+    def error_response(self, error: KnownError, request_id: str) -> Response:
+        """`error` rendered as this service renders it, for hosts that must answer before `handle` can run
+        (a body too large to read, bytes that do not form a `Request`)."""
+        return self._stamp(self._error(error), request_id)
+
+    def bootstrap(
+        self, default: ProjectSeed | None, internal_admin_key: str | None, *, now_ms: int, entropy: Entropy
+    ) -> Flow[None]:
+        """Start-up: make sure the internal and the default project exist (see `bootstrap_projects`)."""
+        return bootstrap_projects(default, internal_admin_key, now_ms=now_ms, entropy=entropy)
+
+    # ----------------------------------------------------------------------------------------------------------
+
+    def _respond(self, request: Request, now_ms: int, entropy: Entropy, request_id: str) -> Flow[Response]:
+        if request.method not in _KNOWN_METHODS:
+            raise KnownError(
+                ErrorCode.METHOD_NOT_ALLOWED,
+                context={"method": request.method, "path": request.path, "allowed": ", ".join(sorted(_KNOWN_METHODS))},
+            )
+        route, raw_params, allowed = self._router.match(request.method, request.path)
+        if route is None:
+            return _preflight(allowed)
+        body = _parse_body(request) if request.method != "GET" else None
+        auth = yield from authenticate(
+            request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache
+        )
+        _check_access(route, auth)
+        params, query, parsed_body = _validate_inputs(route, request, auth, raw_params, body)
+        ctx = RequestContext(
+            request=request,
+            now_ms=now_ms,
+            entropy=entropy,
+            request_id=request_id,
+            options=self.options,
+            auth=auth,
+            params=params,
+            query=query,
+            body=parsed_body,
+        )
+        return (yield from route.flow(ctx))
+
+    def _error(self, error: KnownError) -> Response:
+        return error_response(error, known_error_headers=self._known_error_headers)
+
+    def _stamp(self, response: Response, request_id: str) -> Response:
+        extra = tuple((name, request_id) for name in self._request_id_headers)
+        return Response(response.status, response.headers + extra, response.body)
+
+
+def _preflight(allowed: tuple[str, ...]) -> Response:
+    """CORS preflight (reference §0.2): any origin, our methods, any request header."""
+    return Response(
+        200,
+        (
+            *BASE_HEADERS,
+            ("access-control-allow-methods", ", ".join(allowed)),
+            ("access-control-allow-headers", "*"),
+            ("access-control-max-age", "86400"),
+        ),
+    )
+
+
+def _parse_body(request: Request) -> Any:
+    """The body as its content type says (reference §0.1 step 2); None when there is none."""
+    content_type = request.content_type
+    raw = request.body
+    if not raw:
+        return None
+    if content_type is None:
+        raise KnownError(
+            ErrorCode.BODY_PARSING_ERROR,
+            message="The request has a body but no Content-Type header; send Content-Type: application/json.",
+        )
+    if content_type == "application/octet-stream":
+        return raw
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Request body cannot be parsed as UTF-8") from None
+    if content_type == "application/json":
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Invalid JSON in request body") from None
+    if content_type == "application/x-www-form-urlencoded":
+        return dict(parse_qsl(text, keep_blank_values=True))
+    if content_type == "text/plain":
+        return text
+    raise KnownError(ErrorCode.BODY_PARSING_ERROR, message=f"Unknown content type in request body: {content_type}")
+
+
+def _check_access(route: Route, auth: Auth | None) -> None:
+    """Step 4: the route's access types (reference §0.1: these win over schema errors)."""
+    if route.access is None:
+        return
+    if auth is None:
+        raise KnownError(ErrorCode.ACCESS_TYPE_REQUIRED)
+    if auth.access_type not in route.access:
+        allowed = [t.value for t in _ACCESS_ORDER if t in route.access]
+        quoted = " or ".join(f"'{name}'" for name in allowed)
+        raise KnownError(
+            ErrorCode.INSUFFICIENT_ACCESS_TYPE,
+            message=f"The x-service-access-type header must be {quoted}, but was '{auth.access_type.value}'.",
+            details={"actual_access_type": auth.access_type.value, "allowed_access_types": allowed},
+        )
+
+
+def _validate_inputs(
+    route: Route, request: Request, auth: Auth | None, raw_params: dict[str, str], body: Any
+) -> tuple[Any, Any, Any]:
+    """Step 5: every input validated, every problem reported at once."""
+    problems: list[str] = []
+    params: Any = raw_params
+    if route.params is not None:
+        result = validate_model(route.params, raw_params, "params")
+        problems += result if isinstance(result, list) else []
+        params = result
+    query = validate_model(route.query, _query_dict(request), "query")
+    problems += query if isinstance(query, list) else []
+    parsed = validate_model(route.body_model(auth.access_type if auth else None), body, "body")
+    problems += parsed if isinstance(parsed, list) else []
+    if problems:
+        raise schema_error(request.method, request.path, problems)
+    return params, query, parsed
+
+
+def _query_dict(request: Request) -> dict[str, str]:
+    # A repeated query parameter keeps its last value, as the original's flat query object does.
+    return dict(request.query_items())

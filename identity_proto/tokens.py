@@ -1,0 +1,208 @@
+"""Secrets and tokens: entropy, ids, API keys, and ES256 access tokens.
+
+Randomness is an input: the host passes an `Entropy` with each request (`os.urandom` in production, a seeded one
+in tests), so the core has no global randomness and a test can replay a run exactly.
+
+Hashing choices (why SHA-256 and not bcrypt for keys): API keys and refresh tokens are generated here with at
+least 224 bits of entropy, so nobody can brute-force them from their hash; a fast hash keeps every request cheap.
+Slow hashes (bcrypt) are for low-entropy human passwords only.
+
+Access tokens are ES256 JWTs made and checked with joserfc (on `cryptography`); nothing here hand-rolls crypto.
+Each project has its own P-256 key, stored with the project as its private scalar, so every worker sharing a
+store signs and verifies with the same key. Verifying ES256 costs about 100 µs, so verified signatures are
+cached (bounded); the expiry is checked against the request's `now` on every use, never cached.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import random
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from cryptography.hazmat.primitives.asymmetric import ec
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey
+
+__all__ = [
+    "CROCKFORD_ALPHABET",
+    "Entropy",
+    "SeededEntropy",
+    "SigningKey",
+    "VerifiedTokenCache",
+    "hash_secret",
+    "new_api_key",
+    "new_request_id",
+    "new_signing_key",
+    "new_uuid",
+    "random_string",
+    "secret_matches",
+    "unverified_claims",
+]
+
+#: Lower-case Crockford base32 (no i, l, o, u), the original's alphabet for codes and refresh tokens.
+CROCKFORD_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+# The order of the P-256 group: a private scalar must lie in [1, n - 1].
+_P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+class Entropy(Protocol):
+    """A source of random bytes, passed in by the host."""
+
+    def token_bytes(self, n: int) -> bytes:
+        """`n` random bytes."""
+        ...
+
+
+class SeededEntropy:
+    """Deterministic entropy for tests and reproducible benchmarks. Never use it to serve real users."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._random = random.Random(seed)  # noqa: S311 - deterministic on purpose, test-only
+        self._lock = threading.Lock()
+
+    def token_bytes(self, n: int) -> bytes:
+        """`n` pseudo-random bytes from the seed."""
+        with self._lock:
+            return self._random.randbytes(n)
+
+
+def random_string(entropy: Entropy, length: int, alphabet: str = CROCKFORD_ALPHABET) -> str:
+    """`length` characters drawn uniformly from `alphabet` (whose size must divide 256, so no bias)."""
+    if 256 % len(alphabet):
+        raise ValueError("alphabet size must divide 256")
+    return "".join(alphabet[byte % len(alphabet)] for byte in entropy.token_bytes(length))
+
+
+def new_uuid(entropy: Entropy) -> str:
+    """A random (version 4) UUID in canonical form."""
+    raw = bytearray(entropy.token_bytes(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    hexed = raw.hex()
+    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
+
+
+def new_request_id(entropy: Entropy) -> str:
+    """A 16-character request id (reference §0.2)."""
+    return random_string(entropy, 16)
+
+
+def new_api_key(entropy: Entropy, prefix: str) -> str:
+    """A project API key: `prefix` (pck_, ssk_ or sak_) and 48 Crockford characters (240 bits)."""
+    return prefix + random_string(entropy, 48)
+
+
+def hash_secret(secret: str) -> str:
+    """SHA-256 hex digest of a high-entropy secret (key, refresh token, code): what the store keeps."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def secret_matches(given: str, stored_hash: str | None) -> bool:
+    """Whether `given` hashes to `stored_hash`, compared in constant time. False when nothing is stored."""
+    if stored_hash is None:
+        return False
+    return hmac.compare_digest(hash_secret(given), stored_hash)
+
+
+def new_signing_key(entropy: Entropy) -> str:
+    """A fresh P-256 private scalar, hex, for a project's token signing key."""
+    scalar = int.from_bytes(entropy.token_bytes(40)) % (_P256_ORDER - 1) + 1
+    return f"{scalar:064x}"
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """A project's ES256 key pair, built from the stored private scalar."""
+
+    kid: str
+    key: ECKey
+
+    @classmethod
+    def from_scalar(cls, scalar_hex: str) -> SigningKey:
+        """Build the key pair; results are memoised (building one costs about as much as a signature)."""
+        return _signing_key(scalar_hex)
+
+    def public_jwk(self) -> dict[str, Any]:
+        """The public key as a JWK, for the JWKS document."""
+        return {**self.key.as_dict(private=False), "kid": self.kid, "alg": "ES256", "use": "sig"}
+
+    def sign(self, claims: Mapping[str, Any]) -> str:
+        """A compact ES256 JWT carrying `claims`."""
+        return jwt.encode({"alg": "ES256", "kid": self.kid, "typ": "JWT"}, dict(claims), self.key)
+
+    def verify(self, token: str) -> dict[str, Any] | None:
+        """The claims if `token` carries a valid signature by this key, else None. Expiry is not checked."""
+        try:
+            return dict(jwt.decode(token, self.key, algorithms=["ES256"]).claims)
+        except (JoseError, ValueError, TypeError):
+            return None
+
+
+_signing_keys: dict[str, SigningKey] = {}
+_signing_keys_lock = threading.Lock()
+
+
+def _signing_key(scalar_hex: str) -> SigningKey:
+    found = _signing_keys.get(scalar_hex)
+    if found is not None:
+        return found
+    private = ec.derive_private_key(int(scalar_hex, 16), ec.SECP256R1())
+    key = ECKey.import_key(private)
+    built = SigningKey(kid=key.thumbprint()[:12], key=key)
+    with _signing_keys_lock:
+        if len(_signing_keys) >= 4096:  # bounded: one entry per project seen by this process
+            _signing_keys.clear()
+        _signing_keys[scalar_hex] = built
+    return built
+
+
+def unverified_claims(token: str) -> dict[str, Any] | None:
+    """The payload of a compact JWS *without* checking its signature (to learn which project it names), or
+    None when it is not a JWS with a JSON object payload."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    payload = parts[1]
+    try:
+        claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (ValueError, orjson.JSONDecodeError):
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+class VerifiedTokenCache:
+    """A bounded memo of `SigningKey.verify`: (key id, token) -> claims. Thread-safe.
+
+    Only signatures are memoised; callers still compare `exp` with their own `now` on every use, so a cached
+    token expires exactly when an uncached one would.
+    """
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self._entries: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._max_entries = max_entries
+        self._lock = threading.Lock()
+
+    def verify(self, key: SigningKey, token: str) -> dict[str, Any] | None:
+        """Claims of `token` if signed by `key`, else None."""
+        cache_key = (key.kid, token)
+        with self._lock:
+            claims = self._entries.get(cache_key)
+            if claims is not None:
+                self._entries.move_to_end(cache_key)
+                return claims
+        claims = key.verify(token)
+        if claims is not None:
+            with self._lock:
+                self._entries[cache_key] = claims
+                if len(self._entries) > self._max_entries:
+                    self._entries.popitem(last=False)
+        return claims

@@ -1,0 +1,96 @@
+"""A real Hypercorn process serving `asgi_app:app` on a free loopback port, started and stopped by the tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Server:
+    base_url: str
+    process: subprocess.Popen[bytes]
+    seconds_to_first_200: float
+
+
+def start_hypercorn(
+    env: Mapping[str, str] | None = None,
+    *,
+    target: str = "asgi_app:app",
+    ready_path: str = "/api/v1",
+    timeout: float = 20.0,
+) -> Server:
+    """Start Hypercorn serving `target` on a free loopback port; wait (bounded) until `ready_path` answers 200.
+
+    IDENTITY_* variables of the calling environment are dropped, so the service runs on its embedded defaults
+    plus `env`."""
+    port = free_port()
+    clean_env = {k: v for k, v in os.environ.items() if not k.startswith("IDENTITY_")}
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=ROOT,
+        env={**clean_env, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    while True:
+        if process.poll() is not None:
+            stderr = process.stderr.read().decode() if process.stderr else ""
+            raise RuntimeError(f"hypercorn exited with {process.returncode}: {stderr}")
+        try:
+            if httpx.get(f"{base_url}{ready_path}", timeout=1.0).status_code == 200:
+                return Server(base_url, process, time.monotonic() - started)
+        except httpx.TransportError:
+            pass
+        if time.monotonic() - started > timeout:
+            stop(process)
+            raise RuntimeError(f"hypercorn did not answer within {timeout} s")
+        time.sleep(0.02)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End exactly the process we started."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    if process.stderr:
+        process.stderr.close()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    """The service on its embedded defaults (memory store, dev project), as a newcomer runs it."""
+    running = start_hypercorn()
+    try:
+        yield running
+    finally:
+        stop(running.process)
+
+
+@pytest.fixture
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, timeout=10.0) as client:
+        yield client

@@ -1,0 +1,185 @@
+"""The core is sans-io: it imports no backend or host, and handles requests with no I/O at all."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from identity_proto import Request, Response, SeededEntropy, Service
+from identity_proto.effects import LoadProject, StorageEffect
+from identity_proto.flows.projects import new_project
+from identity_proto.records import Project
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "identity_proto"
+
+# Nothing in the core may reach for the network, the disk, processes, the wall clock or global randomness, nor
+# import a backend or a host. (`asyncio` is imported lazily by `arun` only, never at module level.)
+FORBIDDEN_TOP_LEVEL = {
+    "asgi_app",
+    "backends",
+    "hosting",
+    "redis",
+    "socket",
+    "ssl",
+    "select",
+    "selectors",
+    "asyncio",
+    "subprocess",
+    "multiprocessing",
+    "time",
+    "secrets",
+    "os",
+    "urllib.request",
+    "http.client",
+    "smtplib",
+}
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", sorted(CORE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_module_imports_no_io_backend_or_host(path: Path) -> None:
+    imported = _module_level_imports(path)
+    bad = {name for name in imported if name in FORBIDDEN_TOP_LEVEL or name.split(".")[0] in FORBIDDEN_TOP_LEVEL}
+    assert not bad, f"{path.name} imports {bad}"
+
+
+def test_a_flow_driven_by_hand_with_next_and_send() -> None:
+    service = Service()
+    project, keys = new_project(
+        SeededEntropy(1), 1_000, "Hand driven", project_id="00000000-0000-4000-8000-00000000000a"
+    )
+    request = Request(
+        "GET",
+        "/api/v1/projects/current",
+        (
+            ("x-service-access-type", "server"),
+            ("x-service-project-id", project.id),
+            ("x-service-secret-server-key", keys.secret_server_key),
+        ),
+    )
+    flow = service.handle(request, 2_000, SeededEntropy(2))
+    effect = next(flow)
+    assert effect == LoadProject(project.id)
+    with pytest.raises(StopIteration) as done:
+        flow.send(project)
+    response: Response = done.value.value
+    assert response.status == 200
+    assert b'"display_name":"Hand driven"' in response.body
+
+
+def test_a_storage_failure_thrown_into_a_flow_becomes_503_without_internals() -> None:
+    from identity_proto import StorageUnavailable
+
+    flow = Service().handle(
+        Request(
+            "GET", "/api/v1/projects/current", (("x-service-access-type", "client"), ("x-service-project-id", "p"))
+        ),
+        0,
+        SeededEntropy(3),
+    )
+    assert isinstance(next(flow), StorageEffect)
+    with pytest.raises(StopIteration) as done:
+        flow.throw(StorageUnavailable("connection refused to 10.0.0.1:6379 password=hunter2"))
+    response: Response = done.value.value
+    assert response.status == 503
+    assert response.header("x-service-known-error") == "STORAGE_UNAVAILABLE"
+    assert b"hunter2" not in response.body
+    assert b"10.0.0.1" not in response.body
+    assert response.header("x-service-request-id") is not None
+
+
+def test_a_bug_becomes_500_with_a_request_id_and_no_internals() -> None:
+    flow = Service().handle(
+        Request(
+            "GET", "/api/v1/projects/current", (("x-service-access-type", "client"), ("x-service-project-id", "p"))
+        ),
+        0,
+        SeededEntropy(3),
+    )
+    next(flow)
+    with pytest.raises(StopIteration) as done:
+        flow.throw(KeyError("secret internal detail"))
+    response: Response = done.value.value
+    request_id = response.header("x-service-request-id")
+    assert response.status == 500
+    assert request_id is not None
+    assert request_id.encode() in response.body
+    assert b"secret internal detail" not in response.body
+    assert b"KeyError" not in response.body
+
+
+NO_IO_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.modules["asyncio"] = None  # no event loop can even be imported
+    import identity_proto
+    from identity_proto import Request, SeededEntropy, Service
+    from identity_proto.effects import LoadProject
+    from identity_proto.flows.projects import new_project
+
+    service = Service()
+    project, keys = new_project(SeededEntropy(1), 1, "P", project_id="00000000-0000-4000-8000-00000000000b")
+    headers = (("x-service-access-type", "admin"), ("x-service-project-id", project.id),
+               ("x-service-super-secret-admin-key", keys.super_secret_admin_key))
+
+    FORBIDDEN = ("socket.", "open", "subprocess.", "os.system", "os.exec", "os.spawn", "os.fork", "os.posix_spawn",
+                 "urllib.", "http.", "ctypes.", "time.sleep")
+    def audit(event, args):
+        if event.startswith(FORBIDDEN):
+            raise RuntimeError(f"I/O attempted by the core: {event} {args!r}")
+    sys.addaudithook(audit)
+
+    for method, path, body in (
+        ("GET", "/api/v1/projects/current", b""),
+        ("PATCH", "/api/v1/projects/current", b'{"display_name": "Q", "config": {"sign_up_enabled": false}}'),
+        ("GET", "/api/v1/nowhere", b""),
+    ):
+        request = Request(method, path, headers + (("content-type", "application/json"),), body)
+        flow = service.handle(request, 2, SeededEntropy(2))
+        try:
+            effect = next(flow)
+            while True:
+                if isinstance(effect, LoadProject):
+                    effect = flow.send(project)
+                else:  # UpdateProject: answer as a store would
+                    import dataclasses
+                    config = dataclasses.replace(project.config, **dict(effect.config))
+                    effect = flow.send(dataclasses.replace(project, display_name=effect.display_name, config=config))
+        except StopIteration as done:
+            print(method, path, done.value.status)
+    """
+)
+
+
+def test_the_core_handles_requests_with_sockets_files_and_event_loop_unavailable() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", NO_IO_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "GET /api/v1/projects/current 200",
+        "PATCH /api/v1/projects/current 200",
+        "GET /api/v1/nowhere 404",
+    ]
+
+
+def test_project_records_are_built_from_inputs_only() -> None:
+    a, keys_a = new_project(SeededEntropy(5), 10, "X")
+    b, keys_b = new_project(SeededEntropy(5), 10, "X")
+    assert (a, keys_a) == (b, keys_b)
+    assert isinstance(a, Project)
