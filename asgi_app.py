@@ -212,6 +212,10 @@ def _request_from_scope(scope: Scope, body: bytes) -> Request:
 def _build_store(settings: Settings) -> AsyncStore:
     if settings.backend == "memory":
         return AsyncMemoryStore()
+    if settings.backend == "redis":
+        from backends.redis import AsyncRedisStore  # only operators on Redis pay for importing redis-py
+
+        return AsyncRedisStore.from_url(settings.redis_url)
     raise ConfigurationError(f"unknown backend {settings.backend!r}")
 
 

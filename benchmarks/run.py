@@ -26,7 +26,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.conftest import start_hypercorn, stop  # noqa: E402
+from tests.e2e.conftest import start_hypercorn, stop_server  # noqa: E402
 
 SERVER_HEADERS = {
     "x-service-access-type": "server",
@@ -101,12 +101,12 @@ def main() -> None:
         try:
             base_rps, base_p50, base_p99 = _http_rate(baseline.base_url, "/", args.requests)
         finally:
-            stop(baseline.process)
+            stop_server(baseline)
         service = start_hypercorn()
         try:
             rps, p50, p99 = _http_rate(service.base_url, "/api/v1/projects/current", args.requests)
         finally:
-            stop(service.process)
+            stop_server(service)
         base_start, start = baseline.seconds_to_first_200, service.seconds_to_first_200
         in_process = _in_process_rate(args.requests * 5)
         for name, value in {

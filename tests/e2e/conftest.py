@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,13 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.processes import free_port, stop
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -67,17 +62,11 @@ def start_hypercorn(
         time.sleep(0.02)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """End exactly the process we started."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-    if process.stderr:
-        process.stderr.close()
+def stop_server(server: Server) -> None:
+    """End exactly the Hypercorn process we started."""
+    stop(server.process)
+    if server.process.stderr:
+        server.process.stderr.close()
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +76,7 @@ def server() -> Iterator[Server]:
     try:
         yield running
     finally:
-        stop(running.process)
+        stop_server(running)
 
 
 @pytest.fixture

@@ -1,0 +1,55 @@
+"""Fixtures shared by every suite: the real redis-server the tests start themselves."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.processes import RedisServer, answers_ping, free_port, stop
+
+_START_TIMEOUT_S = 10.0
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on a free loopback port, no persistence, for the whole session."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        pytest.fail(
+            "redis-server is not on PATH: the real-Redis contract tests need it (apt-get install redis-server). "
+            "They fail rather than skip so that CI never silently stops testing against real Redis.",
+            pytrace=False,
+        )
+    workdir: Path = tmp_path_factory.mktemp("redis-server")
+    log_path = workdir / "redis.log"
+    for _attempt in range(3):  # another process may grab the free port between asking and binding
+        port = free_port()
+        command = [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        command += ["--daemonize", "no", "--dir", str(workdir)]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+        try:
+            deadline = time.monotonic() + _START_TIMEOUT_S
+            while process.poll() is None and time.monotonic() < deadline:
+                if answers_ping(port):
+                    break
+                time.sleep(0.02)
+            else:
+                output = log_path.read_text(errors="replace")
+                if process.poll() is not None and "Address already in use" in output:
+                    continue
+                pytest.fail(
+                    f"redis-server did not answer PING on 127.0.0.1:{port} within {_START_TIMEOUT_S:.0f} s "
+                    f"(exit code {process.poll()}); its output:\n{output}",
+                    pytrace=False,
+                )
+            yield RedisServer("127.0.0.1", port)
+            return
+        finally:
+            stop(process)
+    pytest.fail("redis-server could not bind a free loopback port in 3 attempts", pytrace=False)

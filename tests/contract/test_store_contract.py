@@ -1,0 +1,571 @@
+"""The storage contract (identity_proto.effects), one behaviour suite over every store.
+
+Each test runs against the memory store, RedisStore over fakeredis, and RedisStore over a real redis-server
+(see conftest.py); the async tests run the same behaviours through `identity_proto.drivers.arun`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+
+from backends.memory import AsyncMemoryStore, MemoryStore
+from backends.redis import AsyncRedisStore, RedisStore
+from identity_proto import effects
+from identity_proto.drivers import Store, arun, run
+from identity_proto.effects import (
+    CreateProject,
+    DeleteProject,
+    EnsureProject,
+    ListProjects,
+    LoadProject,
+    StorageEffect,
+    UpdateProject,
+)
+from identity_proto.errors import StorageUnavailable
+from identity_proto.flows.projects import new_project
+from identity_proto.records import Project, ProjectConfig, ProjectKeys, TrustedDomain
+from identity_proto.tokens import SeededEntropy
+from tests.contract.conftest import AsyncBackend
+from tests.processes import free_port
+
+NOW_MS = 1_700_000_000_123
+
+
+def make_project(
+    seed: int,
+    *,
+    now_ms: int = NOW_MS,
+    name: str = "Project",
+    config: ProjectConfig | None = None,
+    project_id: str | None = None,
+) -> Project:
+    project, _ = new_project(SeededEntropy(seed), now_ms, name, config, project_id=project_id)
+    return project
+
+
+def rich_project() -> Project:
+    """A project whose every field differs from the defaults."""
+    config = ProjectConfig(
+        sign_up_enabled=False,
+        magic_link_enabled=False,
+        credential_enabled=False,
+        allow_localhost=False,
+        domains=(TrustedDomain("https://app.example.com"), TrustedDomain("https://b.example.org", "/auth/cb")),
+        client_team_creation_enabled=True,
+        client_user_deletion_enabled=True,
+        create_team_on_sign_up=True,
+        require_email_verification=True,
+        require_publishable_client_key=True,
+        team_creator_default_permissions=("owner", "billing"),
+        team_member_default_permissions=(),
+    )
+    return make_project(7, now_ms=1_650_000_000_999, name="Ünïcode ✓ «project»", config=config)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Load and create
+
+
+def test_load_of_a_missing_project_is_none(store: Store) -> None:
+    assert store.apply(LoadProject("00000000-0000-4000-8000-000000000000")) is None
+
+
+def test_create_then_load_round_trips_every_field(store: Store) -> None:
+    project = rich_project()
+
+    assert store.apply(CreateProject(project)) is True
+
+    loaded = store.apply(LoadProject(project.id))
+    assert loaded == project
+    assert loaded is not None
+    assert loaded.display_name == "Ünïcode ✓ «project»"
+    assert loaded.created_at_millis == 1_650_000_000_999
+    assert loaded.signing_key == project.signing_key
+    assert len(loaded.signing_key) == 64
+    assert loaded.config.domains[1] == TrustedDomain("https://b.example.org", "/auth/cb")
+    assert loaded.config.team_creator_default_permissions == ("owner", "billing")
+    assert loaded.config.team_member_default_permissions == ()
+    assert loaded.config.require_publishable_client_key is True
+    assert loaded.keys == project.keys
+    assert loaded.keys.super_secret_admin_key_hash is not None
+
+
+def test_create_round_trips_absent_key_hashes(store: Store) -> None:
+    project = dataclasses.replace(make_project(8), keys=ProjectKeys(secret_server_key_hash="ab" * 32))
+
+    assert store.apply(CreateProject(project)) is True
+
+    loaded = store.apply(LoadProject(project.id))
+    assert loaded == project
+    assert loaded is not None
+    assert loaded.keys == ProjectKeys(None, "ab" * 32, None)
+
+
+def test_create_twice_returns_false_and_keeps_the_first_record(store: Store) -> None:
+    first = make_project(1, name="First")
+    second = dataclasses.replace(make_project(2, name="Second"), id=first.id)
+
+    assert store.apply(CreateProject(first)) is True
+    assert store.apply(CreateProject(second)) is False
+
+    assert store.apply(LoadProject(first.id)) == first
+    assert store.apply(ListProjects()) == (first,)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Ensure
+
+
+def test_ensure_on_an_absent_project_creates_it(store: Store) -> None:
+    project = make_project(3, name="Seeded")
+
+    assert store.apply(EnsureProject(project)) == project
+
+    assert store.apply(LoadProject(project.id)) == project
+    assert store.apply(ListProjects()) == (project,)
+
+
+def test_ensure_on_a_present_project_replaces_only_the_key_hashes(store: Store) -> None:
+    original = make_project(4, name="Original")
+    assert store.apply(CreateProject(original)) is True
+    store.apply(UpdateProject(original.id, display_name="Renamed", config=(("sign_up_enabled", False),)))
+    configured = dataclasses.replace(make_project(5, name="From start-up config"), id=original.id)
+    assert configured.signing_key != original.signing_key
+    assert configured.keys != original.keys
+
+    result = store.apply(EnsureProject(configured))
+
+    expected = dataclasses.replace(
+        original,
+        display_name="Renamed",
+        config=dataclasses.replace(original.config, sign_up_enabled=False),
+        keys=configured.keys,
+    )
+    assert result == expected
+    assert result.signing_key == original.signing_key
+    assert result.created_at_millis == original.created_at_millis
+    assert store.apply(LoadProject(original.id)) == expected
+    assert store.apply(ListProjects()) == (expected,)
+    # and again: ensuring is idempotent
+    assert store.apply(EnsureProject(configured)) == expected
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Update
+
+
+def test_update_of_a_missing_project_returns_none_and_creates_nothing(store: Store) -> None:
+    missing = "11111111-1111-4111-8111-111111111111"
+
+    assert store.apply(UpdateProject(missing, display_name="Ghost", config=(("sign_up_enabled", False),))) is None
+
+    assert store.apply(LoadProject(missing)) is None
+    assert store.apply(ListProjects()) == ()
+
+
+def test_update_sets_display_name_and_config_fields_and_returns_the_record(store: Store) -> None:
+    project = make_project(6, name="Before")
+    store.apply(CreateProject(project))
+    domains = (TrustedDomain("https://x.example.com", "/h"),)
+
+    updated = store.apply(
+        UpdateProject(project.id, display_name="After", config=(("domains", domains), ("allow_localhost", False)))
+    )
+
+    expected = dataclasses.replace(
+        project,
+        display_name="After",
+        config=dataclasses.replace(project.config, domains=domains, allow_localhost=False),
+    )
+    assert updated == expected
+    assert store.apply(LoadProject(project.id)) == expected
+    # no changes at all: the record as stored
+    assert store.apply(UpdateProject(project.id)) == expected
+
+
+def test_updates_of_different_config_fields_both_survive(store: Store) -> None:
+    project = make_project(9)
+    store.apply(CreateProject(project))
+
+    store.apply(UpdateProject(project.id, config=(("require_email_verification", True),)))
+    second = store.apply(UpdateProject(project.id, config=(("team_member_default_permissions", ("viewer",)),)))
+
+    assert second is not None
+    assert second.config.require_email_verification is True
+    assert second.config.team_member_default_permissions == ("viewer",)
+    assert second.display_name == project.display_name
+    assert second.keys == project.keys
+    assert store.apply(LoadProject(project.id)) == second
+
+
+def test_concurrent_updates_of_different_config_fields_from_two_threads_both_survive(store: Store) -> None:
+    project = make_project(10)
+    store.apply(CreateProject(project))
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def writer(field: str, value: Callable[[int], Any]) -> None:
+        try:
+            start.wait(timeout=5)
+            for i in range(50):
+                store.apply(UpdateProject(project.id, config=((field, value(i)),)))
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=writer, args=("team_creator_default_permissions", lambda i: (f"creator-{i}",))),
+        threading.Thread(target=writer, args=("domains", lambda i: (TrustedDomain(f"https://app{i}.example.com"),))),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert errors == []
+    assert not any(thread.is_alive() for thread in threads)
+    final = store.apply(LoadProject(project.id))
+    assert final is not None
+    assert final.config.team_creator_default_permissions == ("creator-49",)
+    assert final.config.domains == (TrustedDomain("https://app49.example.com"),)
+    assert final.config.sign_up_enabled is True  # untouched fields untouched
+    assert final.display_name == project.display_name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# List and delete
+
+
+def test_list_is_oldest_first_with_ties_by_id(store: Store) -> None:
+    oldest = make_project(11, now_ms=1_000, project_id="p-oldest")
+    tie_a = make_project(12, now_ms=2_000, project_id="p-tie-a")
+    tie_b = make_project(13, now_ms=2_000, project_id="p-tie-b")
+    newest = make_project(14, now_ms=3_000, project_id="p-newest")
+    for project in (newest, tie_b, oldest, tie_a):
+        assert store.apply(CreateProject(project)) is True
+
+    assert store.apply(ListProjects()) == (oldest, tie_a, tie_b, newest)
+
+
+def test_list_of_an_empty_store_is_empty(store: Store) -> None:
+    assert store.apply(ListProjects()) == ()
+
+
+def test_delete_returns_true_then_false_and_the_project_is_gone(store: Store) -> None:
+    doomed = make_project(15, now_ms=1_000)
+    kept = make_project(16, now_ms=2_000)
+    store.apply(CreateProject(doomed))
+    store.apply(CreateProject(kept))
+
+    assert store.apply(DeleteProject(doomed.id)) is True
+    assert store.apply(DeleteProject(doomed.id)) is False
+
+    assert store.apply(LoadProject(doomed.id)) is None
+    assert store.apply(ListProjects()) == (kept,)
+    assert store.apply(LoadProject(kept.id)) == kept
+    # the id is free again
+    assert store.apply(CreateProject(doomed)) is True
+
+
+def test_drivers_run_performs_a_flow_against_the_store(store: Store) -> None:
+    project = make_project(17)
+    store.apply(CreateProject(project))
+
+    assert run(effects.load_project(project.id), store) == project
+    assert run(effects.load_project("no-such-project"), store) is None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Redis specifics: the documented key layout, dangling index entries, older records
+
+
+def _namespace_keys(store: RedisStore) -> set[bytes]:
+    return set(store.client.scan_iter(match=f"{store.keys.namespace}*"))
+
+
+def test_redis_key_layout_is_as_documented(redis_store: RedisStore) -> None:
+    project = make_project(18, name="Layout")
+    ns = redis_store.keys.namespace
+    record_key = f"{ns}{{p:{project.id}}}:project"
+    index_key = f"{ns}{{projects}}:index"
+    assert redis_store.keys.project(project.id) == record_key
+    assert redis_store.keys.index == index_key
+    # the hash tags: a project's keys share one Redis Cluster slot; the index has its own
+    assert key_slot(record_key.encode()) == key_slot(f"{{p:{project.id}}}".encode())
+    assert key_slot(index_key.encode()) == key_slot(b"projects")
+
+    redis_store.apply(CreateProject(project))
+    redis_store.apply(UpdateProject(project.id, config=(("domains", (TrustedDomain("https://a.example.com"),)),)))
+
+    client = redis_store.client
+    assert _namespace_keys(redis_store) == {record_key.encode(), index_key.encode()}
+    assert client.type(record_key) == b"hash"
+    assert client.smembers(index_key) == {project.id.encode()}
+    assert client.hget(record_key, "display_name") == b"Layout"
+    assert client.hget(record_key, "created_at_millis") == str(NOW_MS).encode()
+    assert client.hget(record_key, "config.sign_up_enabled") == b"true"
+    domains_json = b'[{"domain":"https://a.example.com","handler_path":"/handler"}]'
+    assert client.hget(record_key, "config.domains") == domains_json
+    fields = {field.decode() for field in client.hkeys(record_key) if isinstance(field, bytes)}
+    config_fields = {f"config.{f.name}" for f in dataclasses.fields(ProjectConfig)}
+    assert fields == {"id", "display_name", "created_at_millis", "signing_key", "keys"} | config_fields
+
+    assert redis_store.apply(DeleteProject(project.id)) is True
+    assert _namespace_keys(redis_store) == set()
+
+
+def test_redis_list_skips_a_dangling_index_entry(redis_store: RedisStore) -> None:
+    project = make_project(19)
+    redis_store.apply(CreateProject(project))
+    redis_store.client.sadd(redis_store.keys.index, "ghost-without-record")
+
+    assert redis_store.apply(ListProjects()) == (project,)
+    assert redis_store.apply(LoadProject("ghost-without-record")) is None
+    # deleting it removes the index entry and says it did not exist
+    assert redis_store.apply(DeleteProject("ghost-without-record")) is False
+    assert redis_store.client.smembers(redis_store.keys.index) == {project.id.encode()}
+
+
+def test_redis_create_and_ensure_repair_a_missing_index_entry(redis_store: RedisStore) -> None:
+    project = make_project(20)
+    redis_store.apply(CreateProject(project))
+    redis_store.client.srem(redis_store.keys.index, project.id)  # as if a crash came between record and index
+    assert redis_store.apply(ListProjects()) == ()
+
+    assert redis_store.apply(CreateProject(project)) is False  # a retried create: the id is taken...
+    assert redis_store.apply(ListProjects()) == (project,)  # ...but the index entry is back
+
+    redis_store.client.srem(redis_store.keys.index, project.id)
+    assert redis_store.apply(EnsureProject(project)) == project
+    assert redis_store.apply(ListProjects()) == (project,)
+
+
+def test_redis_record_missing_a_config_field_reads_its_default(redis_store: RedisStore) -> None:
+    project = make_project(21, config=ProjectConfig(require_publishable_client_key=True, sign_up_enabled=False))
+    redis_store.apply(CreateProject(project))
+    redis_store.client.hdel(redis_store.keys.project(project.id), "config.require_publishable_client_key")
+
+    loaded = redis_store.apply(LoadProject(project.id))
+
+    assert loaded is not None
+    assert loaded.config.require_publishable_client_key is False  # the default
+    assert loaded.config.sign_up_enabled is False  # the stored value
+
+
+def test_redis_namespace_must_not_contain_hash_tag_braces() -> None:
+    with pytest.raises(ValueError, match="namespace"):
+        RedisStore.from_url("redis://127.0.0.1:1/0", namespace="a{b}:")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Completeness
+
+
+def storage_effect_types() -> set[type[Any]]:
+    """Every concrete StorageEffect defined in identity_proto.effects."""
+    return {
+        obj
+        for obj in vars(effects).values()
+        if inspect.isclass(obj)
+        and issubclass(obj, StorageEffect)
+        and obj is not StorageEffect
+        and obj.__module__ == effects.__name__
+    }
+
+
+def test_the_storage_effects_are_the_ones_this_suite_knows() -> None:
+    assert storage_effect_types() == {
+        LoadProject,
+        CreateProject,
+        EnsureProject,
+        UpdateProject,
+        ListProjects,
+        DeleteProject,
+    }, "a new StorageEffect needs contract tests here"
+
+
+@pytest.mark.parametrize("backend", [MemoryStore, RedisStore, AsyncRedisStore], ids=lambda b: b.__name__)
+def test_every_backend_performs_every_storage_effect(backend: Any) -> None:
+    assert set(backend.performs) == storage_effect_types()
+
+
+def test_the_async_memory_store_performs_what_the_memory_store_does() -> None:
+    assert set(AsyncMemoryStore().sync.performs) == storage_effect_types()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _UnknownEffect(StorageEffect[int]):
+    """An effect no backend knows (defined here, so not part of the contract)."""
+
+
+def test_an_unknown_effect_is_a_type_error(store: Store) -> None:
+    with pytest.raises(TypeError, match="_UnknownEffect"):
+        store.apply(_UnknownEffect())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Faults: an unreachable or silent Redis is StorageUnavailable, quickly, without the URL's password
+
+
+def _closed_port_url() -> str:
+    return f"redis://:hunter2@127.0.0.1:{free_port()}/0"
+
+
+@contextmanager
+def _silent_server() -> Iterator[str]:
+    """A loopback socket that accepts connections (the kernel does) but never answers."""
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"redis://:hunter2@127.0.0.1:{listener.getsockname()[1]}/0"
+
+
+def _assert_unavailable(info: pytest.ExceptionInfo[StorageUnavailable], started: float, limit_s: float) -> None:
+    elapsed = time.monotonic() - started
+    assert elapsed < limit_s, f"took {elapsed:.2f} s"
+    assert "LoadProject" in str(info.value)
+    assert "hunter2" not in str(info.value)
+
+
+def test_sync_unreachable_redis_is_storage_unavailable_within_3_seconds() -> None:
+    store = RedisStore.from_url(_closed_port_url())
+    try:
+        started = time.monotonic()
+        with pytest.raises(StorageUnavailable) as info:
+            store.apply(LoadProject("any"))
+        _assert_unavailable(info, started, 3.0)
+        # through the driver too: the failure is thrown into the flow, which does not catch it
+        with pytest.raises(StorageUnavailable):
+            run(effects.load_project("any"), store)
+    finally:
+        store.close()
+
+
+def test_async_unreachable_redis_is_storage_unavailable_within_3_seconds() -> None:
+    async def scenario() -> None:
+        store = AsyncRedisStore.from_url(_closed_port_url())
+        try:
+            started = time.monotonic()
+            with pytest.raises(StorageUnavailable) as info:
+                await arun(effects.load_project("any"), store)
+            _assert_unavailable(info, started, 3.0)
+        finally:
+            await store.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_sync_silent_redis_times_out_as_storage_unavailable() -> None:
+    with _silent_server() as url:
+        store = RedisStore.from_url(url, socket_timeout=0.3)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StorageUnavailable) as info:
+                store.apply(LoadProject("any"))
+            _assert_unavailable(info, started, 2.0)
+        finally:
+            store.close()
+
+
+def test_async_silent_redis_times_out_as_storage_unavailable() -> None:
+    async def scenario(url: str) -> None:
+        store = AsyncRedisStore.from_url(url, socket_timeout=0.3)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StorageUnavailable) as info:
+                await store.apply(LoadProject("any"))
+            _assert_unavailable(info, started, 2.0)
+        finally:
+            await store.aclose()
+
+    with _silent_server() as url:
+        asyncio.run(scenario(url))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The same behaviours through the async driver
+
+
+def test_async_lifecycle_through_arun(async_store: AsyncBackend) -> None:
+    older = make_project(30, now_ms=1_000)
+    newer = rich_project()  # created later: 1_650_000_000_999
+    missing = "22222222-2222-4222-8222-222222222222"
+
+    async def scenario(store: Any) -> None:
+        assert await arun(effects.load_project(missing), store) is None
+        assert await arun(effects.create_project(newer), store) is True
+        assert await arun(effects.create_project(older), store) is True
+        assert await arun(effects.create_project(dataclasses.replace(older, display_name="dup")), store) is False
+        assert await arun(effects.load_project(newer.id), store) == newer
+        assert await arun(effects.list_projects(), store) == (older, newer)
+        assert await arun(effects.update_project(missing, display_name="x"), store) is None
+        renamed = await arun(effects.update_project(older.id, display_name="Renamed"), store)
+        assert renamed == dataclasses.replace(older, display_name="Renamed")
+        assert await arun(effects.delete_project(older.id), store) is True
+        assert await arun(effects.delete_project(older.id), store) is False
+        assert await arun(effects.list_projects(), store) == (newer,)
+
+    async_store.run(scenario)
+
+
+def test_async_ensure_keeps_config_and_signing_key(async_store: AsyncBackend) -> None:
+    original = make_project(31)
+    configured = dataclasses.replace(make_project(32, name="Configured"), id=original.id)
+
+    async def scenario(store: Any) -> Project:
+        assert await arun(effects.ensure_project(original), store) == original
+        await arun(effects.update_project(original.id, config=(("create_team_on_sign_up", True),)), store)
+        return await arun(effects.ensure_project(configured), store)
+
+    result = async_store.run(scenario)
+
+    assert result == dataclasses.replace(
+        original, config=dataclasses.replace(original.config, create_team_on_sign_up=True), keys=configured.keys
+    )
+    # a second event loop sees what the first one stored
+    assert async_store.run(lambda store: arun(effects.load_project(original.id), store)) == result
+
+
+def test_async_concurrent_updates_of_different_config_fields_both_survive(async_store: AsyncBackend) -> None:
+    project = make_project(33)
+
+    async def writer(store: Any, field: str, value: Callable[[int], Any]) -> None:
+        for i in range(50):
+            await arun(effects.update_project(project.id, config=((field, value(i)),)), store)
+
+    async def scenario(store: Any) -> Project | None:
+        await arun(effects.create_project(project), store)
+        await asyncio.gather(
+            writer(store, "team_member_default_permissions", lambda i: (f"member-{i}",)),
+            writer(store, "sign_up_enabled", lambda i: i % 2 == 0),
+        )
+        return await arun(effects.load_project(project.id), store)
+
+    final = async_store.run(scenario)
+
+    assert final is not None
+    assert final.config.team_member_default_permissions == ("member-49",)
+    assert final.config.sign_up_enabled is False  # 49 is odd
+    assert final.config.magic_link_enabled is True
+
+
+def test_async_redis_list_skips_a_dangling_index_entry(async_redis_store: AsyncBackend) -> None:
+    project = make_project(34)
+
+    async def scenario(store: Any) -> tuple[Project, ...]:
+        assert isinstance(store, AsyncRedisStore)
+        await arun(effects.create_project(project), store)
+        await store.client.sadd(store.keys.index, "ghost-without-record")
+        return await arun(effects.list_projects(), store)
+
+    assert async_redis_store.run(scenario) == (project,)
