@@ -60,6 +60,7 @@ class IdentityASGI:
         self.clock = clock
         self.entropy = entropy or SystemEntropy()
         self._store = store
+        self._mailer = self.settings.mailers().async_
         self._started = False
         self._start_lock = asyncio.Lock()
 
@@ -152,7 +153,7 @@ class IdentityASGI:
                 error = KnownError(ErrorCode.MALFORMED_REQUEST, context={"message": str(exc)})
                 await respond(self.service.error_response(error, new_request_id(self.entropy)))
                 return
-            response = await arun(self.service.handle(request, self.clock(), self.entropy), self._store)
+            response = await arun(self.service.handle(request, self.clock(), self.entropy), self._store, self._mailer)
             await respond(response)
         except Exception:
             request_id = new_request_id(self.entropy)

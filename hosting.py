@@ -14,6 +14,8 @@ Environment variables (all optional):
 | IDENTITY_SECRET_SERVER_KEY | its server key (`ssk_...`) | the dev key |
 | IDENTITY_SUPER_SECRET_ADMIN_KEY | its admin key (`sak_...`) | the dev key |
 | IDENTITY_INTERNAL_ADMIN_KEY | admin key of the `internal` project (manages projects) | dev: the dev key; else none |
+| IDENTITY_MAIL | `outbox` (kept in the store), `console`, or `smtp://[user:pass@]host:port[?options]` | outbox |
+| IDENTITY_PASSWORD_ROUNDS | bcrypt cost of new password hashes (4-16) | dev: 4; production: 12 |
 | IDENTITY_MAX_BODY_BYTES | largest request body accepted (413 above) | 1048576 |
 | IDENTITY_BASE_URL | public base URL (token issuer, magic links) | from the Host header |
 | IDENTITY_LOG_LEVEL | log level of the service's loggers | INFO |
@@ -32,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from identity_proto import IssuedKeys, ProjectSeed, ServiceOptions
+from mailers import MailerPair, mailer_from_url
 
 __all__ = [
     "DEV_INTERNAL_ADMIN_KEY",
@@ -90,6 +93,8 @@ class Settings:
     max_body_bytes: int = _DEFAULT_MAX_BODY_BYTES
     base_url: str = ""
     log_level: str = "INFO"
+    mail: str = "outbox"
+    password_rounds: int = 4
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -126,7 +131,20 @@ class Settings:
             raise ConfigurationError("IDENTITY_MAX_BODY_BYTES must be an integer") from None
         if max_body < 1024:
             raise ConfigurationError("IDENTITY_MAX_BODY_BYTES must be at least 1024")
+        mail = env.get("IDENTITY_MAIL", "outbox")
+        try:
+            mailer_from_url(mail)
+        except ValueError as exc:
+            raise ConfigurationError(f"IDENTITY_MAIL: {exc}") from None
+        try:
+            rounds = int(env.get("IDENTITY_PASSWORD_ROUNDS", 4 if dev_mode else 12))
+        except ValueError:
+            raise ConfigurationError("IDENTITY_PASSWORD_ROUNDS must be an integer") from None
+        if not 4 <= rounds <= 16:
+            raise ConfigurationError("IDENTITY_PASSWORD_ROUNDS must be between 4 and 16")
         return cls(
+            mail=mail,
+            password_rounds=rounds,
             backend=backend,
             redis_url=env.get("IDENTITY_REDIS_URL", _DEFAULT_REDIS_URL),
             default_project=seed,
@@ -139,7 +157,16 @@ class Settings:
 
     def service_options(self) -> ServiceOptions:
         """The core's options for these settings."""
-        return ServiceOptions(base_url=self.base_url, dev_mode=self.dev_mode)
+        return ServiceOptions(
+            base_url=self.base_url,
+            dev_mode=self.dev_mode,
+            password_rounds=self.password_rounds,
+            mail_delivery="outbox" if self.mail == "outbox" else "mailer",
+        )
+
+    def mailers(self) -> MailerPair:
+        """The sync and async mailers for `mail` (both None for the outbox, which lives in the store)."""
+        return mailer_from_url(self.mail)
 
     def announce(self) -> None:
         """Log what the service runs on; in dev mode, the dev project's public values too (never real keys)."""

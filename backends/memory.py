@@ -10,21 +10,56 @@ Expiry is decided by the core against the request's clock; this store keeps what
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import threading
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from identity_proto.effects import (
+    AddMembership,
+    AppendOutbox,
+    AttemptVerificationCode,
+    ChangePermission,
+    CodeAttempt,
+    CodeOutcome,
+    ConsumeVerificationCode,
     CreateProject,
+    CreateSession,
+    CreateTeam,
+    CreateUser,
+    CreateVerificationCode,
     DeleteProject,
+    DeleteSession,
+    DeleteTeam,
+    DeleteUser,
     EnsureProject,
+    FindUserByAuthEmail,
+    ListMemberships,
+    ListOutbox,
     ListProjects,
+    ListSessions,
+    ListTeams,
+    ListUsers,
+    LoadMembership,
     LoadProject,
+    LoadSession,
+    LoadTeam,
+    LoadUser,
+    RemoveMembership,
+    RevokeUserSessions,
     StorageEffect,
+    TeamWrite,
+    UpdateMembership,
     UpdateProject,
+    UpdateTeam,
+    UpdateUser,
+    UseRefreshToken,
+    UserWrite,
 )
-from identity_proto.records import Project
+from identity_proto.records import Email, Membership, Project, Session, Team, User, VerificationCode
 
 __all__ = ["AsyncMemoryStore", "MemoryStore"]
 
@@ -45,6 +80,29 @@ def _performs(effect_type: type[E]) -> Callable[[Callable[[MemoryStore, E], Any]
     return register
 
 
+@dataclass
+class Tenant:
+    """Everything one project holds besides its record."""
+
+    users: dict[str, User] = field(default_factory=dict)
+    #: (signed_up_at_millis, id) of every user, sorted: the order of ListUsers.
+    user_order: list[tuple[int, str]] = field(default_factory=list)
+    #: auth e-mail -> user id, for users whose primary e-mail signs them in.
+    email_index: dict[str, str] = field(default_factory=dict)
+    #: code hash -> code; nonce hash -> attempts so far.
+    codes: dict[str, VerificationCode] = field(default_factory=dict)
+    nonce_attempts: dict[str, int] = field(default_factory=dict)
+    sessions: dict[str, Session] = field(default_factory=dict)
+    #: refresh token hash -> session id; user id -> session ids.
+    session_by_token: dict[str, str] = field(default_factory=dict)
+    user_sessions: dict[str, set[str]] = field(default_factory=dict)
+    outbox: deque[Email] = field(default_factory=deque)
+    teams: dict[str, Team] = field(default_factory=dict)
+    #: (team id, user id) -> membership, in creation order (dicts keep insertion order).
+    memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
+    codes_created: int = 0
+
+
 class MemoryStore:
     """A thread-safe, in-process store."""
 
@@ -54,6 +112,14 @@ class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self.projects: dict[str, Project] = {}
+        self.tenants: dict[str, Tenant] = {}
+
+    def tenant(self, project_id: str) -> Tenant:
+        """The data of one project (created empty on first use)."""
+        found = self.tenants.get(project_id)
+        if found is None:
+            found = self.tenants[project_id] = Tenant()
+        return found
 
     def apply(self, effect: StorageEffect[T]) -> T:
         """Perform one effect atomically."""
@@ -128,4 +194,350 @@ def _list_projects(store: MemoryStore, effect: ListProjects) -> tuple[Project, .
 
 @_performs(DeleteProject)
 def _delete_project(store: MemoryStore, effect: DeleteProject) -> bool:
+    store.tenants.pop(effect.project_id, None)
     return store.projects.pop(effect.project_id, None) is not None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One-time codes
+
+#: Expired codes are swept every this many new codes (the core judges expiry; this only frees memory).
+_SWEEP_EVERY = 1024
+
+
+@_performs(CreateVerificationCode)
+def _create_code(store: MemoryStore, effect: CreateVerificationCode) -> None:
+    tenant = store.tenant(effect.project_id)
+    tenant.codes[effect.code.code_hash] = effect.code
+    tenant.codes_created += 1
+    if tenant.codes_created % _SWEEP_EVERY == 0:
+        now = effect.code.created_at_millis
+        expired = [h for h, code in tenant.codes.items() if code.expires_at_millis <= now]
+        for code_hash in expired:
+            nonce_hash = tenant.codes.pop(code_hash).nonce_hash
+            if not any(code.nonce_hash == nonce_hash for code in tenant.codes.values()):
+                tenant.nonce_attempts.pop(nonce_hash, None)
+
+
+@_performs(AttemptVerificationCode)
+def _attempt_code(store: MemoryStore, effect: AttemptVerificationCode) -> CodeAttempt:
+    tenant = store.tenant(effect.project_id)
+    before = tenant.nonce_attempts.get(effect.nonce_hash, 0)
+    tenant.nonce_attempts[effect.nonce_hash] = before + 1
+    code = tenant.codes.get(effect.code_hash)
+    if code is None or code.purpose != effect.purpose:
+        return CodeAttempt(CodeOutcome.NOT_FOUND)
+    if effect.now_ms >= code.expires_at_millis:
+        return CodeAttempt(CodeOutcome.EXPIRED, code)
+    if code.used:
+        return CodeAttempt(CodeOutcome.ALREADY_USED, code)
+    if before >= effect.max_attempts:
+        return CodeAttempt(CodeOutcome.MAX_ATTEMPTS_REACHED, code)
+    if effect.consume:
+        tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+    return CodeAttempt(CodeOutcome.OK, code)
+
+
+@_performs(ConsumeVerificationCode)
+def _consume_code(store: MemoryStore, effect: ConsumeVerificationCode) -> bool:
+    tenant = store.tenant(effect.project_id)
+    code = tenant.codes.get(effect.code_hash)
+    if code is None or code.used:
+        return False
+    tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+    return True
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Users
+
+
+@_performs(LoadUser)
+def _load_user(store: MemoryStore, effect: LoadUser) -> User | None:
+    return store.tenant(effect.project_id).users.get(effect.user_id)
+
+
+@_performs(FindUserByAuthEmail)
+def _find_user_by_auth_email(store: MemoryStore, effect: FindUserByAuthEmail) -> User | None:
+    tenant = store.tenant(effect.project_id)
+    user_id = tenant.email_index.get(effect.email)
+    return None if user_id is None else tenant.users.get(user_id)
+
+
+@_performs(CreateUser)
+def _create_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
+    tenant = store.tenant(effect.project_id)
+    user = effect.user
+    if user.auth_email is not None and user.auth_email in tenant.email_index:
+        return UserWrite.EMAIL_TAKEN
+    tenant.users[user.id] = user
+    bisect.insort(tenant.user_order, (user.signed_up_at_millis, user.id))
+    if user.auth_email is not None:
+        tenant.email_index[user.auth_email] = user.id
+    return user
+
+
+@_performs(UpdateUser)
+def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
+    tenant = store.tenant(effect.project_id)
+    stored = tenant.users.get(effect.user_id)
+    if stored is None:
+        return UserWrite.NOT_FOUND
+    updated = dataclasses.replace(stored, **dict(effect.changes))
+    old_email, new_email = stored.auth_email, updated.auth_email
+    if new_email != old_email:
+        if new_email is not None and tenant.email_index.get(new_email, updated.id) != updated.id:
+            return UserWrite.EMAIL_TAKEN
+        if old_email is not None:
+            tenant.email_index.pop(old_email, None)
+        if new_email is not None:
+            tenant.email_index[new_email] = updated.id
+    if updated.signed_up_at_millis != stored.signed_up_at_millis:
+        tenant.user_order.remove((stored.signed_up_at_millis, stored.id))
+        bisect.insort(tenant.user_order, (updated.signed_up_at_millis, updated.id))
+    tenant.users[updated.id] = updated
+    if effect.revoke_sessions:
+        for session_id in list(tenant.user_sessions.pop(updated.id, ())):
+            _drop_session(tenant, session_id)
+    return updated
+
+
+@_performs(DeleteUser)
+def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
+    tenant = store.tenant(effect.project_id)
+    user = tenant.users.pop(effect.user_id, None)
+    if user is None:
+        return False
+    tenant.user_order.remove((user.signed_up_at_millis, user.id))
+    if user.auth_email is not None and tenant.email_index.get(user.auth_email) == user.id:
+        del tenant.email_index[user.auth_email]
+    for session_id in list(tenant.user_sessions.pop(user.id, ())):
+        _drop_session(tenant, session_id)
+    for key in [key for key in tenant.memberships if key[1] == user.id]:
+        del tenant.memberships[key]
+    return True
+
+
+@_performs(ListUsers)
+def _list_users(store: MemoryStore, effect: ListUsers) -> tuple[User, ...]:
+    tenant = store.tenant(effect.project_id)
+    order = tenant.user_order
+    if effect.cursor is not None:
+        cursor_user = tenant.users.get(effect.cursor)
+        if cursor_user is None:
+            return ()
+        at = bisect.bisect_left(order, (cursor_user.signed_up_at_millis, cursor_user.id))
+    else:
+        at = len(order) - 1 if effect.descending else 0
+    step = -1 if effect.descending else 1
+    out: list[User] = []
+    while 0 <= at < len(order) and (effect.limit is None or len(out) < effect.limit):
+        out.append(tenant.users[order[at][1]])
+        at += step
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sessions
+
+
+@_performs(CreateSession)
+def _create_session(store: MemoryStore, effect: CreateSession) -> None:
+    tenant = store.tenant(effect.project_id)
+    session = effect.session
+    tenant.sessions[session.id] = session
+    tenant.session_by_token[session.refresh_token_hash] = session.id
+    tenant.user_sessions.setdefault(session.user_id, set()).add(session.id)
+
+
+@_performs(UseRefreshToken)
+def _use_refresh_token(store: MemoryStore, effect: UseRefreshToken) -> tuple[Session, User] | None:
+    tenant = store.tenant(effect.project_id)
+    session_id = tenant.session_by_token.get(effect.refresh_token_hash)
+    session = None if session_id is None else tenant.sessions.get(session_id)
+    user = None if session is None else tenant.users.get(session.user_id)
+    if session is None or user is None:
+        return None
+    session = dataclasses.replace(session, last_used_at_millis=effect.now_ms)
+    tenant.sessions[session.id] = session
+    user = dataclasses.replace(user, last_active_at_millis=max(user.last_active_at_millis, effect.now_ms))
+    tenant.users[user.id] = user
+    return session, user
+
+
+@_performs(LoadSession)
+def _load_session(store: MemoryStore, effect: LoadSession) -> Session | None:
+    return store.tenant(effect.project_id).sessions.get(effect.session_id)
+
+
+@_performs(ListSessions)
+def _list_sessions(store: MemoryStore, effect: ListSessions) -> tuple[Session, ...]:
+    tenant = store.tenant(effect.project_id)
+    sessions = (tenant.sessions[sid] for sid in tenant.user_sessions.get(effect.user_id, ()))
+    return tuple(sorted(sessions, key=lambda s: (-s.created_at_millis, s.id)))
+
+
+def _drop_session(tenant: Tenant, session_id: str) -> bool:
+    session = tenant.sessions.pop(session_id, None)
+    if session is None:
+        return False
+    tenant.session_by_token.pop(session.refresh_token_hash, None)
+    tenant.user_sessions.get(session.user_id, set()).discard(session_id)
+    return True
+
+
+@_performs(DeleteSession)
+def _delete_session(store: MemoryStore, effect: DeleteSession) -> bool:
+    return _drop_session(store.tenant(effect.project_id), effect.session_id)
+
+
+@_performs(RevokeUserSessions)
+def _revoke_user_sessions(store: MemoryStore, effect: RevokeUserSessions) -> int:
+    tenant = store.tenant(effect.project_id)
+    session_ids = list(tenant.user_sessions.pop(effect.user_id, ()))
+    return sum(_drop_session(tenant, session_id) for session_id in session_ids)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# E-mail
+
+
+@_performs(AppendOutbox)
+def _append_outbox(store: MemoryStore, effect: AppendOutbox) -> None:
+    outbox = store.tenant(effect.project_id).outbox
+    outbox.appendleft(effect.email)
+    while len(outbox) > effect.keep:
+        outbox.pop()
+
+
+@_performs(ListOutbox)
+def _list_outbox(store: MemoryStore, effect: ListOutbox) -> tuple[Email, ...]:
+    found = (e for e in store.tenant(effect.project_id).outbox if effect.to is None or e.to == effect.to)
+    out: list[Email] = []
+    for email in found:
+        if len(out) >= effect.limit:
+            break
+        out.append(email)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Teams and memberships
+
+
+@_performs(CreateTeam)
+def _create_team(store: MemoryStore, effect: CreateTeam) -> Team | TeamWrite:
+    tenant = store.tenant(effect.project_id)
+    if effect.creator is not None and effect.creator.user_id not in tenant.users:
+        return TeamWrite.USER_NOT_FOUND
+    tenant.teams[effect.team.id] = effect.team
+    if effect.creator is not None:
+        tenant.memberships[(effect.team.id, effect.creator.user_id)] = effect.creator
+    return effect.team
+
+
+@_performs(LoadTeam)
+def _load_team(store: MemoryStore, effect: LoadTeam) -> Team | None:
+    return store.tenant(effect.project_id).teams.get(effect.team_id)
+
+
+@_performs(ListTeams)
+def _list_teams(store: MemoryStore, effect: ListTeams) -> tuple[Team, ...]:
+    tenant = store.tenant(effect.project_id)
+    teams = [t for t in tenant.teams.values() if effect.user_id is None or (t.id, effect.user_id) in tenant.memberships]
+    return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
+
+
+@_performs(UpdateTeam)
+def _update_team(store: MemoryStore, effect: UpdateTeam) -> Team | None:
+    tenant = store.tenant(effect.project_id)
+    team = tenant.teams.get(effect.team_id)
+    if team is None:
+        return None
+    team = dataclasses.replace(team, **dict(effect.changes))
+    tenant.teams[team.id] = team
+    return team
+
+
+@_performs(DeleteTeam)
+def _delete_team(store: MemoryStore, effect: DeleteTeam) -> bool:
+    tenant = store.tenant(effect.project_id)
+    if tenant.teams.pop(effect.team_id, None) is None:
+        return False
+    for key in [key for key in tenant.memberships if key[0] == effect.team_id]:
+        _drop_membership(tenant, *key)
+    return True
+
+
+def _drop_membership(tenant: Tenant, team_id: str, user_id: str) -> bool:
+    if tenant.memberships.pop((team_id, user_id), None) is None:
+        return False
+    user = tenant.users.get(user_id)
+    if user is not None and user.selected_team_id == team_id:
+        tenant.users[user_id] = dataclasses.replace(user, selected_team_id=None)
+    return True
+
+
+@_performs(AddMembership)
+def _add_membership(store: MemoryStore, effect: AddMembership) -> Membership | TeamWrite:
+    tenant = store.tenant(effect.project_id)
+    membership = effect.membership
+    if membership.user_id not in tenant.users:
+        return TeamWrite.USER_NOT_FOUND
+    if membership.team_id not in tenant.teams:
+        return TeamWrite.TEAM_NOT_FOUND
+    key = (membership.team_id, membership.user_id)
+    if key in tenant.memberships:
+        return TeamWrite.MEMBERSHIP_EXISTS
+    tenant.memberships[key] = membership
+    return membership
+
+
+@_performs(LoadMembership)
+def _load_membership(store: MemoryStore, effect: LoadMembership) -> Membership | None:
+    return store.tenant(effect.project_id).memberships.get((effect.team_id, effect.user_id))
+
+
+@_performs(ListMemberships)
+def _list_memberships(store: MemoryStore, effect: ListMemberships) -> tuple[Membership, ...]:
+    found = [
+        m
+        for m in store.tenant(effect.project_id).memberships.values()
+        if (effect.team_id is None or m.team_id == effect.team_id)
+        and (effect.user_id is None or m.user_id == effect.user_id)
+    ]
+    return tuple(found)  # the dict keeps insertion order, which is creation order
+
+
+@_performs(RemoveMembership)
+def _remove_membership(store: MemoryStore, effect: RemoveMembership) -> bool:
+    return _drop_membership(store.tenant(effect.project_id), effect.team_id, effect.user_id)
+
+
+@_performs(UpdateMembership)
+def _update_membership(store: MemoryStore, effect: UpdateMembership) -> Membership | None:
+    tenant = store.tenant(effect.project_id)
+    key = (effect.team_id, effect.user_id)
+    membership = tenant.memberships.get(key)
+    if membership is None:
+        return None
+    membership = dataclasses.replace(membership, **dict(effect.changes))
+    tenant.memberships[key] = membership
+    return membership
+
+
+@_performs(ChangePermission)
+def _change_permission(store: MemoryStore, effect: ChangePermission) -> Membership | None:
+    tenant = store.tenant(effect.project_id)
+    key = (effect.team_id, effect.user_id)
+    membership = tenant.memberships.get(key)
+    if membership is None:
+        return None
+    held = set(membership.permissions)
+    if effect.granted:
+        held.add(effect.permission_id)
+    else:
+        held.discard(effect.permission_id)
+    membership = dataclasses.replace(membership, permissions=tuple(sorted(held)))
+    tenant.memberships[key] = membership
+    return membership

@@ -24,6 +24,16 @@ class ServiceOptions:
     base_url: str = ""
     #: Dev/test mode: development conveniences are on (never in a production configuration).
     dev_mode: bool = True
+    #: Lifetimes (reference §1.3, §1.4, §2.1).
+    access_token_lifetime_ms: int = 10 * 60 * 1000
+    refresh_token_lifetime_ms: int = 365 * 24 * 3600 * 1000
+    code_lifetime_ms: int = 7 * 24 * 3600 * 1000
+    mfa_attempt_lifetime_ms: int = 5 * 60 * 1000
+    #: bcrypt cost for new password hashes (tests and the dev default may lower it; 4 is bcrypt's minimum).
+    password_rounds: int = 10
+    #: Where mail goes: "outbox" keeps it in the store (readable at /emails/outbox); "mailer" hands it to the
+    #: host's mailer (SMTP, console).
+    mail_delivery: str = "outbox"
 
     @property
     def headers(self) -> HeaderReader:
@@ -56,9 +66,25 @@ class RequestContext:
     body: Any
 
     @property
+    def base_url(self) -> str:
+        """The service's public base URL: configured, else from the request's Host header."""
+        if self.options.base_url:
+            return self.options.base_url
+        return f"http://{self.request.header('host') or 'localhost'}"
+
+    @property
     def access_type(self) -> AccessType | None:
         """The caller's access type, or None for an unauthenticated request."""
         return None if self.auth is None else self.auth.access_type
+
+    def resolve_user_id(self, value: str) -> str:
+        """A `user_id` input: `me` becomes the signed-in user's id (reference §0.1 step 4)."""
+        if value != "me":
+            return value
+        user_id = self.require_auth().user_id
+        if user_id is None:
+            raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+        return user_id
 
     def require_auth(self) -> Auth:
         """The caller's `Auth`; routes that allow access types only ever run with one."""

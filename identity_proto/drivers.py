@@ -5,6 +5,7 @@ host). Both do exactly the same thing, so a flow gives identical results under e
 
 - a `StorageEffect` goes to `store.apply`;
 - a `ComputeEffect` is computed; `arun` does it in a worker thread, so bcrypt never blocks the event loop;
+- a `MailEffect` goes to the mailer;
 - an exception raised while performing an effect (a store's `StorageUnavailable`, say) is *thrown into the flow*
   at the `yield` that asked for it, so the core, not the host, decides how every failure is rendered.
 """
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
-from identity_proto.effects import ComputeEffect, Effect, Flow, StorageEffect
+from identity_proto.effects import ComputeEffect, Effect, Flow, SendEmail, StorageEffect
+from identity_proto.records import Email
 
-__all__ = ["AsyncStore", "Store", "arun", "run"]
+__all__ = ["AsyncMailer", "AsyncStore", "Mailer", "Store", "arun", "run"]
 
 T = TypeVar("T")
 
@@ -44,8 +46,24 @@ class AsyncStore(Protocol):
         ...
 
 
-def run(flow: Flow[T], store: Store) -> T:
-    """Run `flow` to completion against a sync store and return its result."""
+class Mailer(Protocol):
+    """Delivers e-mail for sync hosts. Raises on failure; never drops a message silently."""
+
+    def send(self, email: Email) -> None:
+        """Deliver `email` or raise."""
+        ...
+
+
+class AsyncMailer(Protocol):
+    """The asyncio twin of `Mailer`."""
+
+    async def send(self, email: Email) -> None:
+        """Deliver `email` or raise."""
+        ...
+
+
+def run(flow: Flow[T], store: Store, mailer: Mailer | None = None) -> T:
+    """Run `flow` to completion against a sync store (and mailer) and return its result."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -55,13 +73,13 @@ def run(flow: Flow[T], store: Store) -> T:
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            value = _perform(effect, store)
+            value = _perform(effect, store, mailer)
         except Exception as exc:  # handed to the flow, which decides what it means
             error = exc
 
 
-async def arun(flow: Flow[T], store: AsyncStore) -> T:
-    """Run `flow` to completion against an async store and return its result."""
+async def arun(flow: Flow[T], store: AsyncStore, mailer: AsyncMailer | None = None) -> T:
+    """Run `flow` to completion against an async store (and mailer) and return its result."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -79,15 +97,24 @@ async def arun(flow: Flow[T], store: AsyncStore) -> T:
                 import asyncio
 
                 value = await asyncio.to_thread(effect.compute)
+            elif isinstance(effect, SendEmail):
+                if mailer is None:
+                    raise RuntimeError("this flow sends e-mail but the host configured no mailer")
+                await mailer.send(effect.email)
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except Exception as exc:
             error = exc
 
 
-def _perform(effect: Effect[Any], store: Store) -> Any:
+def _perform(effect: Effect[Any], store: Store, mailer: Mailer | None) -> Any:
     if isinstance(effect, StorageEffect):
         return store.apply(effect)
     if isinstance(effect, ComputeEffect):
         return effect.compute()
+    if isinstance(effect, SendEmail):
+        if mailer is None:
+            raise RuntimeError("this flow sends e-mail but the host configured no mailer")
+        mailer.send(effect.email)
+        return None
     raise TypeError(f"not an effect: {effect!r}")

@@ -8,6 +8,10 @@ A flow is a generator that *yields* effects and is resumed with their results (`
   effect. Backends raise only `StorageUnavailable`; domain outcomes are return values.
 - `ComputeEffect`: CPU-heavy pure work (password hashing). `compute()` runs it; the async driver runs it in a
   worker thread so the event loop never stalls.
+- `MailEffect`: hand an e-mail to the host's mailer (SMTP, console). Mail kept in the outbox is a storage effect.
+
+Secrets in effects (a password to hash) are excluded from `repr`, so an effect in a log line or a traceback never
+shows one.
 
 Each effect's docstring is its contract; each backend implements it once. The typed helpers at the bottom are what
 flows call: `project = yield from load_project(project_id)`.
@@ -16,10 +20,11 @@ flows call: `project = yield from load_project(project_id)`.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Generic, TypeVar, cast
 
-from identity_proto.records import Project
+from identity_proto.records import Email, Membership, Project, Session, Team, User, VerificationCode
 
 __all__ = [
     "ComputeEffect",
@@ -53,6 +58,12 @@ class Effect(Generic[R]):
 
 class StorageEffect(Effect[R]):
     """An atomic storage operation, performed by a store."""
+
+    __slots__ = ()
+
+
+class MailEffect(Effect[R]):
+    """Delivery of an e-mail, performed by the host's mailer."""
 
     __slots__ = ()
 
@@ -157,3 +168,375 @@ def list_projects() -> Flow[tuple[Project, ...]]:
 def delete_project(project_id: str) -> Flow[bool]:
     """Implements `DeleteProject`."""
     return (yield from perform(DeleteProject(project_id)))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One-time codes
+
+
+class CodeOutcome(Enum):
+    """The result of presenting a one-time code, in the order the checks run (reference §2.1)."""
+
+    #: The code is valid (and was consumed, if asked).
+    OK = "ok"
+    #: No code with this hash and purpose exists.
+    NOT_FOUND = "not_found"
+    #: The code's lifetime is over.
+    EXPIRED = "expired"
+    #: The code was consumed before.
+    ALREADY_USED = "already_used"
+    #: Its nonce had already seen the maximum number of attempts before this one.
+    MAX_ATTEMPTS_REACHED = "max_attempts_reached"
+
+
+@dataclass(frozen=True, slots=True)
+class CodeAttempt:
+    """What `AttemptVerificationCode` found: the outcome and, when the code exists, the code as it was."""
+
+    outcome: CodeOutcome
+    code: VerificationCode | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateVerificationCode(StorageEffect[None]):
+    """Store a new one-time code (its hashes never collide: 224 random bits)."""
+
+    project_id: str
+    code: VerificationCode
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptVerificationCode(StorageEffect[CodeAttempt]):
+    """Present a code, atomically:
+
+    1. count one attempt on the nonce (`nonce_hash`), remembering the count from before;
+    2. look the code up by `code_hash`; a code of another purpose counts as not found;
+    3. outcome, first match wins: NOT_FOUND, EXPIRED (`now_ms >= expires_at_millis`), ALREADY_USED,
+       MAX_ATTEMPTS_REACHED (count before >= `max_attempts`), else OK;
+    4. on OK with `consume`, mark the code used: of concurrent attempts exactly one gets OK.
+    """
+
+    project_id: str
+    code_hash: str
+    nonce_hash: str
+    purpose: str
+    now_ms: int
+    consume: bool
+    max_attempts: int = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeVerificationCode(StorageEffect[bool]):
+    """Mark a code used. True only for the one caller that found it unused."""
+
+    project_id: str
+    code_hash: str
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Users
+
+
+class UserWrite(Enum):
+    """Why a user write did not happen."""
+
+    #: No user with that id.
+    NOT_FOUND = "not_found"
+    #: The user's auth e-mail would equal another user's auth e-mail in the project.
+    EMAIL_TAKEN = "email_taken"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadUser(StorageEffect["User | None"]):
+    """The user with this id, or None."""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FindUserByAuthEmail(StorageEffect["User | None"]):
+    """The user whose auth-enabled primary e-mail is exactly `email` (already normalised), or None."""
+
+    project_id: str
+    email: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateUser(StorageEffect["User | UserWrite"]):
+    """Store a new user together with its e-mail index entry; EMAIL_TAKEN (and nothing written) when its auth
+    e-mail is another user's."""
+
+    project_id: str
+    user: User
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateUser(StorageEffect["User | UserWrite"]):
+    """Set the given (field, value) pairs of one user, leaving every other field as stored, and keep the e-mail
+    index in step with `primary_email`/`primary_email_auth_enabled`. Returns the updated user, NOT_FOUND, or
+    EMAIL_TAKEN (nothing written)."""
+
+    project_id: str
+    user_id: str
+    changes: tuple[tuple[str, Any], ...]
+    #: Also remove every session of the user, in the same atomic step (a password change: no old session may
+    #: survive it, even if the process dies right after the write).
+    revoke_sessions: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteUser(StorageEffect[bool]):
+    """Remove a user with everything that points at them (sessions, e-mail index entry; team memberships once
+    teams exist), at once. False when there was no such user."""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListUsers(StorageEffect[tuple[User, ...]]):
+    """Users ordered by (signed_up_at_millis, id), ascending or descending, starting at `cursor` (inclusive: the
+    user with that id comes first) when given, at most `limit` of them (None: all). Filtering by text or team is
+    the caller's; this is the ordered walk."""
+
+    project_id: str
+    limit: int | None = None
+    cursor: str | None = None
+    descending: bool = False
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sessions
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSession(StorageEffect[None]):
+    """Store a new session."""
+
+    project_id: str
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class UseRefreshToken(StorageEffect["tuple[Session, User] | None"]):
+    """The session whose refresh token hashes to `refresh_token_hash`, with its user, recording `now_ms` as the
+    session's last use and (if later) the user's last activity; None when there is no such session or its user is
+    gone. Expiry is the caller's to judge."""
+
+    project_id: str
+    refresh_token_hash: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSession(StorageEffect["Session | None"]):
+    """The session with this id, or None."""
+
+    project_id: str
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListSessions(StorageEffect[tuple[Session, ...]]):
+    """Every session of one user, newest first (ties by id)."""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSession(StorageEffect[bool]):
+    """Remove one session; False when it did not exist."""
+
+    project_id: str
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeUserSessions(StorageEffect[int]):
+    """Remove every session of one user at once; returns how many there were."""
+
+    project_id: str
+    user_id: str
+
+
+# --------------------------------------------------------------------------------------------------------------
+# E-mail
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutbox(StorageEffect[None]):
+    """Keep a sent e-mail in the project's outbox (the oldest go once a project holds `keep` of them)."""
+
+    project_id: str
+    email: Email
+    keep: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ListOutbox(StorageEffect[tuple[Email, ...]]):
+    """The project's outbox, newest first, only mail to `to` when given, at most `limit` items."""
+
+    project_id: str
+    to: str | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class SendEmail(MailEffect[None]):
+    """Deliver an e-mail through the host's mailer; a failure raises (the flow turns it into an error)."""
+
+    email: Email = field(repr=False)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Passwords (CPU-heavy: performed in a worker thread under the async driver)
+
+
+@dataclass(frozen=True, slots=True)
+class HashPassword(ComputeEffect[str]):
+    """bcrypt hash of `password` with 2**`rounds` iterations, in Modular Crypt Format."""
+
+    password: str = field(repr=False)
+    rounds: int = 10
+
+    def compute(self) -> str:
+        """Hash with libpass (bcrypt)."""
+        from passlib.hash import bcrypt
+
+        return str(bcrypt.using(rounds=self.rounds).hash(self.password))
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyPassword(ComputeEffect[bool]):
+    """Whether `password` matches `password_hash` (bcrypt or argon2, Modular Crypt Format)."""
+
+    password: str = field(repr=False)
+    password_hash: str = field(repr=False)
+
+    def compute(self) -> bool:
+        """Verify with libpass; an unknown or malformed hash never matches."""
+        from identity_proto.passwords import PASSWORD_CONTEXT
+
+        try:
+            return bool(PASSWORD_CONTEXT.verify(self.password, self.password_hash))
+        except (ValueError, TypeError):
+            return False
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Teams and memberships
+
+
+class TeamWrite(Enum):
+    """Why a team or membership write did not happen (checked in this order)."""
+
+    USER_NOT_FOUND = "user_not_found"
+    TEAM_NOT_FOUND = "team_not_found"
+    MEMBERSHIP_EXISTS = "membership_exists"
+    MEMBERSHIP_NOT_FOUND = "membership_not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTeam(StorageEffect["Team | TeamWrite"]):
+    """Store a new team and, when given, its creator's membership, at once; USER_NOT_FOUND (nothing written) when
+    the creator's user does not exist."""
+
+    project_id: str
+    team: Team
+    creator: Membership | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadTeam(StorageEffect["Team | None"]):
+    """The team with this id, or None."""
+
+    project_id: str
+    team_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListTeams(StorageEffect[tuple[Team, ...]]):
+    """Teams oldest first (ties by id): all of them, or those `user_id` is a member of."""
+
+    project_id: str
+    user_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateTeam(StorageEffect["Team | None"]):
+    """Set the given (field, value) pairs of a team; None when it does not exist."""
+
+    project_id: str
+    team_id: str
+    changes: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTeam(StorageEffect[bool]):
+    """Remove a team with all its memberships, deselecting it for every user who had it selected, at once."""
+
+    project_id: str
+    team_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddMembership(StorageEffect["Membership | TeamWrite"]):
+    """Add a membership: USER_NOT_FOUND, TEAM_NOT_FOUND, MEMBERSHIP_EXISTS (in that order; nothing written), or
+    the stored membership. A membership therefore never points at a missing team or user."""
+
+    project_id: str
+    membership: Membership
+
+
+@dataclass(frozen=True, slots=True)
+class LoadMembership(StorageEffect["Membership | None"]):
+    """The membership of `user_id` in `team_id`, or None."""
+
+    project_id: str
+    team_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListMemberships(StorageEffect[tuple[Membership, ...]]):
+    """Memberships in the order they were created (not by timestamp: two created in one millisecond keep their
+    order), filtered by team and/or user when given."""
+
+    project_id: str
+    team_id: str | None = None
+    user_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveMembership(StorageEffect[bool]):
+    """Remove a membership (with its profile and permissions) and clear the user's selection of that team, at
+    once. False when there was none."""
+
+    project_id: str
+    team_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMembership(StorageEffect["Membership | None"]):
+    """Set the given (field, value) pairs of a membership (profile fields, or `permissions` as a sorted tuple);
+    None when there is no such membership."""
+
+    project_id: str
+    team_id: str
+    user_id: str
+    changes: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangePermission(StorageEffect["Membership | None"]):
+    """Grant (`granted`) or revoke one permission id of a membership, atomically (concurrent grants of different
+    permissions all survive). None when there is no such membership."""
+
+    project_id: str
+    team_id: str
+    user_id: str
+    permission_id: str
+    granted: bool

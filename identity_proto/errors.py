@@ -114,6 +114,91 @@ class ErrorCode(Enum):
     # --- projects ---
     PROJECT_NOT_FOUND = (404, "Project {project_id} not found.")
 
+    # --- users (reference §3, §6) ---
+    CANNOT_GET_OWN_USER_WITHOUT_USER = (
+        400,
+        "You have specified 'me' as a userId, but did not provide authentication for a user.",
+    )
+    USER_AUTHENTICATION_REQUIRED = (401, "User authentication required for this endpoint.")
+    USER_NOT_FOUND = (404, "User not found.")
+    USER_ID_DOES_NOT_EXIST = (400, "The given user with the ID {user_id} does not exist.")
+    USER_EMAIL_ALREADY_EXISTS = (409, 'A user with email "{email}" already exists.')
+    CANNOT_SET_BOTH_PASSWORD_AND_HASH = (400, "Cannot set both password and password_hash at the same time.")
+    INVALID_PASSWORD_HASH = (
+        400,
+        "Invalid password hash. Make sure it's a supported algorithm in Modular Crypt Format.",
+    )
+    PRIMARY_EMAIL_REQUIRED = (400, "{field} cannot be true without primary_email")
+    OTP_AUTH_NOT_ENABLED = (400, "OTP auth not enabled in the project")
+    PASSKEY_AUTH_CANNOT_BE_ENABLED = (
+        400,
+        "Cannot manually enable passkey auth, it is enabled iff there is a passkey auth method",
+    )
+    INVALID_PROFILE_IMAGE_URL = (400, "Invalid profile image URL")
+    CLIENT_USER_DELETION_NOT_ENABLED = (400, "Client user deletion is not enabled for this project")
+    OAUTH_PROVIDER_NOT_FOUND = (400, "OAuth provider {provider_id} not found")
+    ONLY_ANONYMOUS_REQUIRES_INCLUDE_ANONYMOUS = (400, "only_anonymous=true requires include_anonymous=true")
+    SIGN_UP_NOT_ENABLED = (
+        400,
+        "Creation of new accounts is not enabled for this project. Please ask the project owner to enable it.",
+    )
+
+    # --- teams (reference §5) ---
+    TEAM_NOT_FOUND = (404, "Team {team_id} not found.")
+    TEAM_MEMBERSHIP_NOT_FOUND = (404, "User {user_id} is not found in team {team_id}.")
+    TEAM_MEMBERSHIP_ALREADY_EXISTS = (409, "Team membership already exists.")
+    TEAM_PERMISSION_REQUIRED = (401, "User {user_id} does not have permission {permission_id} in team {team_id}.")
+    TEAM_PERMISSION_NOT_FOUND = (401, "User {user_id} does not have permission {permission_id} in team {team_id}")
+    CLIENT_TEAM_CREATION_DISABLED = (403, "Client team creation is disabled for this project")
+    CANNOT_CREATE_TEAM_FOR_OTHER_USER = (
+        403,
+        "You cannot create a team as a user that is not yourself. Make sure you set the creator_user_id to 'me'.",
+    )
+    CLIENT_CAN_ONLY_LIST_OWN_TEAMS = (
+        403,
+        'Client can only list teams for their own user. user_id must be either "me" or the ID of the current user',
+    )
+    CANNOT_UPDATE_OTHER_USERS_PROFILE = (403, "Cannot update another user's profile")
+    TEAM_ID_REQUIRED_FOR_CLIENT = (400, "team_id is required for access type client")
+    UNKNOWN_TEAM_PERMISSION = (400, "Permission {permission_id} is not defined in this project.")
+
+    # --- one-time codes and sign-in (reference §2) ---
+    OTP_SIGN_IN_NOT_ENABLED = (403, "OTP sign-in is not enabled for this project.")
+    REDIRECT_URL_NOT_WHITELISTED = (
+        400,
+        "The callback URL is not trusted by this project: add its domain to the project's domains "
+        "(or allow localhost).",
+    )
+    VERIFICATION_CODE_NOT_FOUND = (404, "The verification code does not exist for this project.")
+    VERIFICATION_CODE_EXPIRED = (400, "The verification code has expired.")
+    VERIFICATION_CODE_ALREADY_USED = (409, "The verification link has already been used.")
+    VERIFICATION_CODE_MAX_ATTEMPTS_REACHED = (
+        400,
+        "The verification code nonce has reached the maximum number of attempts. This code is not valid anymore.",
+    )
+    MULTI_FACTOR_AUTHENTICATION_REQUIRED = (400, "Multi-factor authentication is required for this user.")
+    INVALID_TOTP_CODE = (400, "The TOTP code is invalid. Please try again.")
+    EMAIL_DELIVERY_FAILED = (
+        502,
+        "The e-mail could not be delivered, so no code was sent. Please try again later.",
+    )
+
+    # --- passwords ---
+    PASSWORD_AUTHENTICATION_NOT_ENABLED = (400, "Password authentication is not enabled for this project.")
+    PASSWORD_TOO_SHORT = (400, "Password too short. Minimum length is {min_length}.")
+    PASSWORD_TOO_LONG = (400, "Password too long. Maximum length is {maxLength} characters (and 72 bytes).")
+    EMAIL_PASSWORD_MISMATCH = (400, "Wrong e-mail or password.")
+    USER_DOES_NOT_HAVE_PASSWORD = (400, "This user does not have password authentication enabled.")
+
+    # --- sessions (reference §1.4) ---
+    REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED = (
+        401,
+        "Refresh token not found for this project, or the session has expired/been revoked.",
+    )
+    CANNOT_DELETE_CURRENT_SESSION = (400, "Cannot delete the current session.")
+    SESSION_NOT_FOUND = (404, "Session not found.")
+    CLIENT_CAN_ONLY_LIST_OWN_SESSIONS = (403, "Client can only list sessions for their own user.")
+
     @property
     def status(self) -> int:
         """The HTTP status this code is sent with."""

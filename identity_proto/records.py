@@ -13,14 +13,24 @@ from typing import Any
 
 __all__ = [
     "INTERNAL_PROJECT_ID",
+    "CodePurpose",
+    "Email",
+    "Membership",
     "Project",
     "ProjectConfig",
     "ProjectKeys",
+    "RiskScores",
+    "Session",
+    "Team",
     "TrustedDomain",
+    "User",
+    "VerificationCode",
     "config_from_json",
     "config_to_json",
     "project_from_json",
     "project_to_json",
+    "user_from_json",
+    "user_to_json",
 ]
 
 #: The project that manages the others (reference §1.1: the literal project id `internal`).
@@ -129,3 +139,141 @@ def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Users, sessions, one-time codes, e-mail
+
+
+@dataclass(frozen=True, slots=True)
+class RiskScores:
+    """Sign-up risk scores (spec: risk_scores.sign_up.{bot, free_trial_abuse}), integers 0-100."""
+
+    bot: int = 0
+    free_trial_abuse: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A user of one project. Metadata fields hold any JSON value and are never mutated once stored."""
+
+    id: str
+    signed_up_at_millis: int
+    last_active_at_millis: int
+    display_name: str | None = None
+    primary_email: str | None = None
+    primary_email_verified: bool = False
+    #: Whether the primary e-mail signs the user in; auth-enabled e-mails are unique within a project.
+    primary_email_auth_enabled: bool = False
+    #: Modular Crypt Format hash (bcrypt; argon2 accepted on import), or None when the user has no password.
+    password_hash: str | None = None
+    #: Base64 of the raw TOTP secret; set means two-factor sign-in is required.
+    totp_secret_base64: str | None = None
+    otp_auth_enabled: bool = False
+    is_anonymous: bool = False
+    restricted_by_admin: bool = False
+    restricted_by_admin_reason: str | None = None
+    restricted_by_admin_private_details: str | None = None
+    profile_image_url: str | None = None
+    client_metadata: Any = None
+    client_read_only_metadata: Any = None
+    server_metadata: Any = None
+    selected_team_id: str | None = None
+    country_code: str | None = None
+    risk_scores: RiskScores = field(default_factory=RiskScores)
+
+    @property
+    def auth_email(self) -> str | None:
+        """The address that signs this user in, or None (the key of the project's e-mail index)."""
+        return self.primary_email if self.primary_email_auth_enabled else None
+
+
+class CodePurpose:
+    """What a one-time code is for (values are stored)."""
+
+    SIGN_IN = "sign_in"
+    MFA = "mfa"
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationCode:
+    """A one-time code. Only hashes are stored: of the whole code (its key) and of its nonce (the last 39
+    characters, which key the attempt counter shared by every code with that nonce)."""
+
+    code_hash: str
+    nonce_hash: str
+    purpose: str
+    created_at_millis: int
+    expires_at_millis: int
+    #: Sign-in codes: the (normalised) address the code was sent to.
+    email: str | None = None
+    #: MFA attempt codes: the user who passed the first factor, and whether that sign-in created them.
+    user_id: str | None = None
+    is_new_user: bool = False
+    used: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A signed-in session. Its refresh token is stored only as a hash."""
+
+    id: str
+    user_id: str
+    refresh_token_hash: str
+    created_at_millis: int
+    last_used_at_millis: int
+    expires_at_millis: int
+    is_impersonation: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Email:
+    """An e-mail the service sent (kept in the outbox when mail goes there)."""
+
+    id: str
+    to: str
+    subject: str
+    text: str
+    created_at_millis: int
+
+
+def user_to_json(user: User) -> dict[str, Any]:
+    """The whole user record (password hash and TOTP secret included) as JSON for a store."""
+    return dataclasses.asdict(user)
+
+
+def user_from_json(data: dict[str, Any]) -> User:
+    """Inverse of `user_to_json`; unknown keys are ignored, missing ones take their defaults."""
+    known = {f.name for f in dataclasses.fields(User)}
+    values = {k: v for k, v in data.items() if k in known}
+    scores = values.get("risk_scores")
+    if isinstance(scores, dict):
+        values["risk_scores"] = RiskScores(**scores)
+    return User(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    """A team of one project."""
+
+    id: str
+    display_name: str
+    created_at_millis: int
+    profile_image_url: str | None = None
+    client_metadata: Any = None
+    client_read_only_metadata: Any = None
+    server_metadata: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """A user's membership of a team, with their team member profile and their team permissions."""
+
+    team_id: str
+    user_id: str
+    created_at_millis: int
+    #: The member's own profile; None falls back to the user's own display name and image.
+    display_name: str | None = None
+    profile_image_url: str | None = None
+    #: Permission ids held in this team (e.g. team_admin, $read_members), sorted.
+    permissions: tuple[str, ...] = ()

@@ -13,14 +13,19 @@ import orjson
 from identity_proto.auth import AccessType
 from identity_proto.errors import KnownError
 from identity_proto.http import Headers, Response
-from identity_proto.records import Project, config_to_json
+from identity_proto.records import Membership, Project, ProjectConfig, Team, User, config_to_json
+from identity_proto.users import restricted_reason
 
 __all__ = [
     "JSON_CONTENT_TYPE",
+    "SERVER_ONLY_USER_FIELDS",
     "dump_json",
     "error_response",
     "json_response",
+    "render_member_profile",
     "render_project",
+    "render_team",
+    "render_user",
     "text_response",
 ]
 
@@ -93,3 +98,87 @@ def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
         "created_at_millis": project.created_at_millis,
         "config": {**public_config, **config_to_json(config)},
     }
+
+
+def render_user(
+    user: User, access_type: AccessType, config: ProjectConfig, selected_team: Team | None = None
+) -> dict[str, Any]:
+    """A user as `access_type` may see it.
+
+    Our spec (its rule 4) hides exactly two fields from client access: `server_metadata` and
+    `restricted_by_admin_private_details`; every field it marks "required in response" is in every response.
+    Server and admin see everything. (The original hides more from clients; where our spec speaks, it wins.)
+    """
+    reason = restricted_reason(user, config)
+    rendered: dict[str, Any] = {
+        "id": user.id,
+        "primary_email": user.primary_email,
+        "primary_email_verified": user.primary_email_verified,
+        "primary_email_auth_enabled": user.primary_email_auth_enabled,
+        "display_name": user.display_name,
+        "selected_team": None if selected_team is None else render_team(selected_team, access_type),
+        "selected_team_id": user.selected_team_id,
+        "profile_image_url": user.profile_image_url,
+        "signed_up_at_millis": user.signed_up_at_millis,
+        "last_active_at_millis": user.last_active_at_millis,
+        "has_password": user.password_hash is not None,
+        "otp_auth_enabled": user.otp_auth_enabled,
+        "passkey_auth_enabled": False,
+        "auth_with_email": user.password_hash is not None or user.otp_auth_enabled,
+        "requires_totp_mfa": user.totp_secret_base64 is not None,
+        "oauth_providers": [],
+        "client_metadata": user.client_metadata,
+        "client_read_only_metadata": user.client_read_only_metadata,
+        "server_metadata": user.server_metadata,
+        "is_anonymous": user.is_anonymous,
+        "is_restricted": reason is not None,
+        "restricted_reason": None if reason is None else {"type": reason},
+        "restricted_by_admin": user.restricted_by_admin,
+        "restricted_by_admin_reason": user.restricted_by_admin_reason,
+        "restricted_by_admin_private_details": user.restricted_by_admin_private_details,
+        "country_code": user.country_code,
+        "risk_scores": {
+            "sign_up": {"bot": user.risk_scores.bot, "free_trial_abuse": user.risk_scores.free_trial_abuse}
+        },
+    }
+    if access_type is AccessType.CLIENT:
+        for hidden in SERVER_ONLY_USER_FIELDS:
+            del rendered[hidden]
+    return rendered
+
+
+#: The only user fields client access never sees (spec, rule 4).
+SERVER_ONLY_USER_FIELDS = ("server_metadata", "restricted_by_admin_private_details")
+
+
+def render_team(team: Team, access_type: AccessType) -> dict[str, Any]:
+    """A team as `access_type` may see it: clients never see `server_metadata` (spec, rule 4)."""
+    rendered: dict[str, Any] = {
+        "id": team.id,
+        "display_name": team.display_name,
+        "profile_image_url": team.profile_image_url,
+        "created_at_millis": team.created_at_millis,
+        "client_metadata": team.client_metadata,
+        "client_read_only_metadata": team.client_read_only_metadata,
+        "server_metadata": team.server_metadata,
+    }
+    if access_type is AccessType.CLIENT:
+        del rendered["server_metadata"]
+    return rendered
+
+
+def render_member_profile(
+    membership: Membership, user: User, access_type: AccessType, config: ProjectConfig, selected_team: Team | None
+) -> dict[str, Any]:
+    """A team member profile: its own name and image, falling back to the user's until set, and the `user` as the
+    caller may see it (our spec marks `user` required; the original sends it to server and admin only)."""
+    rendered: dict[str, Any] = {
+        "team_id": membership.team_id,
+        "user_id": membership.user_id,
+        "display_name": membership.display_name if membership.display_name is not None else user.display_name,
+        "profile_image_url": (
+            membership.profile_image_url if membership.profile_image_url is not None else user.profile_image_url
+        ),
+    }
+    rendered["user"] = render_user(user, access_type, config, selected_team)
+    return rendered

@@ -5,25 +5,165 @@ Paths are relative to the service root; every endpoint lives under /api/v1.
 
 from __future__ import annotations
 
-from identity_proto.flows import meta, projects
-from identity_proto.routing import ADMIN_ONLY, Route
-from identity_proto.schemas import ProjectCreateBody, ProjectIdParams, ProjectUpdateBody
+from identity_proto.auth import AccessType
+from identity_proto.flows import (
+    emails,
+    meta,
+    mfa,
+    otp,
+    password,
+    projects,
+    sessions,
+    team_member_profiles,
+    teams,
+    users,
+)
+from identity_proto.routing import ADMIN_ONLY, SERVER_AND_ADMIN, Route
+from identity_proto.schemas import (
+    AnyProjectIdParams,
+    Body,
+    ClientTeamCreateBody,
+    ClientTeamUpdateBody,
+    ClientUserUpdateBody,
+    CodeBody,
+    CreateSessionBody,
+    JwksQuery,
+    ListMembershipsQuery,
+    ListSessionsQuery,
+    ListTeamsQuery,
+    ListUsersQuery,
+    MemberProfileUpdateBody,
+    MembershipParams,
+    MfaSignInBody,
+    OAuthTokenBody,
+    OutboxQuery,
+    PasswordSignInBody,
+    PasswordSignUpBody,
+    PermissionParams,
+    ProjectCreateBody,
+    ProjectIdParams,
+    ProjectUpdateBody,
+    SendSignInCodeBody,
+    ServerTeamCreateBody,
+    ServerTeamUpdateBody,
+    ServerUserUpdateBody,
+    SessionIdParams,
+    TeamIdParams,
+    UserCreateBody,
+    UserIdParams,
+)
 
 __all__ = ["API_PREFIX", "ROUTES"]
 
 API_PREFIX = "/api/v1"
+V1 = API_PREFIX
+
+
+def _by_access(client: type[Body], server: type[Body]) -> dict[AccessType, type[Body]]:
+    """One body model for client access, another for server and admin (which may write more fields)."""
+    return {AccessType.CLIENT: client, AccessType.SERVER: server, AccessType.ADMIN: server}
+
+
+USER_UPDATE = _by_access(ClientUserUpdateBody, ServerUserUpdateBody)
+TEAM_CREATE = _by_access(ClientTeamCreateBody, ServerTeamCreateBody)
+TEAM_UPDATE = _by_access(ClientTeamUpdateBody, ServerTeamUpdateBody)
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", API_PREFIX, meta.welcome, access=None),
-    Route("GET", f"{API_PREFIX}/projects/current", projects.get_current_project),
-    Route("PATCH", f"{API_PREFIX}/projects/current", projects.update_current_project, ADMIN_ONLY, ProjectUpdateBody),
-    Route("GET", f"{API_PREFIX}/internal/projects", projects.list_projects_endpoint, ADMIN_ONLY),
-    Route("POST", f"{API_PREFIX}/internal/projects", projects.create_project_endpoint, ADMIN_ONLY, ProjectCreateBody),
+    Route("GET", V1, meta.welcome, access=None),
+    # projects
+    Route("GET", f"{V1}/projects/current", projects.get_current_project),
+    Route("PATCH", f"{V1}/projects/current", projects.update_current_project, ADMIN_ONLY, ProjectUpdateBody),
+    Route(
+        "GET",
+        f"{V1}/projects/{{project_id}}/.well-known/jwks.json",
+        projects.jwks,
+        access=None,
+        query=JwksQuery,
+        params=AnyProjectIdParams,
+    ),
+    Route("GET", f"{V1}/internal/projects", projects.list_projects_endpoint, ADMIN_ONLY),
+    Route("POST", f"{V1}/internal/projects", projects.create_project_endpoint, ADMIN_ONLY, ProjectCreateBody),
     Route(
         "DELETE",
-        f"{API_PREFIX}/internal/projects/{{project_id}}",
+        f"{V1}/internal/projects/{{project_id}}",
         projects.delete_project_endpoint,
         ADMIN_ONLY,
         params=ProjectIdParams,
+    ),
+    # sign-in
+    Route("POST", f"{V1}/auth/otp/send-sign-in-code", otp.send_sign_in_code, body=SendSignInCodeBody),
+    Route("POST", f"{V1}/auth/otp/sign-in", otp.sign_in_with_code, body=CodeBody),
+    Route("POST", f"{V1}/auth/otp/sign-in/check-code", otp.check_sign_in_code, body=CodeBody),
+    Route("POST", f"{V1}/auth/mfa/sign-in", mfa.mfa_sign_in, body=MfaSignInBody),
+    Route("POST", f"{V1}/auth/password/sign-up", password.sign_up_with_password, body=PasswordSignUpBody),
+    Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body=PasswordSignInBody),
+    # sessions
+    Route("POST", f"{V1}/auth/sessions/current/refresh", sessions.refresh_access_token),
+    Route("POST", f"{V1}/auth/oauth/token", sessions.oauth_token, access=None, body=OAuthTokenBody),
+    Route("DELETE", f"{V1}/auth/sessions/current", sessions.sign_out),
+    Route("POST", f"{V1}/auth/sessions", sessions.create_session_endpoint, SERVER_AND_ADMIN, CreateSessionBody),
+    Route("GET", f"{V1}/auth/sessions", sessions.list_sessions_endpoint, query=ListSessionsQuery),
+    Route("DELETE", f"{V1}/auth/sessions/{{session_id}}", sessions.delete_session_endpoint, params=SessionIdParams),
+    # e-mail
+    Route("GET", f"{V1}/emails/outbox", emails.list_outbox, SERVER_AND_ADMIN, query=OutboxQuery),
+    # users
+    Route("GET", f"{V1}/users/me", users.get_me),
+    Route("PATCH", f"{V1}/users/me", users.update_me, body=USER_UPDATE),
+    Route("DELETE", f"{V1}/users/me", users.delete_me),
+    Route("GET", f"{V1}/users", users.list_users, SERVER_AND_ADMIN, query=ListUsersQuery),
+    Route("POST", f"{V1}/users", users.create_user, SERVER_AND_ADMIN, UserCreateBody),
+    Route("GET", f"{V1}/users/{{user_id}}", users.get_user, SERVER_AND_ADMIN, params=UserIdParams),
+    Route(
+        "PATCH",
+        f"{V1}/users/{{user_id}}",
+        users.update_user,
+        SERVER_AND_ADMIN,
+        ServerUserUpdateBody,
+        params=UserIdParams,
+    ),
+    Route("DELETE", f"{V1}/users/{{user_id}}", users.delete_user, SERVER_AND_ADMIN, params=UserIdParams),
+    # teams
+    Route("POST", f"{V1}/teams", teams.create_team, body=TEAM_CREATE),
+    Route("GET", f"{V1}/teams", teams.list_teams, query=ListTeamsQuery),
+    Route("GET", f"{V1}/teams/{{team_id}}", teams.get_team, params=TeamIdParams),
+    Route("PATCH", f"{V1}/teams/{{team_id}}", teams.update_team, body=TEAM_UPDATE, params=TeamIdParams),
+    Route("DELETE", f"{V1}/teams/{{team_id}}", teams.delete_team, params=TeamIdParams),
+    Route(
+        "POST",
+        f"{V1}/team-memberships/{{team_id}}/{{user_id}}",
+        teams.add_membership,
+        SERVER_AND_ADMIN,
+        params=MembershipParams,
+    ),
+    Route("DELETE", f"{V1}/team-memberships/{{team_id}}/{{user_id}}", teams.remove_membership, params=MembershipParams),
+    Route("GET", f"{V1}/team-permissions", teams.list_permissions, query=ListMembershipsQuery),
+    Route(
+        "POST",
+        f"{V1}/team-permissions/{{team_id}}/{{user_id}}/{{permission_id}}",
+        teams.grant_permission,
+        SERVER_AND_ADMIN,
+        params=PermissionParams,
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/team-permissions/{{team_id}}/{{user_id}}/{{permission_id}}",
+        teams.revoke_permission,
+        SERVER_AND_ADMIN,
+        params=PermissionParams,
+    ),
+    # team member profiles
+    Route("GET", f"{V1}/team-member-profiles", team_member_profiles.list_member_profiles, query=ListMembershipsQuery),
+    Route(
+        "GET",
+        f"{V1}/team-member-profiles/{{team_id}}/{{user_id}}",
+        team_member_profiles.get_member_profile,
+        params=MembershipParams,
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/team-member-profiles/{{team_id}}/{{user_id}}",
+        team_member_profiles.update_member_profile,
+        body=MemberProfileUpdateBody,
+        params=MembershipParams,
     ),
 )

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import TrustedDomain
+from identity_proto.users import is_strict_email
 
 __all__ = [
     "Body",
@@ -91,6 +92,10 @@ def _problem_lines(errors: list[ErrorDetails], location: str) -> list[str]:
         if error["type"] == "extra_forbidden":
             unknown.setdefault(_path(location, loc[:-1]), []).append(str(loc[-1]))
             continue
+        if not loc and error["type"] == "value_error":
+            # A rule about the whole object (a model validator): its message lines stand on their own.
+            lines.extend(str((error.get("ctx") or {}).get("error", error["msg"])).splitlines())
+            continue
         lines.append(_message(_path(location, loc), error))
     lines.extend(f"{parent} contains unknown properties: {', '.join(names)}" for parent, names in unknown.items())
     return lines
@@ -138,6 +143,8 @@ def _message(where: str, error: ErrorDetails) -> str:
         return f"{where} must be greater than or equal to {ctx.get('ge')}"
     if kind in {"literal_error", "enum"}:
         expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        # Spelled as JSON, not Python: the caller wrote false, not False.
+        expected = ", ".join({"False": "false", "True": "true", "None": "null"}.get(v, v) for v in expected.split(", "))
         return f"{where} must be one of the following values: {expected}"
     if kind == "value_error":
         # Our validators raise ValueError with a message written to follow the field path.
@@ -239,4 +246,449 @@ class ProjectIdParams(Query):
     def _uuid(cls, value: str) -> str:
         if not is_uuid(value):
             raise ValueError("must be a valid UUID")
+        return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shared field rules
+
+
+def _uuid_or_me(value: str) -> str:
+    if value != "me" and not is_uuid(value):
+        raise ValueError("must be a valid UUID")
+    return value
+
+
+def _url_without_spaces(value: str) -> str:
+    parts = urlsplit(value)
+    if not parts.scheme or not (parts.netloc or parts.path) or any(c.isspace() for c in value):
+        raise ValueError("is not a valid URL")
+    return value
+
+
+def _code_of_45(value: str) -> str:
+    if len(value) != 45:
+        raise ValueError("must be exactly 45 characters")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sign-in
+
+
+class SendSignInCodeBody(Body):
+    """POST /auth/otp/send-sign-in-code (reference §2.2)."""
+
+    email: str
+    callback_url: str = Field(max_length=2048)
+    bot_challenge_token: str | None = None
+    bot_challenge_phase: Literal["invisible", "visible"] | None = None
+    bot_challenge_unavailable: Literal["true"] | None = None
+
+    @field_validator("email")
+    @classmethod
+    def _strict_email(cls, value: str) -> str:
+        if not is_strict_email(value):
+            raise ValueError("must be a valid email")
+        return value
+
+    _callback = field_validator("callback_url")(_url_without_spaces)
+
+
+class CodeBody(Body):
+    """POST /auth/otp/sign-in and /auth/otp/sign-in/check-code."""
+
+    code: str
+    _code = field_validator("code")(_code_of_45)
+
+
+class MfaSignInBody(Body):
+    """POST /auth/mfa/sign-in (reference §2.5)."""
+
+    type: Literal["totp"]
+    totp: str = Field(max_length=64)
+    code: str
+    _code = field_validator("code")(_code_of_45)
+
+
+class PasswordSignUpBody(Body):
+    """POST /auth/password/sign-up."""
+
+    email: str
+    password: str
+    verification_callback_url: str | None = None
+
+    @field_validator("email")
+    @classmethod
+    def _strict_email(cls, value: str) -> str:
+        if not is_strict_email(value):
+            raise ValueError("must be a valid email")
+        return value
+
+
+class PasswordSignInBody(Body):
+    """POST /auth/password/sign-in."""
+
+    email: str = Field(max_length=256)
+    password: str = Field(max_length=256)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sessions
+
+#: reference §1.4: at most 367 days.
+MAX_SESSION_LIFETIME_MS = 31_708_800_000
+
+
+class OAuthTokenBody(Body):
+    """POST /auth/oauth/token, form-encoded (official-sdk §3.8): the refresh grant only."""
+
+    grant_type: Literal["refresh_token"]
+    refresh_token: str = Field(min_length=1, max_length=256)
+    client_id: str = Field(min_length=1, max_length=64)
+    client_secret: str = Field(min_length=1, max_length=256)
+    scope: str | None = None
+
+
+class CreateSessionBody(Body):
+    """POST /auth/sessions (server, admin)."""
+
+    user_id: str
+    expires_in_millis: int = Field(default=365 * 24 * 3600 * 1000, ge=1, le=MAX_SESSION_LIFETIME_MS)
+    is_impersonation: bool = False
+    _user_id = field_validator("user_id")(_uuid_or_me)
+
+
+class ListSessionsQuery(Query):
+    """GET /auth/sessions."""
+
+    user_id: str
+    _user_id = field_validator("user_id")(_uuid_or_me)
+
+
+class SessionIdParams(Query):
+    """Path parameters naming a session."""
+
+    session_id: str
+
+    @field_validator("session_id")
+    @classmethod
+    def _uuid(cls, value: str) -> str:
+        if not is_uuid(value):
+            raise ValueError("must be a valid UUID")
+        return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# E-mail and keys
+
+
+class OutboxQuery(Query):
+    """GET /emails/outbox."""
+
+    to: str | None = Field(default=None, max_length=256)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class JwksQuery(Query):
+    """GET /projects/{project_id}/.well-known/jwks.json (the original's filters are accepted and change nothing:
+    one key signs every kind of token)."""
+
+    include_restricted: Literal["true", "false"] | None = None
+    include_anonymous: Literal["true", "false"] | None = None
+
+
+class AnyProjectIdParams(Query):
+    """Path parameters naming a project by id (a UUID or `internal`)."""
+
+    project_id: str = Field(max_length=64)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Users (reference §3.2; our spec wins where it speaks: profile images smaller than 100KB)
+
+#: The spec: a profile image (URL or base64 data URL) is smaller than 100KB.
+MAX_PROFILE_IMAGE_BYTES = 100 * 1024
+
+_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
+_LENIENT_EMAIL = re.compile(r"^[^\s@]+@[^\s@]+$")
+_COUNTRY = re.compile(r"^[A-Z]{2}$")
+
+
+def _empty_to_none(value: Any) -> Any:
+    return None if value == "" else value
+
+
+def _profile_image(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if len(value.encode()) >= MAX_PROFILE_IMAGE_BYTES:
+        raise ValueError("must be smaller than 100KB")
+    return _url_without_spaces(value)
+
+
+def _email_or_none(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if value.strip() == "":
+        raise ValueError("must not be empty")
+    if len(value) > 256 or not _LENIENT_EMAIL.match(value.strip()):
+        raise ValueError("must be a valid email")
+    return value
+
+
+def _base64_or_none(value: str | None) -> str | None:
+    if value is not None and not _BASE64.match(value):
+        raise ValueError("is not valid base64")
+    return value
+
+
+def _country_or_none(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip().upper()
+    if not _COUNTRY.match(value):
+        raise ValueError("must be a 2-letter country code")
+    return value
+
+
+class SignUpRiskScores(Body):
+    """risk_scores.sign_up: both keys required, integers 0-100."""
+
+    bot: int = Field(ge=0, le=100)
+    free_trial_abuse: int = Field(ge=0, le=100)
+
+
+class RiskScoresIn(Body):
+    """risk_scores."""
+
+    sign_up: SignUpRiskScores
+
+
+class ClientUserUpdateBody(Body):
+    """PATCH /users/me with client access: only the client-writable fields (reference §3.2)."""
+
+    display_name: str | None = Field(default=None, max_length=256)
+    profile_image_url: str | None = None
+    client_metadata: Any = None
+    selected_team_id: str | None = None
+    totp_secret_base64: str | None = None
+    otp_auth_enabled: bool | None = None
+    passkey_auth_enabled: bool | None = None
+    primary_email: str | None = None
+
+    _display_name = field_validator("display_name", mode="before")(_empty_to_none)
+    _image = field_validator("profile_image_url")(_profile_image)
+    _email = field_validator("primary_email")(_email_or_none)
+    _totp = field_validator("totp_secret_base64")(_base64_or_none)
+
+    @field_validator("selected_team_id")
+    @classmethod
+    def _team_id(cls, value: str | None) -> str | None:
+        if value is not None and not is_uuid(value):
+            raise ValueError("must be a valid UUID")
+        return value
+
+    @field_validator("otp_auth_enabled", "passkey_auth_enabled", mode="before")
+    @classmethod
+    def _bool_not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("cannot be null")
+        return value
+
+
+class ServerUserUpdateBody(ClientUserUpdateBody):
+    """PATCH /users/{user_id} and /users/me with server or admin access: every field of the spec's table."""
+
+    client_read_only_metadata: Any = None
+    server_metadata: Any = None
+    primary_email_verified: bool | None = None
+    primary_email_auth_enabled: bool | None = None
+    password: str | None = Field(default=None, max_length=70)
+    password_hash: str | None = Field(default=None, min_length=1)
+    is_anonymous: Literal[False] | None = None
+    restricted_by_admin: bool | None = None
+    restricted_by_admin_reason: str | None = None
+    restricted_by_admin_private_details: str | None = None
+    country_code: str | None = None
+    risk_scores: RiskScoresIn | None = None
+
+    _restriction_text = field_validator(
+        "restricted_by_admin_reason", "restricted_by_admin_private_details", mode="before"
+    )(_empty_to_none)
+    _country = field_validator("country_code")(_country_or_none)
+
+    @field_validator(
+        "primary_email_verified",
+        "primary_email_auth_enabled",
+        "is_anonymous",
+        "restricted_by_admin",
+        "risk_scores",
+        mode="before",
+    )
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("cannot be null")
+        return value
+
+    @model_validator(mode="after")
+    def _restriction_needs_the_flag(self) -> ServerUserUpdateBody:
+        # reference §3.2: unless this very body says restricted_by_admin: true, a reason or details must be null.
+        if self.restricted_by_admin is not True:
+            problems = [
+                f"{name} must be null when restricted_by_admin is not true"
+                for name in ("restricted_by_admin_reason", "restricted_by_admin_private_details")
+                if getattr(self, name) is not None
+            ]
+            if problems:
+                raise ValueError("\n".join(problems))
+        return self
+
+
+class UserCreateBody(ServerUserUpdateBody):
+    """POST /users (server, admin): the update fields but `selected_team_id`, plus `is_anonymous` (any boolean)
+    and `oauth_providers` (none are configured here, so only an empty list is accepted)."""
+
+    is_anonymous: bool | None = None  # type: ignore[assignment]
+    oauth_providers: list[dict[str, Any]] | None = None
+
+    @field_validator("selected_team_id")
+    @classmethod
+    def _no_selected_team(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise ValueError("cannot be set when creating a user")
+        return value
+
+
+class UserIdParams(Query):
+    """Path parameters naming a user by id (or `me`)."""
+
+    user_id: str
+    _user_id = field_validator("user_id")(_uuid_or_me)
+
+
+class ListUsersQuery(Query):
+    """GET /users (reference §4)."""
+
+    limit: int | None = Field(default=None, ge=1)
+    cursor: str | None = None
+    order_by: Literal["signed_up_at"] = "signed_up_at"
+    desc: Literal["true", "false"] = "false"
+    query: str | None = Field(default=None, max_length=256)
+    team_id: str | None = None
+    include_restricted: Literal["true", "false"] = "false"
+    include_anonymous: Literal["true", "false"] = "false"
+    only_anonymous: Literal["true", "false"] = "false"
+
+    @field_validator("cursor", "team_id")
+    @classmethod
+    def _uuid(cls, value: str | None) -> str | None:
+        if value is not None and not is_uuid(value):
+            raise ValueError("must be a valid UUID")
+        return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Teams, memberships, permissions, member profiles (reference §5)
+
+
+def _uuid_only(value: str | None) -> str | None:
+    if value is not None and not is_uuid(value):
+        raise ValueError("must be a valid UUID")
+    return value
+
+
+class ClientTeamCreateBody(Body):
+    """POST /teams with client access."""
+
+    display_name: str = Field(max_length=256)
+    profile_image_url: str | None = None
+    client_metadata: Any = None
+    creator_user_id: str | None = None
+    _image = field_validator("profile_image_url")(_profile_image)
+    _creator = field_validator("creator_user_id")(lambda v: v if v is None else _uuid_or_me(v))
+
+
+class ServerTeamCreateBody(ClientTeamCreateBody):
+    """POST /teams with server or admin access."""
+
+    client_read_only_metadata: Any = None
+    server_metadata: Any = None
+
+
+class ClientTeamUpdateBody(Body):
+    """PATCH /teams/{team_id} with client access."""
+
+    display_name: str | None = Field(default=None, max_length=256)
+    profile_image_url: str | None = None
+    client_metadata: Any = None
+    _image = field_validator("profile_image_url")(_profile_image)
+
+    @field_validator("display_name", mode="before")
+    @classmethod
+    def _name_not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("cannot be null")
+        return value
+
+
+class ServerTeamUpdateBody(ClientTeamUpdateBody):
+    """PATCH /teams/{team_id} with server or admin access."""
+
+    client_read_only_metadata: Any = None
+    server_metadata: Any = None
+
+
+class TeamIdParams(Query):
+    """Path parameters naming a team."""
+
+    team_id: str
+    _team = field_validator("team_id")(_uuid_only)
+
+
+class MembershipParams(Query):
+    """Path parameters naming a membership: a team and a user (or `me`)."""
+
+    team_id: str
+    user_id: str
+    _team = field_validator("team_id")(_uuid_only)
+    _user = field_validator("user_id")(_uuid_or_me)
+
+
+class PermissionParams(MembershipParams):
+    """Path parameters naming one permission of a membership."""
+
+    permission_id: str = Field(max_length=128, pattern=r"^\$?[a-z0-9_:-]+$")
+
+
+class ListTeamsQuery(Query):
+    """GET /teams."""
+
+    user_id: str | None = None
+    _user = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+
+
+class ListMembershipsQuery(Query):
+    """GET /team-member-profiles and GET /team-permissions."""
+
+    team_id: str | None = None
+    user_id: str | None = None
+    recursive: Literal["true", "false"] = "false"
+    _team = field_validator("team_id")(_uuid_only)
+    _user = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+
+
+class MemberProfileUpdateBody(Body):
+    """PATCH /team-member-profiles/{team_id}/{user_id}."""
+
+    display_name: str | None = Field(default=None, max_length=256)
+    profile_image_url: str | None = None
+    _image = field_validator("profile_image_url")(_profile_image)
+
+    @field_validator("display_name", mode="before")
+    @classmethod
+    def _name_not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("cannot be null")
         return value

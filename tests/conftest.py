@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import RedisServer, answers_ping, free_port, stop
+from tests.smtp_server import start_smtp  # noqa: F401 - a fixture, shared by the mail and e2e suites
 
 _START_TIMEOUT_S = 10.0
 

@@ -10,8 +10,8 @@ import orjson
 
 from backends.memory import MemoryStore
 from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
-from identity_proto import Request, Response, SeededEntropy, Service, run
-from identity_proto.records import Project
+from identity_proto import Request, Response, SeededEntropy, Service, ServiceOptions, run
+from identity_proto.records import Email, Project, User
 
 PROJECT_ID = DEV_PROJECT.id
 KEYS = DEV_PROJECT.keys
@@ -83,7 +83,8 @@ class Reply:
 class Harness:
     """A service on a fresh memory store with the dev project, a frozen clock and seeded entropy."""
 
-    service: Service = field(default_factory=Service)
+    #: bcrypt at its minimum cost: tests check behaviour, not hashing strength.
+    service: Service = field(default_factory=lambda: Service(ServiceOptions(password_rounds=4)))
     store: MemoryStore = field(default_factory=MemoryStore)
     now_ms: int = START_MS
     entropy: SeededEntropy = field(default_factory=lambda: SeededEntropy(7))
@@ -115,3 +116,12 @@ class Harness:
         project = self.store.projects.get(project_id)
         assert project is not None
         return project
+
+    def outbox(self, to: str, project_id: str = PROJECT_ID) -> list[Email]:
+        return [e for e in self.store.tenant(project_id).outbox if e.to == to]
+
+    def user(self, user_id: str, project_id: str = PROJECT_ID) -> User:
+        return self.store.tenant(project_id).users[user_id]
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms

@@ -14,6 +14,7 @@ from identity_proto.effects import (
     delete_project,
     ensure_project,
     list_projects,
+    load_project,
     update_project,
 )
 from identity_proto.errors import ErrorCode, KnownError
@@ -21,7 +22,7 @@ from identity_proto.http import Response
 from identity_proto.records import INTERNAL_PROJECT_ID, Project, ProjectConfig, ProjectKeys
 from identity_proto.render import json_response, render_project
 from identity_proto.schemas import ProjectCreateBody, ProjectUpdateBody
-from identity_proto.tokens import Entropy, hash_secret, new_api_key, new_signing_key, new_uuid
+from identity_proto.tokens import Entropy, SigningKey, hash_secret, new_api_key, new_signing_key, new_uuid
 
 __all__ = [
     "IssuedKeys",
@@ -30,6 +31,7 @@ __all__ = [
     "create_project_endpoint",
     "delete_project_endpoint",
     "get_current_project",
+    "jwks",
     "list_projects_endpoint",
     "new_project",
     "update_current_project",
@@ -166,3 +168,14 @@ def delete_project_endpoint(ctx: RequestContext) -> Flow[Response]:
 def _require_internal(ctx: RequestContext) -> None:
     if ctx.require_auth().project.id != INTERNAL_PROJECT_ID:
         raise KnownError(ErrorCode.EXPECTED_INTERNAL_PROJECT)
+
+
+def jwks(ctx: RequestContext) -> Flow[Response]:
+    """GET /projects/{project_id}/.well-known/jwks.json (no authentication): the public key that verifies the
+    project's access tokens; 404 for an unknown project."""
+    project_id: str = ctx.params.project_id
+    project = yield from load_project(project_id)
+    if project is None:
+        raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
+    key = SigningKey.from_scalar(project.signing_key)
+    return json_response(200, {"keys": [key.public_jwk()]}, headers=(("cache-control", "public, max-age=3600"),))

@@ -24,19 +24,36 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
+    AppendOutbox,
+    AttemptVerificationCode,
+    CodeOutcome,
+    ConsumeVerificationCode,
     CreateProject,
+    CreateSession,
+    CreateUser,
+    CreateVerificationCode,
     DeleteProject,
+    DeleteSession,
     EnsureProject,
+    FindUserByAuthEmail,
+    ListOutbox,
     ListProjects,
+    ListSessions,
     LoadProject,
+    LoadSession,
+    LoadUser,
+    RevokeUserSessions,
     StorageEffect,
     UpdateProject,
+    UpdateUser,
+    UseRefreshToken,
 )
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.projects import new_project
 from identity_proto.records import Project, ProjectConfig, ProjectKeys, TrustedDomain
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
+from tests.contract.factories import T0, make_code, make_email, make_session, make_user
 from tests.processes import free_port
 
 NOW_MS = 1_700_000_000_123
@@ -277,6 +294,57 @@ def test_delete_returns_true_then_false_and_the_project_is_gone(store: Store) ->
     assert store.apply(CreateProject(doomed)) is True
 
 
+def _fill(store: Store, project_id: str) -> None:
+    """Give a project one of every kind of data."""
+    store.apply(CreateUser(project_id, make_user("user-1", "a@example.com")))
+    store.apply(CreateSession(project_id, make_session("s-1", "user-1")))
+    store.apply(CreateVerificationCode(project_id, make_code("c-1")))
+    store.apply(AttemptVerificationCode(project_id, "code-wrong", "nonce-c-1", "sign_in", T0, consume=False))
+    store.apply(AppendOutbox(project_id, make_email(1, "a@example.com")))
+
+
+def _assert_filled(store: Store, project_id: str) -> None:
+    assert store.apply(LoadUser(project_id, "user-1")) is not None
+    assert store.apply(FindUserByAuthEmail(project_id, "a@example.com")) is not None
+    assert store.apply(LoadSession(project_id, "s-1")) is not None
+    assert len(store.apply(ListSessions(project_id, "user-1"))) == 1
+    assert len(store.apply(ListOutbox(project_id))) == 1
+
+
+def test_delete_removes_all_of_the_projects_data_and_only_its(store: Store) -> None:
+    doomed = make_project(22, project_id="p-doomed")
+    kept = make_project(23, project_id="p-kept")
+    for project in (doomed, kept):
+        store.apply(CreateProject(project))
+        _fill(store, project.id)
+
+    assert store.apply(DeleteProject(doomed.id)) is True
+
+    assert store.apply(LoadUser(doomed.id, "user-1")) is None
+    assert store.apply(FindUserByAuthEmail(doomed.id, "a@example.com")) is None
+    assert store.apply(LoadSession(doomed.id, "s-1")) is None
+    assert store.apply(ListSessions(doomed.id, "user-1")) == ()
+    assert store.apply(UseRefreshToken(doomed.id, "token-s-1", T0)) is None
+    assert store.apply(ListOutbox(doomed.id)) == ()
+    assert store.apply(ConsumeVerificationCode(doomed.id, "code-c-1")) is False
+    _assert_filled(store, kept.id)
+    # recreated, the project starts empty: the nonce counter is gone too
+    store.apply(CreateProject(doomed))
+    store.apply(CreateVerificationCode(doomed.id, make_code("c-1")))
+    attempt = AttemptVerificationCode(doomed.id, "code-c-1", "nonce-c-1", "sign_in", T0, consume=True, max_attempts=1)
+    assert store.apply(attempt).outcome is CodeOutcome.OK
+    assert store.apply(LoadUser(doomed.id, "user-1")) is None
+
+
+def test_delete_of_a_project_without_record_still_removes_its_data(store: Store) -> None:
+    _fill(store, "p-recordless")  # data without a project record, as an interrupted delete leaves it
+
+    assert store.apply(DeleteProject("p-recordless")) is False
+
+    assert store.apply(LoadUser("p-recordless", "user-1")) is None
+    assert store.apply(ListOutbox("p-recordless")) == ()
+
+
 def test_drivers_run_performs_a_flow_against_the_store(store: Store) -> None:
     project = make_project(17)
     store.apply(CreateProject(project))
@@ -322,6 +390,38 @@ def test_redis_key_layout_is_as_documented(redis_store: RedisStore) -> None:
 
     assert redis_store.apply(DeleteProject(project.id)) is True
     assert _namespace_keys(redis_store) == set()
+
+
+def test_redis_delete_removes_every_key_of_the_project_and_no_other(redis_store: RedisStore) -> None:
+    doomed = make_project(24, project_id="p-doomed")
+    kept = make_project(25, project_id="p-kept")
+    for project in (doomed, kept):
+        redis_store.apply(CreateProject(project))
+        _fill(redis_store, project.id)
+    for i in range(2_500):  # several SCAN pages
+        redis_store.client.set(f"{redis_store.keys.prefix(doomed.id)}extra:{i}", "x")
+    before = _namespace_keys(redis_store)
+    prefix = redis_store.keys.prefix(doomed.id).encode()
+
+    assert redis_store.apply(DeleteProject(doomed.id)) is True
+
+    assert _namespace_keys(redis_store) == {key for key in before if not key.startswith(prefix)}
+    assert any(key.startswith(redis_store.keys.prefix(kept.id).encode()) for key in before)
+    _assert_filled(redis_store, kept.id)
+
+
+def test_redis_delete_escapes_glob_characters_of_the_project_id(redis_store: RedisStore) -> None:
+    for project_id in ("p*", "p?", "p[x]", "px", "p\\x", "p]"):
+        redis_store.apply(CreateProject(make_project(26, project_id=project_id)))
+        _fill(redis_store, project_id)
+
+    for project_id in ("p*", "p?", "p[x]"):
+        assert redis_store.apply(DeleteProject(project_id)) is True
+
+    left = {key.split(b"}")[0] for key in _namespace_keys(redis_store) if b"{p:" in key}
+    assert left == {f"{redis_store.keys.namespace}{{p:{pid}".encode() for pid in ("px", "p\\x", "p]")}
+    for project_id in ("px", "p\\x", "p]"):
+        _assert_filled(redis_store, project_id)
 
 
 def test_redis_list_skips_a_dangling_index_entry(redis_store: RedisStore) -> None:
@@ -383,20 +483,68 @@ def storage_effect_types() -> set[type[Any]]:
     }
 
 
+#: The effects this suite (this module, test_codes_, test_users_sessions_ and test_outbox_contract.py) covers.
+CONTRACT_TESTED: set[type[Any]] = {
+    LoadProject,
+    CreateProject,
+    EnsureProject,
+    UpdateProject,
+    ListProjects,
+    DeleteProject,
+    CreateVerificationCode,
+    AttemptVerificationCode,
+    ConsumeVerificationCode,
+    LoadUser,
+    FindUserByAuthEmail,
+    CreateUser,
+    UpdateUser,
+    CreateSession,
+    UseRefreshToken,
+    LoadSession,
+    ListSessions,
+    DeleteSession,
+    RevokeUserSessions,
+    AppendOutbox,
+    ListOutbox,
+}
+
+#: Effects the memory store performs but the Redis stores do not yet, without contract tests here yet (by name:
+#: they are being added to identity_proto.effects right now). This set only ever shrinks.
+NOT_YET_IN_REDIS: frozenset[str] = frozenset(
+    {
+        "DeleteUser",
+        "ListUsers",
+        "CreateTeam",
+        "LoadTeam",
+        "ListTeams",
+        "UpdateTeam",
+        "DeleteTeam",
+        "AddMembership",
+        "LoadMembership",
+        "ListMemberships",
+        "RemoveMembership",
+        "UpdateMembership",
+        "ChangePermission",
+    }
+)
+
+
+def _pending() -> set[type[Any]]:
+    return {effect for effect in storage_effect_types() if effect.__name__ in NOT_YET_IN_REDIS}
+
+
 def test_the_storage_effects_are_the_ones_this_suite_knows() -> None:
-    assert storage_effect_types() == {
-        LoadProject,
-        CreateProject,
-        EnsureProject,
-        UpdateProject,
-        ListProjects,
-        DeleteProject,
-    }, "a new StorageEffect needs contract tests here"
+    assert {effect.__name__ for effect in _pending()} == NOT_YET_IN_REDIS, "NOT_YET_IN_REDIS names a gone effect"
+    assert storage_effect_types() == CONTRACT_TESTED | _pending(), "a new StorageEffect needs contract tests here"
 
 
-@pytest.mark.parametrize("backend", [MemoryStore, RedisStore, AsyncRedisStore], ids=lambda b: b.__name__)
-def test_every_backend_performs_every_storage_effect(backend: Any) -> None:
-    assert set(backend.performs) == storage_effect_types()
+def test_the_memory_store_performs_every_storage_effect() -> None:
+    assert set(MemoryStore.performs) == storage_effect_types()
+
+
+@pytest.mark.parametrize("backend", [RedisStore, AsyncRedisStore], ids=lambda b: b.__name__)
+def test_the_redis_stores_perform_every_storage_effect_but_the_pending_ones(backend: Any) -> None:
+    assert set(backend.performs) == storage_effect_types() - _pending()
 
 
 def test_the_async_memory_store_performs_what_the_memory_store_does() -> None:
@@ -447,6 +595,27 @@ def test_sync_unreachable_redis_is_storage_unavailable_within_3_seconds() -> Non
         # through the driver too: the failure is thrown into the flow, which does not catch it
         with pytest.raises(StorageUnavailable):
             run(effects.load_project("any"), store)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "effect",
+    [
+        AttemptVerificationCode("p", "code", "nonce", "sign_in", T0, consume=True),  # a script
+        CreateUser("p", make_user("u", "a@example.com")),  # a script with a derived key
+        ListOutbox("p"),  # a command
+        DeleteProject("p"),  # commands and SCAN
+    ],
+    ids=lambda effect: type(effect).__name__,
+)
+def test_sync_unreachable_redis_is_storage_unavailable_for_every_kind_of_plan(effect: StorageEffect[Any]) -> None:
+    store = RedisStore.from_url(_closed_port_url())
+    try:
+        with pytest.raises(StorageUnavailable) as info:
+            store.apply(effect)
+        assert type(effect).__name__ in str(info.value)
+        assert "hunter2" not in str(info.value)
     finally:
         store.close()
 

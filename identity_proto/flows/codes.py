@@ -1,0 +1,92 @@
+"""One-time codes (reference §2.1): 45 lower-case Crockford characters; the first 6 are the OTP a person types,
+the last 39 the nonce the API returns. Only hashes are stored, and attempts are counted per nonce."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from identity_proto.context import RequestContext
+from identity_proto.effects import AttemptVerificationCode, CodeOutcome, CreateVerificationCode, Flow, perform
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.records import VerificationCode
+from identity_proto.tokens import hash_secret, random_string
+
+__all__ = ["CODE_LENGTH", "MAX_ATTEMPTS_PER_NONCE", "OTP_LENGTH", "NewCode", "check_code", "create_code"]
+
+CODE_LENGTH = 45
+OTP_LENGTH = 6
+#: reference §2.1: a code is accepted only while fewer than 20 earlier attempts were made on its nonce.
+MAX_ATTEMPTS_PER_NONCE = 20
+
+_OUTCOME_ERRORS = {
+    CodeOutcome.NOT_FOUND: ErrorCode.VERIFICATION_CODE_NOT_FOUND,
+    CodeOutcome.EXPIRED: ErrorCode.VERIFICATION_CODE_EXPIRED,
+    CodeOutcome.ALREADY_USED: ErrorCode.VERIFICATION_CODE_ALREADY_USED,
+    CodeOutcome.MAX_ATTEMPTS_REACHED: ErrorCode.VERIFICATION_CODE_MAX_ATTEMPTS_REACHED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NewCode:
+    """A code just made: its plaintext (never stored) and its parts."""
+
+    code: str
+
+    @property
+    def otp(self) -> str:
+        """The part a person types, upper-cased as mailed."""
+        return self.code[:OTP_LENGTH].upper()
+
+    @property
+    def nonce(self) -> str:
+        """The part the API returns."""
+        return self.code[OTP_LENGTH:]
+
+
+def create_code(
+    ctx: RequestContext,
+    project_id: str,
+    purpose: str,
+    lifetime_ms: int,
+    *,
+    email: str | None = None,
+    user_id: str | None = None,
+    is_new_user: bool = False,
+) -> Flow[NewCode]:
+    """Make and store a code; only its hashes reach the store."""
+    code = random_string(ctx.entropy, CODE_LENGTH)
+    record = VerificationCode(
+        code_hash=hash_secret(code),
+        nonce_hash=hash_secret(code[OTP_LENGTH:]),
+        purpose=purpose,
+        created_at_millis=ctx.now_ms,
+        expires_at_millis=ctx.now_ms + lifetime_ms,
+        email=email,
+        user_id=user_id,
+        is_new_user=is_new_user,
+    )
+    yield from perform(CreateVerificationCode(project_id, record))
+    return NewCode(code)
+
+
+def check_code(
+    ctx: RequestContext, project_id: str, code: str, purpose: str, *, consume: bool
+) -> Flow[VerificationCode]:
+    """Present `code` (case-insensitive): counts an attempt on its nonce, then raises the first failing check
+    (404 NOT_FOUND, 400 EXPIRED, 409 ALREADY_USED, 400 MAX_ATTEMPTS_REACHED) or returns the code (consumed if
+    asked, atomically: of concurrent callers exactly one gets it)."""
+    code = code.lower()
+    attempt = yield from perform(
+        AttemptVerificationCode(
+            project_id,
+            code_hash=hash_secret(code),
+            nonce_hash=hash_secret(code[OTP_LENGTH:]),
+            purpose=purpose,
+            now_ms=ctx.now_ms,
+            consume=consume,
+            max_attempts=MAX_ATTEMPTS_PER_NONCE,
+        )
+    )
+    if attempt.outcome is not CodeOutcome.OK or attempt.code is None:
+        raise KnownError(_OUTCOME_ERRORS.get(attempt.outcome, ErrorCode.VERIFICATION_CODE_NOT_FOUND))
+    return attempt.code

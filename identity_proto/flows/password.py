@@ -1,0 +1,90 @@
+"""Password sign-up and sign-in (reference §6 codes), hashing through compute effects (never on the event loop)."""
+
+from __future__ import annotations
+
+from identity_proto.context import RequestContext
+from identity_proto.effects import (
+    CreateUser,
+    FindUserByAuthEmail,
+    Flow,
+    HashPassword,
+    UserWrite,
+    VerifyPassword,
+    perform,
+)
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.signin import after_sign_up, finish_sign_in
+from identity_proto.http import Response
+from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, too_long
+from identity_proto.records import Project, User
+from identity_proto.schemas import PasswordSignInBody, PasswordSignUpBody
+from identity_proto.tokens import new_uuid
+from identity_proto.users import normalize_email
+
+__all__ = ["sign_in_with_password", "sign_up_with_password"]
+
+# Verified against when the e-mail is unknown, so that answering takes as long as for a wrong password.
+_TIMING_DECOY_HASH = "$2b$10$wLAu6VD9G0cpzPrEjj.n7eXKeX.opbZzWjejSNZq.1B6Ef3AsFEie"
+
+
+def _require_password_auth(project: Project) -> None:
+    if not project.config.credential_enabled:
+        raise KnownError(ErrorCode.PASSWORD_AUTHENTICATION_NOT_ENABLED)
+
+
+def check_new_password(password: str) -> None:
+    """The auth/password endpoints' length rules: at least 8 characters, at most 70 (and 72 bytes)."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise KnownError(ErrorCode.PASSWORD_TOO_SHORT, details={"min_length": MIN_PASSWORD_LENGTH})
+    if too_long(password):
+        raise KnownError(ErrorCode.PASSWORD_TOO_LONG, details={"maxLength": MAX_PASSWORD_LENGTH})
+
+
+def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/password/sign-up {email, password}: a new user whose (unverified) e-mail signs them in."""
+    project = ctx.require_auth().project
+    body: PasswordSignUpBody = ctx.body
+    _require_password_auth(project)
+    if not project.config.sign_up_enabled:
+        raise KnownError(ErrorCode.SIGN_UP_NOT_ENABLED)
+    check_new_password(body.password)
+    email = normalize_email(body.email)
+    if (yield from perform(FindUserByAuthEmail(project.id, email))) is not None:
+        raise _email_taken(email)
+    password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
+    user = User(
+        id=new_uuid(ctx.entropy),
+        signed_up_at_millis=ctx.now_ms,
+        last_active_at_millis=ctx.now_ms,
+        primary_email=email,
+        primary_email_auth_enabled=True,
+        password_hash=password_hash,
+    )
+    created = yield from perform(CreateUser(project.id, user))
+    if created is UserWrite.EMAIL_TAKEN or not isinstance(created, User):
+        raise _email_taken(email)
+    created = yield from after_sign_up(ctx, project, created)
+    return (yield from finish_sign_in(ctx, project, created, is_new_user=True))
+
+
+def sign_in_with_password(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/password/sign-in {email, password}."""
+    project = ctx.require_auth().project
+    body: PasswordSignInBody = ctx.body
+    _require_password_auth(project)
+    user = yield from perform(FindUserByAuthEmail(project.id, normalize_email(body.email)))
+    if user is not None and user.password_hash is None:
+        raise KnownError(ErrorCode.USER_DOES_NOT_HAVE_PASSWORD)
+    stored_hash = user.password_hash if user is not None and user.password_hash else _TIMING_DECOY_HASH
+    matches = yield from perform(VerifyPassword(body.password, stored_hash))
+    if user is None or not matches:
+        raise KnownError(ErrorCode.EMAIL_PASSWORD_MISMATCH)
+    return (yield from finish_sign_in(ctx, project, user, is_new_user=False))
+
+
+def _email_taken(email: str) -> KnownError:
+    return KnownError(
+        ErrorCode.USER_EMAIL_ALREADY_EXISTS,
+        details={"email": email, "would_work_if_email_was_verified": False},
+        context={"email": email},
+    )

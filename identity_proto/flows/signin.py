@@ -1,0 +1,81 @@
+"""The end of every sign-in: the second factor if the user has one, else a new session."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import pyotp
+
+from identity_proto.context import RequestContext
+from identity_proto.effects import CreateTeam, Flow, UpdateUser, perform
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.codes import create_code
+from identity_proto.flows.sessions import start_session
+from identity_proto.http import Response
+from identity_proto.records import CodePurpose, Membership, Project, Team, User
+from identity_proto.render import json_response
+from identity_proto.tokens import new_uuid
+
+__all__ = ["after_sign_up", "finish_sign_in", "personal_team_name", "totp_matches"]
+
+
+def personal_team_name(user: User) -> str:
+    """reference §4: "<display name>'s Team", else "<e-mail>'s Team", else "Personal Team"."""
+    if user.display_name:
+        return f"{user.display_name}'s Team"
+    if user.primary_email:
+        return f"{user.primary_email}'s Team"
+    return "Personal Team"
+
+
+def after_sign_up(ctx: RequestContext, project: Project, user: User) -> Flow[User]:
+    """What a new user gets: with `create_team_on_sign_up`, a personal team they created and have selected."""
+    if not project.config.create_team_on_sign_up:
+        return user
+    team = Team(id=new_uuid(ctx.entropy), display_name=personal_team_name(user), created_at_millis=ctx.now_ms)
+    creator = Membership(
+        team_id=team.id,
+        user_id=user.id,
+        created_at_millis=ctx.now_ms,
+        permissions=tuple(sorted(project.config.team_creator_default_permissions)),
+    )
+    yield from perform(CreateTeam(project.id, team, creator))
+    selected = yield from perform(UpdateUser(project.id, user.id, (("selected_team_id", team.id),)))
+    return selected if isinstance(selected, User) else user
+
+
+def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[Response]:
+    """Sign `user` in: 400 MULTI_FACTOR_AUTHENTICATION_REQUIRED with a 5-minute attempt code when they have a
+    TOTP secret (reference §2.5), else 200 with the session's tokens."""
+    if user.totp_secret_base64 is not None:
+        attempt = yield from create_code(
+            ctx,
+            project.id,
+            CodePurpose.MFA,
+            ctx.options.mfa_attempt_lifetime_ms,
+            user_id=user.id,
+            is_new_user=is_new_user,
+        )
+        raise KnownError(ErrorCode.MULTI_FACTOR_AUTHENTICATION_REQUIRED, details={"attempt_code": attempt.code})
+    tokens = yield from start_session(ctx, project, user)
+    return json_response(
+        200,
+        {
+            "refresh_token": tokens.refresh_token,
+            "access_token": tokens.access_token,
+            "is_new_user": is_new_user,
+            "user_id": user.id,
+        },
+    )
+
+
+def totp_matches(secret_base64: str, totp: str, now_ms: int) -> bool:
+    """RFC 6238 (30-second step, 6 digits, HMAC-SHA1) for the current window, at the request's time."""
+    try:
+        secret = base64.b64decode(secret_base64, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if not secret:
+        return False
+    return pyotp.TOTP(base64.b32encode(secret).decode()).verify(totp, for_time=now_ms // 1000)

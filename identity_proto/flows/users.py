@@ -1,0 +1,367 @@
+"""Users: read, update (field by field, access type by access type), create, list and delete (reference §3-§4).
+
+The update is the spec's largest operation. Its checks run in the original's order (reference §3.2), and nothing
+is written until all of them passed; the write itself is one atomic `UpdateUser` effect (fields, e-mail index and,
+on a password change, the revocation of every session), so a request that fails changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from identity_proto.auth import AccessType
+from identity_proto.context import RequestContext
+from identity_proto.effects import (
+    CreateUser,
+    DeleteUser,
+    Flow,
+    HashPassword,
+    ListMemberships,
+    ListUsers,
+    LoadMembership,
+    LoadTeam,
+    LoadUser,
+    UpdateUser,
+    UserWrite,
+    perform,
+)
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.signin import after_sign_up
+from identity_proto.http import Response
+from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
+from identity_proto.records import Project, RiskScores, Team, User
+from identity_proto.render import json_response, render_user
+from identity_proto.schemas import ClientUserUpdateBody, ListUsersQuery, ServerUserUpdateBody, UserCreateBody
+from identity_proto.tokens import new_uuid
+from identity_proto.users import checked_profile_image, normalize_email, restricted_reason
+
+__all__ = [
+    "create_user",
+    "delete_me",
+    "delete_user",
+    "get_me",
+    "get_user",
+    "list_users",
+    "load_rendered_user",
+    "update_me",
+    "update_user",
+]
+
+#: Fields copied from the body to the record as they are (after validation).
+_PLAIN_FIELDS = (
+    "display_name",
+    "client_metadata",
+    "client_read_only_metadata",
+    "server_metadata",
+    "totp_secret_base64",
+    "country_code",
+)
+
+
+def load_rendered_user(ctx: RequestContext, project: Project, user: User) -> Flow[dict[str, Any]]:
+    """`user` rendered for the caller, with its selected team."""
+    team: Team | None = None
+    if user.selected_team_id is not None:
+        team = yield from perform(LoadTeam(project.id, user.selected_team_id))
+    return render_user(user, ctx.require_auth().access_type, project.config, team)
+
+
+def _my_id(ctx: RequestContext) -> str:
+    user_id = ctx.require_auth().user_id
+    if user_id is None:
+        raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+    return user_id
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def get_me(ctx: RequestContext) -> Flow[Response]:
+    """GET /users/me: the signed-in user, in the caller's view."""
+    project = ctx.require_auth().project
+    user = yield from perform(LoadUser(project.id, _my_id(ctx)))
+    if user is None:  # deleted since the token was issued: there is no "me" any more
+        raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+    return json_response(200, (yield from load_rendered_user(ctx, project, user)))
+
+
+def get_user(ctx: RequestContext) -> Flow[Response]:
+    """GET /users/{user_id} (server, admin)."""
+    project = ctx.require_auth().project
+    user = yield from perform(LoadUser(project.id, ctx.params.user_id))
+    if user is None:
+        raise KnownError(ErrorCode.USER_NOT_FOUND)
+    return json_response(200, (yield from load_rendered_user(ctx, project, user)))
+
+
+def list_users(ctx: RequestContext) -> Flow[Response]:
+    """GET /users (server, admin): filtered, ordered by sign-up time then id, with the original's inclusive
+    cursor: `next_cursor` is the id of the first user of the next page."""
+    project = ctx.require_auth().project
+    query: ListUsersQuery = ctx.query
+    include_anonymous = query.include_anonymous == "true"
+    only_anonymous = query.only_anonymous == "true"
+    if only_anonymous and not include_anonymous:
+        raise KnownError(ErrorCode.ONLY_ANONYMOUS_REQUIRES_INCLUDE_ANONYMOUS)
+    include_restricted = include_anonymous or query.include_restricted == "true"
+    members: set[str] | None = None
+    if query.team_id is not None:
+        memberships = yield from perform(ListMemberships(project.id, team_id=query.team_id))
+        members = {m.user_id for m in memberships}
+    needle = query.query.lower() if query.query else None
+    id_needle = re.sub(r"[^A-Za-z0-9\-_.]", "", query.query or "").lower()
+
+    def wanted(user: User) -> bool:
+        if (only_anonymous and not user.is_anonymous) or (user.is_anonymous and not include_anonymous):
+            return False
+        if not include_restricted and restricted_reason(user, project.config) is not None:
+            return False
+        if members is not None and user.id not in members:
+            return False
+        if needle is not None:
+            haystacks = (user.display_name or "", user.primary_email or "")
+            return any(needle in h.lower() for h in haystacks) or user.id == id_needle
+        return True
+
+    want = None if query.limit is None else query.limit + 1
+    found: list[User] = []
+    cursor = query.cursor
+    chunk = 256 if want is None else max(2 * want, 64)
+    while want is None or len(found) < want:
+        batch = yield from perform(ListUsers(project.id, limit=chunk, cursor=cursor, descending=query.desc == "true"))
+        found.extend(u for u in (batch if cursor is None or not found else batch[1:]) if wanted(u))
+        if len(batch) < chunk:
+            break
+        cursor = batch[-1].id  # inclusive: the next batch starts with it again, and skips it above
+    next_cursor = None
+    if want is not None and len(found) >= want:
+        next_cursor = found[want - 1].id
+        found = found[: want - 1]
+    items = []
+    for user in found:
+        items.append((yield from load_rendered_user(ctx, project, user)))
+    return json_response(200, {"items": items, "is_paginated": True, "pagination": {"next_cursor": next_cursor}})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Updating
+
+
+def update_me(ctx: RequestContext) -> Flow[Response]:
+    """PATCH /users/me: clients may send only the client fields (others are a SCHEMA_ERROR before this runs)."""
+    return (yield from _update(ctx, _my_id(ctx), ctx.body, me=True))
+
+
+def update_user(ctx: RequestContext) -> Flow[Response]:
+    """PATCH /users/{user_id} (server, admin)."""
+    return (yield from _update(ctx, ctx.params.user_id, ctx.body, me=False))
+
+
+def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me: bool) -> Flow[Response]:
+    auth = ctx.require_auth()
+    project = auth.project
+    given = body.model_fields_set
+    server_body = body if isinstance(body, ServerUserUpdateBody) else None
+
+    # 1. password checks, before anything is looked up (reference §3.2 order)
+    if server_body is not None:
+        _check_password_fields(server_body, given)
+
+    # 2. the user
+    user = yield from perform(LoadUser(project.id, user_id))
+    if user is None:  # through `me`, a deleted user is no "me" (reference §1.2 step 9)
+        raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND)
+
+    changes: dict[str, Any] = {}
+
+    # 3. the selected team must be one of the user's teams
+    if "selected_team_id" in given:
+        if body.selected_team_id is not None:
+            membership = yield from perform(LoadMembership(project.id, body.selected_team_id, user.id))
+            if membership is None:
+                raise KnownError(
+                    ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": body.selected_team_id, "user_id": user.id}
+                )
+        changes["selected_team_id"] = body.selected_team_id
+
+    # 4. e-mail
+    changes.update(_email_changes(user, body, given))
+
+    # 5. sign-in methods
+    if "otp_auth_enabled" in given:
+        if body.otp_auth_enabled and not project.config.magic_link_enabled:
+            raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
+        changes["otp_auth_enabled"] = body.otp_auth_enabled
+    if body.passkey_auth_enabled:
+        raise KnownError(ErrorCode.PASSKEY_AUTH_CANNOT_BE_ENABLED)
+    password_changed = server_body is not None and ("password" in given or "password_hash" in given)
+    if server_body is not None and password_changed:
+        changes["password_hash"] = yield from _new_password_hash(ctx, project, user, server_body)
+
+    # 6. anonymous -> not anonymous: a fresh sign-up time
+    if server_body is not None and "is_anonymous" in given and user.is_anonymous:
+        changes["is_anonymous"] = False
+        changes["signed_up_at_millis"] = ctx.now_ms
+
+    # 7. restriction by an administrator (the schema already refused a reason without restricted_by_admin: true)
+    if server_body is not None:
+        changes.update(_restriction_changes(user, server_body, given))
+
+    # 8. everything else, as given
+    if "profile_image_url" in given:
+        changes["profile_image_url"] = checked_profile_image(body.profile_image_url, auth.access_type)
+    for name in _PLAIN_FIELDS:
+        if name in given:
+            changes[name] = getattr(body, name)
+    if server_body is not None and server_body.risk_scores is not None:
+        scores = server_body.risk_scores.sign_up
+        changes["risk_scores"] = RiskScores(bot=scores.bot, free_trial_abuse=scores.free_trial_abuse)
+
+    # 9. one atomic write (and, after a password change, no session survives)
+    updated = yield from perform(
+        UpdateUser(project.id, user.id, tuple(changes.items()), revoke_sessions=password_changed)
+    )
+    if updated is UserWrite.NOT_FOUND:
+        raise KnownError(ErrorCode.USER_NOT_FOUND)
+    if updated is UserWrite.EMAIL_TAKEN:
+        raise _email_taken(changes.get("primary_email") or user.primary_email or "")
+    assert isinstance(updated, User)
+    return json_response(200, (yield from load_rendered_user(ctx, project, updated)))
+
+
+def _check_password_fields(body: ServerUserUpdateBody, given: set[str]) -> None:
+    if "password" in given and "password_hash" in given:
+        raise KnownError(ErrorCode.CANNOT_SET_BOTH_PASSWORD_AND_HASH)
+    if body.password_hash is not None and not is_supported_hash(body.password_hash):
+        raise KnownError(ErrorCode.INVALID_PASSWORD_HASH)
+    if body.password is not None and too_long(body.password):
+        raise KnownError(ErrorCode.PASSWORD_TOO_LONG, details={"maxLength": MAX_PASSWORD_LENGTH})
+
+
+def _new_password_hash(
+    ctx: RequestContext, project: Project, user: User, body: ServerUserUpdateBody
+) -> Flow[str | None]:
+    """The stored hash for a `password` or `password_hash` update (None removes password sign-in)."""
+    if body.password_hash is not None:
+        return body.password_hash
+    if body.password is None:
+        return None
+    if user.password_hash is None and not project.config.credential_enabled:
+        raise KnownError(ErrorCode.PASSWORD_AUTHENTICATION_NOT_ENABLED)
+    return (yield from perform(HashPassword(body.password, ctx.options.password_rounds)))
+
+
+def _email_changes(user: User, body: ClientUserUpdateBody, given: set[str]) -> dict[str, Any]:
+    """reference §3.3: a new address starts unverified and keeps the auth flag; null clears both; the flags can be
+    set on their own; neither may be true without an address."""
+    verified_given = "primary_email_verified" in given
+    auth_given = "primary_email_auth_enabled" in given
+    verified = getattr(body, "primary_email_verified", None)
+    auth_enabled = getattr(body, "primary_email_auth_enabled", None)
+    changes: dict[str, Any] = {}
+    email = user.primary_email
+    if "primary_email" in given:
+        new = normalize_email(body.primary_email) if body.primary_email is not None else None
+        if new is None:
+            changes.update(primary_email=None, primary_email_verified=False, primary_email_auth_enabled=False)
+        elif new != user.primary_email:
+            changes.update(primary_email=new, primary_email_verified=False)
+        email = new
+    if verified_given:
+        if verified and email is None:
+            raise KnownError(ErrorCode.PRIMARY_EMAIL_REQUIRED, context={"field": "primary_email_verified"})
+        changes["primary_email_verified"] = bool(verified) and email is not None
+    if auth_given:
+        if auth_enabled and email is None:
+            raise KnownError(ErrorCode.PRIMARY_EMAIL_REQUIRED, context={"field": "primary_email_auth_enabled"})
+        changes["primary_email_auth_enabled"] = bool(auth_enabled) and email is not None
+    return changes
+
+
+def _restriction_changes(user: User, body: ServerUserUpdateBody, given: set[str]) -> dict[str, Any]:
+    restricted = body.restricted_by_admin if "restricted_by_admin" in given else user.restricted_by_admin
+    changes: dict[str, Any] = {}
+    if "restricted_by_admin" in given:
+        changes["restricted_by_admin"] = restricted
+    if not restricted:
+        # No longer restricted: the reason and the private details go too (reference §3.2).
+        changes.update(restricted_by_admin_reason=None, restricted_by_admin_private_details=None)
+    else:
+        for name in ("restricted_by_admin_reason", "restricted_by_admin_private_details"):
+            if name in given:
+                changes[name] = getattr(body, name)
+    return changes
+
+
+def _email_taken(email: str) -> KnownError:
+    return KnownError(
+        ErrorCode.USER_EMAIL_ALREADY_EXISTS,
+        details={"email": email, "would_work_if_email_was_verified": False},
+        context={"email": email},
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Creating and deleting
+
+
+def create_user(ctx: RequestContext) -> Flow[Response]:
+    """POST /users (server, admin) -> 201: the update rules, plus `is_anonymous`; the uniqueness of an auth
+    e-mail is always checked."""
+    auth = ctx.require_auth()
+    project = auth.project
+    body: UserCreateBody = ctx.body
+    given = body.model_fields_set
+    _check_password_fields(body, given)
+    if body.oauth_providers:
+        provider = body.oauth_providers[0].get("id", "")
+        raise KnownError(ErrorCode.OAUTH_PROVIDER_NOT_FOUND, context={"provider_id": provider})
+    blank = User(id=new_uuid(ctx.entropy), signed_up_at_millis=ctx.now_ms, last_active_at_millis=ctx.now_ms)
+    changes = _email_changes(blank, body, given)
+    if body.otp_auth_enabled:
+        if not project.config.magic_link_enabled:
+            raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
+        changes["otp_auth_enabled"] = True
+    if body.passkey_auth_enabled:
+        raise KnownError(ErrorCode.PASSKEY_AUTH_CANNOT_BE_ENABLED)
+    if "password" in given or "password_hash" in given:
+        changes["password_hash"] = yield from _new_password_hash(ctx, project, blank, body)
+    changes["is_anonymous"] = bool(body.is_anonymous)
+    changes.update(_restriction_changes(blank, body, given))
+    if "profile_image_url" in given:
+        changes["profile_image_url"] = checked_profile_image(body.profile_image_url, auth.access_type)
+    for name in _PLAIN_FIELDS:
+        if name in given:
+            changes[name] = getattr(body, name)
+    if body.risk_scores is not None:
+        scores = body.risk_scores.sign_up
+        changes["risk_scores"] = RiskScores(bot=scores.bot, free_trial_abuse=scores.free_trial_abuse)
+    user = dataclasses.replace(blank, **changes)
+    created = yield from perform(CreateUser(project.id, user))
+    if created is UserWrite.EMAIL_TAKEN:
+        raise _email_taken(user.primary_email or "")
+    assert isinstance(created, User)
+    created = yield from after_sign_up(ctx, project, created)
+    return json_response(201, (yield from load_rendered_user(ctx, project, created)))
+
+
+def delete_me(ctx: RequestContext) -> Flow[Response]:
+    """DELETE /users/me: clients only when the project allows it."""
+    auth = ctx.require_auth()
+    user_id = _my_id(ctx)
+    if auth.access_type is AccessType.CLIENT and not auth.project.config.client_user_deletion_enabled:
+        raise KnownError(ErrorCode.CLIENT_USER_DELETION_NOT_ENABLED)
+    if not (yield from perform(DeleteUser(auth.project.id, user_id))):
+        raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+    return json_response(200, {"success": True})
+
+
+def delete_user(ctx: RequestContext) -> Flow[Response]:
+    """DELETE /users/{user_id} (server, admin): the user, their sessions and memberships, at once."""
+    project = ctx.require_auth().project
+    if not (yield from perform(DeleteUser(project.id, ctx.params.user_id))):
+        raise KnownError(ErrorCode.USER_NOT_FOUND)
+    return json_response(200, {"success": True})

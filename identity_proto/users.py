@@ -1,0 +1,56 @@
+"""Rules about users that several flows share: e-mail normalisation and validation, restriction."""
+
+from __future__ import annotations
+
+import re
+
+from identity_proto.auth import AccessType
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.records import ProjectConfig, User
+
+__all__ = ["checked_profile_image", "is_strict_email", "normalize_email", "restricted_reason"]
+
+# reference §3.2: a client may only set a user's image as base64 data of these types; a server also http(s) URLs.
+_CLIENT_IMAGE = re.compile(r"^data:image/(png|jpg|jpeg|gif|bmp|webp);base64,[A-Za-z0-9+/]+=*$")
+_ANY_IMAGE = re.compile(r"^(https?://\S+|data:image/[a-z0-9.+-]+;base64,[A-Za-z0-9+/]+=*)$")
+
+
+def checked_profile_image(url: str | None, access_type: AccessType | None) -> str | None:
+    """An image URL as stored: http(s) or a base64 data image; clients (access_type CLIENT) only the latter, of
+    common image types. `None` for access_type applies the server rule (team member profiles, reference §5.3).
+    Anything else is 400 INVALID_PROFILE_IMAGE_URL. (Size was checked by the schema: smaller than 100KB.)"""
+    if url is None:
+        return None
+    pattern = _CLIENT_IMAGE if access_type is AccessType.CLIENT else _ANY_IMAGE
+    if not pattern.match(url):
+        raise KnownError(ErrorCode.INVALID_PROFILE_IMAGE_URL)
+    return url
+
+
+# reference §2.2: a valid address whose local part has no leading, trailing or double dots, and whose domain ends
+# in a top-level domain of at least two letters (so test@localhost and test@gmail are refused).
+_STRICT_EMAIL = re.compile(
+    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}$"
+)
+
+
+def normalize_email(email: str) -> str:
+    """The stored form of an address: trimmed and lower-cased."""
+    return email.strip().lower()
+
+
+def is_strict_email(email: str) -> bool:
+    """Whether `email` passes the strict check of the sign-in endpoints."""
+    return len(email) <= 256 and _STRICT_EMAIL.match(email.strip()) is not None
+
+
+def restricted_reason(user: User, config: ProjectConfig) -> str | None:
+    """Why the user is restricted (reference §3.4, first match wins), or None."""
+    if user.is_anonymous:
+        return "anonymous"
+    if config.require_email_verification and not (user.primary_email and user.primary_email_verified):
+        return "email_not_verified"
+    if user.restricted_by_admin:
+        return "restricted_by_administrator"
+    return None

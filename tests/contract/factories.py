@@ -1,0 +1,145 @@
+"""Records and helpers shared by the contract tests of codes, users, sessions and the outbox.
+
+Times: the Redis stores give codes and sessions a TTL at their `expires_at_millis` (garbage collection against
+Redis's own clock), so records stored by these tests expire in the far future (`T0` is 2100-01-01) and stay put
+whatever the wall clock says. Only the TTL tests use wall-clock times.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from backends.memory import MemoryStore
+from backends.redis import RedisStore
+from identity_proto.drivers import Store
+from identity_proto.records import CodePurpose, Email, RiskScores, Session, User, VerificationCode
+
+#: 2100-01-01T00:00:00Z in ms: every record expires after it, so no TTL fires during a test.
+T0 = 4_102_444_800_000
+#: The lifetime of a code made by `make_code`.
+CODE_LIFETIME_MS = 600_000
+#: The lifetime of a session made by `make_session`.
+SESSION_LIFETIME_MS = 30 * 24 * 3_600_000
+
+PROJECT = "proj-a"
+OTHER_PROJECT = "proj-b"
+
+
+def make_code(
+    name: str,
+    *,
+    nonce: str | None = None,
+    purpose: str = CodePurpose.SIGN_IN,
+    created_at: int = T0,
+    lifetime_ms: int = CODE_LIFETIME_MS,
+    **fields: Any,
+) -> VerificationCode:
+    """A code whose hashes are derived from `name` (its nonce hash from `nonce`, default `name`)."""
+    return VerificationCode(
+        code_hash=f"code-{name}",
+        nonce_hash=f"nonce-{nonce or name}",
+        purpose=purpose,
+        created_at_millis=created_at,
+        expires_at_millis=created_at + lifetime_ms,
+        **fields,
+    )
+
+
+def make_user(user_id: str, email: str | None = None, *, auth: bool = True, **fields: Any) -> User:
+    """A user; with `email`, its primary e-mail, auth-enabled unless `auth` is False."""
+    return User(
+        id=user_id,
+        signed_up_at_millis=T0,
+        last_active_at_millis=T0,
+        primary_email=email,
+        primary_email_auth_enabled=email is not None and auth,
+        **fields,
+    )
+
+
+def rich_user() -> User:
+    """A user whose every field differs from the defaults; metadata is nested JSON with unicode and nulls."""
+    return User(
+        id="user-rich",
+        signed_up_at_millis=T0 - 86_400_000,
+        last_active_at_millis=T0 - 1,
+        display_name="Zoë Ünïcode ✓ «rich» 🎉",
+        primary_email="zoë@exämple.com",
+        primary_email_verified=True,
+        primary_email_auth_enabled=True,
+        password_hash="$2b$10$abcdefghijklmnopqrstuuJ6E7Z3H2h1wQ0Yy8o2qfQe3m2nH5B1W",
+        totp_secret_base64="SGVsbG8gVE9UUCBzZWNyZXQ=",
+        otp_auth_enabled=True,
+        is_anonymous=True,
+        restricted_by_admin=True,
+        restricted_by_admin_reason="Ünpaid «bills»",
+        restricted_by_admin_private_details='line one\nline "two"\ttab \\ backslash',
+        profile_image_url="https://img.example.com/ü.png",
+        client_metadata={"theme": "dark", "nested": {"list": [1, 2.5, None, True, "ß"], "empty": {}}, "n": None},
+        client_read_only_metadata=["a", None, ["nested", {"deep": "✓"}], 0, -7, False],
+        server_metadata={"plan": "pro", "quota": 12_345_678_901, "tags": [], "emoji": "🎉"},
+        selected_team_id="team-1",
+        country_code="DE",
+        risk_scores=RiskScores(bot=42, free_trial_abuse=99),
+    )
+
+
+def make_session(
+    session_id: str, user_id: str, *, created_at: int = T0, lifetime_ms: int = SESSION_LIFETIME_MS, **fields: Any
+) -> Session:
+    """A session whose refresh token hash is derived from its id."""
+    values: dict[str, Any] = {
+        "id": session_id,
+        "user_id": user_id,
+        "refresh_token_hash": f"token-{session_id}",
+        "created_at_millis": created_at,
+        "last_used_at_millis": created_at,
+        "expires_at_millis": created_at + lifetime_ms,
+    }
+    return Session(**(values | fields))
+
+
+def make_email(n: int, to: str, *, created_at: int | None = None) -> Email:
+    return Email(
+        id=f"mail-{n}",
+        to=to,
+        subject=f"Subject {n} ✓",
+        text=f"Hello «{to}»,\nyour code is {n:06d}.",
+        created_at_millis=T0 + n if created_at is None else created_at,
+    )
+
+
+def remove_user_behind_the_stores_back(store: Store, project_id: str, user_id: str) -> None:
+    """Delete a user record without any effect (no effect removes users yet), leaving its sessions in place."""
+    if isinstance(store, MemoryStore):
+        del store.tenant(project_id).users[user_id]
+    elif isinstance(store, RedisStore):
+        assert store.client.delete(store.keys.user(project_id, user_id)) == 1
+    else:  # pragma: no cover - every store fixture is one of the two
+        raise TypeError(type(store).__name__)
+
+
+def in_threads(*workers: Callable[[], Any], timeout_s: float = 30.0) -> list[Any]:
+    """Run each worker in its own thread, all released at once; return their results (re-raising any error)."""
+    start = threading.Barrier(len(workers))
+    results: list[Any] = [None] * len(workers)
+    errors: list[BaseException] = []
+
+    def run(index: int, worker: Callable[[], Any]) -> None:
+        try:
+            start.wait(timeout=5)
+            results[index] = worker()
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i, w)) for i, w in enumerate(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout_s)
+    assert not any(thread.is_alive() for thread in threads), "a worker thread hung"
+    if errors:
+        raise errors[0]
+    return results

@@ -1,0 +1,417 @@
+"""The one-time code contract (CreateVerificationCode, AttemptVerificationCode, ConsumeVerificationCode) over every
+store; TTLs on the Redis stores."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import pytest
+
+from backends.redis import ORPHAN_NONCE_TTL_MS, RedisStore
+from identity_proto.drivers import Store, arun
+from identity_proto.effects import (
+    AttemptVerificationCode,
+    CodeAttempt,
+    CodeOutcome,
+    ConsumeVerificationCode,
+    CreateVerificationCode,
+    perform,
+)
+from identity_proto.records import CodePurpose, VerificationCode
+from tests.contract.conftest import AsyncBackend
+from tests.contract.factories import CODE_LIFETIME_MS, OTHER_PROJECT, PROJECT, T0, in_threads, make_code
+
+NOW = T0 + 1_000  # while a `make_code` code is valid
+
+
+def attempt(
+    code: VerificationCode,
+    *,
+    code_hash: str | None = None,
+    nonce_hash: str | None = None,
+    purpose: str | None = None,
+    now_ms: int = NOW,
+    consume: bool = True,
+    max_attempts: int = 20,
+    project_id: str = PROJECT,
+) -> AttemptVerificationCode:
+    """An attempt at `code`, by default with its own hashes and purpose while it is valid."""
+    return AttemptVerificationCode(
+        project_id,
+        code_hash=code.code_hash if code_hash is None else code_hash,
+        nonce_hash=code.nonce_hash if nonce_hash is None else nonce_hash,
+        purpose=code.purpose if purpose is None else purpose,
+        now_ms=now_ms,
+        consume=consume,
+        max_attempts=max_attempts,
+    )
+
+
+def used(code: VerificationCode) -> VerificationCode:
+    return dataclasses.replace(code, used=True)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Round trip and OK
+
+
+def test_attempt_returns_the_code_with_every_field_as_stored(store: Store) -> None:
+    code = make_code("rich", purpose=CodePurpose.MFA, email="zoë@exämple.com ✓", user_id="user-ü", is_new_user=True)
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    result = store.apply(attempt(code, consume=False))
+
+    assert result == CodeAttempt(CodeOutcome.OK, code)
+    assert result.code is not None
+    assert result.code.email == "zoë@exämple.com ✓"
+    assert result.code.user_id == "user-ü"
+    assert result.code.is_new_user is True
+    assert result.code.expires_at_millis == T0 + CODE_LIFETIME_MS
+
+
+def test_attempt_round_trips_absent_optional_fields(store: Store) -> None:
+    code = make_code("plain")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    assert store.apply(attempt(code, consume=False)) == CodeAttempt(CodeOutcome.OK, code)
+
+
+def test_an_attempt_without_consume_leaves_the_code_usable(store: Store) -> None:
+    code = make_code("reusable")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    assert store.apply(attempt(code, consume=False)).outcome is CodeOutcome.OK
+    assert store.apply(attempt(code, consume=False)).outcome is CodeOutcome.OK
+    assert store.apply(attempt(code, consume=True)) == CodeAttempt(CodeOutcome.OK, code)  # the code as it was
+
+
+def test_a_consuming_attempt_uses_the_code(store: Store) -> None:
+    code = make_code("once")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.OK, code)
+    assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.ALREADY_USED, used(code))
+    assert store.apply(attempt(code, consume=False)) == CodeAttempt(CodeOutcome.ALREADY_USED, used(code))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One test per outcome, and their order
+
+
+def test_not_found_for_a_missing_code(store: Store) -> None:
+    assert store.apply(attempt(make_code("missing"))) == CodeAttempt(CodeOutcome.NOT_FOUND, None)
+
+
+def test_a_code_of_the_other_purpose_is_not_found(store: Store) -> None:
+    code = make_code("sign-in", purpose=CodePurpose.SIGN_IN)
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    assert store.apply(attempt(code, purpose=CodePurpose.MFA)) == CodeAttempt(CodeOutcome.NOT_FOUND, None)
+    # and that attempt neither used it
+    assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.OK, code)
+
+
+def test_a_code_of_another_project_is_not_found(store: Store) -> None:
+    code = make_code("elsewhere")
+    store.apply(CreateVerificationCode(OTHER_PROJECT, code))
+
+    assert store.apply(attempt(code)).outcome is CodeOutcome.NOT_FOUND
+
+
+@pytest.mark.parametrize("after_ms", [0, 1, 10_000_000], ids=["at-expiry", "just-after", "long-after"])
+def test_expired_from_the_expiry_instant_on(store: Store, after_ms: int) -> None:
+    code = make_code("expiring")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    result = store.apply(attempt(code, now_ms=code.expires_at_millis + after_ms))
+
+    assert result == CodeAttempt(CodeOutcome.EXPIRED, code)
+    # an expired attempt does not use it
+    assert store.apply(attempt(code, now_ms=code.expires_at_millis - 1)).outcome is CodeOutcome.OK
+
+
+def test_already_used(store: Store) -> None:
+    code = make_code("used")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is True
+
+    assert store.apply(attempt(code, consume=False)) == CodeAttempt(CodeOutcome.ALREADY_USED, used(code))
+
+
+def test_max_attempts_reached_when_the_count_before_reaches_the_maximum(store: Store) -> None:
+    code = make_code("guessed")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    for i in range(3):  # wrong guesses: the code is missing, but each attempt counts on the nonce
+        assert store.apply(attempt(code, code_hash=f"wrong-{i}", max_attempts=3)).outcome is CodeOutcome.NOT_FOUND
+
+    assert store.apply(attempt(code, max_attempts=3)) == CodeAttempt(CodeOutcome.MAX_ATTEMPTS_REACHED, code)
+    # and it was not used
+    assert store.apply(attempt(code, max_attempts=100)).outcome is CodeOutcome.OK
+
+
+def test_the_last_allowed_attempt_is_ok(store: Store) -> None:
+    code = make_code("last-chance")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    for i in range(2):
+        store.apply(attempt(code, code_hash=f"wrong-{i}", max_attempts=3))
+
+    assert store.apply(attempt(code, max_attempts=3)) == CodeAttempt(CodeOutcome.OK, code)  # 2 before < 3
+
+
+def test_max_attempts_default_is_20(store: Store) -> None:
+    code = make_code("default-max")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    for i in range(20):
+        store.apply(attempt(code, code_hash=f"wrong-{i}"))
+
+    assert store.apply(attempt(code)).outcome is CodeOutcome.MAX_ATTEMPTS_REACHED
+
+
+def test_expired_comes_before_already_used_and_max_attempts(store: Store) -> None:
+    code = make_code("all-wrong")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(ConsumeVerificationCode(PROJECT, code.code_hash))
+    store.apply(attempt(code, code_hash="wrong", max_attempts=1))
+
+    result = store.apply(attempt(code, now_ms=code.expires_at_millis, max_attempts=1))
+
+    assert result == CodeAttempt(CodeOutcome.EXPIRED, used(code))
+
+
+def test_already_used_comes_before_max_attempts(store: Store) -> None:
+    code = make_code("used-and-guessed")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(ConsumeVerificationCode(PROJECT, code.code_hash))
+    store.apply(attempt(code, code_hash="wrong", max_attempts=1))
+
+    assert store.apply(attempt(code, max_attempts=1)) == CodeAttempt(CodeOutcome.ALREADY_USED, used(code))
+
+
+def test_not_found_comes_before_everything(store: Store) -> None:
+    code = make_code("expired-used-guessed", purpose=CodePurpose.MFA)
+    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(ConsumeVerificationCode(PROJECT, code.code_hash))
+    store.apply(attempt(code, code_hash="wrong", max_attempts=1))
+
+    result = store.apply(attempt(code, purpose=CodePurpose.SIGN_IN, now_ms=code.expires_at_millis, max_attempts=1))
+
+    assert result == CodeAttempt(CodeOutcome.NOT_FOUND, None)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The attempt counter: per nonce
+
+
+def test_the_count_is_per_nonce_across_codes_with_that_nonce(store: Store) -> None:
+    first = make_code("first", nonce="shared")
+    second = make_code("second", nonce="shared")
+    other = make_code("other", nonce="other")
+    for code in (first, second, other):
+        store.apply(CreateVerificationCode(PROJECT, code))
+
+    assert store.apply(attempt(first, consume=False, max_attempts=2)).outcome is CodeOutcome.OK  # 0 before
+    assert store.apply(attempt(first, consume=False, max_attempts=2)).outcome is CodeOutcome.OK  # 1 before
+
+    assert store.apply(attempt(second, max_attempts=2)).outcome is CodeOutcome.MAX_ATTEMPTS_REACHED  # 2 before
+    assert store.apply(attempt(other, max_attempts=2)).outcome is CodeOutcome.OK  # its own nonce: 0 before
+
+
+def test_the_count_is_per_project(store: Store) -> None:
+    code = make_code("per-project")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(CreateVerificationCode(OTHER_PROJECT, code))
+    store.apply(attempt(code, code_hash="wrong", project_id=OTHER_PROJECT, max_attempts=1))
+
+    assert store.apply(attempt(code, max_attempts=1)).outcome is CodeOutcome.OK
+    assert store.apply(attempt(code, project_id=OTHER_PROJECT, max_attempts=1)).outcome is (
+        CodeOutcome.MAX_ATTEMPTS_REACHED
+    )
+
+
+def test_an_attempt_on_a_missing_code_counts_on_its_nonce_even_before_any_code_has_it(store: Store) -> None:
+    early = make_code("early", nonce="early-nonce")
+    assert store.apply(attempt(early, max_attempts=1)).outcome is CodeOutcome.NOT_FOUND
+
+    store.apply(CreateVerificationCode(PROJECT, early))
+
+    assert store.apply(attempt(early, max_attempts=1)) == CodeAttempt(CodeOutcome.MAX_ATTEMPTS_REACHED, early)
+
+
+def test_attempts_of_the_other_purpose_and_on_expired_codes_count_too(store: Store) -> None:
+    code = make_code("counted")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(attempt(code, purpose=CodePurpose.MFA))  # NOT_FOUND, counted
+    store.apply(attempt(code, now_ms=code.expires_at_millis))  # EXPIRED, counted
+
+    assert store.apply(attempt(code, max_attempts=2)).outcome is CodeOutcome.MAX_ATTEMPTS_REACHED
+    assert store.apply(attempt(code, max_attempts=4)).outcome is CodeOutcome.OK  # 3 before < 4
+
+
+# --------------------------------------------------------------------------------------------------------------
+# ConsumeVerificationCode
+
+
+def test_consume_is_true_once_then_false(store: Store) -> None:
+    code = make_code("consumable")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is True
+    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is False
+    assert store.apply(attempt(code)).outcome is CodeOutcome.ALREADY_USED
+
+
+def test_consume_of_a_missing_code_is_false_and_creates_nothing(store: Store) -> None:
+    code = make_code("ghost")
+
+    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is False
+    assert store.apply(attempt(code)).outcome is CodeOutcome.NOT_FOUND
+
+
+def test_consume_after_a_consuming_attempt_is_false(store: Store) -> None:
+    code = make_code("attempted")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(attempt(code))
+
+    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is False
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Concurrency
+
+
+def test_of_20_concurrent_consuming_attempts_exactly_one_is_ok(store: Store) -> None:
+    code = make_code("raced")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    results = in_threads(*[lambda: store.apply(attempt(code)) for _ in range(20)])
+
+    outcomes = sorted(result.outcome.value for result in results)
+    assert outcomes == ["already_used"] * 19 + ["ok"]
+    assert store.apply(attempt(code, consume=False)).outcome is CodeOutcome.ALREADY_USED
+
+
+def test_of_20_concurrent_consumes_exactly_one_is_true(store: Store) -> None:
+    code = make_code("consume-raced")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    results = in_threads(*[lambda: store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) for _ in range(20)])
+
+    assert sorted(results) == [False] * 19 + [True]
+
+
+def test_concurrent_attempts_are_each_counted(store: Store) -> None:
+    code = make_code("counted-raced")
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    in_threads(*[lambda: store.apply(attempt(code, code_hash="wrong")) for _ in range(20)])
+
+    assert store.apply(attempt(code, max_attempts=20)).outcome is CodeOutcome.MAX_ATTEMPTS_REACHED
+    assert store.apply(attempt(code, max_attempts=22)).outcome is CodeOutcome.OK  # exactly 21 before
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Async
+
+
+def test_async_codes_through_arun(async_store: AsyncBackend) -> None:
+    code = make_code("async", email="a@example.com")
+
+    async def scenario(store: Any) -> list[Any]:
+        await arun(perform(CreateVerificationCode(PROJECT, code)), store)
+        return [
+            await arun(perform(attempt(code, purpose=CodePurpose.MFA)), store),
+            await arun(perform(attempt(code)), store),
+            await arun(perform(attempt(code)), store),
+            await arun(perform(ConsumeVerificationCode(PROJECT, code.code_hash)), store),
+        ]
+
+    assert async_store.run(scenario) == [
+        CodeAttempt(CodeOutcome.NOT_FOUND),
+        CodeAttempt(CodeOutcome.OK, code),
+        CodeAttempt(CodeOutcome.ALREADY_USED, used(code)),
+        False,
+    ]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Redis: TTLs (wall-clock times here only)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _assert_pttl_close(store: RedisStore, key: str, expected_ms: int, *, slack_ms: int = 2_000) -> None:
+    pttl = store.client.pttl(key)
+    assert expected_ms - slack_ms <= pttl <= expected_ms, f"PTTL {pttl} ms of {key}, expected ~{expected_ms}"
+
+
+def test_redis_code_and_nonce_keys_expire_with_the_code(redis_store: RedisStore) -> None:
+    now = _wall_ms()
+    code = make_code("ttl", nonce="ttl-nonce", created_at=now, lifetime_ms=60_000)
+
+    redis_store.apply(CreateVerificationCode(PROJECT, code))
+
+    keys = redis_store.keys
+    _assert_pttl_close(redis_store, keys.code(PROJECT, code.code_hash), code.expires_at_millis - now)
+    _assert_pttl_close(redis_store, keys.nonce(PROJECT, code.nonce_hash), code.expires_at_millis - now)
+    # attempts (and consuming) keep the TTLs
+    redis_store.apply(attempt(code, now_ms=now))
+    _assert_pttl_close(redis_store, keys.code(PROJECT, code.code_hash), code.expires_at_millis - now)
+    _assert_pttl_close(redis_store, keys.nonce(PROJECT, code.nonce_hash), code.expires_at_millis - now)
+
+
+def test_redis_nonce_counter_lives_as_long_as_its_longest_code(redis_store: RedisStore) -> None:
+    now = _wall_ms()
+    longer = make_code("longer", nonce="n", created_at=now, lifetime_ms=120_000)
+    shorter = make_code("shorter", nonce="n", created_at=now, lifetime_ms=30_000)
+    nonce_key = redis_store.keys.nonce(PROJECT, longer.nonce_hash)
+
+    redis_store.apply(CreateVerificationCode(PROJECT, shorter))
+    _assert_pttl_close(redis_store, nonce_key, 30_000)
+    redis_store.apply(CreateVerificationCode(PROJECT, longer))
+    _assert_pttl_close(redis_store, nonce_key, 120_000)
+    redis_store.apply(CreateVerificationCode(PROJECT, shorter))  # never shortened
+    _assert_pttl_close(redis_store, nonce_key, 120_000)
+    _assert_pttl_close(redis_store, redis_store.keys.code(PROJECT, shorter.code_hash), 30_000)
+
+
+def test_redis_a_counter_an_attempt_creates_expires_too(redis_store: RedisStore) -> None:
+    orphan = make_code("orphan", nonce="orphan-nonce")
+
+    redis_store.apply(attempt(orphan))
+
+    _assert_pttl_close(redis_store, redis_store.keys.nonce(PROJECT, orphan.nonce_hash), ORPHAN_NONCE_TTL_MS)
+
+
+def test_redis_a_code_past_its_ttl_is_gone(redis_store: RedisStore) -> None:
+    now = _wall_ms()
+    code = make_code("short-lived", created_at=now, lifetime_ms=50)
+    redis_store.apply(CreateVerificationCode(PROJECT, code))
+    time.sleep(0.15)
+
+    # Redis's clock collected it: NOT_FOUND, where the memory store would still answer EXPIRED
+    assert redis_store.apply(attempt(code, now_ms=_wall_ms())) == CodeAttempt(CodeOutcome.NOT_FOUND)
+    assert redis_store.client.exists(redis_store.keys.code(PROJECT, code.code_hash)) == 0
+
+
+def test_redis_code_layout(redis_store: RedisStore) -> None:
+    code = make_code("layout", email="a@example.com")
+    redis_store.apply(CreateVerificationCode(PROJECT, code))
+    client, keys = redis_store.client, redis_store.keys
+    code_key = f"{keys.namespace}{{p:{PROJECT}}}:code:{code.code_hash}"
+    nonce_key = f"{keys.namespace}{{p:{PROJECT}}}:nonce:{code.nonce_hash}"
+
+    assert keys.code(PROJECT, code.code_hash) == code_key
+    assert keys.nonce(PROJECT, code.nonce_hash) == nonce_key
+    assert client.type(code_key) == b"hash"
+    assert client.hget(code_key, "purpose") == b'"sign_in"'
+    assert client.hget(code_key, "used") == b"false"
+    assert client.hget(code_key, "user_id") == b"null"
+    assert client.hget(code_key, "expires_at_millis") == str(code.expires_at_millis).encode()
+    assert client.get(nonce_key) == b"0"
+    redis_store.apply(attempt(code))
+    assert client.get(nonce_key) == b"1"
+    assert client.hget(code_key, "used") == b"true"

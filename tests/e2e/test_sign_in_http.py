@@ -1,0 +1,153 @@
+"""Sign-in over real HTTP against a real Hypercorn process (memory store, dev project, outbox mail)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from joserfc import jwt
+from joserfc.jwk import KeySet
+
+from tests.support import PROJECT_ID, client_headers, server_headers
+
+pytestmark = pytest.mark.e2e
+
+CALLBACK = "http://localhost:3000/handler/magic-link-callback"
+
+
+def _new_email() -> str:
+    return f"user-{uuid.uuid4().hex[:12]}@example.com"
+
+
+def _code(http: httpx.Client, email: str) -> str:
+    sent = http.post(
+        "/api/v1/auth/otp/send-sign-in-code", headers=client_headers(), json={"email": email, "callback_url": CALLBACK}
+    )
+    assert sent.status_code == 200, sent.text
+    outbox = http.get("/api/v1/emails/outbox", headers=server_headers(), params={"to": email}).json()["items"]
+    otp = re.search(r"Your code is ([0-9A-Z]{6})$", outbox[0]["subject"])
+    assert otp is not None
+    return otp.group(1) + sent.json()["nonce"]
+
+
+def _sign_in(http: httpx.Client, code: str) -> httpx.Response:
+    return http.post("/api/v1/auth/otp/sign-in", headers=client_headers(), json={"code": code})
+
+
+def test_new_then_returning_user_with_an_upper_case_otp(http: httpx.Client) -> None:
+    email = _new_email()
+    first = _sign_in(http, _code(http, email))
+    assert first.status_code == 200, first.text
+    assert first.json()["is_new_user"] is True
+    code = _code(http, email)
+    second = _sign_in(http, code[:6].upper() + code[6:])
+    assert second.json()["is_new_user"] is False
+    assert second.json()["user_id"] == first.json()["user_id"]
+
+
+def test_wrong_reused_and_guessed_codes(http: httpx.Client) -> None:
+    email = _new_email()
+    code = _code(http, email)
+    wrong = ("AAAAAA" if not code.startswith("AAAAAA") else "BBBBBB") + code[6:]
+    assert _sign_in(http, wrong).headers["x-service-known-error"] == "VERIFICATION_CODE_NOT_FOUND"
+    assert _sign_in(http, code).status_code == 200
+    reused = _sign_in(http, code)
+    assert (reused.status_code, reused.headers["x-service-known-error"]) == (409, "VERIFICATION_CODE_ALREADY_USED")
+
+    guessed = _code(http, email)
+    for i in range(25):
+        guess = f"{i:06d}" + guessed[6:]
+        if guess != guessed:
+            assert _sign_in(http, guess).status_code == 404
+    blocked = _sign_in(http, guessed)
+    assert (blocked.status_code, blocked.headers["x-service-known-error"]) == (
+        400,
+        "VERIFICATION_CODE_MAX_ATTEMPTS_REACHED",
+    )
+
+
+def test_two_codes_sent_before_use_both_work(http: httpx.Client) -> None:
+    email = _new_email()
+    first, second = _code(http, email), _code(http, email)
+    assert _sign_in(http, second).status_code == 200
+    assert _sign_in(http, first).status_code == 200
+
+
+def test_twenty_concurrent_sign_ins_with_one_code_yield_exactly_one_success(http: httpx.Client) -> None:
+    code = _code(http, _new_email())
+    base_url = str(http.base_url)
+    statuses: list[int] = []
+    barrier = threading.Barrier(20)
+
+    def attempt() -> None:
+        with httpx.Client(base_url=base_url, timeout=10) as own:
+            barrier.wait()
+            statuses.append(_sign_in(own, code).status_code)
+
+    threads = [threading.Thread(target=attempt) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [200] + [409] * 19
+
+
+def test_refresh_sign_out_and_revocation(http: httpx.Client) -> None:
+    tokens: dict[str, Any] = _sign_in(http, _code(http, _new_email())).json()
+    refreshed = http.post(
+        "/api/v1/auth/sessions/current/refresh",
+        headers=client_headers(**{"x-service-refresh-token": tokens["refresh_token"]}),
+    )
+    assert refreshed.status_code == 200
+    form = {
+        "grant_type": "refresh_token",
+        "refresh_token": tokens["refresh_token"],
+        "client_id": PROJECT_ID,
+        "client_secret": client_headers()["x-service-publishable-client-key"],
+    }
+    grant = http.post("/api/v1/auth/oauth/token", data=form)
+    assert (grant.status_code, grant.json()["token_type"]) == (200, "Bearer")
+
+    other = _sign_in(http, _code(http, _new_email())).json()
+    sessions = http.get("/api/v1/auth/sessions", headers=server_headers(), params={"user_id": other["user_id"]}).json()[
+        "items"
+    ]
+    assert len(sessions) == 1
+    assert http.delete(f"/api/v1/auth/sessions/{sessions[0]['id']}", headers=server_headers()).json() == {
+        "success": True
+    }
+    revoked = http.post(
+        "/api/v1/auth/sessions/current/refresh",
+        headers=client_headers(**{"x-service-refresh-token": other["refresh_token"]}),
+    )
+    assert (revoked.status_code, revoked.headers["x-service-known-error"]) == (
+        401,
+        "REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED",
+    )
+
+    signed_out = http.request(
+        "DELETE",
+        "/api/v1/auth/sessions/current",
+        headers={
+            **client_headers(**{"x-service-access-token": tokens["access_token"]}),
+            "content-type": "application/json",
+        },
+        content=b"{}",
+    )
+    assert signed_out.json() == {"success": True}
+    after = http.post("/api/v1/auth/oauth/token", data=form)
+    assert (after.status_code, after.headers["x-service-known-error"]) == (401, "REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED")
+
+
+def test_the_access_token_verifies_with_a_standard_jose_library_against_the_served_jwks(http: httpx.Client) -> None:
+    tokens = _sign_in(http, _code(http, _new_email())).json()
+    keys = KeySet.import_key_set(http.get(f"/api/v1/projects/{PROJECT_ID}/.well-known/jwks.json").json())
+    token = jwt.decode(tokens["access_token"], keys, algorithms=["ES256"])
+    assert token.header["alg"] == "ES256"
+    assert token.claims["sub"] == tokens["user_id"]
+    assert token.claims["aud"] == PROJECT_ID
+    assert token.claims["iss"].endswith(f"/api/v1/projects/{PROJECT_ID}")
