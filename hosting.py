@@ -19,6 +19,7 @@ Environment variables (all optional):
 | IDENTITY_MAX_BODY_BYTES | largest request body accepted (413 above) | 1048576 |
 | IDENTITY_BASE_URL | public base URL (token issuer, magic links) | from the Host header |
 | IDENTITY_LOG_LEVEL | log level of the service's loggers | INFO |
+| IDENTITY_COMPAT | `stack`: also accept the original's `X-Stack-*` headers and send `X-Stack-Known-Error` | off |
 
 With no project variables set the service runs in dev mode on a dev project whose id and keys are fixed, public
 and printed at start (see DEV_* below). Setting IDENTITY_PROJECT_ID switches to production mode: the three keys
@@ -95,6 +96,8 @@ class Settings:
     log_level: str = "INFO"
     mail: str = "outbox"
     password_rounds: int = 4
+    #: "stack": the original's header names work too (its official SDK speaks them); "" off.
+    compat: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -142,7 +145,11 @@ class Settings:
             raise ConfigurationError("IDENTITY_PASSWORD_ROUNDS must be an integer") from None
         if not 4 <= rounds <= 16:
             raise ConfigurationError("IDENTITY_PASSWORD_ROUNDS must be between 4 and 16")
+        compat = env.get("IDENTITY_COMPAT", "").strip().lower()
+        if compat not in {"", "off", "stack"}:
+            raise ConfigurationError("IDENTITY_COMPAT must be 'stack' or unset")
         return cls(
+            compat="" if compat == "off" else compat,
             mail=mail,
             password_rounds=rounds,
             backend=backend,
@@ -158,6 +165,7 @@ class Settings:
     def service_options(self) -> ServiceOptions:
         """The core's options for these settings."""
         return ServiceOptions(
+            header_prefixes=("x-service-", "x-stack-") if self.compat == "stack" else ("x-service-",),
             base_url=self.base_url,
             dev_mode=self.dev_mode,
             password_rounds=self.password_rounds,

@@ -38,6 +38,7 @@ BASE_HEADERS: Headers = (
     ("cache-control", "no-store, max-age=0"),
     ("x-content-type-options", "nosniff"),
     ("access-control-allow-origin", "*"),
+    ("access-control-expose-headers", "content-type, x-service-known-error, x-stack-known-error, x-service-request-id"),
 )
 
 

@@ -58,6 +58,9 @@ def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_
             is_new_user=is_new_user,
         )
         raise KnownError(ErrorCode.MULTI_FACTOR_AUTHENTICATION_REQUIRED, details={"attempt_code": attempt.code})
+    if user.last_active_at_millis < ctx.now_ms:  # signing in is activity
+        touched = yield from perform(UpdateUser(project.id, user.id, (("last_active_at_millis", ctx.now_ms),)))
+        user = touched if isinstance(touched, User) else user
     tokens = yield from start_session(ctx, project, user)
     return json_response(
         200,

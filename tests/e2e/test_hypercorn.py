@@ -139,3 +139,25 @@ def test_redis_down_gives_503_then_recovers(tmp_path: Path) -> None:
             stop_server(service)
     finally:
         stop(redis_process)
+
+
+def test_compat_mode_over_http() -> None:
+    """IDENTITY_COMPAT=stack: X-Stack-* names work and X-Service-* names still do; off, X-Stack-* are unknown."""
+    stack = {name.replace("x-service-", "x-stack-"): value for name, value in server_headers().items()}
+    compat = start_hypercorn({"IDENTITY_COMPAT": "stack"})
+    try:
+        ok = httpx.get(f"{compat.base_url}/api/v1/projects/current", headers=stack)
+        assert ok.status_code == 200
+        assert httpx.get(f"{compat.base_url}/api/v1/projects/current", headers=server_headers()).status_code == 200
+        bad = httpx.get(
+            f"{compat.base_url}/api/v1/projects/current", headers={**stack, "x-stack-secret-server-key": "ssk_x"}
+        )
+        assert bad.headers["x-stack-known-error"] == bad.headers["x-service-known-error"] == "INVALID_SECRET_SERVER_KEY"
+    finally:
+        stop_server(compat)
+    plain = start_hypercorn()
+    try:
+        off = httpx.get(f"{plain.base_url}/api/v1/projects/current", headers=stack)
+        assert (off.status_code, off.headers["x-service-known-error"]) == (400, "ACCESS_TYPE_REQUIRED")
+    finally:
+        stop_server(plain)

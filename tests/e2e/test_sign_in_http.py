@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
+import time
 import uuid
 from typing import Any
 
 import httpx
+import pyotp
 import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet
@@ -151,3 +154,36 @@ def test_the_access_token_verifies_with_a_standard_jose_library_against_the_serv
     assert token.claims["sub"] == tokens["user_id"]
     assert token.claims["aud"] == PROJECT_ID
     assert token.claims["iss"].endswith(f"/api/v1/projects/{PROJECT_ID}")
+
+
+def test_mfa_round_trip_with_a_real_totp(http: httpx.Client) -> None:
+    email = _new_email()
+    first = _sign_in(http, _code(http, email)).json()
+    secret = b"0123456789abcdefghij"
+    me = client_headers(**{"x-service-access-token": first["access_token"]})
+    assert (
+        http.patch(
+            "/api/v1/users/me", headers=me, json={"totp_secret_base64": base64.b64encode(secret).decode()}
+        ).json()["requires_totp_mfa"]
+        is True
+    )
+    required = _sign_in(http, _code(http, email))
+    assert (required.status_code, required.headers["x-service-known-error"]) == (
+        400,
+        "MULTI_FACTOR_AUTHENTICATION_REQUIRED",
+    )
+    attempt_code = required.json()["details"]["attempt_code"]
+    totp = pyotp.TOTP(base64.b32encode(secret).decode())
+    wrong = http.post(
+        "/api/v1/auth/mfa/sign-in",
+        headers=client_headers(),
+        json={"type": "totp", "totp": "000000" if totp.now() != "000000" else "111111", "code": attempt_code},
+    )
+    assert (wrong.status_code, wrong.headers["x-service-known-error"]) == (400, "INVALID_TOTP_CODE")
+    ok = http.post(
+        "/api/v1/auth/mfa/sign-in",
+        headers=client_headers(),
+        json={"type": "totp", "totp": totp.at(time.time()), "code": attempt_code},
+    )
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["user_id"] == first["user_id"]

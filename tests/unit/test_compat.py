@@ -1,0 +1,39 @@
+"""Compatibility mode: the original's X-Stack-* header names work beside ours, and only when it is on."""
+
+from __future__ import annotations
+
+from identity_proto import Service, ServiceOptions
+from tests.support import PROJECT_ID, Harness, client_headers, server_headers
+
+COMPAT = ServiceOptions(header_prefixes=("x-service-", "x-stack-"), password_rounds=4)
+
+
+def _stack(headers: dict[str, str]) -> dict[str, str]:
+    return {name.replace("x-service-", "x-stack-"): value for name, value in headers.items()}
+
+
+def test_stack_headers_work_in_compat_mode_and_errors_carry_both_header_names() -> None:
+    h = Harness(service=Service(COMPAT))
+    ok = h.request("GET", "/api/v1/projects/current", _stack(server_headers()))
+    assert (ok.status, ok.json["id"]) == (200, PROJECT_ID)
+    assert ok.headers["x-stack-request-id"] == ok.headers["x-service-request-id"]
+    refused = h.request(
+        "GET", "/api/v1/projects/current", _stack(server_headers(**{"x-service-secret-server-key": "ssk_wrong"}))
+    )
+    assert (
+        refused.headers["x-stack-known-error"]
+        == refused.headers["x-service-known-error"]
+        == "INVALID_SECRET_SERVER_KEY"
+    )
+
+
+def test_our_own_names_keep_working_in_compat_mode() -> None:
+    h = Harness(service=Service(COMPAT))
+    assert h.request("GET", "/api/v1/projects/current", client_headers()).status == 200
+
+
+def test_stack_headers_are_unknown_headers_when_compat_mode_is_off() -> None:
+    h = Harness()
+    reply = h.request("GET", "/api/v1/projects/current", _stack(server_headers()))
+    assert (reply.status, reply.known_error) == (400, "ACCESS_TYPE_REQUIRED")
+    assert "x-stack-known-error" not in reply.headers
