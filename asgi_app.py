@@ -19,8 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from backends.memory import AsyncMemoryStore
-from hosting import ConfigurationError, Settings, SystemEntropy, wall_clock_ms
+from hosting import Settings, SystemEntropy, build_async_store, configure_logging, wall_clock_ms
 from identity_proto import (
     AsyncStore,
     ErrorCode,
@@ -54,6 +53,7 @@ class IdentityASGI:
         service: Service | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         entropy: Any = None,
+        configure_logs: bool = False,
     ) -> None:
         self.settings = settings or Settings()
         self.service = service or Service(self.settings.service_options())
@@ -62,6 +62,9 @@ class IdentityASGI:
         self._store = store
         self._mailer = self.settings.mailers().async_
         self._started = False
+        #: Standalone (the module's `app`): send the service's log lines to stderr at start-up. Embedded: leave
+        #: logging to the embedding application.
+        self._configure_logs = configure_logs
         self._start_lock = asyncio.Lock()
 
     @classmethod
@@ -86,7 +89,9 @@ class IdentityASGI:
             if self._started:
                 return
             if self._store is None:
-                self._store = _build_store(self.settings)
+                self._store = build_async_store(self.settings)
+            if self._configure_logs:
+                configure_logging(self.settings.log_level)
             self.settings.announce()
             await arun(
                 self.service.bootstrap(
@@ -210,28 +215,7 @@ def _request_from_scope(scope: Scope, body: bytes) -> Request:
     )
 
 
-def _build_store(settings: Settings) -> AsyncStore:
-    if settings.backend == "memory":
-        return AsyncMemoryStore()
-    if settings.backend == "redis":
-        from backends.redis import AsyncRedisStore  # only operators on Redis pay for importing redis-py
-
-        return AsyncRedisStore.from_url(settings.redis_url)
-    raise ConfigurationError(f"unknown backend {settings.backend!r}")
-
-
-def _configure_logging(level: str) -> None:
-    service_logger = logging.getLogger("identity_service")
-    if not logging.getLogger().handlers and not service_logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(name)s: %(message)s"))
-        for name in ("identity_service", "identity_proto"):
-            logging.getLogger(name).addHandler(handler)
-    for name in ("identity_service", "identity_proto"):
-        logging.getLogger(name).setLevel(level)
-
-
 _settings = Settings.from_env()
-_configure_logging(_settings.log_level)
-#: The application Hypercorn serves: `hypercorn asgi_app:app`.
-app = IdentityASGI(_settings)
+#: The application Hypercorn serves: `hypercorn asgi_app:app`. (Hypercorn looks the name up in the module's
+#: namespace, so it is built here; building it reads the environment but opens no connection.)
+app = IdentityASGI(_settings, configure_logs=True)

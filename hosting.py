@@ -34,7 +34,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from identity_proto import IssuedKeys, ProjectSeed, ServiceOptions
+from backends.memory import AsyncMemoryStore, MemoryStore
+from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, ServiceOptions, Store
 from mailers import MailerPair, mailer_from_url
 
 __all__ = [
@@ -45,6 +46,9 @@ __all__ = [
     "ConfigurationError",
     "Settings",
     "SystemEntropy",
+    "build_async_store",
+    "build_sync_store",
+    "configure_logging",
     "wall_clock_ms",
 ]
 
@@ -199,3 +203,38 @@ class Settings:
             )
         else:
             logger.info("default project %s (keys from the environment)", self.default_project.id)
+
+
+def build_async_store(settings: Settings) -> AsyncStore:
+    """The asyncio store the settings name (ASGI hosts)."""
+    if settings.backend == "redis":
+        from backends.redis import AsyncRedisStore  # only operators on Redis pay for importing redis-py
+
+        return AsyncRedisStore.from_url(settings.redis_url)
+    if settings.backend == "memory":
+        return AsyncMemoryStore()
+    raise ConfigurationError(f"unknown backend {settings.backend!r}")
+
+
+def build_sync_store(settings: Settings) -> Store:
+    """The sync store the settings name (WSGI hosts, in-process tests)."""
+    if settings.backend == "redis":
+        from backends.redis import RedisStore
+
+        return RedisStore.from_url(settings.redis_url)
+    if settings.backend == "memory":
+        return MemoryStore()
+    raise ConfigurationError(f"unknown backend {settings.backend!r}")
+
+
+def configure_logging(level: str) -> None:
+    """Send the service's log lines to standard error at `level`, unless the embedding application configured
+    logging already."""
+    service_logger = logging.getLogger("identity_service")
+    if not logging.getLogger().handlers and not service_logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(name)s: %(message)s"))
+        for name in ("identity_service", "identity_proto"):
+            logging.getLogger(name).addHandler(handler)
+    for name in ("identity_service", "identity_proto"):
+        logging.getLogger(name).setLevel(level)

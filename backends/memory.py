@@ -43,13 +43,16 @@ from identity_proto.effects import (
     ListSessions,
     ListTeams,
     ListUsers,
+    LoadClockOverride,
     LoadMembership,
     LoadProject,
     LoadSession,
     LoadTeam,
     LoadUser,
     RemoveMembership,
+    ResetProjectData,
     RevokeUserSessions,
+    SetClockOverride,
     StorageEffect,
     TeamWrite,
     UpdateMembership,
@@ -59,7 +62,7 @@ from identity_proto.effects import (
     UseRefreshToken,
     UserWrite,
 )
-from identity_proto.records import Email, Membership, Project, Session, Team, User, VerificationCode
+from identity_proto.records import ClockOverride, Email, Membership, Project, Session, Team, User, VerificationCode
 
 __all__ = ["AsyncMemoryStore", "MemoryStore"]
 
@@ -113,6 +116,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self.projects: dict[str, Project] = {}
         self.tenants: dict[str, Tenant] = {}
+        self.clock_override: ClockOverride | None = None
 
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""
@@ -268,6 +272,8 @@ def _find_user_by_auth_email(store: MemoryStore, effect: FindUserByAuthEmail) ->
 def _create_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
     tenant = store.tenant(effect.project_id)
     user = effect.user
+    if user.id in tenant.users:
+        return UserWrite.ID_TAKEN
     if user.auth_email is not None and user.auth_email in tenant.email_index:
         return UserWrite.EMAIL_TAKEN
     tenant.users[user.id] = user
@@ -541,3 +547,25 @@ def _change_permission(store: MemoryStore, effect: ChangePermission) -> Membersh
     membership = dataclasses.replace(membership, permissions=tuple(sorted(held)))
     tenant.memberships[key] = membership
     return membership
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Dev/test mode
+
+
+@_performs(LoadClockOverride)
+def _load_clock_override(store: MemoryStore, effect: LoadClockOverride) -> ClockOverride | None:
+    return store.clock_override
+
+
+@_performs(SetClockOverride)
+def _set_clock_override(store: MemoryStore, effect: SetClockOverride) -> None:
+    store.clock_override = effect.override
+
+
+@_performs(ResetProjectData)
+def _reset_project_data(store: MemoryStore, effect: ResetProjectData) -> bool:
+    if effect.project_id not in store.projects:
+        return False
+    store.tenants.pop(effect.project_id, None)
+    return True

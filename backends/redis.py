@@ -18,18 +18,18 @@ Key                             Type    Holds                                   
 ``<ns>{projects}:index``        SET     The ids of every project. Hash tag            none
                                         ``{projects}``: its own slot, never in a
                                         script together with a project's keys.
-``<p>project``                  HASH    The project record: ``id``, ``display_name``, none
-                                        ``created_at_millis`` (decimal),
-                                        ``signing_key``, ``keys`` (JSON object of
-                                        key hashes), ``config.<name>`` (JSON) per
-                                        config field.
+``<p>project``                  HASH    The project record: ``id``,                   none
+                                        ``display_name``, ``created_at_millis``
+                                        (decimal), ``signing_key``, ``keys`` (JSON
+                                        object of key hashes), ``config.<name>``
+                                        (JSON) per config field.
 ``<p>code:<code_hash>``         HASH    A one-time code: one JSON field per           PEXPIREAT its
-                                        `VerificationCode` field (``used`` is         ``expires_at_millis``
-                                        ``true``/``false``).
+                                        `VerificationCode` field (``used`` is         ``expires_at_millis`` +
+                                        ``true``/``false``).                          `GRACE_MS`
 ``<p>nonce:<nonce_hash>``       STRING  The attempt counter of a nonce (INCR; the     PEXPIREAT the latest
                                         codes of that nonce create it at ``0``).      ``expires_at_millis`` of
-                                                                                      its codes; 1 h
-                                                                                      (`ORPHAN_NONCE_TTL_MS`)
+                                                                                      its codes + `GRACE_MS`;
+                                                                                      1 h (`ORPHAN_NONCE_TTL_MS`)
                                                                                       when an attempt creates it
 ``<p>user:<user_id>``           HASH    A user: one JSON field per `User` field       none
                                         (``risk_scores`` a JSON object, metadata
@@ -37,23 +37,54 @@ Key                             Type    Holds                                   
 ``<p>user-by-email``            HASH    The e-mail index: auth e-mail (plain text,    none
                                         the primary e-mail of users whose
                                         ``primary_email_auth_enabled``) -> user id.
+``<p>user-order``               ZSET    Every user id, scored by its                  none
+                                        ``signed_up_at_millis``. Equal scores order
+                                        by member, byte-wise: exactly the
+                                        (signed_up_at_millis, id) order of
+                                        ListUsers (ZRANK / ZREVRANK of the cursor,
+                                        then ZRANGE by rank: O(log n + limit)).
 ``<p>session:<session_id>``     HASH    A session: one JSON field per `Session`       PEXPIREAT its
-                                        field.                                        ``expires_at_millis``
+                                        field.                                        ``expires_at_millis`` +
+                                                                                      `GRACE_MS`
 ``<p>session-by-token:<hash>``  STRING  The id of the session whose refresh token     PEXPIREAT the session's
-                                        hashes to ``<hash>``.                         ``expires_at_millis``
+                                        hashes to ``<hash>``.                         ``expires_at_millis`` +
+                                                                                      `GRACE_MS`
 ``<p>user-sessions:<user_id>``  SET     The ids of the user's sessions (may hold ids  PEXPIREAT the latest
                                         of sessions gone by TTL; ListSessions skips   ``expires_at_millis`` of
-                                        and removes those).                           its sessions
+                                        and removes those).                           its sessions + `GRACE_MS`
 ``<p>outbox``                   LIST    Sent e-mail, newest first: each item the      none (LTRIM to ``keep``)
                                         JSON object of an `Email`, ``to`` its first
                                         member.
+``<p>team:<team_id>``           HASH    A team: one JSON field per `Team` field       none
+                                        (metadata any JSON).
+``<p>team-order``               ZSET    Every team id, scored by its                  none
+                                        ``created_at_millis``.
+``<p>membership-seq``           STRING  The project's membership counter: INCR        none
+                                        numbers each new membership (its *seq*).
+``<p>membership:<seq>``         HASH    A membership: one JSON field per              none
+                                        `Membership` field (``permissions`` a JSON
+                                        array, kept sorted by ChangePermission).
+``<p>membership-order``         ZSET    Every membership's seq (decimal), scored by   none
+                                        itself: creation order, also within one
+                                        millisecond.
+``<p>team-members:<team_id>``   ZSET    The user ids of a team's members, each        none
+                                        scored by its membership's seq (ZSCORE
+                                        finds the membership of (team, user)).
+``<p>user-teams:<user_id>``     ZSET    The team ids of a user's memberships, each    none
+                                        scored by its membership's seq.
 ==============================  ======  ============================================  ===========================
 
+Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
+by seq rather than by (team id, user id), so no id needs escaping to make a key unambiguous; the three membership
+indexes are ZSETs scored by seq, so each lists in creation order, never by timestamp.
+
 TTLs only collect garbage: the core judges expiry against the request's clock, and Redis expires keys against its
-own. A code or session is therefore gone (NOT_FOUND, None) from the moment Redis's clock passes its
-``expires_at_millis``, where the memory store would still hold it (EXPIRED, or the record). Counters, sessions and
-codes are security state: run Redis with ``maxmemory-policy noeviction`` (a ``volatile-*`` policy could evict a
-nonce counter and reset its attempts). Redis >= 7.0 (PEXPIREAT ... GT).
+own. Codes, their nonce counters and sessions are therefore kept `GRACE_MS` (24 h) past their
+``expires_at_millis``: in that time an expired code still answers EXPIRED (not NOT_FOUND) and an expired session is
+still returned by UseRefreshToken for the core to refuse, as in the memory store, whatever the skew between the two
+clocks. Only after the grace period is a code or session gone (NOT_FOUND, None) where the memory store would still
+hold it. Counters, sessions and codes are security state: run Redis with ``maxmemory-policy noeviction`` (a
+``volatile-*`` policy could evict a nonce counter and reset its attempts). Redis >= 7.0 (PEXPIREAT ... GT).
 
 Atomicity (identity_proto.effects: every effect is atomic). Each write to a project's data (DeleteProject aside, see
 below) is one Lua script on keys of that project's slot: CreateProject (write if absent), EnsureProject (write if
@@ -61,18 +92,33 @@ absent, else replace only the ``keys`` field; returns the stored record), Update
 the given fields, so two concurrent updates of different config keys both survive; returns the record);
 CreateVerificationCode (code, its counter and their TTLs), AttemptVerificationCode (INCR the counter, look up, judge
 in the contract's order, mark used on OK when consuming: of concurrent attempts exactly one gets OK),
-ConsumeVerificationCode (used only if it was unused); CreateUser (refused if the index holds its auth e-mail; record
-and index entry together), UpdateUser (HSET only the changed fields, so concurrent updates of different fields both
-survive; the script reads the stored ``primary_email`` and ``primary_email_auth_enabled``, applies the changes, and
-moves the index entry, or refuses EMAIL_TAKEN before writing anything; with ``revoke_sessions`` it removes the
-user's sessions in the same script); CreateSession (session, token entry, user's set), UseRefreshToken (token ->
-session -> user, then the session's ``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``),
-DeleteSession and RevokeUserSessions (sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM).
-Reads of one key are one command; reads that follow a pointer (FindUserByAuthEmail, ListSessions, ListOutbox with
-``to``) are one script too, so none observes half of a write.
+ConsumeVerificationCode (used only if it was unused); CreateUser (refused if the index holds its auth e-mail; record,
+index entry and order entry together), UpdateUser (HSET only the changed fields, so concurrent updates of different
+fields both survive; the script reads the stored ``primary_email`` and ``primary_email_auth_enabled``, applies the
+changes, and moves the index entry, or refuses EMAIL_TAKEN before writing anything; re-scores the order entry when
+``signed_up_at_millis`` changes; with ``revoke_sessions`` it removes the user's sessions in the same script),
+DeleteUser (record, its e-mail index entry if it points at the user, every session with its token entry and the
+user's set, every membership with its place in the three membership indexes, the order entry);
+CreateSession (session, token entry, user's set), UseRefreshToken (token -> session -> user, then the session's
+``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``), DeleteSession and RevokeUserSessions
+(sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); CreateTeam (refused USER_NOT_FOUND
+before writing anything if the creator's user is missing; the team, its order entry, and the creator's membership
+with its seq and index entries), UpdateTeam (only if present, HSET just the given fields; re-scores the order entry
+when ``created_at_millis`` changes), DeleteTeam (the team, its order entry, every membership of it, and the
+``selected_team_id`` of each member who had it selected), AddMembership (checks the user, the team and the
+membership in the contract's order before writing anything; of concurrent adds of one membership exactly one
+succeeds), RemoveMembership (the membership, its index entries, and the user's selection of that team),
+UpdateMembership (HSET just the given fields), ChangePermission (read, add or remove one id, sort byte-wise, write:
+concurrent grants of different permissions all survive).
+Reads of one key are one command (LoadUser, LoadSession, LoadTeam, ...); reads that follow a pointer
+(FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``, ListTeams, LoadMembership, ListMemberships)
+are one script too, so none observes half of a write. Scripts that walk a whole team or user (DeleteTeam,
+DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with no limit is O(users): they block
+the server for that long, like any script.
 
-Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions) build the pointed-to key
-names in Lua from a key prefix passed in ARGV, as they cannot be known beforehand. Those keys carry the project's
+Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
+index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to
+key names in Lua from a key prefix passed in ARGV, as they cannot be known beforehand. Those keys carry the project's
 hash tag, so they are in the slot of the script's declared KEYS; Redis Cluster runs such scripts, although the
 Redis documentation asks for every key to be declared.
 
@@ -97,8 +143,8 @@ bounds connect and read time, pings idle connections before reuse (`health_check
 *connection* error once (a dead pooled connection after a Redis restart), never a timeout (a slow server may have
 performed the command). A connection lost after a command was sent can thus repeat it once: every plan is
 idempotent in effect, except that a repeated AttemptVerificationCode counts one more attempt, and a repeated
-create, consume or delete reports the outcome of the second run (False, 0, EMAIL_TAKEN, ALREADY_USED) for a write
-that did happen.
+create, add, consume or delete reports the outcome of the second run (False, 0, EMAIL_TAKEN, MEMBERSHIP_EXISTS,
+ALREADY_USED) for a write that did happen.
 """
 
 from __future__ import annotations
@@ -119,38 +165,58 @@ from redis.commands.core import AsyncScript
 from redis.commands.core import Script as RedisScript
 
 from identity_proto.effects import (
+    AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangePermission,
     CodeAttempt,
     CodeOutcome,
     ConsumeVerificationCode,
     CreateProject,
     CreateSession,
+    CreateTeam,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
     DeleteSession,
+    DeleteTeam,
+    DeleteUser,
     EnsureProject,
     FindUserByAuthEmail,
+    ListMemberships,
     ListOutbox,
     ListProjects,
     ListSessions,
+    ListTeams,
+    ListUsers,
+    LoadClockOverride,
+    LoadMembership,
     LoadProject,
     LoadSession,
+    LoadTeam,
     LoadUser,
+    RemoveMembership,
+    ResetProjectData,
     RevokeUserSessions,
+    SetClockOverride,
     StorageEffect,
+    TeamWrite,
+    UpdateMembership,
     UpdateProject,
+    UpdateTeam,
     UpdateUser,
     UseRefreshToken,
     UserWrite,
 )
 from identity_proto.errors import StorageUnavailable
 from identity_proto.records import (
+    ClockOverride,
     Email,
+    Membership,
     Project,
     ProjectConfig,
     Session,
+    Team,
     User,
     VerificationCode,
     config_to_json,
@@ -162,6 +228,7 @@ from identity_proto.records import (
 
 __all__ = [
     "DEFAULT_NAMESPACE",
+    "GRACE_MS",
     "ORPHAN_NONCE_TTL_MS",
     "SCRIPTS",
     "AsyncRedisStore",
@@ -177,6 +244,12 @@ T = TypeVar("T")
 E = TypeVar("E", bound=StorageEffect[Any])
 
 DEFAULT_NAMESPACE: Final = "identity:"
+
+#: How long Redis keeps a code, its nonce counter and a session after their `expires_at_millis`. The core judges
+#: expiry against the request's clock; TTLs only collect garbage, and this grace keeps an expired record around
+#: long enough for the core to see it and answer EXPIRED (a code) or refuse it (a session), instead of NOT_FOUND,
+#: whatever the skew between the two clocks.
+GRACE_MS: Final = 24 * 3_600_000
 
 #: How long a nonce counter lives when an attempt (not a code) creates it: no live code has that nonce, so its
 #: count only matters if such a code is created soon after (then the code extends it to its own expiry).
@@ -267,6 +340,46 @@ local function revoke_sessions(set_key, session_prefix, token_prefix)
 end
 """
 
+#: Lua: the auth e-mail of a user from its stored (JSON) `primary_email_auth_enabled` and `primary_email`, or false.
+_AUTH_EMAIL = """
+local function auth_email(enabled, email)
+  if enabled ~= 'true' or not email then return false end
+  local value = cjson.decode(email)
+  if type(value) ~= 'string' then return false end
+  return value
+end
+"""
+
+#: Lua: a membership's sequence number (an INCR reply, or a score as ZSCORE / WITHSCORES return it) as the decimal
+#: text its key and index members use.
+_SEQ = """
+local function seq_text(n)
+  return string.format('%.0f', tonumber(n))
+end
+"""
+
+#: Lua: clear the user's `selected_team_id` when it is `team_id` (a missing user is left missing).
+_DESELECT = """
+local function deselect(user_key, team_id)
+  local selected = redis.call('HGET', user_key, 'selected_team_id')
+  if selected and cjson.decode(selected) == team_id then
+    redis.call('HSET', user_key, 'selected_team_id', 'null')
+  end
+end
+"""
+
+#: Lua: byte-wise string order (Python's order of str, as UTF-8 byte order is code point order). Lua's own `<` on
+#: strings follows the server's LC_COLLATE, which Redis takes from its environment.
+_BYTE_LESS = """
+local function byte_less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+"""
+
 #: The Lua scripts, registered once per store (`register_script`). Each touches only keys of one project's slot.
 SCRIPTS: Final[Mapping[str, str]] = {
     # ---- projects
@@ -330,32 +443,31 @@ local id = redis.call('HGET', KEYS[1], ARGV[1])
 if not id then return false end
 return redis.call('HGETALL', ARGV[2] .. id)
 """,
-    # KEYS: user, e-mail index. ARGV: user id, has auth e-mail (1/0), auth e-mail, then field, value, ...
-    # Returns 1 if stored, 0 if the auth e-mail is another user's (nothing written).
+    # KEYS: user, e-mail index, user order. ARGV: user id, has auth e-mail (1/0), auth e-mail, signed_up_at_millis,
+    # then field, value, ... Returns 1 if stored, 0 if the auth e-mail is another user's (nothing written).
     "create_user": """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 if ARGV[2] == '1' and redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 if ARGV[2] == '1' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[1]) end
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
 return 1
 """,
-    # KEYS: user, e-mail index, user's session set. ARGV: user id, revoke sessions (1/0), session key prefix,
-    # token entry prefix, then field, value, ... (JSON values; maybe none).
+    # KEYS: user, e-mail index, user's session set, user order. ARGV: user id, revoke sessions (1/0), session key
+    # prefix, token entry prefix, then field, value, ... (JSON values; maybe none).
     # Returns {'ok', record}, {'not_found'} or {'email_taken'} (nothing written).
     "update_user": _REVOKE_SESSIONS
+    + _AUTH_EMAIL
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
-local function auth_email(enabled, email)
-  if enabled ~= 'true' or not email then return false end
-  local value = cjson.decode(email)
-  if type(value) ~= 'string' then return false end
-  return value
-end
 local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
 local enabled, email = stored[1], stored[2]
 local old = auth_email(enabled, email)
+local signed_up = false
 for i = 5, #ARGV, 2 do
   if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
-  elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1] end
+  elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
+  elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
 end
 local new = auth_email(enabled, email)
 if new ~= old then
@@ -367,8 +479,65 @@ if new ~= old then
   if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
 end
 if #ARGV > 4 then redis.call('HSET', KEYS[1], unpack(ARGV, 5)) end
+if signed_up then redis.call('ZADD', KEYS[4], signed_up, ARGV[1]) end
 if ARGV[2] == '1' then revoke_sessions(KEYS[3], ARGV[3], ARGV[4]) end
 return {'ok', redis.call('HGETALL', KEYS[1])}
+""",
+    # KEYS: user, e-mail index, user's session set, user order, user's team index, membership order.
+    # ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix.
+    # Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
+    "delete_user": _REVOKE_SESSIONS
+    + _AUTH_EMAIL
+    + _SEQ
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
+local email = auth_email(stored[1], stored[2])
+if email and redis.call('HGET', KEYS[2], email) == ARGV[1] then redis.call('HDEL', KEYS[2], email) end
+revoke_sessions(KEYS[3], ARGV[2], ARGV[3])
+local teams = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
+for i = 1, #teams, 2 do
+  local seq = seq_text(teams[i + 1])
+  redis.call('DEL', ARGV[4] .. seq)
+  redis.call('ZREM', ARGV[5] .. teams[i], ARGV[1])
+  redis.call('ZREM', KEYS[6], seq)
+end
+redis.call('DEL', KEYS[5])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('DEL', KEYS[1])
+return 1
+""",
+    # KEYS: user order. ARGV: user key prefix, cursor id, has cursor (1/0), descending (1/0), limit (> 0; -1: all).
+    # Returns the users' records in (signed_up_at_millis, id) order from the cursor's rank on (O(log n) to find it,
+    # then one ZRANGE by rank per page); members whose record is missing are skipped, never counted.
+    "list_users": """
+local order, prefix, limit = KEYS[1], ARGV[1], tonumber(ARGV[5])
+local rev = ARGV[4] == '1'
+local start = 0
+if ARGV[3] == '1' then
+  local rank
+  if rev then rank = redis.call('ZREVRANK', order, ARGV[2]) else rank = redis.call('ZRANK', order, ARGV[2]) end
+  if not rank then return {} end
+  start = rank
+end
+local out = {}
+while limit < 0 or #out < limit do
+  local want = 256
+  if limit >= 0 then want = limit - #out end
+  local ids
+  if rev then
+    ids = redis.call('ZRANGE', order, start, start + want - 1, 'REV')
+  else
+    ids = redis.call('ZRANGE', order, start, start + want - 1)
+  end
+  for _, id in ipairs(ids) do
+    local user = redis.call('HGETALL', prefix .. id)
+    if #user > 0 then out[#out + 1] = user end
+  end
+  if #ids < want then break end
+  start = start + want
+end
+return out
 """,
     # ---- sessions
     # KEYS: session, token entry, user's session set. ARGV: session id, expires_at_millis, field, value, ...
@@ -453,6 +622,160 @@ while #out < limit do
 end
 return out
 """,
+    # ---- teams and memberships
+    # KEYS: team, team order, and with a creator: the creator's user, the team's member index, the creator's team
+    # index, membership order, membership sequence. ARGV: team id, created_at_millis, membership key prefix,
+    # creator's user id (or ''), n, then n items field, value, ... of the team, then those of the creator's
+    # membership. Returns 1 if stored, 0 if the creator's user is missing (nothing written).
+    "create_team": _SEQ
+    + """
+local creator = #KEYS > 2
+if creator and redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+local n = tonumber(ARGV[5])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 6, 5 + n))
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+if creator then
+  local seq = redis.call('ZSCORE', KEYS[4], ARGV[4])
+  if seq then
+    seq = seq_text(seq)
+  else
+    seq = seq_text(redis.call('INCR', KEYS[7]))
+    redis.call('ZADD', KEYS[4], seq, ARGV[4])
+    redis.call('ZADD', KEYS[5], seq, ARGV[1])
+    redis.call('ZADD', KEYS[6], seq, seq)
+  end
+  redis.call('DEL', ARGV[3] .. seq)
+  redis.call('HSET', ARGV[3] .. seq, unpack(ARGV, 6 + n))
+end
+return 1
+""",
+    # KEYS: a team index (team order, or a user's team index). ARGV: team key prefix. Returns the teams' records
+    # (in index order; the caller sorts).
+    "list_teams": """
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local team = redis.call('HGETALL', ARGV[1] .. id)
+  if #team > 0 then out[#out + 1] = team end
+end
+return out
+""",
+    # KEYS: team, team order. ARGV: team id, then field, value, ... (maybe none). Returns the record, or nil.
+    "update_team": """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  if ARGV[i] == 'created_at_millis' then redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[1]) end
+end
+return redis.call('HGETALL', KEYS[1])
+""",
+    # KEYS: team, team order, the team's member index, membership order. ARGV: team id, membership key prefix,
+    # user team-index prefix, user key prefix. Returns 1 if the team existed (and is gone with its memberships,
+    # deselected by every member who had it selected), else 0.
+    "delete_team": _SEQ
+    + _DESELECT
+    + """
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+local members = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+for i = 1, #members, 2 do
+  local uid, seq = members[i], seq_text(members[i + 1])
+  redis.call('DEL', ARGV[2] .. seq)
+  redis.call('ZREM', ARGV[3] .. uid, ARGV[1])
+  redis.call('ZREM', KEYS[4], seq)
+  deselect(ARGV[4] .. uid, ARGV[1])
+end
+redis.call('DEL', KEYS[3])
+return 1
+""",
+    # KEYS: user, team, the team's member index, the user's team index, membership order, membership sequence.
+    # ARGV: team id, user id, membership key prefix, then field, value, ... of the membership.
+    # Returns 'ok', or the first check that failed: 'user_not_found', 'team_not_found', 'membership_exists'.
+    "add_membership": _SEQ
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'user_not_found' end
+if redis.call('EXISTS', KEYS[2]) == 0 then return 'team_not_found' end
+if redis.call('ZSCORE', KEYS[3], ARGV[2]) then return 'membership_exists' end
+local seq = seq_text(redis.call('INCR', KEYS[6]))
+redis.call('HSET', ARGV[3] .. seq, unpack(ARGV, 4))
+redis.call('ZADD', KEYS[3], seq, ARGV[2])
+redis.call('ZADD', KEYS[4], seq, ARGV[1])
+redis.call('ZADD', KEYS[5], seq, seq)
+return 'ok'
+""",
+    # KEYS: the team's member index. ARGV: user id, membership key prefix. Returns the record, or nil.
+    "load_membership": _SEQ
+    + """
+local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not seq then return false end
+return redis.call('HGETALL', ARGV[2] .. seq_text(seq))
+""",
+    # KEYS: a membership index scored by sequence (membership order, a team's members, a user's teams).
+    # ARGV: membership key prefix. Returns the records in creation order.
+    "list_memberships": _SEQ
+    + """
+local out = {}
+local index = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 2, #index, 2 do
+  local membership = redis.call('HGETALL', ARGV[1] .. seq_text(index[i]))
+  if #membership > 0 then out[#out + 1] = membership end
+end
+return out
+""",
+    # KEYS: the team's member index, the user's team index, membership order, user. ARGV: team id, user id,
+    # membership key prefix. Returns 1 if the membership existed (and is gone, the team deselected), else 0.
+    "remove_membership": _SEQ
+    + _DESELECT
+    + """
+local seq = redis.call('ZSCORE', KEYS[1], ARGV[2])
+if not seq then return 0 end
+seq = seq_text(seq)
+redis.call('DEL', ARGV[3] .. seq)
+redis.call('ZREM', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], seq)
+deselect(KEYS[4], ARGV[1])
+return 1
+""",
+    # KEYS: the team's member index. ARGV: user id, membership key prefix, then field, value, ... (maybe none).
+    # Returns the record, or nil when there is no such membership.
+    "update_membership": _SEQ
+    + """
+local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not seq then return false end
+local key = ARGV[2] .. seq_text(seq)
+if #ARGV > 2 then redis.call('HSET', key, unpack(ARGV, 3)) end
+return redis.call('HGETALL', key)
+""",
+    # KEYS: the team's member index. ARGV: user id, membership key prefix, permission id, grant (1/0).
+    # Returns the record with the permission granted or revoked (permissions kept sorted), or nil.
+    "change_permission": _SEQ
+    + _BYTE_LESS
+    + """
+local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not seq then return false end
+local key = ARGV[2] .. seq_text(seq)
+local seen, held = {}, {}
+local function keep(permission)
+  if type(permission) == 'string' and not seen[permission] then
+    seen[permission] = true
+    held[#held + 1] = permission
+  end
+end
+local raw = redis.call('HGET', key, 'permissions')
+local stored = raw and cjson.decode(raw)
+if type(stored) == 'table' then
+  for _, permission in ipairs(stored) do
+    if permission ~= ARGV[3] then keep(permission) end
+  end
+end
+if ARGV[4] == '1' then keep(ARGV[3]) end
+table.sort(held, byte_less)
+local items = {}
+for i, permission in ipairs(held) do items[i] = cjson.encode(permission) end
+redis.call('HSET', key, 'permissions', '[' .. table.concat(items, ',') .. ']')
+return redis.call('HGETALL', key)
+""",
 }
 
 
@@ -476,6 +799,10 @@ class KeySpace:
     def index(self) -> str:
         """The set of every project id (hash tag `{projects}`)."""
         return f"{self.namespace}{{projects}}:index"
+
+    def clock_override(self) -> str:
+        """Dev/test mode: the clock override shared by every worker (hash tag `{clock}`: its own slot)."""
+        return f"{self.namespace}{{clock}}:override"
 
     def prefix(self, project_id: str) -> str:
         """What every key of the project starts with (its hash tag `{p:<project_id>}` included)."""
@@ -520,6 +847,38 @@ class KeySpace:
     def outbox(self, project_id: str) -> str:
         """The project's outbox."""
         return self.prefix(project_id) + "outbox"
+
+    def user_order(self, project_id: str) -> str:
+        """Every user id, scored by signed_up_at_millis (the order of ListUsers)."""
+        return self.prefix(project_id) + "user-order"
+
+    def team(self, project_id: str, team_id: str = "") -> str:
+        """A team record."""
+        return f"{self.prefix(project_id)}team:{team_id}"
+
+    def team_order(self, project_id: str) -> str:
+        """Every team id, scored by created_at_millis."""
+        return self.prefix(project_id) + "team-order"
+
+    def membership(self, project_id: str, seq: int | str = "") -> str:
+        """A membership record, by its sequence number."""
+        return f"{self.prefix(project_id)}membership:{seq}"
+
+    def membership_seq(self, project_id: str) -> str:
+        """The counter that numbers the project's memberships."""
+        return self.prefix(project_id) + "membership-seq"
+
+    def membership_order(self, project_id: str) -> str:
+        """Every membership's sequence number, scored by itself (creation order)."""
+        return self.prefix(project_id) + "membership-order"
+
+    def team_members(self, project_id: str, team_id: str = "") -> str:
+        """The ids of a team's members, scored by their membership's sequence number."""
+        return f"{self.prefix(project_id)}team-members:{team_id}"
+
+    def user_teams(self, project_id: str, user_id: str = "") -> str:
+        """The ids of a user's teams, scored by their membership's sequence number."""
+        return f"{self.prefix(project_id)}user-teams:{user_id}"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -602,11 +961,12 @@ def _decoded(reply: Any) -> dict[str, Any]:
     return {name: orjson.loads(value) for name, value in _pairs(reply).items()}
 
 
-_Record = TypeVar("_Record", VerificationCode, Session)
+_Record = TypeVar("_Record", VerificationCode, Session, Team)
 
 
 def _plain_record(cls: type[_Record], reply: Any) -> _Record | None:
-    """A VerificationCode or Session from its hash; fields it does not know are ignored, missing ones default."""
+    """A VerificationCode, Session or Team from its hash; fields it does not know are ignored, missing ones
+    default."""
     data = _decoded(reply)
     if not data:
         return None
@@ -627,6 +987,21 @@ def _session(reply: Any) -> Session | None:
     return _plain_record(Session, reply)
 
 
+def _team(reply: Any) -> Team | None:
+    return _plain_record(Team, reply)
+
+
+def _membership(reply: Any) -> Membership | None:
+    data = _decoded(reply)
+    if not data:
+        return None
+    known = {f.name for f in dataclasses.fields(Membership)}
+    values = {name: value for name, value in data.items() if name in known}
+    if isinstance(values.get("permissions"), list):
+        values["permissions"] = tuple(values["permissions"])
+    return Membership(**values)
+
+
 def _required(record: T | None) -> T:
     if record is None:
         raise RuntimeError("the script returned no record")
@@ -643,6 +1018,28 @@ def _user_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str,
     if "id" in changed:
         raise TypeError("UpdateUser cannot change a user's id")
     plain = user_to_json(dataclasses.replace(_BLANK_USER, **changed))
+    return [(name, _json(plain[name])) for name in changed]
+
+
+_BLANK_TEAM: Final = Team(id="", display_name="", created_at_millis=0)
+_BLANK_MEMBERSHIP: Final = Membership(team_id="", user_id="", created_at_millis=0)
+
+
+def _team_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
+    """The hash fields an UpdateTeam sets; an unknown field name is a TypeError, as in the memory store."""
+    changed = dict(changes)
+    if "id" in changed:
+        raise TypeError("UpdateTeam cannot change a team's id")
+    plain = dataclasses.asdict(dataclasses.replace(_BLANK_TEAM, **changed))
+    return [(name, _json(plain[name])) for name in changed]
+
+
+def _membership_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
+    """The hash fields an UpdateMembership sets; an unknown field name is a TypeError, as in the memory store."""
+    changed = dict(changes)
+    if "team_id" in changed or "user_id" in changed:
+        raise TypeError("UpdateMembership cannot move a membership to another team or user")
+    plain = dataclasses.asdict(dataclasses.replace(_BLANK_MEMBERSHIP, **changed))
     return [(name, _json(plain[name])) for name in changed]
 
 
@@ -747,7 +1144,7 @@ def _delete_project(keys: KeySpace, effect: DeleteProject) -> Plan[bool]:
 @_plans(CreateVerificationCode)
 def _create_code(keys: KeySpace, effect: CreateVerificationCode) -> Plan[None]:
     code = effect.code
-    args: tuple[Arg, ...] = (code.expires_at_millis, *_flat(_json_fields(dataclasses.asdict(code))))
+    args: tuple[Arg, ...] = (code.expires_at_millis + GRACE_MS, *_flat(_json_fields(dataclasses.asdict(code))))
     yield Script(
         "create_code",
         (keys.code(effect.project_id, code.code_hash), keys.nonce(effect.project_id, code.nonce_hash)),
@@ -796,12 +1193,22 @@ def _find_user_by_auth_email(keys: KeySpace, effect: FindUserByAuthEmail) -> Pla
 
 @_plans(CreateUser)
 def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
-    user = effect.user
+    user, project_id = effect.user, effect.project_id
     email = user.auth_email
-    args = (user.id, 0 if email is None else 1, email or "", *_flat(_json_fields(user_to_json(user))))
-    created = yield Script(
-        "create_user", (keys.user(effect.project_id, user.id), keys.users_by_email(effect.project_id)), args
+    args = (
+        user.id,
+        0 if email is None else 1,
+        email or "",
+        user.signed_up_at_millis,
+        *_flat(_json_fields(user_to_json(user))),
     )
+    created = yield Script(
+        "create_user",
+        (keys.user(project_id, user.id), keys.users_by_email(project_id), keys.user_order(project_id)),
+        args,
+    )
+    if created == -1:
+        return UserWrite.ID_TAKEN
     return user if created else UserWrite.EMAIL_TAKEN
 
 
@@ -811,7 +1218,12 @@ def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
     fields = _user_change_fields(effect.changes)
     reply = yield Script(
         "update_user",
-        (keys.user(project_id, user_id), keys.users_by_email(project_id), keys.user_sessions(project_id, user_id)),
+        (
+            keys.user(project_id, user_id),
+            keys.users_by_email(project_id),
+            keys.user_sessions(project_id, user_id),
+            keys.user_order(project_id),
+        ),
         (
             user_id,
             1 if effect.revoke_sessions else 0,
@@ -828,6 +1240,49 @@ def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
     return _required(_user(reply[1]))
 
 
+@_plans(DeleteUser)
+def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
+    project_id, user_id = effect.project_id, effect.user_id
+    deleted = yield Script(
+        "delete_user",
+        (
+            keys.user(project_id, user_id),
+            keys.users_by_email(project_id),
+            keys.user_sessions(project_id, user_id),
+            keys.user_order(project_id),
+            keys.user_teams(project_id, user_id),
+            keys.membership_order(project_id),
+        ),
+        (
+            user_id,
+            keys.session(project_id),
+            keys.session_by_token(project_id),
+            keys.membership(project_id),
+            keys.team_members(project_id),
+        ),
+    )
+    return bool(deleted)
+
+
+@_plans(ListUsers)
+def _list_users(keys: KeySpace, effect: ListUsers) -> Plan[tuple[User, ...]]:
+    if effect.limit is not None and effect.limit <= 0:
+        return ()
+    project_id = effect.project_id
+    reply = yield Script(
+        "list_users",
+        (keys.user_order(project_id),),
+        (
+            keys.user(project_id),
+            effect.cursor or "",
+            0 if effect.cursor is None else 1,
+            1 if effect.descending else 0,
+            -1 if effect.limit is None else effect.limit,
+        ),
+    )
+    return tuple(_required(_user(item)) for item in reply)
+
+
 # ---- sessions
 
 
@@ -841,7 +1296,7 @@ def _create_session(keys: KeySpace, effect: CreateSession) -> Plan[None]:
             keys.session_by_token(project_id, session.refresh_token_hash),
             keys.user_sessions(project_id, session.user_id),
         ),
-        (session.id, session.expires_at_millis, *_flat(_json_fields(dataclasses.asdict(session)))),
+        (session.id, session.expires_at_millis + GRACE_MS, *_flat(_json_fields(dataclasses.asdict(session)))),
     )
 
 
@@ -915,11 +1370,204 @@ def _list_outbox(keys: KeySpace, effect: ListOutbox) -> Plan[tuple[Email, ...]]:
     return tuple(_email(item) for item in items)
 
 
+# ---- teams and memberships
+
+
+@_plans(CreateTeam)
+def _create_team(keys: KeySpace, effect: CreateTeam) -> Plan[Team | TeamWrite]:
+    team, creator, project_id = effect.team, effect.creator, effect.project_id
+    team_items = _flat(_json_fields(dataclasses.asdict(team)))
+    script_keys = [keys.team(project_id, team.id), keys.team_order(project_id)]
+    args: list[Arg] = [team.id, team.created_at_millis, keys.membership(project_id), "", len(team_items)]
+    args += team_items
+    if creator is not None:
+        # The membership is the team's by construction: keyed by this team and the creator's user, as in memory.
+        script_keys += [
+            keys.user(project_id, creator.user_id),
+            keys.team_members(project_id, team.id),
+            keys.user_teams(project_id, creator.user_id),
+            keys.membership_order(project_id),
+            keys.membership_seq(project_id),
+        ]
+        args[3] = creator.user_id
+        args += _flat(_json_fields(dataclasses.asdict(creator)))
+    created = yield Script("create_team", tuple(script_keys), tuple(args))
+    return team if created else TeamWrite.USER_NOT_FOUND
+
+
+@_plans(LoadTeam)
+def _load_team(keys: KeySpace, effect: LoadTeam) -> Plan[Team | None]:
+    return _team((yield Call("HGETALL", keys.team(effect.project_id, effect.team_id))))
+
+
+@_plans(ListTeams)
+def _list_teams(keys: KeySpace, effect: ListTeams) -> Plan[tuple[Team, ...]]:
+    project_id = effect.project_id
+    index = keys.team_order(project_id) if effect.user_id is None else keys.user_teams(project_id, effect.user_id)
+    reply = yield Script("list_teams", (index,), (keys.team(project_id),))
+    teams = [_required(_team(item)) for item in reply]
+    return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
+
+
+@_plans(UpdateTeam)
+def _update_team(keys: KeySpace, effect: UpdateTeam) -> Plan[Team | None]:
+    project_id = effect.project_id
+    fields = _team_change_fields(effect.changes)
+    reply = yield Script(
+        "update_team",
+        (keys.team(project_id, effect.team_id), keys.team_order(project_id)),
+        (effect.team_id, *_flat(fields)),
+    )
+    return _team(reply)
+
+
+@_plans(DeleteTeam)
+def _delete_team(keys: KeySpace, effect: DeleteTeam) -> Plan[bool]:
+    project_id, team_id = effect.project_id, effect.team_id
+    deleted = yield Script(
+        "delete_team",
+        (
+            keys.team(project_id, team_id),
+            keys.team_order(project_id),
+            keys.team_members(project_id, team_id),
+            keys.membership_order(project_id),
+        ),
+        (team_id, keys.membership(project_id), keys.user_teams(project_id), keys.user(project_id)),
+    )
+    return bool(deleted)
+
+
+_TEAM_WRITES: Final = {
+    "user_not_found": TeamWrite.USER_NOT_FOUND,
+    "team_not_found": TeamWrite.TEAM_NOT_FOUND,
+    "membership_exists": TeamWrite.MEMBERSHIP_EXISTS,
+}
+
+
+@_plans(AddMembership)
+def _add_membership(keys: KeySpace, effect: AddMembership) -> Plan[Membership | TeamWrite]:
+    membership, project_id = effect.membership, effect.project_id
+    team_id, user_id = membership.team_id, membership.user_id
+    reply = yield Script(
+        "add_membership",
+        (
+            keys.user(project_id, user_id),
+            keys.team(project_id, team_id),
+            keys.team_members(project_id, team_id),
+            keys.user_teams(project_id, user_id),
+            keys.membership_order(project_id),
+            keys.membership_seq(project_id),
+        ),
+        (team_id, user_id, keys.membership(project_id), *_flat(_json_fields(dataclasses.asdict(membership)))),
+    )
+    return _TEAM_WRITES.get(_text(reply), membership)
+
+
+@_plans(LoadMembership)
+def _load_membership(keys: KeySpace, effect: LoadMembership) -> Plan[Membership | None]:
+    project_id = effect.project_id
+    reply = yield Script(
+        "load_membership",
+        (keys.team_members(project_id, effect.team_id),),
+        (effect.user_id, keys.membership(project_id)),
+    )
+    return _membership(reply)
+
+
+@_plans(ListMemberships)
+def _list_memberships(keys: KeySpace, effect: ListMemberships) -> Plan[tuple[Membership, ...]]:
+    project_id, team_id, user_id = effect.project_id, effect.team_id, effect.user_id
+    if team_id is not None and user_id is not None:
+        one = yield from _load_membership(keys, LoadMembership(project_id, team_id, user_id))
+        return () if one is None else (one,)
+    if team_id is not None:
+        index = keys.team_members(project_id, team_id)
+    elif user_id is not None:
+        index = keys.user_teams(project_id, user_id)
+    else:
+        index = keys.membership_order(project_id)
+    reply = yield Script("list_memberships", (index,), (keys.membership(project_id),))
+    return tuple(_required(_membership(item)) for item in reply)
+
+
+@_plans(RemoveMembership)
+def _remove_membership(keys: KeySpace, effect: RemoveMembership) -> Plan[bool]:
+    project_id, team_id, user_id = effect.project_id, effect.team_id, effect.user_id
+    removed = yield Script(
+        "remove_membership",
+        (
+            keys.team_members(project_id, team_id),
+            keys.user_teams(project_id, user_id),
+            keys.membership_order(project_id),
+            keys.user(project_id, user_id),
+        ),
+        (team_id, user_id, keys.membership(project_id)),
+    )
+    return bool(removed)
+
+
+@_plans(UpdateMembership)
+def _update_membership(keys: KeySpace, effect: UpdateMembership) -> Plan[Membership | None]:
+    project_id = effect.project_id
+    fields = _membership_change_fields(effect.changes)
+    reply = yield Script(
+        "update_membership",
+        (keys.team_members(project_id, effect.team_id),),
+        (effect.user_id, keys.membership(project_id), *_flat(fields)),
+    )
+    return _membership(reply)
+
+
+@_plans(ChangePermission)
+def _change_permission(keys: KeySpace, effect: ChangePermission) -> Plan[Membership | None]:
+    project_id = effect.project_id
+    reply = yield Script(
+        "change_permission",
+        (keys.team_members(project_id, effect.team_id),),
+        (effect.user_id, keys.membership(project_id), effect.permission_id, 1 if effect.granted else 0),
+    )
+    return _membership(reply)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Runners
 
 #: What "Redis could not be reached or did not answer" looks like from redis-py (asyncio's TimeoutError is OSError).
 _UNAVAILABLE: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+# ---- dev/test mode
+
+
+@_plans(LoadClockOverride)
+def _load_clock_override(keys: KeySpace, effect: LoadClockOverride) -> Plan[ClockOverride | None]:
+    raw = yield Call("GET", keys.clock_override())
+    return None if raw is None else ClockOverride(**orjson.loads(raw))
+
+
+@_plans(SetClockOverride)
+def _set_clock_override(keys: KeySpace, effect: SetClockOverride) -> Plan[None]:
+    if effect.override is None:
+        yield Call("DEL", keys.clock_override())
+    else:
+        yield Call("SET", keys.clock_override(), _json(dataclasses.asdict(effect.override)))
+
+
+@_plans(ResetProjectData)
+def _reset_project_data(keys: KeySpace, effect: ResetProjectData) -> Plan[bool]:
+    # Like DeleteProject, a SCAN of the project's slot prefix, keeping its record: a test-only operation, so a
+    # write racing the reset may survive it (repeating the reset removes it).
+    record = keys.project(effect.project_id)
+    if not (yield Call("EXISTS", record)):
+        return False
+    cursor = 0
+    while True:
+        reply = yield Call("SCAN", cursor, "MATCH", keys.project_pattern(effect.project_id), "COUNT", _SCAN_COUNT)
+        cursor, found = int(reply[0]), [key for key in reply[1] if _text(key) != record]
+        if found:
+            yield Call("UNLINK", *found)
+        if cursor == 0:
+            return True
 
 
 def _plan_for(effect: StorageEffect[T], keys: KeySpace, store: str) -> Plan[T]:

@@ -22,8 +22,9 @@ class ServiceOptions:
     #: The public base URL (scheme, host, port), used in token issuers and magic links. Empty: taken from the
     #: request's Host header.
     base_url: str = ""
-    #: Dev/test mode: development conveniences are on (never in a production configuration).
-    dev_mode: bool = True
+    #: Dev/test mode: the test-only routes exist and the clock can be moved (never in a production
+    #: configuration; off unless a host turns it on).
+    dev_mode: bool = False
     #: Lifetimes (reference §1.3, §1.4, §2.1).
     access_token_lifetime_ms: int = 10 * 60 * 1000
     refresh_token_lifetime_ms: int = 365 * 24 * 3600 * 1000

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar, cast
 
-from identity_proto.records import Email, Membership, Project, Session, Team, User, VerificationCode
+from identity_proto.records import ClockOverride, Email, Membership, Project, Session, Team, User, VerificationCode
 
 __all__ = [
     "ComputeEffect",
@@ -244,6 +244,8 @@ class UserWrite(Enum):
     NOT_FOUND = "not_found"
     #: The user's auth e-mail would equal another user's auth e-mail in the project.
     EMAIL_TAKEN = "email_taken"
+    #: A user with this id exists already (CreateUser never replaces one).
+    ID_TAKEN = "id_taken"
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,8 +266,8 @@ class FindUserByAuthEmail(StorageEffect["User | None"]):
 
 @dataclass(frozen=True, slots=True)
 class CreateUser(StorageEffect["User | UserWrite"]):
-    """Store a new user together with its e-mail index entry; EMAIL_TAKEN (and nothing written) when its auth
-    e-mail is another user's."""
+    """Store a new user together with its e-mail index entry; ID_TAKEN or EMAIL_TAKEN (and nothing written) when
+    its id exists or its auth e-mail is another user's."""
 
     project_id: str
     user: User
@@ -540,3 +542,28 @@ class ChangePermission(StorageEffect["Membership | None"]):
     user_id: str
     permission_id: str
     granted: bool
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Dev/test mode
+
+
+@dataclass(frozen=True, slots=True)
+class LoadClockOverride(StorageEffect["ClockOverride | None"]):
+    """The stored clock override (dev/test mode), or None when the service runs on the host's clock."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetClockOverride(StorageEffect[None]):
+    """Store a clock override, or remove it (None)."""
+
+    override: ClockOverride | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResetProjectData(StorageEffect[bool]):
+    """Remove every user, team, membership, session, code and e-mail of a project, keeping the project itself
+    (id, keys, config, signing key). False when there is no such project. A test-only operation: the memory store
+    does it at once; Redis scans the project's keys, so a write racing the reset may survive it."""
+
+    project_id: str

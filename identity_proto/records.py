@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "INTERNAL_PROJECT_ID",
+    "ClockOverride",
     "CodePurpose",
     "Email",
     "Membership",
@@ -277,3 +278,16 @@ class Membership:
     profile_image_url: str | None = None
     #: Permission ids held in this team (e.g. team_admin, $read_members), sorted.
     permissions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClockOverride:
+    """Dev/test mode only: how the service's clock differs from the host's. Frozen at `frozen_ms` when set,
+    else the host's time plus `offset_ms`. Kept in the store so every worker sharing it agrees."""
+
+    frozen_ms: int | None = None
+    offset_ms: int = 0
+
+    def now(self, host_now_ms: int) -> int:
+        """The service's time when the host's is `host_now_ms`."""
+        return self.frozen_ms if self.frozen_ms is not None else host_now_ms + self.offset_ms

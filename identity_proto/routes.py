@@ -16,6 +16,7 @@ from identity_proto.flows import (
     sessions,
     team_member_profiles,
     teams,
+    testing,
     users,
 )
 from identity_proto.routing import ADMIN_ONLY, SERVER_AND_ADMIN, Route
@@ -25,8 +26,10 @@ from identity_proto.schemas import (
     ClientTeamCreateBody,
     ClientTeamUpdateBody,
     ClientUserUpdateBody,
+    ClockBody,
     CodeBody,
     CreateSessionBody,
+    ImportBody,
     JwksQuery,
     ListMembershipsQuery,
     ListSessionsQuery,
@@ -53,7 +56,7 @@ from identity_proto.schemas import (
     UserIdParams,
 )
 
-__all__ = ["API_PREFIX", "ROUTES"]
+__all__ = ["API_PREFIX", "ROUTES", "TESTING_ROUTES"]
 
 API_PREFIX = "/api/v1"
 V1 = API_PREFIX
@@ -165,5 +168,34 @@ ROUTES: tuple[Route, ...] = (
         team_member_profiles.update_member_profile,
         body=MemberProfileUpdateBody,
         params=MembershipParams,
+    ),
+)
+
+
+#: Dev/test mode only (see identity_proto.flows.testing).
+TESTING_ROUTES: tuple[Route, ...] = (
+    Route("GET", f"{V1}/testing/clock", testing.get_clock, ADMIN_ONLY),
+    Route("POST", f"{V1}/testing/clock", testing.set_clock, ADMIN_ONLY, ClockBody),
+    Route(
+        "POST",
+        f"{V1}/testing/projects/{{project_id}}/reset",
+        testing.reset_project,
+        ADMIN_ONLY,
+        params=AnyProjectIdParams,
+    ),
+    Route(
+        "GET",
+        f"{V1}/testing/projects/{{project_id}}/export",
+        testing.export_project,
+        ADMIN_ONLY,
+        params=AnyProjectIdParams,
+    ),
+    Route(
+        "POST",
+        f"{V1}/testing/projects/{{project_id}}/import",
+        testing.import_project,
+        ADMIN_ONLY,
+        ImportBody,
+        params=AnyProjectIdParams,
     ),
 )

@@ -692,3 +692,22 @@ class MemberProfileUpdateBody(Body):
         if value is None:
             raise ValueError("cannot be null")
         return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Dev/test mode
+
+
+class ClockBody(Body):
+    """POST /testing/clock: any of, applied in this order: reset, freeze (true/false), set, advance."""
+
+    reset: bool = False
+    freeze: bool | None = None
+    set_millis: int | None = Field(default=None, ge=0)
+    advance_millis: int | None = None
+
+
+class ImportBody(Body):
+    """POST /testing/projects/{project_id}/import: an export document (checked by the import itself)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)

@@ -25,12 +25,12 @@ import orjson
 
 from identity_proto.auth import AccessType, Auth, authenticate
 from identity_proto.context import RequestContext, ServiceOptions
-from identity_proto.effects import Flow
+from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response
 from identity_proto.render import BASE_HEADERS, error_response
-from identity_proto.routes import ROUTES
+from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import schema_error, validate_model
 from identity_proto.tokens import Entropy, VerifiedTokenCache, new_request_id
@@ -46,8 +46,11 @@ _ACCESS_ORDER = (AccessType.CLIENT, AccessType.SERVER, AccessType.ADMIN)
 class Service:
     """The identity service's core. Pure: holds options, the route table and a verified-token cache."""
 
-    def __init__(self, options: ServiceOptions | None = None, routes: Sequence[Route] = ROUTES) -> None:
+    def __init__(self, options: ServiceOptions | None = None, routes: Sequence[Route] | None = None) -> None:
         self.options = options or ServiceOptions()
+        if routes is None:
+            # The test-only routes exist only in dev/test mode: a production service has no such path at all.
+            routes = ROUTES + TESTING_ROUTES if self.options.dev_mode else ROUTES
         self._router = Router(routes)
         self._token_cache = VerifiedTokenCache()
         self._known_error_headers = self.options.known_error_headers
@@ -90,6 +93,11 @@ class Service:
         route, raw_params, allowed = self._router.match(request.method, request.path)
         if route is None:
             return _preflight(allowed)
+        if self.options.dev_mode:
+            # Dev/test mode: tests may have frozen or moved the clock (kept in the store, so all workers agree).
+            override = yield from perform(LoadClockOverride())
+            if override is not None:
+                now_ms = override.now(now_ms)
         body = _parse_body(request) if request.method != "GET" else None
         auth = yield from authenticate(
             request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache

@@ -1,8 +1,9 @@
 """Records and helpers shared by the contract tests of codes, users, sessions and the outbox.
 
-Times: the Redis stores give codes and sessions a TTL at their `expires_at_millis` (garbage collection against
-Redis's own clock), so records stored by these tests expire in the far future (`T0` is 2100-01-01) and stay put
-whatever the wall clock says. Only the TTL tests use wall-clock times.
+Times: the Redis stores give codes and sessions a TTL at their `expires_at_millis` plus a grace period
+(`backends.redis.GRACE_MS`; garbage collection against Redis's own clock), so records stored by these tests expire in
+the far future (`T0` is 2100-01-01) and stay put whatever the wall clock says. Only the TTL and grace tests use
+wall-clock times.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.drivers import Store
-from identity_proto.records import CodePurpose, Email, RiskScores, Session, User, VerificationCode
+from identity_proto.records import CodePurpose, Email, Membership, RiskScores, Session, Team, User, VerificationCode
 
 #: 2100-01-01T00:00:00Z in ms: every record expires after it, so no TTL fires during a test.
 T0 = 4_102_444_800_000
@@ -111,8 +112,34 @@ def make_email(n: int, to: str, *, created_at: int | None = None) -> Email:
     )
 
 
+def make_team(team_id: str, *, created_at: int = T0, **fields: Any) -> Team:
+    """A team named after its id."""
+    return Team(id=team_id, display_name=f"Team {team_id}", created_at_millis=created_at, **fields)
+
+
+def rich_team() -> Team:
+    """A team whose every field differs from the defaults; metadata is nested JSON with unicode and nulls."""
+    return Team(
+        id="team-rich",
+        display_name="Ünïcode ✓ «team» 🎉",
+        created_at_millis=T0 - 86_400_000,
+        profile_image_url="https://img.example.com/t/ü.png",
+        client_metadata={"theme": "dark", "nested": {"list": [1, 2.5, None, True, "ß"], "empty": {}}, "n": None},
+        client_read_only_metadata=["a", None, 0, -7, False, []],
+        server_metadata={"plan": "pro", "quota": 12_345_678_901, "tags": [], "emoji": "🎉"},
+    )
+
+
+def make_membership(
+    team_id: str, user_id: str, *, created_at: int = T0, permissions: tuple[str, ...] = (), **fields: Any
+) -> Membership:
+    """A membership of `user_id` in `team_id`."""
+    return Membership(team_id, user_id, created_at, permissions=permissions, **fields)
+
+
 def remove_user_behind_the_stores_back(store: Store, project_id: str, user_id: str) -> None:
-    """Delete a user record without any effect (no effect removes users yet), leaving its sessions in place."""
+    """Delete a user record without any effect (DeleteUser would take its sessions too), leaving everything that
+    points at it in place."""
     if isinstance(store, MemoryStore):
         del store.tenant(project_id).users[user_id]
     elif isinstance(store, RedisStore):

@@ -1,5 +1,5 @@
 """The one-time code contract (CreateVerificationCode, AttemptVerificationCode, ConsumeVerificationCode) over every
-store; TTLs on the Redis stores."""
+store; TTLs (expiry plus `GRACE_MS`) on the Redis stores."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from backends.redis import ORPHAN_NONCE_TTL_MS, RedisStore
+from backends.redis import GRACE_MS, ORPHAN_NONCE_TTL_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     AttemptVerificationCode,
@@ -312,6 +312,21 @@ def test_concurrent_attempts_are_each_counted(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Expiry is the core's: a code its clock says is expired answers EXPIRED, also where a TTL collects garbage
+
+
+def test_a_code_expired_by_the_wall_clock_still_answers_expired(store: Store) -> None:
+    now = _wall_ms()
+    # Expired ten minutes ago by every clock in the room (the core's and Redis's alike); Redis keeps it for the
+    # grace period, so the answer is EXPIRED (the code is known, its lifetime over), never NOT_FOUND.
+    code = make_code("expired-by-the-clock", created_at=now - 2 * CODE_LIFETIME_MS)
+    store.apply(CreateVerificationCode(PROJECT, code))
+
+    assert store.apply(attempt(code, now_ms=now)) == CodeAttempt(CodeOutcome.EXPIRED, code)
+    assert store.apply(attempt(code, now_ms=now, consume=False)) == CodeAttempt(CodeOutcome.EXPIRED, code)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Async
 
 
@@ -348,19 +363,24 @@ def _assert_pttl_close(store: RedisStore, key: str, expected_ms: int, *, slack_m
     assert expected_ms - slack_ms <= pttl <= expected_ms, f"PTTL {pttl} ms of {key}, expected ~{expected_ms}"
 
 
-def test_redis_code_and_nonce_keys_expire_with_the_code(redis_store: RedisStore) -> None:
+def test_redis_grace_is_24_hours() -> None:
+    assert GRACE_MS == 24 * 60 * 60 * 1000
+
+
+def test_redis_code_and_nonce_keys_expire_a_grace_period_after_the_code(redis_store: RedisStore) -> None:
     now = _wall_ms()
     code = make_code("ttl", nonce="ttl-nonce", created_at=now, lifetime_ms=60_000)
 
     redis_store.apply(CreateVerificationCode(PROJECT, code))
 
     keys = redis_store.keys
-    _assert_pttl_close(redis_store, keys.code(PROJECT, code.code_hash), code.expires_at_millis - now)
-    _assert_pttl_close(redis_store, keys.nonce(PROJECT, code.nonce_hash), code.expires_at_millis - now)
+    ttl = code.expires_at_millis + GRACE_MS - now
+    _assert_pttl_close(redis_store, keys.code(PROJECT, code.code_hash), ttl)
+    _assert_pttl_close(redis_store, keys.nonce(PROJECT, code.nonce_hash), ttl)
     # attempts (and consuming) keep the TTLs
     redis_store.apply(attempt(code, now_ms=now))
-    _assert_pttl_close(redis_store, keys.code(PROJECT, code.code_hash), code.expires_at_millis - now)
-    _assert_pttl_close(redis_store, keys.nonce(PROJECT, code.nonce_hash), code.expires_at_millis - now)
+    _assert_pttl_close(redis_store, keys.code(PROJECT, code.code_hash), ttl)
+    _assert_pttl_close(redis_store, keys.nonce(PROJECT, code.nonce_hash), ttl)
 
 
 def test_redis_nonce_counter_lives_as_long_as_its_longest_code(redis_store: RedisStore) -> None:
@@ -370,12 +390,12 @@ def test_redis_nonce_counter_lives_as_long_as_its_longest_code(redis_store: Redi
     nonce_key = redis_store.keys.nonce(PROJECT, longer.nonce_hash)
 
     redis_store.apply(CreateVerificationCode(PROJECT, shorter))
-    _assert_pttl_close(redis_store, nonce_key, 30_000)
+    _assert_pttl_close(redis_store, nonce_key, 30_000 + GRACE_MS)
     redis_store.apply(CreateVerificationCode(PROJECT, longer))
-    _assert_pttl_close(redis_store, nonce_key, 120_000)
+    _assert_pttl_close(redis_store, nonce_key, 120_000 + GRACE_MS)
     redis_store.apply(CreateVerificationCode(PROJECT, shorter))  # never shortened
-    _assert_pttl_close(redis_store, nonce_key, 120_000)
-    _assert_pttl_close(redis_store, redis_store.keys.code(PROJECT, shorter.code_hash), 30_000)
+    _assert_pttl_close(redis_store, nonce_key, 120_000 + GRACE_MS)
+    _assert_pttl_close(redis_store, redis_store.keys.code(PROJECT, shorter.code_hash), 30_000 + GRACE_MS)
 
 
 def test_redis_a_counter_an_attempt_creates_expires_too(redis_store: RedisStore) -> None:
@@ -386,15 +406,25 @@ def test_redis_a_counter_an_attempt_creates_expires_too(redis_store: RedisStore)
     _assert_pttl_close(redis_store, redis_store.keys.nonce(PROJECT, orphan.nonce_hash), ORPHAN_NONCE_TTL_MS)
 
 
-def test_redis_a_code_past_its_ttl_is_gone(redis_store: RedisStore) -> None:
+def test_redis_a_code_past_its_grace_period_is_gone(redis_store: RedisStore) -> None:
     now = _wall_ms()
-    code = make_code("short-lived", created_at=now, lifetime_ms=50)
+    # expired a grace period and a minute ago: its TTL is already over when it is stored
+    code = make_code("long-gone", created_at=now - GRACE_MS - CODE_LIFETIME_MS - 60_000)
     redis_store.apply(CreateVerificationCode(PROJECT, code))
-    time.sleep(0.15)
 
     # Redis's clock collected it: NOT_FOUND, where the memory store would still answer EXPIRED
-    assert redis_store.apply(attempt(code, now_ms=_wall_ms())) == CodeAttempt(CodeOutcome.NOT_FOUND)
+    assert redis_store.apply(attempt(code, now_ms=now)) == CodeAttempt(CodeOutcome.NOT_FOUND)
     assert redis_store.client.exists(redis_store.keys.code(PROJECT, code.code_hash)) == 0
+
+
+def test_redis_a_code_within_its_grace_period_is_kept(redis_store: RedisStore) -> None:
+    now = _wall_ms()
+    code = make_code("in-grace", created_at=now - CODE_LIFETIME_MS - 3_600_000)  # expired an hour ago
+    redis_store.apply(CreateVerificationCode(PROJECT, code))
+
+    ttl = code.expires_at_millis + GRACE_MS - now
+    _assert_pttl_close(redis_store, redis_store.keys.code(PROJECT, code.code_hash), ttl)
+    assert redis_store.apply(attempt(code, now_ms=now)) == CodeAttempt(CodeOutcome.EXPIRED, code)
 
 
 def test_redis_code_layout(redis_store: RedisStore) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from backends.redis import RedisStore
+from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     CreateSession,
@@ -588,6 +588,25 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def test_a_session_expired_by_the_wall_clock_is_still_used_so_the_core_can_refuse_it(store: Store) -> None:
+    now = _wall_ms()
+    user = dataclasses.replace(make_user("user-1"), signed_up_at_millis=now - 7_200_000, last_active_at_millis=0)
+    store.apply(CreateUser(PROJECT, user))
+    # expired an hour ago by every clock in the room (the core's and Redis's alike): within the grace period
+    session = make_session("s-expired", user.id, created_at=now - 7_200_000, lifetime_ms=3_600_000)
+    store.apply(CreateSession(PROJECT, session))
+
+    found = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, now))
+
+    assert found == (
+        dataclasses.replace(session, last_used_at_millis=now),
+        dataclasses.replace(user, last_active_at_millis=now),
+    )
+    assert found[0].expires_at_millis < now  # the core's to judge: it refuses the refresh
+    assert store.apply(LoadSession(PROJECT, session.id)) == found[0]
+    assert store.apply(ListSessions(PROJECT, user.id)) == (found[0],)
+
+
 def test_redis_user_and_session_layout(redis_store: RedisStore) -> None:
     user = rich_user()
     session = make_session("s-1", user.id)
@@ -601,9 +620,11 @@ def test_redis_user_and_session_layout(redis_store: RedisStore) -> None:
     assert keys.session(PROJECT, session.id) == f"{prefix}session:{session.id}"
     assert keys.session_by_token(PROJECT, session.refresh_token_hash) == f"{prefix}session-by-token:token-s-1"
     assert keys.user_sessions(PROJECT, user.id) == f"{prefix}user-sessions:{user.id}"
+    assert keys.user_order(PROJECT) == f"{prefix}user-order"
     assert set(client.scan_iter(match=f"{keys.namespace}*")) == {
         f"{prefix}user:{user.id}".encode(),
         f"{prefix}user-by-email".encode(),
+        f"{prefix}user-order".encode(),
         f"{prefix}session:{session.id}".encode(),
         f"{prefix}session-by-token:token-s-1".encode(),
         f"{prefix}user-sessions:{user.id}".encode(),
@@ -618,6 +639,10 @@ def test_redis_user_and_session_layout(redis_store: RedisStore) -> None:
     assert client.get(f"{prefix}session-by-token:token-s-1") == b"s-1"
     assert client.smembers(f"{prefix}user-sessions:{user.id}") == {b"s-1"}
     assert client.hget(f"{prefix}session:s-1", "is_impersonation") == b"false"
+    assert client.type(f"{prefix}user-order") == b"zset"
+    assert client.zrange(f"{prefix}user-order", 0, -1, withscores=True) == [
+        (user.id.encode(), float(user.signed_up_at_millis))
+    ]
 
 
 def test_redis_update_writes_only_the_changed_fields(redis_store: RedisStore) -> None:
@@ -639,7 +664,7 @@ def test_redis_a_user_record_missing_a_field_reads_its_default(redis_store: Redi
     assert redis_store.apply(LoadUser(PROJECT, user.id)) == dataclasses.replace(user, otp_auth_enabled=False)
 
 
-def test_redis_session_keys_expire_with_the_session(redis_store: RedisStore) -> None:
+def test_redis_session_keys_expire_a_grace_period_after_the_session(redis_store: RedisStore) -> None:
     now = _wall_ms()
     user = make_user("user-1")
     shorter = make_session("s-short", user.id, created_at=now, lifetime_ms=30_000)
@@ -648,32 +673,34 @@ def test_redis_session_keys_expire_with_the_session(redis_store: RedisStore) -> 
     redis_store.apply(CreateSession(PROJECT, shorter))
     keys = redis_store.keys
 
-    def pttl(key: str) -> int:
-        return int(redis_store.client.pttl(key))
+    def assert_pttl(key: str, lifetime_ms: int) -> None:
+        expected = lifetime_ms + GRACE_MS
+        assert expected - 2_000 <= int(redis_store.client.pttl(key)) <= expected
 
-    assert 28_000 <= pttl(keys.session(PROJECT, shorter.id)) <= 30_000
-    assert 28_000 <= pttl(keys.session_by_token(PROJECT, shorter.refresh_token_hash)) <= 30_000
-    assert 88_000 <= pttl(keys.session(PROJECT, longer.id)) <= 90_000
-    assert 88_000 <= pttl(keys.user_sessions(PROJECT, user.id)) <= 90_000  # the latest of its sessions
+    assert_pttl(keys.session(PROJECT, shorter.id), 30_000)
+    assert_pttl(keys.session_by_token(PROJECT, shorter.refresh_token_hash), 30_000)
+    assert_pttl(keys.session(PROJECT, longer.id), 90_000)
+    assert_pttl(keys.user_sessions(PROJECT, user.id), 90_000)  # the latest of its sessions
     redis_store.apply(UseRefreshToken(PROJECT, shorter.refresh_token_hash, now))
-    assert 28_000 <= pttl(keys.session(PROJECT, shorter.id)) <= 30_000
+    assert_pttl(keys.session(PROJECT, shorter.id), 30_000)
 
 
 def test_redis_sessions_gone_by_ttl_leave_the_list_and_the_set(redis_store: RedisStore) -> None:
     now = _wall_ms()
     user = make_user("user-1")
     redis_store.apply(CreateUser(PROJECT, user))
-    fleeting = make_session("s-fleeting", user.id, created_at=now, lifetime_ms=50)
     lasting = make_session("s-lasting", user.id, created_at=now, lifetime_ms=60_000)
-    redis_store.apply(CreateSession(PROJECT, fleeting))
+    # expired a grace period and a minute ago: its keys' TTLs are over when it is stored (the set, older, stays)
+    gone = make_session("s-gone", user.id, created_at=now - GRACE_MS - 120_000, lifetime_ms=60_000)
     redis_store.apply(CreateSession(PROJECT, lasting))
-    time.sleep(0.15)
+    redis_store.apply(CreateSession(PROJECT, gone))
+    assert redis_store.client.smembers(redis_store.keys.user_sessions(PROJECT, user.id)) == {b"s-lasting", b"s-gone"}
 
     assert redis_store.apply(ListSessions(PROJECT, user.id)) == (lasting,)
     assert redis_store.client.smembers(redis_store.keys.user_sessions(PROJECT, user.id)) == {b"s-lasting"}
-    assert redis_store.apply(LoadSession(PROJECT, fleeting.id)) is None
-    assert redis_store.apply(UseRefreshToken(PROJECT, fleeting.refresh_token_hash, _wall_ms())) is None
-    assert redis_store.apply(DeleteSession(PROJECT, fleeting.id)) is False
+    assert redis_store.apply(LoadSession(PROJECT, gone.id)) is None
+    assert redis_store.apply(UseRefreshToken(PROJECT, gone.refresh_token_hash, _wall_ms())) is None
+    assert redis_store.apply(DeleteSession(PROJECT, gone.id)) is False
     assert redis_store.apply(RevokeUserSessions(PROJECT, user.id)) == 1
 
 

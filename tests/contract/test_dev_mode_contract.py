@@ -1,0 +1,79 @@
+"""Contract of the dev/test-mode effects (clock override, project reset) and of CreateUser refusing a taken id,
+over every store."""
+
+from __future__ import annotations
+
+from identity_proto import SeededEntropy
+from identity_proto.drivers import Store
+from identity_proto.effects import (
+    AppendOutbox,
+    CreateProject,
+    CreateSession,
+    CreateTeam,
+    CreateUser,
+    CreateVerificationCode,
+    FindUserByAuthEmail,
+    ListMemberships,
+    ListOutbox,
+    ListTeams,
+    ListUsers,
+    LoadClockOverride,
+    LoadProject,
+    LoadUser,
+    ResetProjectData,
+    SetClockOverride,
+    UserWrite,
+)
+from identity_proto.flows.projects import new_project
+from identity_proto.records import ClockOverride
+from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
+
+
+def test_the_clock_override_round_trips_and_clears(store: Store) -> None:
+    assert store.apply(LoadClockOverride()) is None
+    store.apply(SetClockOverride(ClockOverride(frozen_ms=T0)))
+    assert store.apply(LoadClockOverride()) == ClockOverride(frozen_ms=T0)
+    store.apply(SetClockOverride(ClockOverride(offset_ms=-5)))
+    assert store.apply(LoadClockOverride()) == ClockOverride(frozen_ms=None, offset_ms=-5)
+    store.apply(SetClockOverride(None))
+    assert store.apply(LoadClockOverride()) is None
+
+
+def _filled(store: Store, seed: int) -> str:
+    project, _ = new_project(SeededEntropy(seed), T0, f"P{seed}")
+    assert store.apply(CreateProject(project))
+    pid = project.id
+    store.apply(CreateUser(pid, make_user("u1", "a@example.com")))
+    store.apply(CreateTeam(pid, make_team("t1"), make_membership("t1", "u1")))
+    store.apply(CreateSession(pid, make_session("s1", "u1")))
+    store.apply(CreateVerificationCode(pid, make_code("c1")))
+    store.apply(AppendOutbox(pid, make_email(1, "a@example.com")))
+    return pid
+
+
+def test_reset_removes_one_projects_data_and_keeps_the_project(store: Store) -> None:
+    reset, kept = _filled(store, 1), _filled(store, 2)
+    before = store.apply(LoadProject(reset))
+    assert store.apply(ResetProjectData(reset)) is True
+    assert store.apply(LoadProject(reset)) == before
+    for pid, empty in ((reset, True), (kept, False)):
+        assert (store.apply(ListUsers(pid)) == ()) is empty
+        assert (store.apply(ListTeams(pid)) == ()) is empty
+        assert (store.apply(ListMemberships(pid)) == ()) is empty
+        assert (store.apply(ListOutbox(pid)) == ()) is empty
+        assert (store.apply(FindUserByAuthEmail(pid, "a@example.com")) is None) is empty
+    # the reset project works as new: the same address and user id can be created again
+    assert store.apply(CreateUser(reset, make_user("u1", "a@example.com"))) == make_user("u1", "a@example.com")
+
+
+def test_reset_of_an_unknown_project_is_false(store: Store) -> None:
+    assert store.apply(ResetProjectData("no-such-project")) is False
+
+
+def test_create_user_refuses_a_taken_id_and_writes_nothing(store: Store) -> None:
+    first = make_user("u1", "a@example.com")
+    assert store.apply(CreateUser("p", first)) == first
+    assert store.apply(CreateUser("p", make_user("u1", "b@example.com"))) is UserWrite.ID_TAKEN
+    assert store.apply(LoadUser("p", "u1")) == first
+    assert store.apply(FindUserByAuthEmail("p", "b@example.com")) is None
+    assert [u.id for u in store.apply(ListUsers("p"))] == ["u1"]

@@ -1,0 +1,137 @@
+"""Test-only routes in dev/test mode, and their absence in a production configuration; time control proven in
+process (the testing API's clock) and over HTTP (the /testing/clock route)."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from identity_testing import IdentityFake
+from tests.support import internal_headers
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def _code(http: httpx.Client, project_headers: dict[str, str], email: str) -> str:
+    sent = http.post(
+        "/api/v1/auth/otp/send-sign-in-code",
+        headers=project_headers,
+        json={"email": email, "callback_url": "http://localhost/cb"},
+    )
+    assert sent.status_code == 200
+    return sent.json()["nonce"]
+
+
+def test_in_process_a_code_expires_after_seven_days_and_a_token_after_ten_minutes() -> None:
+    fake = IdentityFake()
+    project = fake.create_project()
+    fake.clock.freeze(at_ms=1_800_000_000_000)  # a whole second: JWT expiry has one-second resolution
+    with project.client("client") as http:
+        _code(http, {}, "ada@example.com")
+        code = project.last_code("ada@example.com")
+        fake.clock.advance(days=7)
+        expired = http.post("/api/v1/auth/otp/sign-in", json={"code": code})
+        assert expired.json()["code"] == "VERIFICATION_CODE_EXPIRED"
+        _code(http, {}, "ada@example.com")
+        signed_in = http.post("/api/v1/auth/otp/sign-in", json={"code": project.last_code("ada@example.com")}).json()
+        token = {"x-service-access-token": signed_in["access_token"]}
+        fake.clock.advance(minutes=10, ms=-1)
+        assert http.get("/api/v1/users/me", headers=token).status_code == 200
+        fake.clock.advance(ms=1)
+        assert http.get("/api/v1/users/me", headers=token).json()["code"] == "ACCESS_TOKEN_EXPIRED"
+
+
+def test_over_http_the_clock_route_moves_time_for_codes_and_tokens() -> None:
+    fake = IdentityFake()
+    project = fake.dev_project
+    with fake.client() as http:
+        frozen = http.post("/api/v1/testing/clock", headers=internal_headers(), json={"freeze": True})
+        assert frozen.json()["frozen"] is True
+        client = project.headers("client")
+        _code(http, client, "bob@example.com")
+        code = project.last_code("bob@example.com")
+        http.post("/api/v1/testing/clock", headers=internal_headers(), json={"advance_millis": 7 * DAY_MS - 1})
+        _code(http, client, "bob@example.com")
+        fresh = project.last_code("bob@example.com")
+        http.post("/api/v1/testing/clock", headers=internal_headers(), json={"advance_millis": 1})
+        assert (
+            http.post("/api/v1/auth/otp/sign-in", headers=client, json={"code": code}).json()["code"]
+            == "VERIFICATION_CODE_EXPIRED"
+        )
+        token = http.post("/api/v1/auth/otp/sign-in", headers=client, json={"code": fresh}).json()["access_token"]
+        me = {**client, "x-service-access-token": token}
+        assert http.get("/api/v1/users/me", headers=me).status_code == 200
+        http.post("/api/v1/testing/clock", headers=internal_headers(), json={"advance_millis": 10 * 60 * 1000})
+        assert http.get("/api/v1/users/me", headers=me).json()["code"] == "ACCESS_TOKEN_EXPIRED"
+        back = http.post("/api/v1/testing/clock", headers=internal_headers(), json={"reset": True}).json()
+        assert back["frozen"] is False
+        assert http.get("/api/v1/testing/clock", headers=internal_headers()).json()["offset_millis"] == 0
+
+
+def test_reset_export_and_import_over_http() -> None:
+    fake = IdentityFake()
+    source, target = fake.create_project("source"), fake.create_project("target")
+    user = source.create_user("ada@example.com", password="correct horse", display_name="Ada")
+    with source.client("server") as server:
+        team = server.post("/api/v1/teams", json={"display_name": "Crew", "creator_user_id": user["id"]}).json()
+    with fake.client() as http:
+        exported = http.get(f"/api/v1/testing/projects/{source.id}/export", headers=internal_headers()).json()
+        assert "correct horse" not in str(exported)
+        assert exported["users"][0]["password_hash"].startswith("$2b$")
+        imported = http.post(f"/api/v1/testing/projects/{target.id}/import", headers=internal_headers(), json=exported)
+        assert imported.json() == {"imported": {"users": 1, "teams": 1, "memberships": 1}}
+        signed = http.post(
+            "/api/v1/auth/password/sign-in",
+            headers=target.headers("client"),
+            json={"email": "ada@example.com", "password": "correct horse"},
+        )
+        assert signed.json()["user_id"] == user["id"]
+        profiles = http.get(
+            "/api/v1/team-member-profiles", headers=target.headers("server"), params={"team_id": team["id"]}
+        ).json()["items"]
+        assert [p["user_id"] for p in profiles] == [user["id"]]
+        assert http.post(f"/api/v1/testing/projects/{source.id}/reset", headers=internal_headers()).json() == {
+            "success": True
+        }
+        assert http.get("/api/v1/users", headers=source.headers("server")).json()["items"] == []
+        assert len(http.get("/api/v1/users", headers=target.headers("server")).json()["items"]) == 1
+        assert (
+            http.post(f"/api/v1/testing/projects/{target.id}/reset", headers=source.headers("admin")).json()["code"]
+            == "EXPECTED_INTERNAL_PROJECT"
+        )
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/v1/testing/clock"),
+        ("POST", "/api/v1/testing/clock"),
+        ("POST", "/api/v1/testing/projects/internal/reset"),
+        ("GET", "/api/v1/testing/projects/internal/export"),
+        ("POST", "/api/v1/testing/projects/internal/import"),
+    ],
+)
+def test_a_production_configuration_has_none_of_the_test_only_routes(method: str, path: str) -> None:
+    from backends.memory import MemoryStore
+    from hosting import Settings
+    from wsgi_app import IdentityWSGI
+
+    production = Settings.from_env(
+        {
+            "IDENTITY_PROJECT_ID": "11111111-1111-4111-8111-111111111111",
+            "IDENTITY_PUBLISHABLE_CLIENT_KEY": "pck_production_key_00000000",
+            "IDENTITY_SECRET_SERVER_KEY": "ssk_production_key_00000000",
+            "IDENTITY_SUPER_SECRET_ADMIN_KEY": "sak_production_key_00000000",
+            "IDENTITY_INTERNAL_ADMIN_KEY": "sak_internal_production_0000",
+            "IDENTITY_MAIL": "smtp://127.0.0.1:2525",
+        }
+    )
+    assert production.dev_mode is False
+    app = IdentityWSGI(production, store=MemoryStore())
+    headers = {**internal_headers(), "x-service-super-secret-admin-key": "sak_internal_production_0000"}
+    with httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://prod.test") as http:
+        response = http.request(method, path, headers=headers, json={})
+    assert (response.status_code, response.headers["x-service-known-error"]) == (404, "ROUTE_NOT_FOUND")
+    assert re.search("testing", response.json()["error"])

@@ -1,0 +1,158 @@
+"""The WSGI host: the same service for Flask, Django and any WSGI server, on the sync driver.
+
+    gunicorn wsgi_app:app            # or mount `IdentityWSGI(...)` inside your own WSGI application
+
+It mirrors `asgi_app`: a body limit (413), malformed requests (400), a last guard (500 with a request id), and a
+lazy, thread-safe start (the first request bootstraps the configured projects). The store must be sync here:
+the memory store, or Redis through `redis.Redis`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+from hosting import Settings, SystemEntropy, build_sync_store, configure_logging, wall_clock_ms
+from identity_proto import (
+    Entropy,
+    ErrorCode,
+    KnownError,
+    MalformedRequest,
+    Request,
+    Response,
+    Service,
+    Store,
+    new_request_id,
+    run,
+)
+from identity_proto.drivers import Mailer
+
+__all__ = ["IdentityWSGI", "app"]
+
+logger = logging.getLogger("identity_service")
+
+StartResponse = Callable[..., Any]
+
+
+class IdentityWSGI:
+    """The service as a WSGI application."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        store: Store | None = None,
+        service: Service | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        entropy: Entropy | None = None,
+        mailer: Mailer | None = None,
+        configure_logs: bool = False,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.service = service or Service(self.settings.service_options())
+        self.clock = clock
+        self.entropy: Entropy = entropy or SystemEntropy()
+        self.store = store
+        self.mailer = mailer if mailer is not None else self.settings.mailers().sync
+        self._started = False
+        #: Standalone (the module's `app`): send the service's log lines to stderr at start-up. Embedded: leave
+        #: logging to the embedding application.
+        self._configure_logs = configure_logs
+        self._start_lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> IdentityWSGI:
+        """The app as the environment configures it."""
+        return cls(Settings.from_env())
+
+    def startup(self) -> None:
+        """Build the store and bootstrap the configured projects (once, whichever thread comes first)."""
+        with self._start_lock:
+            if self._started:
+                return
+            if self.store is None:
+                self.store = build_sync_store(self.settings)
+            if self._configure_logs:
+                configure_logging(self.settings.log_level)
+            self.settings.announce()
+            run(
+                self.service.bootstrap(
+                    self.settings.default_project,
+                    self.settings.internal_admin_key,
+                    now_ms=self.clock(),
+                    entropy=self.entropy,
+                ),
+                self.store,
+            )
+            self._started = True
+
+    def close(self) -> None:
+        """Close the store."""
+        if self.store is not None:
+            self.store.close()
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            response = self._respond(environ)
+        except Exception:
+            request_id = new_request_id(self.entropy)
+            logger.exception("host error (request %s)", request_id)
+            error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
+            response = self.service.error_response(error, request_id)
+        reason = HTTPStatus(response.status).phrase
+        start_response(f"{response.status} {reason}", list(response.headers))
+        return [response.body]
+
+    def _respond(self, environ: dict[str, Any]) -> Response:
+        if not self._started:
+            self.startup()
+        assert self.store is not None
+        limit = self.settings.max_body_bytes
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > limit:
+            error = KnownError(ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": limit})
+            return self.service.error_response(error, new_request_id(self.entropy))
+        body = environ["wsgi.input"].read(length) if length else b""
+        try:
+            request = _request_from_environ(environ, body)
+        except MalformedRequest as exc:
+            error = KnownError(ErrorCode.MALFORMED_REQUEST, context={"message": str(exc)})
+            return self.service.error_response(error, new_request_id(self.entropy))
+        return run(self.service.handle(request, self.clock(), self.entropy), self.store, self.mailer)
+
+
+def _request_from_environ(environ: dict[str, Any], body: bytes) -> Request:
+    headers: list[tuple[str, str]] = []
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            headers.append((key[5:].replace("_", "-").lower(), value))
+        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
+            headers.append((key.replace("_", "-").lower(), value))
+    # PEP 3333: PATH_INFO holds the raw bytes decoded as latin-1; the path is UTF-8 on the wire.
+    raw_path = environ.get("PATH_INFO", "") or "/"
+    script_name = environ.get("SCRIPT_NAME", "")
+    if script_name and raw_path.startswith(script_name + "/"):  # a server that left the mount prefix in PATH_INFO
+        raw_path = raw_path[len(script_name) :]
+    try:
+        path = raw_path.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise MalformedRequest("the request path is not UTF-8") from None
+    return Request(
+        method=environ.get("REQUEST_METHOD", "GET"),
+        path=path,
+        headers=tuple(headers),
+        body=body,
+        query=environ.get("QUERY_STRING", ""),
+        client=environ.get("REMOTE_ADDR") or None,
+    )
+
+
+_settings = Settings.from_env()
+#: The application a WSGI server serves: `wsgi_app:app`.
+app = IdentityWSGI(_settings, configure_logs=True)
