@@ -8,7 +8,8 @@ Prints a table and writes it to benchmarks/results/latest.json. Measured here:
   (benchmarks/baseline_app.py) served by the same Hypercorn, loaded by the same keep-alive client on loopback;
 - in process: the same request through the sync driver and the memory store, as a ratio to the HTTP baseline;
 - start-up: process start to first 200 for Hypercorn (service vs baseline), and import to first response in
-  process.
+  process, through the core alone and through the testing API (`identity_testing.IdentityFake`);
+- the cost of a fresh project in the testing API (what the pytest plugin pays per test).
 """
 
 from __future__ import annotations
@@ -67,6 +68,36 @@ print(time.perf_counter() - t0)
 """
 
 
+FAKE_START_SCRIPT = """
+import time
+t0 = time.perf_counter()
+from identity_testing import IdentityFake
+fake = IdentityFake()
+with fake.client() as http:
+    assert http.get("/api/v1").status_code == 200
+print(time.perf_counter() - t0)
+"""
+
+
+def _fake_start() -> float:
+    """The testing API: import, an IdentityFake, and its first response through an httpx client."""
+    out = subprocess.run(
+        [sys.executable, "-c", FAKE_START_SCRIPT], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.strip())
+
+
+def _fresh_project_ms(count: int = 2000) -> float:
+    """Milliseconds per fresh project in the testing API (what the pytest plugin does per test)."""
+    from identity_testing import IdentityFake
+
+    fake = IdentityFake()
+    started = time.perf_counter()
+    for _ in range(count):
+        fake.create_project()
+    return (time.perf_counter() - started) * 1000 / count
+
+
 def _in_process_start() -> float:
     out = subprocess.run(
         [sys.executable, "-c", IN_PROCESS_SCRIPT], cwd=ROOT, capture_output=True, text=True, check=True
@@ -122,6 +153,8 @@ def main() -> None:
             "hypercorn start to first 200, s (baseline)": base_start,
             "hypercorn start ratio service/baseline": start / base_start,
             "in-process import to first response, s": _in_process_start(),
+            "testing API: import + fake + first response, s": _fake_start(),
+            "testing API: fresh project, ms": _fresh_project_ms(),
         }.items():
             rows.setdefault(name, []).append(value)
 

@@ -72,7 +72,8 @@ TEAM_CREATE = _by_access(ClientTeamCreateBody, ServerTeamCreateBody)
 TEAM_UPDATE = _by_access(ClientTeamUpdateBody, ServerTeamUpdateBody)
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", V1, meta.welcome, access=None),
+    Route("GET", V1, meta.welcome, access=None, produces="text/plain"),
+    Route("GET", f"{V1}/openapi.json", meta.openapi, access=None),
     # projects
     Route("GET", f"{V1}/projects/current", projects.get_current_project),
     Route("PATCH", f"{V1}/projects/current", projects.update_current_project, ADMIN_ONLY, ProjectUpdateBody),
@@ -85,7 +86,9 @@ ROUTES: tuple[Route, ...] = (
         params=AnyProjectIdParams,
     ),
     Route("GET", f"{V1}/internal/projects", projects.list_projects_endpoint, ADMIN_ONLY),
-    Route("POST", f"{V1}/internal/projects", projects.create_project_endpoint, ADMIN_ONLY, ProjectCreateBody),
+    Route(
+        "POST", f"{V1}/internal/projects", projects.create_project_endpoint, ADMIN_ONLY, ProjectCreateBody, success=201
+    ),
     Route(
         "DELETE",
         f"{V1}/internal/projects/{{project_id}}",
@@ -102,7 +105,14 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body=PasswordSignInBody),
     # sessions
     Route("POST", f"{V1}/auth/sessions/current/refresh", sessions.refresh_access_token),
-    Route("POST", f"{V1}/auth/oauth/token", sessions.oauth_token, access=None, body=OAuthTokenBody),
+    Route(
+        "POST",
+        f"{V1}/auth/oauth/token",
+        sessions.oauth_token,
+        access=None,
+        body=OAuthTokenBody,
+        consumes="application/x-www-form-urlencoded",
+    ),
     Route("DELETE", f"{V1}/auth/sessions/current", sessions.sign_out),
     Route("POST", f"{V1}/auth/sessions", sessions.create_session_endpoint, SERVER_AND_ADMIN, CreateSessionBody),
     Route("GET", f"{V1}/auth/sessions", sessions.list_sessions_endpoint, query=ListSessionsQuery),
@@ -114,7 +124,7 @@ ROUTES: tuple[Route, ...] = (
     Route("PATCH", f"{V1}/users/me", users.update_me, body=USER_UPDATE),
     Route("DELETE", f"{V1}/users/me", users.delete_me),
     Route("GET", f"{V1}/users", users.list_users, SERVER_AND_ADMIN, query=ListUsersQuery),
-    Route("POST", f"{V1}/users", users.create_user, SERVER_AND_ADMIN, UserCreateBody),
+    Route("POST", f"{V1}/users", users.create_user, SERVER_AND_ADMIN, UserCreateBody, success=201),
     Route("GET", f"{V1}/users/{{user_id}}", users.get_user, SERVER_AND_ADMIN, params=UserIdParams),
     Route(
         "PATCH",
@@ -126,7 +136,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("DELETE", f"{V1}/users/{{user_id}}", users.delete_user, SERVER_AND_ADMIN, params=UserIdParams),
     # teams
-    Route("POST", f"{V1}/teams", teams.create_team, body=TEAM_CREATE),
+    Route("POST", f"{V1}/teams", teams.create_team, body=TEAM_CREATE, success=201),
     Route("GET", f"{V1}/teams", teams.list_teams, query=ListTeamsQuery),
     Route("GET", f"{V1}/teams/{{team_id}}", teams.get_team, params=TeamIdParams),
     Route("PATCH", f"{V1}/teams/{{team_id}}", teams.update_team, body=TEAM_UPDATE, params=TeamIdParams),
@@ -137,6 +147,7 @@ ROUTES: tuple[Route, ...] = (
         teams.add_membership,
         SERVER_AND_ADMIN,
         params=MembershipParams,
+        success=201,
     ),
     Route("DELETE", f"{V1}/team-memberships/{{team_id}}/{{user_id}}", teams.remove_membership, params=MembershipParams),
     Route("GET", f"{V1}/team-permissions", teams.list_permissions, query=ListMembershipsQuery),
@@ -146,6 +157,7 @@ ROUTES: tuple[Route, ...] = (
         teams.grant_permission,
         SERVER_AND_ADMIN,
         params=PermissionParams,
+        success=201,
     ),
     Route(
         "DELETE",

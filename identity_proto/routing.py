@@ -45,6 +45,10 @@ class Route:
     body: type[Body] | Mapping[AccessType, type[Body]] = EmptyBody
     query: type[Query] = EmptyQuery
     params: type[Query] | None = None
+    #: For the OpenAPI document: the success status, and the media types of the body and the answer.
+    success: int = 200
+    consumes: str = "application/json"
+    produces: str = "application/json"
 
     def body_model(self, access_type: AccessType | None) -> type[Body]:
         """The body model for this caller."""

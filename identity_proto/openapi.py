@@ -1,0 +1,132 @@
+"""The OpenAPI 3.1 document of the API, generated from the route table and the very pydantic models the core
+validates requests with, so the document cannot drift from what the service accepts.
+
+Success bodies are described as JSON objects (their shapes are documented in the README); every error is a
+known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from identity_proto.auth import AccessType
+from identity_proto.routing import Route
+from identity_proto.schemas import Body, EmptyBody, EmptyQuery, Query
+
+__all__ = ["openapi_document"]
+
+_REF = "#/components/schemas/{model}"
+
+_SECURITY_SCHEMES = {
+    name: {"type": "apiKey", "in": "header", "name": header}
+    for name, header in (
+        ("AccessType", "x-service-access-type"),
+        ("ProjectId", "x-service-project-id"),
+        ("PublishableClientKey", "x-service-publishable-client-key"),
+        ("SecretServerKey", "x-service-secret-server-key"),
+        ("SuperSecretAdminKey", "x-service-super-secret-admin-key"),
+        ("AccessToken", "x-service-access-token"),
+    )
+}
+_SECURITY_BY_ACCESS: dict[AccessType, dict[str, list[str]]] = {
+    AccessType.CLIENT: {"AccessType": [], "ProjectId": [], "PublishableClientKey": []},
+    AccessType.SERVER: {"AccessType": [], "ProjectId": [], "SecretServerKey": []},
+    AccessType.ADMIN: {"AccessType": [], "ProjectId": [], "SuperSecretAdminKey": []},
+}
+_KNOWN_ERROR = {
+    "type": "object",
+    "required": ["code", "error"],
+    "properties": {
+        "code": {"type": "string", "description": "Stable error code; equals the X-Service-Known-Error header."},
+        "error": {"type": "string", "description": "A human-readable message."},
+        "details": {"type": "object", "description": "Data about this error, per code."},
+    },
+}
+
+
+def openapi_document(routes: Sequence[Route], *, title: str = "Identity service", version: str = "1") -> dict[str, Any]:
+    """The document for `routes`."""
+    bodies: list[type[Body]] = []
+    for route in routes:
+        for model in _body_models(route):
+            if model not in bodies:
+                bodies.append(model)
+    refs, definitions = models_json_schema([(m, "validation") for m in bodies], ref_template=_REF)
+    schemas = {**definitions.get("$defs", {}), "KnownError": _KNOWN_ERROR}
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        body_refs = [refs[(m, "validation")] for m in _body_models(route)]
+        paths.setdefault(route.pattern, {})[route.method.lower()] = _operation(route, body_refs)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version},
+        "paths": paths,
+        "components": {"schemas": schemas, "securitySchemes": _SECURITY_SCHEMES},
+    }
+
+
+def _body_models(route: Route) -> list[type[Body]]:
+    models = [route.body_model(access) for access in AccessType] if isinstance(route.body, Mapping) else [route.body]
+    unique: list[type[Body]] = []
+    for model in models:
+        if model is not EmptyBody and model not in unique:
+            unique.append(model)
+    return unique
+
+
+def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
+    doc = (route.flow.__doc__ or "").strip()
+    operation: dict[str, Any] = {
+        "operationId": f"{route.method.lower()}_{route.flow.__module__.rsplit('.', 1)[-1]}_{route.flow.__name__}",
+        "summary": doc.split("\n", 1)[0],
+        "parameters": _parameters(route),
+        "responses": {
+            str(route.success): {
+                "description": "Success",
+                "content": {route.produces: {"schema": {"type": "string"} if route.produces != _JSON else {}}},
+            },
+            "default": {
+                "description": "A known error (the X-Service-Known-Error header names its code)",
+                "headers": {"x-service-known-error": {"schema": {"type": "string"}}},
+                "content": {_JSON: {"schema": {"$ref": _REF.format(model="KnownError")}}},
+            },
+        },
+    }
+    if route.access is not None:
+        operation["security"] = [_SECURITY_BY_ACCESS[t] for t in AccessType if t in route.access]
+    if body_refs:
+        schema = body_refs[0] if len(body_refs) == 1 else {"oneOf": body_refs}
+        operation["requestBody"] = {"required": True, "content": {route.consumes: {"schema": schema}}}
+    return operation
+
+
+_JSON = "application/json"
+
+
+def _parameters(route: Route) -> list[dict[str, Any]]:
+    parameters: list[dict[str, Any]] = []
+    path_schema = _properties(route.params) if route.params is not None else {}
+    for name in _path_names(route.pattern):
+        schema = path_schema.get(name, {"type": "string"})
+        parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
+    if route.query is not EmptyQuery:
+        full = route.query.model_json_schema(ref_template=_REF)
+        required = set(full.get("required", ()))
+        for name, schema in full.get("properties", {}).items():
+            parameters.append({"name": name, "in": "query", "required": name in required, "schema": schema})
+    return parameters
+
+
+def _properties(model: type[Query]) -> dict[str, Any]:
+    return dict(model.model_json_schema(ref_template=_REF).get("properties", {}))
+
+
+def _path_names(pattern: str) -> list[str]:
+    names: list[str] = []
+    for part in pattern.split("/"):
+        if part.startswith("{") and part.endswith("}"):
+            names.append(part[1:-1])
+    return names
