@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from hosting import Settings, SystemEntropy, build_async_store, configure_logging, wall_clock_ms
+from hosting import Dashboard, Settings, SystemEntropy, build_async_store, configure_logging, wall_clock_ms
 from identity_proto import (
     AsyncStore,
     ErrorCode,
@@ -62,6 +62,7 @@ class IdentityASGI:
         self._store = store
         self._mailer = self.settings.mailers().async_
         self._started = False
+        self.dashboard = Dashboard()
         #: Standalone (the module's `app`): send the service's log lines to stderr at start-up. Embedded: leave
         #: logging to the embedding application.
         self._configure_logs = configure_logs
@@ -157,6 +158,10 @@ class IdentityASGI:
             except MalformedRequest as exc:
                 error = KnownError(ErrorCode.MALFORMED_REQUEST, context={"message": str(exc)})
                 await respond(self.service.error_response(error, new_request_id(self.entropy)))
+                return
+            static = self.dashboard.response(request.method, request.path)
+            if static is not None:
+                await respond(static)
                 return
             response = await arun(self.service.handle(request, self.clock(), self.entropy), self._store, self._mailer)
             await respond(response)

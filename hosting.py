@@ -33,9 +33,10 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from backends.memory import AsyncMemoryStore, MemoryStore
-from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, ServiceOptions, Store
+from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, Response, ServiceOptions, Store
 from mailers import MailerPair, mailer_from_url
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "DEV_PROJECT",
     "DEV_PROJECT_ID",
     "ConfigurationError",
+    "Dashboard",
     "Settings",
     "SystemEntropy",
     "build_async_store",
@@ -238,3 +240,54 @@ def configure_logging(level: str) -> None:
             logging.getLogger(name).addHandler(handler)
     for name in ("identity_service", "identity_proto"):
         logging.getLogger(name).setLevel(level)
+
+
+#: The admin dashboard's files (a static page and its script), served by the hosts under /dashboard.
+DASHBOARD_DIR = Path(__file__).resolve().parent / "dashboard"
+DASHBOARD_PREFIX = "/dashboard"
+_MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+}
+#: The page talks only to this service's API: no other origin may be reached, framed or loaded.
+_DASHBOARD_HEADERS = (
+    ("cache-control", "no-store, max-age=0"),
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "no-referrer"),
+    (
+        "content-security-policy",
+        "default-src 'self'; img-src 'self' data: https:; connect-src 'self'; frame-ancestors 'none'; "
+        "base-uri 'none'; form-action 'none'",
+    ),
+)
+
+
+class Dashboard:
+    """The dashboard's files, read once at start-up; answers GET requests under /dashboard (hosts ask first,
+    before handing a request to the core)."""
+
+    def __init__(self, directory: Path = DASHBOARD_DIR) -> None:
+        self._files: dict[str, tuple[str, bytes]] = {}
+        if directory.is_dir():
+            for path in sorted(directory.rglob("*")):
+                if path.is_file() and path.suffix in _MEDIA_TYPES:
+                    relative = path.relative_to(directory).as_posix()
+                    self._files[relative] = (_MEDIA_TYPES[path.suffix], path.read_bytes())
+
+    def response(self, method: str, path: str) -> Response | None:
+        """The file for `path`, a 404 under /dashboard, or None when the path is not the dashboard's."""
+        if path != DASHBOARD_PREFIX and not path.startswith(DASHBOARD_PREFIX + "/"):
+            return None
+        if method not in {"GET", "HEAD"}:
+            return Response(405, (("allow", "GET, HEAD"), *_DASHBOARD_HEADERS))
+        name = path[len(DASHBOARD_PREFIX) :].lstrip("/") or "index.html"
+        found = self._files.get(name)
+        if found is None:
+            return Response(404, (("content-type", "text/plain; charset=utf-8"), *_DASHBOARD_HEADERS), b"Not found")
+        media_type, body = found
+        return Response(200, (("content-type", media_type), *_DASHBOARD_HEADERS), b"" if method == "HEAD" else body)

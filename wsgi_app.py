@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from hosting import Settings, SystemEntropy, build_sync_store, configure_logging, wall_clock_ms
+from hosting import Dashboard, Settings, SystemEntropy, build_sync_store, configure_logging, wall_clock_ms
 from identity_proto import (
     Entropy,
     ErrorCode,
@@ -58,6 +58,7 @@ class IdentityWSGI:
         self.store = store
         self.mailer = mailer if mailer is not None else self.settings.mailers().sync
         self._started = False
+        self.dashboard = Dashboard()
         #: Standalone (the module's `app`): send the service's log lines to stderr at start-up. Embedded: leave
         #: logging to the embedding application.
         self._configure_logs = configure_logs
@@ -124,6 +125,9 @@ class IdentityWSGI:
         except MalformedRequest as exc:
             error = KnownError(ErrorCode.MALFORMED_REQUEST, context={"message": str(exc)})
             return self.service.error_response(error, new_request_id(self.entropy))
+        static = self.dashboard.response(request.method, request.path)
+        if static is not None:
+            return static
         return run(self.service.handle(request, self.clock(), self.entropy), self.store, self.mailer)
 
 

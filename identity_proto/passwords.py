@@ -34,5 +34,5 @@ def is_supported_hash(password_hash: str) -> bool:
     """Whether `password_hash` is a bcrypt (cost <= 16) or argon2 hash in Modular Crypt Format."""
     # The patterns bound what we accept (bcrypt cost <= 16, reference §3.2); libpass confirms it can read it.
     if _BCRYPT_MCF.match(password_hash):
-        return PASSWORD_CONTEXT.identify(password_hash) == "bcrypt"
+        return bool(PASSWORD_CONTEXT.identify(password_hash) == "bcrypt")
     return bool(_ARGON2_MCF.match(password_hash)) and PASSWORD_CONTEXT.identify(password_hash) == "argon2"
