@@ -19,6 +19,8 @@ Environment variables (all optional):
 | IDENTITY_MAX_BODY_BYTES | largest request body accepted (413 above) | 1048576 |
 | IDENTITY_BASE_URL | public base URL (token issuer, magic links) | from the Host header |
 | IDENTITY_LOG_LEVEL | log level of the service's loggers | INFO |
+| IDENTITY_RATE_LIMITS | `off` turns rate limits off for the whole process (load tests, other suites) | on |
+| IDENTITY_TRUSTED_PROXY_HEADER | behind a proxy: the header with the client address (e.g. x-forwarded-for) | none |
 | IDENTITY_COMPAT | `stack`: also accept the original's `X-Stack-*` headers and send `X-Stack-Known-Error` | off |
 
 With no project variables set the service runs in dev mode on a dev project whose id and keys are fixed, public
@@ -104,6 +106,8 @@ class Settings:
     password_rounds: int = 4
     #: "stack": the original's header names work too (its official SDK speaks them); "" off.
     compat: str = ""
+    rate_limits: bool = True
+    trusted_proxy_header: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -154,7 +158,12 @@ class Settings:
         compat = env.get("IDENTITY_COMPAT", "").strip().lower()
         if compat not in {"", "off", "stack"}:
             raise ConfigurationError("IDENTITY_COMPAT must be 'stack' or unset")
+        rate_limits = env.get("IDENTITY_RATE_LIMITS", "on").strip().lower()
+        if rate_limits not in {"on", "off"}:
+            raise ConfigurationError("IDENTITY_RATE_LIMITS must be 'on' or 'off'")
         return cls(
+            rate_limits=rate_limits == "on",
+            trusted_proxy_header=env.get("IDENTITY_TRUSTED_PROXY_HEADER", "").strip().lower(),
             compat="" if compat == "off" else compat,
             mail=mail,
             password_rounds=rounds,
@@ -176,6 +185,8 @@ class Settings:
             dev_mode=self.dev_mode,
             password_rounds=self.password_rounds,
             mail_delivery="outbox" if self.mail == "outbox" else "mailer",
+            rate_limits_enabled=self.rate_limits,
+            trusted_proxy_header=self.trusted_proxy_header,
         )
 
     def mailers(self) -> MailerPair:

@@ -37,6 +37,7 @@ from identity_proto.effects import (
     DeleteUser,
     EnsureProject,
     FindUserByAuthEmail,
+    HitRateLimits,
     ListMemberships,
     ListOutbox,
     ListProjects,
@@ -117,6 +118,8 @@ class MemoryStore:
         self.projects: dict[str, Project] = {}
         self.tenants: dict[str, Tenant] = {}
         self.clock_override: ClockOverride | None = None
+        #: rate-limit counter key -> (count, expires at), swept as they expire.
+        self.rate_counters: dict[str, tuple[int, int]] = {}
 
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""
@@ -569,3 +572,24 @@ def _reset_project_data(store: MemoryStore, effect: ResetProjectData) -> bool:
         return False
     store.tenants.pop(effect.project_id, None)
     return True
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Rate limits
+
+#: Expired counters are swept when this many exist (they are tiny; the sweep keeps memory bounded).
+_RATE_SWEEP_AT = 10_000
+
+
+@_performs(HitRateLimits)
+def _hit_rate_limits(store: MemoryStore, effect: HitRateLimits) -> tuple[int, ...]:
+    counters = store.rate_counters
+    counts: list[int] = []
+    for hit in effect.hits:
+        count = counters.get(hit.key, (0, 0))[0] + 1
+        counters[hit.key] = (count, hit.expires_at_millis)
+        counts.append(count)
+    if len(counters) > _RATE_SWEEP_AT:
+        for key in [k for k, (_, expires) in counters.items() if expires <= effect.now_ms]:
+            del counters[key]
+    return tuple(counts)

@@ -183,6 +183,7 @@ from identity_proto.effects import (
     DeleteUser,
     EnsureProject,
     FindUserByAuthEmail,
+    HitRateLimits,
     ListMemberships,
     ListOutbox,
     ListProjects,
@@ -264,6 +265,10 @@ Arg: TypeAlias = str | bytes | int | float
 
 # --------------------------------------------------------------------------------------------------------------
 # Operations a plan yields
+
+
+#: Rate-limit counters outlive their window by this much (Redis's clock may differ a little from the core's).
+RATE_COUNTER_GRACE_MS: Final = 60_000
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -799,6 +804,10 @@ class KeySpace:
     def index(self) -> str:
         """The set of every project id (hash tag `{projects}`)."""
         return f"{self.namespace}{{projects}}:index"
+
+    def rate_counter(self, key: str) -> str:
+        """A rate-limit counter (identity_proto.ratelimits); its own hash tag, so counters spread over a cluster."""
+        return f"{self.namespace}{{{key}}}"
 
     def clock_override(self) -> str:
         """Dev/test mode: the clock override shared by every worker (hash tag `{clock}`: its own slot)."""
@@ -1551,6 +1560,18 @@ def _set_clock_override(keys: KeySpace, effect: SetClockOverride) -> Plan[None]:
         yield Call("DEL", keys.clock_override())
     else:
         yield Call("SET", keys.clock_override(), _json(dataclasses.asdict(effect.override)))
+
+
+@_plans(HitRateLimits)
+def _hit_rate_limits(keys: KeySpace, effect: HitRateLimits) -> Plan[tuple[int, ...]]:
+    # One round trip for every counter of a request: INCR is atomic per counter (no count is ever lost), and the
+    # expiry, set with each hit, ends the counter a little after its window (GC only; the window is in the key).
+    calls: list[Call] = []
+    for hit in effect.hits:
+        counter = keys.rate_counter(hit.key)
+        calls += [Call("INCR", counter), Call("PEXPIREAT", counter, hit.expires_at_millis + RATE_COUNTER_GRACE_MS)]
+    replies = yield Batch(tuple(calls))
+    return tuple(int(reply) for reply in replies[0::2])
 
 
 @_plans(ResetProjectData)

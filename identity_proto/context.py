@@ -10,7 +10,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.tokens import Entropy
 
-__all__ = ["RequestContext", "ServiceOptions"]
+__all__ = ["RequestContext", "ServiceOptions", "client_address"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,11 @@ class ServiceOptions:
     #: Where mail goes: "outbox" keeps it in the store (readable at /emails/outbox); "mailer" hands it to the
     #: host's mailer (SMTP, console).
     mail_delivery: str = "outbox"
+    #: Rate limits (identity_proto.ratelimits); off only for a whole process (load tests, other suites).
+    rate_limits_enabled: bool = True
+    #: Behind a trusted reverse proxy: the header carrying the client's address (its last entry is used, the
+    #: one the proxy itself added). Empty: the peer address of the connection.
+    trusted_proxy_header: str = ""
 
     @property
     def headers(self) -> HeaderReader:
@@ -74,6 +79,11 @@ class RequestContext:
         return f"http://{self.request.header('host') or 'localhost'}"
 
     @property
+    def client_address(self) -> str | None:
+        """The client's address: from the trusted proxy header when one is configured, else the peer's."""
+        return client_address(self.request, self.options)
+
+    @property
     def access_type(self) -> AccessType | None:
         """The caller's access type, or None for an unauthenticated request."""
         return None if self.auth is None else self.auth.access_type
@@ -92,3 +102,12 @@ class RequestContext:
         if self.auth is None:
             raise KnownError(ErrorCode.ACCESS_TYPE_REQUIRED)
         return self.auth
+
+
+def client_address(request: Request, options: ServiceOptions) -> str | None:
+    """The address rate limits count by (see `ServiceOptions.trusted_proxy_header`)."""
+    if options.trusted_proxy_header:
+        forwarded = request.header(options.trusted_proxy_header)
+        if forwarded:
+            return forwarded.split(",")[-1].strip() or request.client
+    return request.client

@@ -567,3 +567,26 @@ class ResetProjectData(StorageEffect[bool]):
     does it at once; Redis scans the project's keys, so a write racing the reset may survive it."""
 
     project_id: str
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Rate limits
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitHit:
+    """One request counted in one fixed window: the counter `key` (window start included) lives until
+    `expires_at_millis`."""
+
+    key: str
+    expires_at_millis: int
+
+
+@dataclass(frozen=True, slots=True)
+class HitRateLimits(StorageEffect[tuple[int, ...]]):
+    """Count one request in each counter, and return each counter's value afterwards (in order). Each increment
+    is atomic (concurrent requests never lose a count); the counters need not be one transaction. Counters whose
+    window ended before `now_ms` may be forgotten."""
+
+    hits: tuple[RateLimitHit, ...]
+    now_ms: int

@@ -111,6 +111,9 @@ class ErrorCode(Enum):
         "x-service-allow-restricted-user: true to accept restricted users.",
     )
 
+    # --- rate limits (our spec: 429 with headers telling when to retry) ---
+    RATE_LIMITED = (429, "Too many requests ({rule}). Retry in {retry_after_seconds} seconds.")
+
     # --- projects ---
     PROJECT_NOT_FOUND = (404, "Project {project_id} not found.")
 

@@ -20,6 +20,7 @@ __all__ = [
     "Project",
     "ProjectConfig",
     "ProjectKeys",
+    "RateLimitSetting",
     "RiskScores",
     "Session",
     "Team",
@@ -47,6 +48,16 @@ class TrustedDomain:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimitSetting:
+    """A project's own value for one rate-limit rule (identity_proto.ratelimits): `limit` requests per
+    `window_seconds`; a limit of 0 switches the rule off."""
+
+    name: str
+    limit: int
+    window_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """A project's configuration. Defaults suit a service developers run locally with code sign-in first."""
 
@@ -63,6 +74,8 @@ class ProjectConfig:
     require_publishable_client_key: bool = False
     team_creator_default_permissions: tuple[str, ...] = ("team_admin",)
     team_member_default_permissions: tuple[str, ...] = ("team_member",)
+    #: Rate-limit rules this project sets itself (the others keep their defaults).
+    rate_limits: tuple[RateLimitSetting, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +102,10 @@ class Project:
 
 
 def config_to_json(config: ProjectConfig) -> dict[str, Any]:
-    """The config as a JSON-ready dict (tuples as lists, domains as objects)."""
-    return {name: _plain(getattr(config, name)) for name in (f.name for f in dataclasses.fields(ProjectConfig))}
+    """The config as a JSON-ready dict (tuples as lists, domains as objects, rate limits by rule name)."""
+    data = {name: _plain(getattr(config, name)) for name in (f.name for f in dataclasses.fields(ProjectConfig))}
+    data["rate_limits"] = {s.name: {"limit": s.limit, "window_seconds": s.window_seconds} for s in config.rate_limits}
+    return data
 
 
 def config_from_json(data: dict[str, Any]) -> ProjectConfig:
@@ -103,6 +118,9 @@ def config_from_json(data: dict[str, Any]) -> ProjectConfig:
             continue
         if name == "domains":
             values[name] = tuple(TrustedDomain(**item) for item in value)
+        elif name == "rate_limits":
+            items = [{"name": k, **v} for k, v in value.items()] if isinstance(value, dict) else value
+            values[name] = tuple(sorted((RateLimitSetting(**item) for item in items), key=lambda r: r.name))
         elif isinstance(value, list):
             values[name] = tuple(value)
         else:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.records import TrustedDomain
+from identity_proto.records import RateLimitSetting, TrustedDomain
 from identity_proto.users import is_strict_email
 
 __all__ = [
@@ -178,6 +178,13 @@ class DomainIn(Body):
         return value
 
 
+class RateLimitIn(Body):
+    """One rate-limit rule's value: `limit` requests per `window_seconds` (limit 0: off)."""
+
+    limit: int = Field(ge=0, le=10_000_000)
+    window_seconds: int = Field(ge=1, le=86_400)
+
+
 class ProjectConfigPatch(Body):
     """Any subset of the project's config keys; omitted keys keep their value."""
 
@@ -193,6 +200,18 @@ class ProjectConfigPatch(Body):
     require_publishable_client_key: bool | None = None
     team_creator_default_permissions: list[str] | None = None
     team_member_default_permissions: list[str] | None = None
+    #: The project's own rate-limit rules, by rule name (the whole set: rules left out take their defaults).
+    rate_limits: dict[str, RateLimitIn] | None = None
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _known_rules(cls, value: dict[str, RateLimitIn] | None) -> dict[str, RateLimitIn] | None:
+        from identity_proto.ratelimits import DEFAULT_RULES  # the rules live with the machinery that applies them
+
+        unknown = sorted(set(value or {}) - set(DEFAULT_RULES))
+        if unknown:
+            raise ValueError(f"has unknown rules: {', '.join(unknown)} (known: {', '.join(sorted(DEFAULT_RULES))})")
+        return value
 
     @field_validator("*", mode="before")
     @classmethod
@@ -209,6 +228,8 @@ class ProjectConfigPatch(Body):
             value = getattr(self, name)
             if name == "domains":
                 value = tuple(TrustedDomain(item.domain, item.handler_path) for item in value)
+            elif name == "rate_limits":
+                value = tuple(RateLimitSetting(rule, v.limit, v.window_seconds) for rule, v in sorted(value.items()))
             elif isinstance(value, list):
                 value = tuple(value)
             out.append((name, value))

@@ -6,8 +6,9 @@ The pipeline runs in the original's order (reference §0.1), which decides the e
 2. body parsed by content type (not for GET)    -> 400 BODY_PARSING_ERROR
 3. authentication headers (identity_proto.auth) -> 400/401/403 as listed there
 4. access type allowed by the route             -> 400 ACCESS_TYPE_REQUIRED, 401 INSUFFICIENT_ACCESS_TYPE
-5. path parameters, query and body validated    -> 400 SCHEMA_ERROR (all problems in one message)
-6. the route's flow
+5. rate limits (identity_proto.ratelimits)      -> 429 RATE_LIMITED, with Retry-After
+6. path parameters, query and body validated    -> 400 SCHEMA_ERROR (all problems in one message)
+7. the route's flow
 
 Every failure becomes a response here, in the core: known errors as themselves, a `StorageUnavailable` thrown in
 by the driver as 503, and anything else (a bug) as 500 with a request id and no internals. Hosts therefore only
@@ -24,11 +25,12 @@ from urllib.parse import parse_qsl
 import orjson
 
 from identity_proto.auth import AccessType, Auth, authenticate
-from identity_proto.context import RequestContext, ServiceOptions
+from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response
+from identity_proto.ratelimits import check_rate_limits, request_checks
 from identity_proto.render import BASE_HEADERS, error_response
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
@@ -103,6 +105,9 @@ class Service:
             request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache
         )
         _check_access(route, auth)
+        if self.options.rate_limits_enabled:
+            checks = request_checks(auth, client_address(request, self.options), (route.method, route.pattern))
+            yield from check_rate_limits(checks, now_ms=now_ms)
         params, query, parsed_body = _validate_inputs(route, request, auth, raw_params, body)
         ctx = RequestContext(
             request=request,

@@ -104,8 +104,17 @@ class FakeClock:
 class IdentityFake:
     """An identity service in process on the memory store, in dev/test mode, with a controllable clock."""
 
-    def __init__(self, *, password_rounds: int = 4, compat: bool = False, seed: int | None = None) -> None:
-        self.settings = Settings(dev_mode=True, password_rounds=password_rounds, compat="stack" if compat else "")
+    def __init__(
+        self, *, password_rounds: int = 4, compat: bool = False, seed: int | None = None, rate_limits: bool = False
+    ) -> None:
+        # Rate limits are off by default here: a test suite sends bursts from one address on purpose. Turn them on
+        # (rate_limits=True) to test how your application handles 429.
+        self.settings = Settings(
+            dev_mode=True,
+            password_rounds=password_rounds,
+            compat="stack" if compat else "",
+            rate_limits=rate_limits,
+        )
         self.store = MemoryStore()
         self.service = Service(self.settings.service_options())
         self.entropy: Entropy = SeededEntropy(seed) if seed is not None else SystemEntropy()

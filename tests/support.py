@@ -104,12 +104,13 @@ class Harness:
         json: Any = None,
         body: bytes = b"",
         query: str = "",
+        client: str | None = None,
     ) -> Reply:
         raw_headers = dict(headers or {})
         if json is not None:
             body = orjson.dumps(json)
             raw_headers.setdefault("content-type", "application/json")
-        request = Request(method, path, tuple(raw_headers.items()), body, query)
+        request = Request(method, path, tuple(raw_headers.items()), body, query, client)
         return Reply.of(run(self.service.handle(request, self.now_ms, self.entropy), self.store))
 
     def project(self, project_id: str = PROJECT_ID) -> Project:

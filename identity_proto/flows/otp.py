@@ -11,6 +11,7 @@ from identity_proto.flows.codes import check_code, create_code
 from identity_proto.flows.emails import deliver, new_email
 from identity_proto.flows.signin import after_sign_up, finish_sign_in
 from identity_proto.http import Response
+from identity_proto.ratelimits import check_rate_limits, rule_for
 from identity_proto.records import CodePurpose, Project, ProjectConfig, User
 from identity_proto.render import json_response
 from identity_proto.schemas import CodeBody, SendSignInCodeBody
@@ -72,6 +73,9 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
     if not project.config.magic_link_enabled:
         raise KnownError(ErrorCode.OTP_SIGN_IN_NOT_ENABLED)
     email = normalize_email(body.email)
+    if ctx.options.rate_limits_enabled:  # per address too, so one inbox cannot be flooded from many places
+        rule = rule_for("send_code_email", project.config)
+        yield from check_rate_limits([(rule, f"{project.id}:{email}")], now_ms=ctx.now_ms)
     user = yield from perform(FindUserByAuthEmail(project.id, email))
     _check_sign_in_email(project, email, user)
     if not callback_is_trusted(body.callback_url, project.config):

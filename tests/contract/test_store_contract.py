@@ -41,6 +41,7 @@ from identity_proto.effects import (
     DeleteUser,
     EnsureProject,
     FindUserByAuthEmail,
+    HitRateLimits,
     ListMemberships,
     ListOutbox,
     ListProjects,
@@ -553,6 +554,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     LoadClockOverride,
     SetClockOverride,
     ResetProjectData,
+    HitRateLimits,
 }
 
 

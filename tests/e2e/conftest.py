@@ -37,7 +37,10 @@ def start_hypercorn(
     IDENTITY_* variables of the calling environment are dropped, so the service runs on its embedded defaults
     plus `env`."""
     port = free_port()
+    # Rate limits are off unless a test asks for them: the suite sends bursts from 127.0.0.1 on purpose, and the
+    # rate-limit tests turn them on with IDENTITY_RATE_LIMITS=on.
     clean_env = {k: v for k, v in os.environ.items() if not k.startswith("IDENTITY_")}
+    clean_env["IDENTITY_RATE_LIMITS"] = "off"
     started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--workers", "1"],

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from identity_proto import Request, Response, SeededEntropy, Service
-from identity_proto.effects import LoadProject, StorageEffect
+from identity_proto.effects import HitRateLimits, LoadProject, StorageEffect
 from identity_proto.flows.projects import new_project
 from identity_proto.records import Project
 
@@ -73,10 +73,12 @@ def test_a_flow_driven_by_hand_with_next_and_send() -> None:
         ),
     )
     flow = service.handle(request, 2_000, SeededEntropy(2))
-    effect = next(flow)
-    assert effect == LoadProject(project.id)
+    assert next(flow) == LoadProject(project.id)
+    rate_limit = flow.send(project)
+    assert isinstance(rate_limit, HitRateLimits)
+    assert [hit.key for hit in rate_limit.hits] == [f"rl:project:{project.id}:0"]
     with pytest.raises(StopIteration) as done:
-        flow.send(project)
+        flow.send((1,))
     response: Response = done.value.value
     assert response.status == 200
     assert b'"display_name":"Hand driven"' in response.body
@@ -129,7 +131,7 @@ NO_IO_SCRIPT = textwrap.dedent(
     sys.modules["asyncio"] = None  # no event loop can even be imported
     import identity_proto
     from identity_proto import Request, SeededEntropy, Service
-    from identity_proto.effects import LoadProject
+    from identity_proto.effects import HitRateLimits, LoadProject
     from identity_proto.flows.projects import new_project
 
     service = Service()
@@ -156,6 +158,8 @@ NO_IO_SCRIPT = textwrap.dedent(
             while True:
                 if isinstance(effect, LoadProject):
                     effect = flow.send(project)
+                elif isinstance(effect, HitRateLimits):
+                    effect = flow.send(tuple(1 for _ in effect.hits))
                 else:  # UpdateProject: answer as a store would
                     import dataclasses
                     config = dataclasses.replace(project.config, **dict(effect.config))

@@ -1,0 +1,108 @@
+"""Rate limits: per address and per project, stricter on sign-in and code sending, per target address for codes;
+429 with Retry-After and RateLimit-* headers; configurable per project and switchable off per process."""
+
+from __future__ import annotations
+
+from identity_proto import Service, ServiceOptions
+from tests.support import Harness, Reply, admin_headers, client_headers, server_headers
+from tests.unit.test_sign_in import code_for
+
+ATTACKER = "203.0.113.7"
+
+
+def _guess(h: Harness, code: str, client: str = ATTACKER) -> Reply:
+    return h.request("POST", "/api/v1/auth/otp/sign-in", client_headers(), json={"code": code}, client=client)
+
+
+def test_a_guessing_attack_is_stopped_by_the_nonce_then_rate_limited_per_address() -> None:
+    h = Harness()
+    nonce = code_for(h)[6:]
+    statuses = [_guess(h, f"{i:06d}" + nonce).known_error for i in range(30)]
+    assert statuses[:20] == ["VERIFICATION_CODE_NOT_FOUND"] * 20  # wrong guesses: not found
+    # the nonce itself is spent after 20 attempts (even the right code would now fail), and the address may make
+    # 30 sign-in attempts a minute:
+    limited = _guess(h, "000000" + nonce)
+    assert (limited.status, limited.known_error) == (429, "RATE_LIMITED")
+    assert limited.json["details"] == {
+        "rule": "sign_in_ip",
+        "limit": 30,
+        "window_seconds": 60,
+        "retry_after_seconds": 60,
+    }
+    assert limited.headers["retry-after"] == "60"
+    assert limited.headers["ratelimit-limit"] == "30"
+    assert limited.headers["ratelimit-remaining"] == "0"
+    assert limited.headers["ratelimit-reset"] == "60"
+    assert _guess(h, "000000" + nonce, client="198.51.100.1").known_error != "RATE_LIMITED"  # others are not blocked
+    h.advance(60_000)
+    assert _guess(h, "000000" + nonce).known_error == "VERIFICATION_CODE_NOT_FOUND"
+
+
+def test_codes_to_one_address_are_limited_from_any_address() -> None:
+    h = Harness()
+    body = {"email": "victim@example.com", "callback_url": "http://localhost/cb"}
+    for i in range(5):
+        sent = h.request(
+            "POST", "/api/v1/auth/otp/send-sign-in-code", client_headers(), json=body, client=f"192.0.2.{i}"
+        )
+        assert sent.status == 200
+    flood = h.request("POST", "/api/v1/auth/otp/send-sign-in-code", server_headers(), json=body, client="192.0.2.99")
+    assert (flood.status, flood.json["details"]["rule"]) == (429, "send_code_email")
+    assert len(h.outbox("victim@example.com")) == 5
+
+
+def test_server_access_is_limited_per_project_not_per_address() -> None:
+    h = Harness()
+    h.request(
+        "PATCH",
+        "/api/v1/projects/current",
+        admin_headers(),
+        json={"config": {"rate_limits": {"ip": {"limit": 3, "window_seconds": 60}}}},
+    )
+    for _ in range(10):
+        assert h.request("GET", "/api/v1/projects/current", server_headers(), client=ATTACKER).status == 200
+    statuses = [
+        h.request("GET", "/api/v1/projects/current", client_headers(), client=ATTACKER).status for _ in range(4)
+    ]
+    assert statuses == [200, 200, 200, 429]
+
+
+def test_a_project_can_raise_or_switch_off_a_rule() -> None:
+    h = Harness()
+    reply = h.request(
+        "PATCH",
+        "/api/v1/projects/current",
+        admin_headers(),
+        json={"config": {"rate_limits": {"sign_in_ip": {"limit": 0, "window_seconds": 60}}}},
+    )
+    assert reply.json["config"]["rate_limits"] == {"sign_in_ip": {"limit": 0, "window_seconds": 60}}
+    nonce = code_for(h)[6:]
+    assert all(_guess(h, f"{i:06d}" + nonce).status != 429 for i in range(40))
+    bad = h.request(
+        "PATCH",
+        "/api/v1/projects/current",
+        admin_headers(),
+        json={"config": {"rate_limits": {"nope": {"limit": 1, "window_seconds": 1}}}},
+    )
+    assert bad.known_error == "SCHEMA_ERROR"
+    assert "body.config.rate_limits has unknown rules: nope" in bad.json["details"]["message"]
+
+
+def test_rate_limits_can_be_off_for_a_whole_process() -> None:
+    h = Harness(service=Service(ServiceOptions(rate_limits_enabled=False, password_rounds=4)))
+    nonce = code_for(h)[6:]
+    assert all(_guess(h, f"{i:06d}" + nonce).status != 429 for i in range(40))
+
+
+def test_behind_a_trusted_proxy_the_forwarded_address_counts() -> None:
+    h = Harness(service=Service(ServiceOptions(trusted_proxy_header="x-forwarded-for", password_rounds=4)))
+    nonce = code_for(h)[6:]
+    forwarded = client_headers(**{"x-forwarded-for": f"10.0.0.1, {ATTACKER}"})
+    for i in range(30):
+        h.request("POST", "/api/v1/auth/otp/sign-in", forwarded, json={"code": f"{i:06d}" + nonce}, client="127.0.0.1")
+    limited = h.request("POST", "/api/v1/auth/otp/sign-in", forwarded, json={"code": "x" * 45}, client="127.0.0.1")
+    assert limited.status == 429
+    other = client_headers(**{"x-forwarded-for": "198.51.100.9"})
+    assert (
+        h.request("POST", "/api/v1/auth/otp/sign-in", other, json={"code": "x" * 45}, client="127.0.0.1").status == 404
+    )
