@@ -162,14 +162,42 @@ def _parse_body(request: Request) -> Any:
         raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Request body cannot be parsed as UTF-8") from None
     if content_type == "application/json":
         try:
-            return orjson.loads(text)
+            parsed = orjson.loads(text)
         except orjson.JSONDecodeError:
             raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Invalid JSON in request body") from None
+        if _depth_exceeds(parsed, MAX_JSON_DEPTH):
+            raise KnownError(
+                ErrorCode.BODY_PARSING_ERROR,
+                message=f"JSON in request body is nested deeper than {MAX_JSON_DEPTH} levels",
+            )
+        return parsed
     if content_type == "application/x-www-form-urlencoded":
         return dict(parse_qsl(text, keep_blank_values=True))
     if content_type == "text/plain":
         return text
     raise KnownError(ErrorCode.BODY_PARSING_ERROR, message=f"Unknown content type in request body: {content_type}")
+
+
+#: Deepest nesting of objects and arrays a JSON body may have (metadata included): deeper bodies are refused before
+#: anything walks them recursively.
+MAX_JSON_DEPTH = 32
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether `value` nests objects/arrays more than `limit` deep (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def _check_access(route: Route, auth: Auth | None) -> None:

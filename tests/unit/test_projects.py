@@ -186,3 +186,17 @@ def test_every_response_carries_the_security_headers() -> None:
         assert reply.headers["cache-control"] == "no-store, max-age=0"
         assert reply.headers["x-content-type-options"] == "nosniff"
         assert len(reply.headers["x-service-request-id"]) == 16
+
+
+def test_json_nested_too_deeply_is_refused() -> None:
+    from identity_proto.service import MAX_JSON_DEPTH
+
+    h = Harness()
+    ok = {"config": {}}
+    deep: object = 1
+    for _ in range(MAX_JSON_DEPTH + 1):
+        deep = [deep]
+    assert h.request("PATCH", "/api/v1/projects/current", admin_headers(), json=ok).status == 200
+    reply = h.request("PATCH", "/api/v1/projects/current", admin_headers(), json={"display_name": "x", "config": deep})
+    assert (reply.status, reply.known_error) == (400, "BODY_PARSING_ERROR")
+    assert "nested deeper than 32 levels" in reply.json["error"]
