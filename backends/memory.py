@@ -50,6 +50,7 @@ from identity_proto.effects import (
     LoadSession,
     LoadTeam,
     LoadUser,
+    LoadUserWithTeam,
     RemoveMembership,
     ResetProjectData,
     RevokeUserSessions,
@@ -262,6 +263,16 @@ def _consume_code(store: MemoryStore, effect: ConsumeVerificationCode) -> bool:
 @_performs(LoadUser)
 def _load_user(store: MemoryStore, effect: LoadUser) -> User | None:
     return store.tenant(effect.project_id).users.get(effect.user_id)
+
+
+@_performs(LoadUserWithTeam)
+def _load_user_with_team(store: MemoryStore, effect: LoadUserWithTeam) -> tuple[User, Team | None] | None:
+    tenant = store.tenant(effect.project_id)
+    user = tenant.users.get(effect.user_id)
+    if user is None:
+        return None
+    team = tenant.teams.get(user.selected_team_id) if user.selected_team_id is not None else None
+    return user, team
 
 
 @_performs(FindUserByAuthEmail)

@@ -196,6 +196,7 @@ from identity_proto.effects import (
     LoadSession,
     LoadTeam,
     LoadUser,
+    LoadUserWithTeam,
     RemoveMembership,
     ResetProjectData,
     RevokeUserSessions,
@@ -443,6 +444,15 @@ return 1
 """,
     # ---- users
     # KEYS: e-mail index. ARGV: e-mail, user key prefix. Returns the user's record, or nil.
+    # KEYS: user. ARGV: team key prefix. Returns {user fields, team fields} ({} when none), or false.
+    "load_user_with_team": """
+local user = redis.call('HGETALL', KEYS[1])
+if #user == 0 then return false end
+local selected = redis.call('HGET', KEYS[1], 'selected_team_id')
+local team = {}
+if selected and selected ~= 'null' then team = redis.call('HGETALL', ARGV[1] .. cjson.decode(selected)) end
+return {user, team}
+""",
     "find_user_by_email": """
 local id = redis.call('HGET', KEYS[1], ARGV[1])
 if not id then return false end
@@ -1189,6 +1199,18 @@ def _consume_code(keys: KeySpace, effect: ConsumeVerificationCode) -> Plan[bool]
 @_plans(LoadUser)
 def _load_user(keys: KeySpace, effect: LoadUser) -> Plan[User | None]:
     return _user((yield Call("HGETALL", keys.user(effect.project_id, effect.user_id))))
+
+
+@_plans(LoadUserWithTeam)
+def _load_user_with_team(keys: KeySpace, effect: LoadUserWithTeam) -> Plan[tuple[User, Team | None] | None]:
+    # One round trip for what rendering a user needs (the team key is built in the script: same project slot).
+    reply = yield Script(
+        "load_user_with_team", (keys.user(effect.project_id, effect.user_id),), (keys.team(effect.project_id),)
+    )
+    if not reply:
+        return None
+    user = _user(reply[0])
+    return None if user is None else (user, _team(reply[1]) if reply[1] else None)
 
 
 @_plans(FindUserByAuthEmail)

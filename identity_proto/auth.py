@@ -19,6 +19,7 @@ Keys are compared as SHA-256 digests in constant time (`tokens.secret_matches`);
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -30,7 +31,7 @@ from identity_proto.http import Request
 from identity_proto.records import Project
 from identity_proto.tokens import SigningKey, VerifiedTokenCache, secret_matches, unverified_claims
 
-__all__ = ["AccessType", "Auth", "HeaderReader", "authenticate"]
+__all__ = ["AccessType", "Auth", "HeaderReader", "ProjectCache", "authenticate"]
 
 #: The only branch there is (reference §1.3: anything else is rejected).
 DEFAULT_BRANCH_ID = "main"
@@ -86,11 +87,51 @@ class Auth:
         return None if self.token_claims is None else self.token_claims.get("refresh_token_id")
 
 
+class ProjectCache:
+    """Projects as authentication last read them, for `ttl_ms` of the requests' own clock (thread-safe).
+
+    Every request needs its project; reading it from the store each time would cost a round trip per request. A
+    worker's own writes to a project forget it at once (`forget`); another worker's writes reach this one within
+    `ttl_ms` (one second by default): that is how long a key rotated or a project deleted elsewhere may still be
+    accepted here. A ttl of 0 turns the cache off. Unknown projects are never cached.
+    """
+
+    def __init__(self, ttl_ms: int, max_entries: int = 10_000) -> None:
+        self.ttl_ms = ttl_ms
+        self._entries: dict[str, tuple[Project, int]] = {}
+        self._max_entries = max_entries
+        self._lock = threading.Lock()
+
+    def load(self, project_id: str, now_ms: int) -> Flow[Project | None]:
+        """The project, from the cache while fresh, else from the store."""
+        if self.ttl_ms > 0:
+            found = self._entries.get(project_id)
+            if found is not None and now_ms - found[1] < self.ttl_ms and now_ms >= found[1]:
+                return found[0]
+        project = yield from load_project(project_id)
+        if project is not None and self.ttl_ms > 0:
+            with self._lock:
+                if len(self._entries) >= self._max_entries:
+                    self._entries.clear()
+                self._entries[project_id] = (project, now_ms)
+        return project
+
+    def forget(self, project_id: str) -> None:
+        """Drop a project this worker just changed or deleted."""
+        with self._lock:
+            self._entries.pop(project_id, None)
+
+
 _KEY_HEADERS = ("publishable-client-key", "secret-server-key", "super-secret-admin-key", "admin-access-token")
 
 
 def authenticate(
-    request: Request, *, now_ms: int, headers: HeaderReader, token_cache: VerifiedTokenCache
+    request: Request,
+    *,
+    now_ms: int,
+    headers: HeaderReader,
+    token_cache: VerifiedTokenCache,
+    projects: ProjectCache | None = None,
 ) -> Flow[Auth | None]:
     """Implements the decision procedure of reference §1.2 (see the module docstring)."""
     access_type_value = headers.get(request, "access-type")
@@ -106,13 +147,14 @@ def authenticate(
     if not project_id:
         raise KnownError(ErrorCode.ACCESS_TYPE_WITHOUT_PROJECT_ID, details={"request_type": access_type.value})
 
-    project = yield from load_project(project_id)
+    projects = projects or ProjectCache(0)
+    project = yield from projects.load(project_id, now_ms)
 
     claims: Mapping[str, Any] | None = None
     access_token = headers.get(request, "access-token")
     if access_token:
         claims = yield from _verify_access_token(
-            access_token, project_id, project, now_ms=now_ms, token_cache=token_cache
+            access_token, project_id, project, now_ms=now_ms, token_cache=token_cache, projects=projects
         )
         if claims is not None:
             _check_user_kind(claims, request, headers)
@@ -136,6 +178,7 @@ def _verify_access_token(
     *,
     now_ms: int,
     token_cache: VerifiedTokenCache,
+    projects: ProjectCache,
 ) -> Flow[Mapping[str, Any] | None]:
     """Step 5: the token's signature (by its own project's key), expiry, then its project against the header's.
 
@@ -151,7 +194,7 @@ def _verify_access_token(
         if signer is None:
             return None
     else:
-        signer = yield from load_project(token_project_id)
+        signer = yield from projects.load(token_project_id, now_ms)
         if signer is None:
             raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     claims = token_cache.verify(SigningKey.from_scalar(signer.signing_key), token)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from identity_proto.auth import AccessType, Auth, HeaderReader
+from identity_proto.auth import AccessType, Auth, HeaderReader, ProjectCache
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.tokens import Entropy
@@ -35,6 +35,8 @@ class ServiceOptions:
     #: Where mail goes: "outbox" keeps it in the store (readable at /emails/outbox); "mailer" hands it to the
     #: host's mailer (SMTP, console).
     mail_delivery: str = "outbox"
+    #: How long a worker trusts a project it read (see `auth.ProjectCache`); 0: read it on every request.
+    project_cache_ms: int = 1000
     #: Rate limits (identity_proto.ratelimits); off only for a whole process (load tests, other suites).
     rate_limits_enabled: bool = True
     #: Behind a trusted reverse proxy: the header carrying the client's address (its last entry is used, the
@@ -70,6 +72,13 @@ class RequestContext:
     params: Any
     query: Any
     body: Any
+    #: The service's project cache: flows that change a project forget it there.
+    projects: ProjectCache | None = None
+
+    def forget_project(self, project_id: str) -> None:
+        """This worker changed or deleted `project_id`: its next request reads it afresh."""
+        if self.projects is not None:
+            self.projects.forget(project_id)
 
     @property
     def base_url(self) -> str:

@@ -257,6 +257,15 @@ class LoadUser(StorageEffect["User | None"]):
 
 
 @dataclass(frozen=True, slots=True)
+class LoadUserWithTeam(StorageEffect["tuple[User, Team | None] | None"]):
+    """The user with this id and the team they have selected (None when none is, or it is gone), read together;
+    None when there is no such user. (What rendering a user needs, in one read.)"""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class FindUserByAuthEmail(StorageEffect["User | None"]):
     """The user whose auth-enabled primary e-mail is exactly `email` (already normalised), or None."""
 

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from identity_proto.auth import AccessType, Auth, authenticate
+from identity_proto.auth import AccessType, Auth, ProjectCache, authenticate
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
@@ -55,6 +55,7 @@ class Service:
             routes = ROUTES + TESTING_ROUTES if self.options.dev_mode else ROUTES
         self._router = Router(routes)
         self._token_cache = VerifiedTokenCache()
+        self.projects = ProjectCache(self.options.project_cache_ms)
         self._known_error_headers = self.options.known_error_headers
         self._request_id_headers = self.options.request_id_headers
 
@@ -82,6 +83,9 @@ class Service:
         self, default: ProjectSeed | None, internal_admin_key: str | None, *, now_ms: int, entropy: Entropy
     ) -> Flow[None]:
         """Start-up: make sure the internal and the default project exist (see `bootstrap_projects`)."""
+        self.projects.forget("internal")
+        if default is not None:
+            self.projects.forget(default.id)
         return bootstrap_projects(default, internal_admin_key, now_ms=now_ms, entropy=entropy)
 
     # ----------------------------------------------------------------------------------------------------------
@@ -102,7 +106,7 @@ class Service:
                 now_ms = override.now(now_ms)
         body = _parse_body(request) if request.method != "GET" else None
         auth = yield from authenticate(
-            request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache
+            request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache, projects=self.projects
         )
         _check_access(route, auth)
         if self.options.rate_limits_enabled:
@@ -119,6 +123,7 @@ class Service:
             params=params,
             query=query,
             body=parsed_body,
+            projects=self.projects,
         )
         return (yield from route.flow(ctx))
 

@@ -122,6 +122,7 @@ def update_current_project(ctx: RequestContext) -> Flow[Response]:
     body: ProjectUpdateBody = ctx.body
     changes = body.config.changes() if body.config is not None else ()
     updated = yield from update_project(auth.project.id, display_name=body.display_name, config=changes)
+    ctx.forget_project(auth.project.id)
     if updated is None:  # deleted between authentication and now
         raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": auth.project.id})
     return json_response(200, render_project(updated, AccessType.ADMIN))
@@ -160,7 +161,9 @@ def delete_project_endpoint(ctx: RequestContext) -> Flow[Response]:
     """DELETE /internal/projects/{project_id}: the project and all of its data."""
     _require_internal(ctx)
     project_id: str = ctx.params.project_id
-    if not (yield from delete_project(project_id)):
+    deleted = yield from delete_project(project_id)
+    ctx.forget_project(project_id)
+    if not deleted:
         raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
     return json_response(200, {"success": True})
 

@@ -23,6 +23,7 @@ from identity_proto.effects import (
     LoadMembership,
     LoadTeam,
     LoadUser,
+    LoadUserWithTeam,
     UpdateUser,
     UserWrite,
     perform,
@@ -48,6 +49,26 @@ __all__ = [
     "update_me",
     "update_user",
 ]
+
+#: Fields whose rules read the user's current state (e-mail, password, anonymity, restriction): a PATCH touching
+#: any of them reads the user first; one touching none of them is a single write.
+_NEEDS_CURRENT_USER = frozenset(
+    {
+        "primary_email",
+        "primary_email_verified",
+        "primary_email_auth_enabled",
+        "password",
+        "password_hash",
+        "is_anonymous",
+        "restricted_by_admin",
+        "restricted_by_admin_reason",
+        "restricted_by_admin_private_details",
+    }
+)
+
+_RESTRICTION_FIELDS = frozenset(
+    {"restricted_by_admin", "restricted_by_admin_reason", "restricted_by_admin_private_details"}
+)
 
 #: Fields copied from the body to the record as they are (after validation).
 _PLAIN_FIELDS = (
@@ -81,20 +102,20 @@ def _my_id(ctx: RequestContext) -> str:
 
 def get_me(ctx: RequestContext) -> Flow[Response]:
     """GET /users/me: the signed-in user, in the caller's view."""
-    project = ctx.require_auth().project
-    user = yield from perform(LoadUser(project.id, _my_id(ctx)))
-    if user is None:  # deleted since the token was issued: there is no "me" any more
+    auth = ctx.require_auth()
+    found = yield from perform(LoadUserWithTeam(auth.project.id, _my_id(ctx)))
+    if found is None:  # deleted since the token was issued: there is no "me" any more
         raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
-    return json_response(200, (yield from load_rendered_user(ctx, project, user)))
+    return json_response(200, render_user(found[0], auth.access_type, auth.project.config, found[1]))
 
 
 def get_user(ctx: RequestContext) -> Flow[Response]:
     """GET /users/{user_id} (server, admin)."""
-    project = ctx.require_auth().project
-    user = yield from perform(LoadUser(project.id, ctx.params.user_id))
-    if user is None:
+    auth = ctx.require_auth()
+    found = yield from perform(LoadUserWithTeam(auth.project.id, ctx.params.user_id))
+    if found is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
-    return json_response(200, (yield from load_rendered_user(ctx, project, user)))
+    return json_response(200, render_user(found[0], auth.access_type, auth.project.config, found[1]))
 
 
 def list_users(ctx: RequestContext) -> Flow[Response]:
@@ -170,10 +191,16 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     if server_body is not None:
         _check_password_fields(server_body, given)
 
-    # 2. the user
-    user = yield from perform(LoadUser(project.id, user_id))
-    if user is None:  # through `me`, a deleted user is no "me" (reference §1.2 step 9)
-        raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND)
+    # 2. the user, when a rule needs its current state (a PATCH of plain fields goes straight to the write: one
+    #    round trip; the write itself says whether the user exists)
+    missing = KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND)
+    if given & _NEEDS_CURRENT_USER:
+        current = yield from perform(LoadUser(project.id, user_id))
+        if current is None:  # through `me`, a deleted user is no "me" (reference §1.2 step 9)
+            raise missing
+        user = current
+    else:
+        user = User(id=user_id, signed_up_at_millis=0, last_active_at_millis=0)  # only its id is read below
 
     changes: dict[str, Any] = {}
 
@@ -207,7 +234,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         changes["signed_up_at_millis"] = ctx.now_ms
 
     # 7. restriction by an administrator (the schema already refused a reason without restricted_by_admin: true)
-    if server_body is not None:
+    if server_body is not None and given & _RESTRICTION_FIELDS:
         changes.update(_restriction_changes(user, server_body, given))
 
     # 8. everything else, as given
@@ -225,7 +252,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         UpdateUser(project.id, user.id, tuple(changes.items()), revoke_sessions=password_changed)
     )
     if updated is UserWrite.NOT_FOUND:
-        raise KnownError(ErrorCode.USER_NOT_FOUND)
+        raise missing
     if updated is UserWrite.EMAIL_TAKEN:
         raise _email_taken(changes.get("primary_email") or user.primary_email or "")
     assert isinstance(updated, User)

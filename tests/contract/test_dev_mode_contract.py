@@ -77,3 +77,16 @@ def test_create_user_refuses_a_taken_id_and_writes_nothing(store: Store) -> None
     assert store.apply(LoadUser("p", "u1")) == first
     assert store.apply(FindUserByAuthEmail("p", "b@example.com")) is None
     assert [u.id for u in store.apply(ListUsers("p"))] == ["u1"]
+
+
+def test_load_user_with_team_reads_both_at_once(store: Store) -> None:
+    from identity_proto.effects import AddMembership, LoadUserWithTeam, UpdateUser
+
+    store.apply(CreateUser("p", make_user("u1", "a@example.com")))
+    assert store.apply(LoadUserWithTeam("p", "u1")) == (make_user("u1", "a@example.com"), None)
+    assert store.apply(LoadUserWithTeam("p", "nobody")) is None
+    team = make_team("t1")
+    store.apply(CreateTeam("p", team))
+    store.apply(AddMembership("p", make_membership("t1", "u1")))
+    selected = store.apply(UpdateUser("p", "u1", (("selected_team_id", "t1"),)))
+    assert store.apply(LoadUserWithTeam("p", "u1")) == (selected, team)

@@ -54,6 +54,7 @@ from identity_proto.effects import (
     LoadSession,
     LoadTeam,
     LoadUser,
+    LoadUserWithTeam,
     RemoveMembership,
     ResetProjectData,
     RevokeUserSessions,
@@ -555,6 +556,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     SetClockOverride,
     ResetProjectData,
     HitRateLimits,
+    LoadUserWithTeam,
 }
 
 

@@ -418,6 +418,17 @@ def test_restricting_and_unrestricting_by_an_administrator() -> None:
     assert (s.stored().restricted_by_admin_reason, s.stored().restricted_by_admin_private_details) == (None, None)
 
 
+def test_a_plain_field_patch_keeps_the_restriction_and_its_reasons() -> None:
+    s = Signed()
+    s.patch(
+        {"restricted_by_admin": True, "restricted_by_admin_reason": "Spam", "restricted_by_admin_private_details": "r7"}
+    )
+    assert s.patch({"display_name": "Still restricted"}).status == 200
+    stored = s.stored()
+    assert (stored.restricted_by_admin, stored.restricted_by_admin_reason) == (True, "Spam")
+    assert stored.restricted_by_admin_private_details == "r7"
+
+
 def test_is_anonymous_may_only_become_false_and_resets_the_sign_up_time() -> None:
     s = Signed()
     s.h.store.tenant(PROJECT_ID).users[s.user_id] = dataclasses.replace(
