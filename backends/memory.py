@@ -57,6 +57,7 @@ from identity_proto.effects import (
     SetClockOverride,
     StorageEffect,
     TeamWrite,
+    Together,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -604,3 +605,9 @@ def _hit_rate_limits(store: MemoryStore, effect: HitRateLimits) -> tuple[int, ..
         for key in [k for k, (_, expires) in counters.items() if expires <= effect.now_ms]:
             del counters[key]
     return tuple(counts)
+
+
+@_performs(Together)
+def _together(store: MemoryStore, effect: Together) -> tuple[Any, ...]:
+    # Under the store's (re-entrant) lock, one after the other: each effect atomic, as its own contract says.
+    return tuple(store.apply(inner) for inner in effect.effects)

@@ -203,6 +203,7 @@ from identity_proto.effects import (
     SetClockOverride,
     StorageEffect,
     TeamWrite,
+    Together,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -1582,6 +1583,14 @@ def _set_clock_override(keys: KeySpace, effect: SetClockOverride) -> Plan[None]:
         yield Call("DEL", keys.clock_override())
     else:
         yield Call("SET", keys.clock_override(), _json(dataclasses.asdict(effect.override)))
+
+
+@_plans(Together)
+def _together(keys: KeySpace, effect: Together) -> Plan[tuple[Any, ...]]:
+    results: list[Any] = []
+    for inner in effect.effects:
+        results.append((yield from _plan_for(inner, keys, "RedisStore")))
+    return tuple(results)
 
 
 @_plans(HitRateLimits)

@@ -599,3 +599,38 @@ class HitRateLimits(StorageEffect[tuple[int, ...]]):
 
     hits: tuple[RateLimitHit, ...]
     now_ms: int
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Several effects in one trip
+
+
+@dataclass(frozen=True, slots=True)
+class Together(StorageEffect[tuple[Any, ...]]):
+    """Perform `effects` in one trip to the store where the store can (Redis: one pipeline), and return their
+    results in order. Each keeps its own atomicity; together they are not one transaction. (The service sends a
+    request's rate-limit counters together with the flow's first read.)"""
+
+    effects: tuple[StorageEffect[Any], ...]
+
+
+#: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
+#: out to be over its limit, nothing was written).
+READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
+    {
+        LoadProject,
+        ListProjects,
+        LoadUser,
+        LoadUserWithTeam,
+        FindUserByAuthEmail,
+        ListUsers,
+        LoadSession,
+        ListSessions,
+        LoadTeam,
+        ListTeams,
+        LoadMembership,
+        ListMemberships,
+        ListOutbox,
+        LoadClockOverride,
+    }
+)

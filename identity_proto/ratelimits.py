@@ -21,13 +21,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from identity_proto.auth import AccessType, Auth
-from identity_proto.effects import Flow, HitRateLimits, RateLimitHit, perform
+from identity_proto.effects import READ_EFFECTS, Flow, HitRateLimits, RateLimitHit, StorageEffect, Together, perform
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import ProjectConfig
 
-__all__ = ["DEFAULT_RULES", "ROUTE_RULES", "RateLimitRule", "check_rate_limits", "request_checks", "rule_for"]
+__all__ = [
+    "DEFAULT_RULES",
+    "ROUTE_RULES",
+    "RateLimitRule",
+    "check_rate_limits",
+    "rate_limited",
+    "request_checks",
+    "rule_for",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +79,76 @@ def rule_for(name: str, config: ProjectConfig | None) -> RateLimitRule:
     return DEFAULT_RULES[name]
 
 
-def check_rate_limits(checks: list[tuple[RateLimitRule, str]], *, now_ms: int) -> Flow[None]:
-    """Count this request against each (rule, subject) and raise 429 RATE_LIMITED (with Retry-After and
-    RateLimit-* headers) for the first rule it exceeds."""
+T = TypeVar("T")
+
+Checks = list[tuple[RateLimitRule, str]]
+
+
+def _hits(checks: Checks, now_ms: int) -> tuple[Checks, HitRateLimits | None]:
     active = [(rule, subject) for rule, subject in checks if rule.limit > 0]
-    if not active:
-        return
     hits = []
     for rule, subject in active:
         window_start = now_ms - now_ms % rule.window_ms
         hits.append(RateLimitHit(f"rl:{rule.name}:{subject}:{window_start}", window_start + rule.window_ms))
-    counts = yield from perform(HitRateLimits(tuple(hits), now_ms))
+    return active, (HitRateLimits(tuple(hits), now_ms) if hits else None)
+
+
+def check_rate_limits(checks: Checks, *, now_ms: int) -> Flow[None]:
+    """Count this request against each (rule, subject) and raise 429 RATE_LIMITED (with Retry-After and
+    RateLimit-* headers) for the first rule it exceeds."""
+    active, counter = _hits(checks, now_ms)
+    if counter is None:
+        return
+    _enforce(active, counter, (yield from perform(counter)), now_ms)
+
+
+def rate_limited(flow: Flow[T], checks: Checks, *, now_ms: int) -> Flow[T]:
+    """`flow`, counted against `checks` first. When the flow's first effect only reads, the counters ride along
+    with it in one trip to the store (`Together`); before a write they go alone, so a request over its limit never
+    writes anything."""
+    active, counter = _hits(checks, now_ms)
+    if counter is None:
+        return (yield from flow)
+    try:
+        first = next(flow)
+    except StopIteration as done:  # a flow that needs no effect
+        _enforce(active, counter, (yield from perform(counter)), now_ms)
+        return cast(T, done.value)
+    except Exception:
+        _enforce(active, counter, (yield from perform(counter)), now_ms)  # failed requests count too
+        raise
+    if isinstance(first, StorageEffect) and type(first) in READ_EFFECTS:
+        try:
+            counts, value = yield from perform(Together((counter, first)))
+        except Exception:
+            flow.close()
+            raise
+        _enforce(active, counter, counts, now_ms)
+        return (yield from _resume(flow, value))
+    _enforce(active, counter, (yield from perform(counter)), now_ms)
+    try:
+        value = yield first
+    except Exception as exc:
+        return (yield from _resume(flow, None, exc))
+    return (yield from _resume(flow, value))
+
+
+def _resume(flow: Flow[T], value: Any, error: Exception | None = None) -> Flow[T]:
+    """Go on with a flow that already yielded once, forwarding results and thrown errors (like `yield from`)."""
+    while True:
+        try:
+            effect = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as done:
+            return cast(T, done.value)
+        value, error = None, None
+        try:
+            value = yield effect
+        except Exception as exc:
+            error = exc
+
+
+def _enforce(active: Checks, counter: HitRateLimits, counts: tuple[int, ...], now_ms: int) -> None:
+    hits = counter.hits
     for (rule, _subject), hit, count in zip(active, hits, counts, strict=True):
         if count > rule.limit:
             retry_after = max(1, math.ceil((hit.expires_at_millis - now_ms) / 1000))

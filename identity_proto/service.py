@@ -30,7 +30,7 @@ from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response
-from identity_proto.ratelimits import check_rate_limits, request_checks
+from identity_proto.ratelimits import check_rate_limits, rate_limited, request_checks
 from identity_proto.render import BASE_HEADERS, error_response
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
@@ -109,10 +109,14 @@ class Service:
             request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache, projects=self.projects
         )
         _check_access(route, auth)
+        checks = []
         if self.options.rate_limits_enabled:
             checks = request_checks(auth, client_address(request, self.options), (route.method, route.pattern))
-            yield from check_rate_limits(checks, now_ms=now_ms)
-        params, query, parsed_body = _validate_inputs(route, request, auth, raw_params, body)
+        try:
+            params, query, parsed_body = _validate_inputs(route, request, auth, raw_params, body)
+        except KnownError:
+            yield from check_rate_limits(checks, now_ms=now_ms)  # invalid requests count too (a 429 wins)
+            raise
         ctx = RequestContext(
             request=request,
             now_ms=now_ms,
@@ -125,7 +129,7 @@ class Service:
             body=parsed_body,
             projects=self.projects,
         )
-        return (yield from route.flow(ctx))
+        return (yield from rate_limited(route.flow(ctx), checks, now_ms=now_ms))
 
     def _error(self, error: KnownError) -> Response:
         return error_response(error, known_error_headers=self._known_error_headers)

@@ -90,3 +90,14 @@ def test_load_user_with_team_reads_both_at_once(store: Store) -> None:
     store.apply(AddMembership("p", make_membership("t1", "u1")))
     selected = store.apply(UpdateUser("p", "u1", (("selected_team_id", "t1"),)))
     assert store.apply(LoadUserWithTeam("p", "u1")) == (selected, team)
+
+
+def test_together_performs_each_effect_and_answers_in_order(store: Store) -> None:
+    from identity_proto.effects import HitRateLimits, RateLimitHit, Together
+
+    store.apply(CreateUser("p", make_user("u1", "a@example.com")))
+    hit = RateLimitHit("rl:ip:1.1.1.1:0", T0)
+    counts, user = store.apply(Together((HitRateLimits((hit,), T0 - 1), LoadUser("p", "u1"))))
+    assert counts == (1,)
+    assert user == make_user("u1", "a@example.com")
+    assert store.apply(Together((HitRateLimits((hit,), T0 - 1), LoadUser("p", "none")))) == ((2,), None)

@@ -60,6 +60,7 @@ from identity_proto.effects import (
     RevokeUserSessions,
     SetClockOverride,
     StorageEffect,
+    Together,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -557,6 +558,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     ResetProjectData,
     HitRateLimits,
     LoadUserWithTeam,
+    Together,
 }
 
 

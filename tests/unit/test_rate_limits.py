@@ -106,3 +106,55 @@ def test_behind_a_trusted_proxy_the_forwarded_address_counts() -> None:
     assert (
         h.request("POST", "/api/v1/auth/otp/sign-in", other, json={"code": "x" * 45}, client="127.0.0.1").status == 404
     )
+
+
+class _Recording:
+    """A store that remembers the effects it performed (to see what travels together)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.seen: list[object] = []
+
+    def apply(self, effect: object) -> object:
+        self.seen.append(effect)
+        return self.inner.apply(effect)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_they_refuse() -> None:
+    from identity_proto import run
+    from identity_proto.effects import HitRateLimits, LoadUserWithTeam, Together, UpdateUser
+    from identity_proto.http import Request
+    from tests.unit.test_sign_in import sign_in
+
+    h = Harness()
+    token = sign_in(h, code_for(h)).json["access_token"]
+    me = tuple(client_headers(**{"x-service-access-token": token}).items())
+    recording = _Recording(h.store)
+
+    def call(method: str, body: bytes = b"") -> int:
+        headers = me + ((("content-type", "application/json"),) if body else ())
+        request = Request(method, "/api/v1/users/me", headers, body, "", ATTACKER)
+        return run(h.service.handle(request, h.now_ms, h.entropy), recording).status  # type: ignore[arg-type]
+
+    assert call("GET") == 200
+    (read,) = [e for e in recording.seen if isinstance(e, Together)]
+    assert [type(e) for e in read.effects] == [HitRateLimits, LoadUserWithTeam]
+    recording.seen.clear()
+    assert call("PATCH", b'{"display_name": "x"}') == 200
+    kinds = [type(e) for e in recording.seen if not isinstance(e, Together)]
+    assert kinds.index(HitRateLimits) < kinds.index(UpdateUser)
+    h.request(
+        "PATCH",
+        "/api/v1/projects/current",
+        admin_headers(),
+        json={"config": {"rate_limits": {"ip": {"limit": 1, "window_seconds": 60}}}},
+    )
+    h.advance(60_000)
+    assert call("GET") == 200
+    recording.seen.clear()
+    assert call("PATCH", b'{"display_name": "refused"}') == 429
+    assert not any(isinstance(e, UpdateUser) for e in recording.seen)
+    assert h.store.tenant(h.project().id).users[next(iter(h.store.tenant(h.project().id).users))].display_name == "x"
