@@ -53,6 +53,8 @@ def start_hypercorn(
     while True:
         if process.poll() is not None:
             stderr = process.stderr.read().decode() if process.stderr else ""
+            if process.stderr:
+                process.stderr.close()
             raise RuntimeError(f"hypercorn exited with {process.returncode}: {stderr}")
         try:
             if httpx.get(f"{base_url}{ready_path}", timeout=1.0).status_code == 200:
@@ -61,6 +63,8 @@ def start_hypercorn(
             pass
         if time.monotonic() - started > timeout:
             stop(process)
+            if process.stderr:
+                process.stderr.close()
             raise RuntimeError(f"hypercorn did not answer within {timeout} s")
         time.sleep(0.02)
 

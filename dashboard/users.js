@@ -1,0 +1,569 @@
+// Users: the searchable, paginated list, and one user with every field, their teams and sessions, and edits.
+
+import { api, segment } from "./api.js";
+import {
+  avatar,
+  badge,
+  busy,
+  confirmAction,
+  empty,
+  errorBox,
+  field,
+  fieldList,
+  fill,
+  form,
+  formatTime,
+  h,
+  notice,
+  section,
+} from "./ui.js";
+
+// The list's state survives going to a user and back (kept in memory, never in the URL).
+const list = { query: "", limit: 25, cursors: [null], page: 0 };
+const PAGE_SIZES = [10, 25, 50, 100];
+
+export function userLabel(user) {
+  return user.display_name || user.primary_email || (user.is_anonymous ? "Anonymous user" : user.id);
+}
+
+function userBadges(user) {
+  return [
+    user.restricted_by_admin ? badge("restricted by admin", "danger") : null,
+    !user.restricted_by_admin && user.is_restricted ? badge("restricted", "danger") : null,
+    user.is_anonymous ? badge("anonymous") : null,
+    user.primary_email && !user.primary_email_verified ? badge("e-mail not verified", "warn") : null,
+    user.primary_email && user.primary_email_verified ? badge("verified", "ok") : null,
+    user.has_password ? badge("password") : null,
+    user.requires_totp_mfa ? badge("2FA") : null,
+  ];
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// The list
+
+export function renderUsers(view) {
+  const searchInput = h("input", {
+    id: "user-search",
+    type: "search",
+    value: list.query,
+    placeholder: "E-mail, display name or user id",
+    autocomplete: "off",
+    spellcheck: "false",
+  });
+  const limitSelect = h(
+    "select",
+    { id: "user-limit" },
+    PAGE_SIZES.map((size) => h("option", { value: String(size), selected: size === list.limit }, String(size))),
+  );
+  const results = h("div", { id: "users-results" });
+
+  const searchForm = form(
+    { id: "users-search-form", class: "toolbar" },
+    () => {
+      list.query = searchInput.value.trim();
+      list.limit = Number(limitSelect.value);
+      list.cursors = [null];
+      list.page = 0;
+      load();
+    },
+    field("Search", searchInput),
+    field("Per page", limitSelect),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "user-search-submit" }, "Search")),
+  );
+
+  function load() {
+    return section(
+      results,
+      "users",
+      () =>
+        api("GET", "/users", {
+          query: {
+            limit: list.limit,
+            cursor: list.cursors[list.page],
+            query: list.query,
+            include_restricted: "true",
+            include_anonymous: "true",
+          },
+        }),
+      renderPage,
+      view.isCurrent,
+    );
+  }
+
+  function renderPage(data) {
+    const items = data.items ?? [];
+    const nextCursor = data.pagination?.next_cursor ?? null;
+    let content;
+    if (items.length === 0) {
+      let text = "No users yet.";
+      if (list.page > 0) text = "No more users.";
+      else if (list.query) text = `No user matches “${list.query}”.`;
+      content = empty(text);
+    } else {
+      content = h(
+        "table",
+        { class: "table clickable", id: "users-table" },
+        h("thead", {}, h("tr", {}, h("th", {}, "User"), h("th", {}, "Id"), h("th", {}, "Signed up"), h("th", {}, "State"))),
+        h(
+          "tbody",
+          {},
+          items.map((user) =>
+            h(
+              "tr",
+              { "data-user-id": user.id, onclick: (event) => {
+                if (!(event.target instanceof HTMLAnchorElement)) view.navigate(`users/${user.id}`);
+              } },
+              h(
+                "td",
+                {},
+                h("a", { href: `#/users/${encodeURIComponent(user.id)}`, class: "row-link" }, userLabel(user)),
+                user.display_name && user.primary_email ? h("div", { class: "muted small" }, user.primary_email) : null,
+              ),
+              h("td", { class: "mono small" }, user.id),
+              h("td", { class: "small" }, formatTime(user.signed_up_at_millis)),
+              h("td", {}, userBadges(user)),
+            ),
+          ),
+        ),
+      );
+    }
+    const pager = h(
+      "div",
+      { class: "pager" },
+      h(
+        "button",
+        {
+          type: "button",
+          id: "users-previous",
+          disabled: list.page === 0,
+          onclick: () => {
+            list.page -= 1;
+            load();
+          },
+        },
+        "← Previous",
+      ),
+      h("span", { id: "users-page" }, `Page ${list.page + 1}`, items.length ? ` · ${items.length} shown` : ""),
+      h(
+        "button",
+        {
+          type: "button",
+          id: "users-next",
+          disabled: nextCursor === null,
+          onclick: () => {
+            list.cursors = list.cursors.slice(0, list.page + 1);
+            list.cursors.push(nextCursor);
+            list.page += 1;
+            load();
+          },
+        },
+        "Next →",
+      ),
+    );
+    return [content, pager];
+  }
+
+  fill(
+    view.root,
+    h(
+      "section",
+      { class: "card", id: "users-view" },
+      h("h2", {}, "Users"),
+      h("p", { class: "muted" }, "Every user of the project, restricted and anonymous ones included, oldest first."),
+      searchForm,
+      results,
+    ),
+  );
+  load();
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// One user
+
+export function renderUser(view, userId) {
+  const body = h("div", { id: "user-view" });
+  fill(view.root, h("p", { class: "breadcrumbs" }, h("a", { href: "#/users", id: "back-to-users" }, "← Users")), body);
+  section(body, "the user", () => api("GET", `/users/${segment(userId)}`), (user) => userPage(view, user), view.isCurrent);
+}
+
+function userPage(view, initial) {
+  let user = initial;
+  const summary = h("section", { class: "card", id: "user-summary" });
+  const fields = h("section", { class: "card", id: "user-fields" });
+  const nameForm = h("div");
+  const emailForm = h("div");
+  const restrictionForm = h("div");
+  const metadataForm = h("div");
+
+  function show(next) {
+    user = next;
+    fill(summary, summaryContent(user));
+    fill(fields, h("h3", {}, "Every field"), fieldList(user));
+  }
+
+  function patch(target, body, done) {
+    return api("PATCH", `/users/${segment(user.id)}`, { body }).then(
+      (updated) => {
+        show(updated);
+        notice(target, "ok", done);
+        return updated;
+      },
+      (error) => {
+        notice(target, "error", error);
+        return null;
+      },
+    );
+  }
+
+  // Display name
+  {
+    const input = h("input", { id: "user-display-name", type: "text", value: user.display_name ?? "", autocomplete: "off" });
+    const status = h("div", { id: "user-display-name-status", "aria-live": "polite" });
+    const element = form(
+      { id: "user-display-name-form", class: "stack" },
+      () => busy(element, () => patch(status, { display_name: input.value === "" ? null : input.value }, "Display name saved.")),
+      field("Display name", input, "Empty clears it."),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "user-display-name-save" }, "Save display name")),
+      status,
+    );
+    fill(nameForm, h("h3", {}, "Profile"), element);
+  }
+
+  // E-mail verification
+  {
+    const status = h("div", { id: "user-email-status", "aria-live": "polite" });
+    if (!user.primary_email) {
+      fill(emailForm, h("h3", {}, "E-mail verification"), empty("This user has no primary e-mail."));
+    } else {
+      const checkbox = h("input", { id: "user-email-verified", type: "checkbox", checked: Boolean(user.primary_email_verified) });
+      const element = form(
+        { id: "user-email-form", class: "stack" },
+        () =>
+          busy(element, () =>
+            patch(
+              status,
+              { primary_email_verified: checkbox.checked },
+              checkbox.checked ? "E-mail marked verified." : "E-mail marked not verified.",
+            ),
+          ),
+        h("label", { class: "check" }, checkbox, h("span", {}, "Primary e-mail ", h("strong", {}, user.primary_email), " is verified")),
+        h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "user-email-save" }, "Save verification")),
+        status,
+      );
+      fill(emailForm, h("h3", {}, "E-mail verification"), element);
+    }
+  }
+
+  // Restriction
+  {
+    const checkbox = h("input", { id: "user-restricted", type: "checkbox", checked: Boolean(user.restricted_by_admin) });
+    const reason = h("input", { id: "user-restriction-reason", type: "text", value: user.restricted_by_admin_reason ?? "", autocomplete: "off" });
+    const details = h("textarea", { id: "user-restriction-details", rows: "3" });
+    details.value = user.restricted_by_admin_private_details ?? "";
+    const status = h("div", { id: "user-restriction-status", "aria-live": "polite" });
+    const sync = () => {
+      reason.disabled = !checkbox.checked;
+      details.disabled = !checkbox.checked;
+    };
+    checkbox.addEventListener("change", sync);
+    sync();
+    const element = form(
+      { id: "user-restriction-form", class: "stack" },
+      () => {
+        const body = checkbox.checked
+          ? {
+              restricted_by_admin: true,
+              restricted_by_admin_reason: reason.value.trim() || null,
+              restricted_by_admin_private_details: details.value.trim() || null,
+            }
+          : { restricted_by_admin: false };
+        return busy(element, async () => {
+          const updated = await patch(status, body, checkbox.checked ? "User restricted." : "Restriction lifted.");
+          if (updated) {
+            reason.value = updated.restricted_by_admin_reason ?? "";
+            details.value = updated.restricted_by_admin_private_details ?? "";
+          }
+        }).then(sync);
+      },
+      h("label", { class: "check" }, checkbox, h("span", {}, "Restricted by an admin")),
+      field("Reason (the user can see it)", reason),
+      field("Private details (admins only)", details),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "user-restriction-save" }, "Save restriction")),
+      status,
+    );
+    fill(restrictionForm, h("h3", {}, "Restriction"), element);
+  }
+
+  // Metadata: a JSON editor per kind; everything is parsed first and nothing is sent while any is invalid.
+  {
+    const kinds = [
+      ["client_metadata", "Client metadata", "the user and client code read and write it"],
+      ["client_read_only_metadata", "Client read-only metadata", "clients read it, servers write it"],
+      ["server_metadata", "Server metadata", "servers only"],
+    ];
+    const status = h("div", { id: "user-metadata-status", "aria-live": "polite" });
+    const editors = kinds.map(([name, label, hint]) => {
+      const area = h("textarea", {
+        id: `user-${name.replaceAll("_", "-")}`,
+        class: "json-editor",
+        rows: "5",
+        spellcheck: "false",
+        "data-field": name,
+      });
+      area.value = user[name] === null || user[name] === undefined ? "" : JSON.stringify(user[name], null, 2);
+      area.addEventListener("input", () => area.removeAttribute("aria-invalid"));
+      return { name, area, control: field(label, area, `JSON; empty means null. ${hint[0].toUpperCase()}${hint.slice(1)}.`) };
+    });
+    const element = form(
+      { id: "user-metadata-form", class: "stack" },
+      () => {
+        const body = {};
+        const problems = [];
+        for (const { name, area } of editors) {
+          const text = area.value.trim();
+          let value = null;
+          if (text !== "") {
+            try {
+              value = JSON.parse(text);
+            } catch (error) {
+              area.setAttribute("aria-invalid", "true");
+              problems.push(`${name}: ${error.message}`);
+              continue;
+            }
+          }
+          area.removeAttribute("aria-invalid");
+          if (JSON.stringify(value) !== JSON.stringify(user[name] ?? null)) body[name] = value;
+        }
+        if (problems.length) {
+          notice(status, "error", { code: "INVALID_JSON", message: `Not sent, fix the JSON first. ${problems.join("; ")}` });
+          return null;
+        }
+        if (Object.keys(body).length === 0) {
+          notice(status, "ok", "Nothing changed.");
+          return null;
+        }
+        return busy(element, () => patch(status, body, "Metadata saved."));
+      },
+      editors.map((editor) => editor.control),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "user-metadata-save" }, "Save metadata")),
+      status,
+    );
+    fill(metadataForm, h("h3", {}, "Metadata"), element);
+  }
+
+  const teams = h("section", { class: "card", id: "user-teams" });
+  const sessions = h("section", { class: "card", id: "user-sessions" });
+  const danger = dangerZone(view, () => user);
+  show(user);
+  loadTeams(view, teams, user.id);
+  sessionsCard(view, sessions, () => user);
+
+  return [
+    summary,
+    h("div", { class: "grid" }, h("div", { class: "column" }, fields), h("div", { class: "column" }, h("section", { class: "card", id: "user-edits" }, nameForm, emailForm, restrictionForm, metadataForm))),
+    h("div", { class: "grid" }, h("div", { class: "column" }, teams), h("div", { class: "column" }, sessions)),
+    danger,
+  ];
+}
+
+function summaryContent(user) {
+  const restriction = [];
+  if (user.restricted_by_admin) {
+    restriction.push(
+      h(
+        "div",
+        { class: "banner danger", id: "user-restriction-banner", role: "note" },
+        h("strong", {}, "Restricted by an admin."),
+        " Reason: ",
+        h("span", { id: "user-restriction-reason-shown" }, user.restricted_by_admin_reason ?? "none given"),
+        user.restricted_by_admin_private_details
+          ? h("div", { class: "small" }, "Private details: ", h("span", { id: "user-restriction-details-shown" }, user.restricted_by_admin_private_details))
+          : null,
+      ),
+    );
+  } else if (user.is_restricted) {
+    restriction.push(
+      h(
+        "div",
+        { class: "banner warn", id: "user-restriction-banner", role: "note" },
+        h("strong", {}, "Restricted."),
+        " Reason: ",
+        h("span", { id: "user-restriction-reason-shown" }, user.restricted_reason?.type ?? "unknown"),
+      ),
+    );
+  } else {
+    restriction.push(h("p", { class: "muted", id: "user-restriction-banner" }, "Not restricted."));
+  }
+  return [
+    h(
+      "div",
+      { class: "summary-head" },
+      avatar(user.profile_image_url, userLabel(user)),
+      h(
+        "div",
+        {},
+        h("h2", { id: "user-title" }, userLabel(user)),
+        h("div", { class: "muted" }, user.primary_email ?? "no e-mail", " · ", h("span", { class: "mono" }, user.id)),
+        h("div", { class: "badges" }, userBadges(user)),
+      ),
+    ),
+    restriction,
+  ];
+}
+
+function loadTeams(view, container, userId) {
+  fill(container, h("h3", {}, "Teams"));
+  const body = h("div");
+  container.append(body);
+  section(
+    body,
+    "teams",
+    () => api("GET", "/teams", { query: { user_id: userId } }),
+    (data) => {
+      const items = data.items ?? [];
+      if (items.length === 0) return empty("Not a member of any team.");
+      return h(
+        "ul",
+        { class: "plain-list", id: "user-teams-list" },
+        items.map((team) =>
+          h(
+            "li",
+            {},
+            h("a", { href: `#/teams/${encodeURIComponent(team.id)}` }, team.display_name || team.id),
+            " ",
+            h("span", { class: "mono muted small" }, team.id),
+          ),
+        ),
+      );
+    },
+    view.isCurrent,
+  );
+}
+
+function sessionsCard(view, container, currentUser) {
+  const status = h("div", { id: "sessions-status", "aria-live": "polite" });
+  const body = h("div", { id: "sessions-body" });
+  let current = [];
+  const revokeAll = h(
+    "button",
+    {
+      type: "button",
+      class: "danger",
+      id: "revoke-all-sessions",
+      disabled: true,
+      onclick: async () => {
+        const count = current.length;
+        const agreed = await confirmAction({
+          title: "Revoke every session?",
+          message: `${userLabel(currentUser())} will be signed out everywhere: ${count} session${count === 1 ? "" : "s"} will be revoked.`,
+          confirmLabel: `Revoke ${count} session${count === 1 ? "" : "s"}`,
+        });
+        if (!agreed) return;
+        const failures = [];
+        for (const session of current) {
+          try {
+            await api("DELETE", `/auth/sessions/${segment(session.id)}`);
+          } catch (error) {
+            failures.push(error);
+          }
+        }
+        if (failures.length) {
+          notice(status, "error", { code: failures[0].code, message: `${failures.length} of ${count} could not be revoked: ${failures[0].message}` });
+        } else {
+          notice(status, "ok", `${count} session${count === 1 ? "" : "s"} revoked.`);
+        }
+        load();
+      },
+    },
+    "Revoke all sessions",
+  );
+
+  async function revoke(session) {
+    const agreed = await confirmAction({
+      title: "Revoke this session?",
+      message: `The session ${session.id} (created ${formatTime(session.created_at)}) will be signed out; its refresh token stops working.`,
+      confirmLabel: "Revoke session",
+    });
+    if (!agreed) return;
+    try {
+      await api("DELETE", `/auth/sessions/${segment(session.id)}`);
+      notice(status, "ok", "Session revoked.");
+    } catch (error) {
+      notice(status, "error", error);
+    }
+    load();
+  }
+
+  function load() {
+    revokeAll.disabled = true;
+    return section(
+      body,
+      "sessions",
+      () => api("GET", "/auth/sessions", { query: { user_id: currentUser().id } }),
+      (data) => {
+        current = data.items ?? [];
+        revokeAll.disabled = current.length === 0;
+        if (current.length === 0) return empty("No active sessions.");
+        return h(
+          "table",
+          { class: "table", id: "sessions-table" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Session"), h("th", {}, "Created"), h("th", {}, "Last used"), h("th", {}, ""))),
+          h(
+            "tbody",
+            {},
+            current.map((session) =>
+              h(
+                "tr",
+                { "data-session-id": session.id },
+                h("td", { class: "mono small" }, session.id, session.is_impersonation ? [" ", badge("impersonation", "warn")] : null),
+                h("td", { class: "small" }, formatTime(session.created_at)),
+                h("td", { class: "small" }, formatTime(session.last_used_at)),
+                h("td", {}, h("button", { type: "button", class: "danger small-button revoke-session", onclick: () => revoke(session) }, "Revoke")),
+              ),
+            ),
+          ),
+        );
+      },
+      view.isCurrent,
+    );
+  }
+
+  fill(container, h("div", { class: "card-head" }, h("h3", {}, "Sessions"), revokeAll), status, body);
+  load();
+}
+
+function dangerZone(view, currentUser) {
+  const status = h("div", { id: "user-delete-status", "aria-live": "polite" });
+  return h(
+    "section",
+    { class: "card danger-zone", id: "user-danger" },
+    h("h3", {}, "Delete"),
+    h("p", { class: "muted" }, "Deleting a user removes them, their sessions and memberships. It cannot be undone."),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "danger",
+        id: "user-delete",
+        onclick: async () => {
+          const user = currentUser();
+          const agreed = await confirmAction({
+            title: "Delete this user?",
+            message: `${userLabel(user)} (${user.id}) will be deleted with their sessions and memberships. This cannot be undone.`,
+            confirmLabel: "Delete user",
+          });
+          if (!agreed) return;
+          try {
+            await api("DELETE", `/users/${segment(user.id)}`);
+          } catch (error) {
+            fill(status, errorBox(error));
+            return;
+          }
+          view.navigate("users");
+        },
+      },
+      "Delete user",
+    ),
+    status,
+  );
+}

@@ -1,0 +1,1 @@
+"""The admin dashboard (dashboard/), in a real browser."""
