@@ -1638,6 +1638,63 @@ def _retry_backoff() -> ExponentialBackoff:
     return ExponentialBackoff(cap=0.25, base=0.05)
 
 
+@dataclass
+class _Started:
+    """Plans of a `Together`, started: their first operations (pending) or, for plans that needed none, results."""
+
+    plans: list[Plan[Any]]
+    results: list[Any]
+    pending: list[tuple[int, Op]]
+
+
+def _start_together(effect: Together, keys: KeySpace, store: str) -> _Started:
+    plans = [_plan_for(inner, keys, store) for inner in effect.effects]
+    results: list[Any] = [None] * len(plans)
+    pending: list[tuple[int, Op]] = []
+    for index, plan in enumerate(plans):
+        try:
+            pending.append((index, next(plan)))
+        except StopIteration as stop:
+            results[index] = stop.value
+    return _Started(plans, results, pending)
+
+
+def _queue(pipe: Any, op: Op, scripts: Mapping[str, RedisScript]) -> None:
+    """Queue one plan operation on a sync pipeline (a Batch queues each of its calls)."""
+    if isinstance(op, Call):
+        pipe.execute_command(op.command, *op.args)
+    elif isinstance(op, Script):
+        scripts[op.name](keys=op.keys, args=op.args, client=pipe)
+    else:
+        for call in op.calls:
+            pipe.execute_command(call.command, *call.args)
+
+
+async def _aqueue(pipe: Any, op: Op, scripts: Mapping[str, AsyncScript]) -> None:
+    """Queue one plan operation on an asyncio pipeline."""
+    if isinstance(op, Call):
+        pipe.execute_command(op.command, *op.args)
+    elif isinstance(op, Script):
+        await scripts[op.name](keys=op.keys, args=op.args, client=pipe)
+    else:
+        for call in op.calls:
+            pipe.execute_command(call.command, *call.args)
+
+
+def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:
+    """The pipeline's replies regrouped per operation (a Batch gets the list of its calls' replies)."""
+    replies: list[Any] = []
+    at = 0
+    for _, op in pending:
+        if isinstance(op, Batch):
+            replies.append(raw[at : at + len(op.calls)])
+            at += len(op.calls)
+        else:
+            replies.append(raw[at])
+            at += 1
+    return replies
+
+
 class RedisStore:
     """A store over a sync `redis.Redis` client (thread-safe: redis-py pools connections)."""
 
@@ -1670,17 +1727,35 @@ class RedisStore:
 
     def apply(self, effect: StorageEffect[T]) -> T:
         """Perform one effect by running its command plan."""
-        plan = _plan_for(effect, self.keys, type(self).__name__)
-        reply: Any = None
+        if isinstance(effect, Together):
+            return cast(T, self._apply_together(effect))
+        return cast(T, self._finish(_plan_for(effect, self.keys, type(self).__name__), None, effect))
+
+    def _finish(self, plan: Plan[Any], reply: Any, effect: StorageEffect[Any]) -> Any:
         while True:
             try:
                 op = plan.send(reply)
             except StopIteration as stop:
-                return cast(T, stop.value)
+                return stop.value
             try:
                 reply = self._execute(op)
             except _UNAVAILABLE as exc:
                 raise _unavailable(effect, exc) from exc
+
+    def _apply_together(self, effect: Together) -> tuple[Any, ...]:
+        """The first operation of every plan in one pipeline (one round trip); what follows, plan by plan."""
+        started = _start_together(effect, self.keys, type(self).__name__)
+        if started.pending:
+            try:
+                with self.client.pipeline(transaction=False) as pipe:
+                    for _, op in started.pending:
+                        _queue(pipe, op, self._scripts)
+                    raw = pipe.execute()
+            except _UNAVAILABLE as exc:
+                raise _unavailable(effect, exc) from exc
+            for (index, _op), reply in zip(started.pending, _split(raw, started.pending), strict=True):
+                started.results[index] = self._finish(started.plans[index], reply, effect.effects[index])
+        return tuple(started.results)
 
     def _execute(self, op: Op) -> Any:
         if isinstance(op, Call):
@@ -1729,17 +1804,35 @@ class AsyncRedisStore:
 
     async def apply(self, effect: StorageEffect[T]) -> T:
         """Perform one effect by running its command plan."""
-        plan = _plan_for(effect, self.keys, type(self).__name__)
-        reply: Any = None
+        if isinstance(effect, Together):
+            return cast(T, await self._apply_together(effect))
+        return cast(T, await self._finish(_plan_for(effect, self.keys, type(self).__name__), None, effect))
+
+    async def _finish(self, plan: Plan[Any], reply: Any, effect: StorageEffect[Any]) -> Any:
         while True:
             try:
                 op = plan.send(reply)
             except StopIteration as stop:
-                return cast(T, stop.value)
+                return stop.value
             try:
                 reply = await self._execute(op)
             except _UNAVAILABLE as exc:
                 raise _unavailable(effect, exc) from exc
+
+    async def _apply_together(self, effect: Together) -> tuple[Any, ...]:
+        """The first operation of every plan in one pipeline (one round trip); what follows, plan by plan."""
+        started = _start_together(effect, self.keys, type(self).__name__)
+        if started.pending:
+            try:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for _, op in started.pending:
+                        await _aqueue(pipe, op, self._scripts)
+                    raw = await pipe.execute()
+            except _UNAVAILABLE as exc:
+                raise _unavailable(effect, exc) from exc
+            for (index, _op), reply in zip(started.pending, _split(raw, started.pending), strict=True):
+                started.results[index] = await self._finish(started.plans[index], reply, effect.effects[index])
+        return tuple(started.results)
 
     async def _execute(self, op: Op) -> Any:
         if isinstance(op, Call):
