@@ -66,6 +66,14 @@ def is_uuid(value: str) -> bool:
     return _UUID.match(value) is not None
 
 
+def _not_null(value: Any) -> Any:
+    """For optional fields that, when sent, must have a value: omit the key to keep the stored one; `null` is a
+    mistake, not a reset."""
+    if value is None:
+        raise ValueError("cannot be null")
+    return value
+
+
 def schema_error(method: str, path: str, lines: Sequence[str]) -> KnownError:
     """The SCHEMA_ERROR for these problem lines, worded as the original words it."""
     message = f"Request validation failed on {method} {path}:\n" + "\n".join(f"  - {line}" for line in lines)
@@ -213,13 +221,7 @@ class ProjectConfigPatch(Body):
             raise ValueError(f"has unknown rules: {', '.join(unknown)} (known: {', '.join(sorted(DEFAULT_RULES))})")
         return value
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        # Config keys always have a value: `null` is a mistake, not "reset" (omit the key to keep it).
-        if value is None:
-            raise ValueError("cannot be null")
-        return value
+    _non_null = field_validator("*", mode="before")(_not_null)
 
     def changes(self) -> tuple[tuple[str, Any], ...]:
         """The (config field, stored value) pairs this patch sets."""
@@ -249,12 +251,7 @@ class ProjectUpdateBody(Body):
     display_name: str | None = Field(default=None, min_length=1, max_length=256)
     config: ProjectConfigPatch | None = None
 
-    @field_validator("display_name", "config", mode="before")
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("cannot be null")
-        return value
+    _non_null = field_validator("display_name", "config", mode="before")(_not_null)
 
 
 class ProjectIdParams(Query):
@@ -510,12 +507,7 @@ class ClientUserUpdateBody(Body):
             raise ValueError("must be a valid UUID")
         return value
 
-    @field_validator("otp_auth_enabled", "passkey_auth_enabled", mode="before")
-    @classmethod
-    def _bool_not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("cannot be null")
-        return value
+    _non_null = field_validator("otp_auth_enabled", "passkey_auth_enabled", mode="before")(_not_null)
 
 
 class ServerUserUpdateBody(ClientUserUpdateBody):
@@ -539,19 +531,15 @@ class ServerUserUpdateBody(ClientUserUpdateBody):
     )(_empty_to_none)
     _country = field_validator("country_code")(_country_or_none)
 
-    @field_validator(
+    # A name of its own: the client model's `_non_null` stays in force for the fields it covers.
+    _server_non_null = field_validator(
         "primary_email_verified",
         "primary_email_auth_enabled",
         "is_anonymous",
         "restricted_by_admin",
         "risk_scores",
         mode="before",
-    )
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("cannot be null")
-        return value
+    )(_not_null)
 
     @model_validator(mode="after")
     def _restriction_needs_the_flag(self) -> ServerUserUpdateBody:
@@ -646,12 +634,7 @@ class ClientTeamUpdateBody(Body):
     client_metadata: Any = None
     _image = field_validator("profile_image_url")(_profile_image)
 
-    @field_validator("display_name", mode="before")
-    @classmethod
-    def _name_not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("cannot be null")
-        return value
+    _non_null = field_validator("display_name", mode="before")(_not_null)
 
 
 class ServerTeamUpdateBody(ClientTeamUpdateBody):
@@ -707,12 +690,7 @@ class MemberProfileUpdateBody(Body):
     profile_image_url: str | None = None
     _image = field_validator("profile_image_url")(_profile_image)
 
-    @field_validator("display_name", mode="before")
-    @classmethod
-    def _name_not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("cannot be null")
-        return value
+    _non_null = field_validator("display_name", mode="before")(_not_null)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import ProjectConfig, User
 
-__all__ = ["checked_profile_image", "is_strict_email", "normalize_email", "restricted_reason"]
+__all__ = ["checked_profile_image", "email_taken", "is_strict_email", "normalize_email", "restricted_reason"]
 
 # reference §3.2: a client may only set a user's image as base64 data of these types; a server also http(s) URLs.
 _CLIENT_IMAGE = re.compile(r"^data:image/(png|jpg|jpeg|gif|bmp|webp);base64,[A-Za-z0-9+/]+=*$")
@@ -54,3 +54,12 @@ def restricted_reason(user: User, config: ProjectConfig) -> str | None:
     if user.restricted_by_admin:
         return "restricted_by_administrator"
     return None
+
+
+def email_taken(email: str) -> KnownError:
+    """409 USER_EMAIL_ALREADY_EXISTS: another user signs in with `email` (reference §3.3; would_work false)."""
+    return KnownError(
+        ErrorCode.USER_EMAIL_ALREADY_EXISTS,
+        details={"email": email, "would_work_if_email_was_verified": False},
+        context={"email": email},
+    )

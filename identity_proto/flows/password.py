@@ -19,7 +19,7 @@ from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, t
 from identity_proto.records import Project, User
 from identity_proto.schemas import PasswordSignInBody, PasswordSignUpBody
 from identity_proto.tokens import new_uuid
-from identity_proto.users import normalize_email
+from identity_proto.users import email_taken, normalize_email
 
 __all__ = ["sign_in_with_password", "sign_up_with_password"]
 
@@ -50,7 +50,7 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
     check_new_password(body.password)
     email = normalize_email(body.email)
     if (yield from perform(FindUserByAuthEmail(project.id, email))) is not None:
-        raise _email_taken(email)
+        raise email_taken(email)
     password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
     user = User(
         id=new_uuid(ctx.entropy),
@@ -62,7 +62,7 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
     )
     created = yield from perform(CreateUser(project.id, user))
     if created is UserWrite.EMAIL_TAKEN or not isinstance(created, User):
-        raise _email_taken(email)
+        raise email_taken(email)
     created = yield from after_sign_up(ctx, project, created)
     return (yield from finish_sign_in(ctx, project, created, is_new_user=True))
 
@@ -80,11 +80,3 @@ def sign_in_with_password(ctx: RequestContext) -> Flow[Response]:
     if user is None or not matches:
         raise KnownError(ErrorCode.EMAIL_PASSWORD_MISMATCH)
     return (yield from finish_sign_in(ctx, project, user, is_new_user=False))
-
-
-def _email_taken(email: str) -> KnownError:
-    return KnownError(
-        ErrorCode.USER_EMAIL_ALREADY_EXISTS,
-        details={"email": email, "would_work_if_email_was_verified": False},
-        context={"email": email},
-    )

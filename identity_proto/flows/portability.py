@@ -21,6 +21,7 @@ from identity_proto.effects import (
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import Membership, Team, config_to_json, user_from_json, user_to_json
+from identity_proto.users import email_taken
 
 __all__ = ["EXPORT_FORMAT", "export_project_data", "import_project_data"]
 
@@ -65,12 +66,7 @@ def import_project_data(project_id: str, data: dict[str, Any]) -> Flow[dict[str,
         if created is UserWrite.ID_TAKEN:
             raise KnownError(ErrorCode.USER_EMAIL_ALREADY_EXISTS, message=f"User {user.id} exists already.")
         if created is UserWrite.EMAIL_TAKEN:
-            email = user.primary_email or ""
-            raise KnownError(
-                ErrorCode.USER_EMAIL_ALREADY_EXISTS,
-                details={"email": email, "would_work_if_email_was_verified": False},
-                context={"email": email},
-            )
+            raise email_taken(user.primary_email or "")
     for team in teams:
         yield from perform(CreateTeam(project_id, team))
     for membership in memberships:

@@ -36,7 +36,7 @@ from identity_proto.records import Project, RiskScores, Team, User
 from identity_proto.render import json_response, render_user
 from identity_proto.schemas import ClientUserUpdateBody, ListUsersQuery, ServerUserUpdateBody, UserCreateBody
 from identity_proto.tokens import new_uuid
-from identity_proto.users import checked_profile_image, normalize_email, restricted_reason
+from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
 
 __all__ = [
     "create_user",
@@ -254,7 +254,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     if updated is UserWrite.NOT_FOUND:
         raise missing
     if updated is UserWrite.EMAIL_TAKEN:
-        raise _email_taken(changes.get("primary_email") or user.primary_email or "")
+        raise email_taken(changes.get("primary_email") or user.primary_email or "")
     assert isinstance(updated, User)
     return json_response(200, (yield from load_rendered_user(ctx, project, updated)))
 
@@ -323,14 +323,6 @@ def _restriction_changes(user: User, body: ServerUserUpdateBody, given: set[str]
     return changes
 
 
-def _email_taken(email: str) -> KnownError:
-    return KnownError(
-        ErrorCode.USER_EMAIL_ALREADY_EXISTS,
-        details={"email": email, "would_work_if_email_was_verified": False},
-        context={"email": email},
-    )
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Creating and deleting
 
@@ -369,7 +361,7 @@ def create_user(ctx: RequestContext) -> Flow[Response]:
     user = dataclasses.replace(blank, **changes)
     created = yield from perform(CreateUser(project.id, user))
     if created is UserWrite.EMAIL_TAKEN:
-        raise _email_taken(user.primary_email or "")
+        raise email_taken(user.primary_email or "")
     assert isinstance(created, User)
     created = yield from after_sign_up(ctx, project, created)
     return json_response(201, (yield from load_rendered_user(ctx, project, created)))
