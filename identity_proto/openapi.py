@@ -1,5 +1,7 @@
 """The OpenAPI 3.1 document of the API, generated from the route table and the very pydantic models the core
-validates requests with, so the document cannot drift from what the service accepts.
+validates requests with, so its operations and body structures cannot drift from what the service accepts. (Not
+every rule a validator checks is expressed yet: UUID formats, code lengths and non-null optional fields are
+looser in the document than in the service; tests/hardening pins each such difference.)
 
 Success bodies are described as JSON objects (their shapes are documented in the README); every error is a
 known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header.
@@ -98,7 +100,8 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
     if route.access is not None:
         operation["security"] = [_SECURITY_BY_ACCESS[t] for t in AccessType if t in route.access]
     if body_refs:
-        schema = body_refs[0] if len(body_refs) == 1 else {"oneOf": body_refs}
+        # anyOf, not oneOf: the server model of a route is a superset of its client model, so a body may match both.
+        schema = body_refs[0] if len(body_refs) == 1 else {"anyOf": body_refs}
         operation["requestBody"] = {"required": True, "content": {route.consumes: {"schema": schema}}}
     return operation
 
@@ -112,6 +115,8 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
     for name in _path_names(route.pattern):
         schema = path_schema.get(name, {"type": "string"})
         parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
+    for header in route.required_headers:
+        parameters.append({"name": header, "in": "header", "required": True, "schema": {"type": "string"}})
     if route.query is not EmptyQuery:
         full = route.query.model_json_schema(ref_template=_REF)
         required = set(full.get("required", ()))

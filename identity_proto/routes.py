@@ -104,7 +104,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/password/sign-up", password.sign_up_with_password, body=PasswordSignUpBody),
     Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body=PasswordSignInBody),
     # sessions
-    Route("POST", f"{V1}/auth/sessions/current/refresh", sessions.refresh_access_token),
+    Route(
+        "POST",
+        f"{V1}/auth/sessions/current/refresh",
+        sessions.refresh_access_token,
+        required_headers=("x-service-refresh-token",),
+    ),
     Route(
         "POST",
         f"{V1}/auth/oauth/token",

@@ -49,6 +49,8 @@ class Route:
     success: int = 200
     consumes: str = "application/json"
     produces: str = "application/json"
+    #: Request headers the flow requires beyond authentication (documented; the flow checks them).
+    required_headers: tuple[str, ...] = ()
 
     def body_model(self, access_type: AccessType | None) -> type[Body]:
         """The body model for this caller."""

@@ -284,6 +284,13 @@ def _url_without_spaces(value: str) -> str:
     return value
 
 
+def _no_nul(value: str | None) -> str | None:
+    # bcrypt cannot hash a NUL byte: refuse it as invalid input rather than fail while hashing.
+    if value is not None and "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
 def _code_of_45(value: str) -> str:
     if len(value) != 45:
         raise ValueError("must be exactly 45 characters")
@@ -335,6 +342,7 @@ class PasswordSignUpBody(Body):
     email: str
     password: str
     verification_callback_url: str | None = None
+    _password = field_validator("password")(_no_nul)
 
     @field_validator("email")
     @classmethod
@@ -530,6 +538,7 @@ class ServerUserUpdateBody(ClientUserUpdateBody):
         "restricted_by_admin_reason", "restricted_by_admin_private_details", mode="before"
     )(_empty_to_none)
     _country = field_validator("country_code")(_country_or_none)
+    _password = field_validator("password")(_no_nul)
 
     # A name of its own: the client model's `_non_null` stays in force for the fields it covers.
     _server_non_null = field_validator(

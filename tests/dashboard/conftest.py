@@ -77,10 +77,14 @@ BACKEND_PARAMS = [pytest.param("memory", id="memory"), pytest.param("redis", id=
 def starting_backends(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Server]]]:
     """The service in real Hypercorn processes, one per store the selected tests use, started together in the
     background (while the browser starts): the memory store, and the session's real redis-server."""
+    # Only this directory's tests: other suites have parameters named `backend` too (of other kinds).
+    here = Path(__file__).parent
     wanted = {
         item.callspec.params["backend"]
         for item in request.session.items
-        if hasattr(item, "callspec") and "backend" in item.callspec.params
+        if hasattr(item, "callspec")
+        and "backend" in item.callspec.params
+        and Path(str(item.fspath)).is_relative_to(here)
     }
     envs: dict[str, dict[str, str]] = {}
     for name in sorted(wanted):
