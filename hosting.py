@@ -9,6 +9,7 @@ Environment variables (all optional):
 |---|---|---|
 | IDENTITY_BACKEND | `memory` or `redis` | memory |
 | IDENTITY_REDIS_URL | Redis URL for the redis backend | redis://127.0.0.1:6379/0 |
+| IDENTITY_REDIS_CLUSTER | 1: IDENTITY_REDIS_URL names one node of a Redis Cluster (redis:// or rediss://, db 0) | 0 |
 | IDENTITY_PROJECT_ID | the default project's id (a UUID) | the dev project |
 | IDENTITY_PUBLISHABLE_CLIENT_KEY | its client key (`pck_...`) | the dev key |
 | IDENTITY_SECRET_SERVER_KEY | its server key (`ssk_...`) | the dev key |
@@ -96,6 +97,7 @@ class Settings:
 
     backend: str = "memory"
     redis_url: str = _DEFAULT_REDIS_URL
+    redis_cluster: bool = False
     default_project: ProjectSeed = DEV_PROJECT
     internal_admin_key: str | None = DEV_INTERNAL_ADMIN_KEY
     dev_mode: bool = True
@@ -158,10 +160,14 @@ class Settings:
         compat = env.get("IDENTITY_COMPAT", "").strip().lower()
         if compat not in {"", "off", "stack"}:
             raise ConfigurationError("IDENTITY_COMPAT must be 'stack' or unset")
+        redis_cluster = env.get("IDENTITY_REDIS_CLUSTER", "0").strip().lower()
+        if redis_cluster not in {"0", "1"}:
+            raise ConfigurationError("IDENTITY_REDIS_CLUSTER must be 1 or 0")
         rate_limits = env.get("IDENTITY_RATE_LIMITS", "on").strip().lower()
         if rate_limits not in {"on", "off"}:
             raise ConfigurationError("IDENTITY_RATE_LIMITS must be 'on' or 'off'")
         return cls(
+            redis_cluster=redis_cluster == "1",
             rate_limits=rate_limits == "on",
             trusted_proxy_header=env.get("IDENTITY_TRUSTED_PROXY_HEADER", "").strip().lower(),
             compat="" if compat == "off" else compat,
@@ -223,7 +229,7 @@ def build_async_store(settings: Settings) -> AsyncStore:
     if settings.backend == "redis":
         from backends.redis import AsyncRedisStore  # only operators on Redis pay for importing redis-py
 
-        return AsyncRedisStore.from_url(settings.redis_url)
+        return AsyncRedisStore.from_url(settings.redis_url, cluster=settings.redis_cluster)
     if settings.backend == "memory":
         return AsyncMemoryStore()
     raise ConfigurationError(f"unknown backend {settings.backend!r}")
@@ -234,7 +240,7 @@ def build_sync_store(settings: Settings) -> Store:
     if settings.backend == "redis":
         from backends.redis import RedisStore
 
-        return RedisStore.from_url(settings.redis_url)
+        return RedisStore.from_url(settings.redis_url, cluster=settings.redis_cluster)
     if settings.backend == "memory":
         return MemoryStore()
     raise ConfigurationError(f"unknown backend {settings.backend!r}")

@@ -131,11 +131,11 @@ dangling entry, so ListProjects (SMEMBERS, then HGETALL of each in one pipeline)
 missing, and sorts by (created_at_millis, id) like the memory store.
 
 DeleteProject removes the index entry, then the record (its reply says whether the project existed), then every
-other key matching ``<p>*``, found with SCAN (MATCH, COUNT 1000) and removed page by page with UNLINK. Cost: SCAN
-walks the whole keyspace of the database, not only the project's keys (O(all keys) on the server, about
-all keys / 1000 round trips); fine for a rare administrative operation, to be replaced by a per-project key
-registry if databases grow large. This part is not atomic: a write racing the delete may leave a key behind, and
-a repeated DeleteProject (which always scans) removes it.
+other key matching ``<p>*``, found with SCAN (MATCH, COUNT 1000; on a cluster, on every primary node in turn) and
+removed page by page with UNLINK. Cost: SCAN walks the whole keyspace of the database, not only the project's
+keys (O(all keys) on the server, about all keys / 1000 round trips); fine for a rare administrative operation, to
+be replaced by a per-project key registry if databases grow large. This part is not atomic: a write racing the
+delete may leave a key behind, and a repeated DeleteProject (which always scans) removes it.
 
 Faults: every redis-py `ConnectionError` / `TimeoutError` and every `OSError` raised while talking to Redis is
 re-raised as `StorageUnavailable` (the message names the effect, never the URL or its password). `from_url`
@@ -145,10 +145,29 @@ performed the command). A connection lost after a command was sent can thus repe
 idempotent in effect, except that a repeated AttemptVerificationCode counts one more attempt, and a repeated
 create, add, consume or delete reports the outcome of the second run (False, 0, EMAIL_TAKEN, MEMBERSHIP_EXISTS,
 ALREADY_USED) for a write that did happen.
+
+Redis Cluster: ``from_url(url, cluster=True)`` (either store) reaches a cluster through any one of its nodes, with
+`redis.cluster.RedisCluster` / `redis.asyncio.cluster.RedisCluster`; both constructors also take such a client. The
+plans are the same. Every script declares keys of one slot only, and the keys it builds from ARGV prefixes carry the
+same hash tag (tests/redis_ops/test_cluster.py checks both for every script, on a real cluster). What spans slots is
+never in a script: the project index ``{projects}`` and the clock override ``{clock}`` are single-key commands that
+redis-py routes to their node; ListProjects' and HitRateLimits' pipelines are split per node by redis-py;
+DeleteProject and ResetProjectData SCAN every primary in turn (the `Scan` cursor names the node and its own cursor),
+and each page's UNLINK holds keys of the project's slot only. A cluster's pipelines refuse scripts, so there
+`Together` sends its plans' first operations each on its own (concurrently, with the asyncio store) rather than in
+one pipeline. The client `from_url` makes refreshes its map of the cluster and retries once on a connection error,
+CLUSTERDOWN or a slot no node serves, never on a timeout; CLUSTERDOWN, MASTERDOWN, TRYAGAIN and a slot no node
+serves are `StorageUnavailable`, like a lost connection, and so is a cluster no node of which answers (redis-py's
+`RedisClusterException` saying so; any other is a misuse, and propagates). The sync client reads the cluster's map
+as it is made, so ``RedisStore.from_url(..., cluster=True)`` itself raises `StorageUnavailable` then; the asyncio
+client connects on first use. A project's keys live on one primary: while it is down that project's requests get 503
+and others go on, until the cluster declares itself down (after ``cluster-node-timeout``, with the default
+``cluster-require-full-coverage yes``) or a replica takes over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -158,7 +177,9 @@ from typing import Any, Final, TypeAlias, TypeVar, cast
 import orjson
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.retry
+import redis.cluster
 import redis.retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
@@ -240,6 +261,7 @@ __all__ = [
     "KeySpace",
     "Plan",
     "RedisStore",
+    "Scan",
     "Script",
 ]
 
@@ -258,7 +280,7 @@ GRACE_MS: Final = 24 * 3_600_000
 #: count only matters if such a code is created soon after (then the code extends it to its own expiry).
 ORPHAN_NONCE_TTL_MS: Final = 3_600_000
 
-#: SCAN page size for DeleteProject.
+#: SCAN page size for DeleteProject and ResetProjectData.
 _SCAN_COUNT: Final = 1000
 
 #: What a command argument may be (redis-py encodes str as UTF-8 and numbers as their decimal text).
@@ -301,7 +323,17 @@ class Script:
     args: tuple[Arg, ...] = ()
 
 
-Op: TypeAlias = Call | Batch | Script
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """One step of a SCAN MATCH `match` over the whole keyspace: on a cluster, of every primary node in turn (by
+    name), so that no node's keys are missed. Sent (next cursor, keys found). The cursor is opaque to the plan:
+    start with ``"0"``; the walk is over when it comes back ``"0"``."""
+
+    match: str
+    cursor: str = "0"
+
+
+Op: TypeAlias = Call | Batch | Script | Scan
 
 #: A command plan: yields operations, is sent their replies, returns the effect's result.
 Plan: TypeAlias = Generator[Op, Any, T]
@@ -1148,14 +1180,21 @@ def _delete_project(keys: KeySpace, effect: DeleteProject) -> Plan[bool]:
     yield Call("SREM", keys.index, project_id)  # index first, then record, then the rest
     existed = yield Call("DEL", keys.project(project_id))
     # Always scan, also when the record was gone: this is how a repeated delete finishes an interrupted one.
-    cursor = 0
+    yield from _unlink_matching(keys.project_pattern(project_id))
+    return bool(existed)
+
+
+def _unlink_matching(match: str, keep: str = "") -> Plan[None]:
+    """UNLINK every key matching `match` but `keep`, a SCAN page at a time. Every key a project pattern matches
+    carries the project's hash tag, so each page's UNLINK is on one slot (legal on a cluster)."""
+    cursor = "0"
     while True:
-        reply = yield Call("SCAN", cursor, "MATCH", keys.project_pattern(project_id), "COUNT", _SCAN_COUNT)
-        cursor, found = int(reply[0]), reply[1]
-        if found:
-            yield Call("UNLINK", *found)
-        if cursor == 0:
-            return bool(existed)
+        cursor, found = yield Scan(match, cursor)
+        doomed = [key for key in found if _text(key) != keep]
+        if doomed:
+            yield Call("UNLINK", *doomed)
+        if cursor == "0":
+            return
 
 
 # ---- one-time codes
@@ -1564,8 +1603,16 @@ def _change_permission(keys: KeySpace, effect: ChangePermission) -> Plan[Members
 # --------------------------------------------------------------------------------------------------------------
 # Runners
 
-#: What "Redis could not be reached or did not answer" looks like from redis-py (asyncio's TimeoutError is OSError).
-_UNAVAILABLE: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+#: What "Redis could not be reached or did not answer" looks like from redis-py (asyncio's TimeoutError is OSError),
+#: and on a cluster: CLUSTERDOWN (MASTERDOWN), TRYAGAIN (a slot mid-migration), a slot no node serves.
+_UNAVAILABLE: Final = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
+)
 
 
 # ---- dev/test mode
@@ -1612,14 +1659,8 @@ def _reset_project_data(keys: KeySpace, effect: ResetProjectData) -> Plan[bool]:
     record = keys.project(effect.project_id)
     if not (yield Call("EXISTS", record)):
         return False
-    cursor = 0
-    while True:
-        reply = yield Call("SCAN", cursor, "MATCH", keys.project_pattern(effect.project_id), "COUNT", _SCAN_COUNT)
-        cursor, found = int(reply[0]), [key for key in reply[1] if _text(key) != record]
-        if found:
-            yield Call("UNLINK", *found)
-        if cursor == 0:
-            return True
+    yield from _unlink_matching(keys.project_pattern(effect.project_id), keep=record)
+    return True
 
 
 def _plan_for(effect: StorageEffect[T], keys: KeySpace, store: str) -> Plan[T]:
@@ -1629,6 +1670,17 @@ def _plan_for(effect: StorageEffect[T], keys: KeySpace, store: str) -> Plan[T]:
     return cast("Plan[T]", plan(keys, effect))
 
 
+#: How redis-py's cluster client says that no node answered, or that no node serves some slot (a
+#: `RedisClusterException`, which otherwise means a misuse such as keys of several slots in one command).
+_CLUSTER_UNREACHABLE: Final = re.compile(
+    r"Redis Cluster cannot be connected|All slots are not covered|No targets were found"
+)
+
+
+def _cluster_unreachable(exc: redis.exceptions.RedisClusterException) -> bool:
+    return isinstance(exc, redis.exceptions.SlotNotCoveredError) or bool(_CLUSTER_UNREACHABLE.match(str(exc)))
+
+
 def _unavailable(effect: StorageEffect[Any], exc: BaseException) -> StorageUnavailable:
     # The class name only: redis-py messages name the host, and a URL is never worth the risk of a password.
     return StorageUnavailable(f"Redis unavailable during {type(effect).__name__} ({type(exc).__name__})")
@@ -1636,6 +1688,51 @@ def _unavailable(effect: StorageEffect[Any], exc: BaseException) -> StorageUnava
 
 def _retry_backoff() -> ExponentialBackoff:
     return ExponentialBackoff(cap=0.25, base=0.05)
+
+
+#: What a cluster client retries itself, after refreshing its map of the cluster: a refused or dropped connection,
+#: CLUSTERDOWN, a slot no node serves. Never a timeout (RedisCluster's default retries those too): a slow node may
+#: have performed the command.
+_CLUSTER_RETRIED: Final = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.SlotNotCoveredError,
+)
+
+
+class _Cluster(redis.cluster.RedisCluster):
+    """The sync cluster client `RedisStore.from_url(..., cluster=True)` makes."""
+
+    ERRORS_ALLOW_RETRY = _CLUSTER_RETRIED  # type: ignore[assignment]  # narrower on purpose: no timeouts
+
+
+class _AsyncCluster(redis.asyncio.cluster.RedisCluster):
+    """The asyncio cluster client `AsyncRedisStore.from_url(..., cluster=True)` makes."""
+
+    ERRORS_ALLOW_RETRY = _CLUSTER_RETRIED  # type: ignore[assignment]  # narrower on purpose: no timeouts
+
+
+def _scan_position(cursor: str, primaries: list[str]) -> tuple[str, int] | None:
+    """Where a cluster-wide `Scan` goes on: (a primary's name, its own SCAN cursor), or None when it is over.
+
+    The opaque cursor is ``"<node cursor>@<node name>"``, ``"0"`` the start of the first primary; primaries go by
+    name. A node gone since (failed over, removed) is skipped, its successors scanned: not atomic, like the rest of
+    a DeleteProject, which a repeat finishes."""
+    if cursor == "0":
+        return (primaries[0], 0) if primaries else None
+    at, _, name = cursor.partition("@")
+    if name in primaries:
+        return name, int(at)
+    later = [node for node in primaries if node > name]
+    return (later[0], 0) if later else None
+
+
+def _scan_cursor(name: str, node_cursor: int, primaries: list[str]) -> str:
+    """The opaque cursor after a SCAN of primary `name` answered `node_cursor`."""
+    if node_cursor != 0:
+        return f"{node_cursor}@{name}"
+    later = [node for node in primaries if node > name]
+    return f"0@{later[0]}" if later else "0"
 
 
 @dataclass
@@ -1665,9 +1762,11 @@ def _queue(pipe: Any, op: Op, scripts: Mapping[str, RedisScript]) -> None:
         pipe.execute_command(op.command, *op.args)
     elif isinstance(op, Script):
         scripts[op.name](keys=op.keys, args=op.args, client=pipe)
-    else:
+    elif isinstance(op, Batch):
         for call in op.calls:
             pipe.execute_command(call.command, *call.args)
+    else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
+        raise TypeError(f"{type(op).__name__} cannot be pipelined")
 
 
 async def _aqueue(pipe: Any, op: Op, scripts: Mapping[str, AsyncScript]) -> None:
@@ -1676,9 +1775,11 @@ async def _aqueue(pipe: Any, op: Op, scripts: Mapping[str, AsyncScript]) -> None
         pipe.execute_command(op.command, *op.args)
     elif isinstance(op, Script):
         await scripts[op.name](keys=op.keys, args=op.args, client=pipe)
-    else:
+    elif isinstance(op, Batch):
         for call in op.calls:
             pipe.execute_command(call.command, *call.args)
+    else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
+        raise TypeError(f"{type(op).__name__} cannot be pipelined")
 
 
 def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:
@@ -1696,12 +1797,13 @@ def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:
 
 
 class RedisStore:
-    """A store over a sync `redis.Redis` client (thread-safe: redis-py pools connections)."""
+    """A store over a sync `redis.Redis` client, or a `redis.cluster.RedisCluster` (thread-safe: redis-py pools
+    connections)."""
 
     #: The effect types this store performs, each with its command plan (shared with `AsyncRedisStore`).
     performs = _PLANS
 
-    def __init__(self, client: redis.Redis, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(self, client: redis.Redis | redis.cluster.RedisCluster, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         self.client = client
         self.keys = KeySpace(namespace)
         self._scripts: dict[str, RedisScript] = {name: client.register_script(src) for name, src in SCRIPTS.items()}
@@ -1714,15 +1816,34 @@ class RedisStore:
         namespace: str = DEFAULT_NAMESPACE,
         socket_timeout: float = 2.0,
         health_check_interval: float = 30.0,
+        cluster: bool = False,
     ) -> RedisStore:
-        """A store with its own client for `url` (redis://[[user]:password@]host:port/db, rediss://, unix://)."""
-        client = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            health_check_interval=health_check_interval,
-            retry=redis.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
-        )
+        """A store with its own client for `url` (redis://[[user]:password@]host:port/db, rediss://, unix://).
+
+        With `cluster`, `url` names any node of a Redis Cluster (redis:// or rediss://, database 0); the client
+        discovers the others and follows the cluster's changes."""
+        client: redis.Redis | redis.cluster.RedisCluster
+        if cluster:
+            try:  # the sync cluster client reads the cluster's map as it is made
+                client = _Cluster.from_url(
+                    url,
+                    socket_connect_timeout=socket_timeout,
+                    socket_timeout=socket_timeout,
+                    health_check_interval=health_check_interval,
+                    retry=redis.retry.Retry(_retry_backoff(), 1),
+                )
+            except redis.exceptions.RedisClusterException as exc:
+                if not _cluster_unreachable(exc):
+                    raise
+                raise StorageUnavailable("Redis Cluster unavailable while connecting (RedisClusterException)") from exc
+        else:
+            client = redis.Redis.from_url(
+                url,
+                socket_connect_timeout=socket_timeout,
+                socket_timeout=socket_timeout,
+                health_check_interval=health_check_interval,
+                retry=redis.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+            )
         return cls(client, namespace=namespace)
 
     def apply(self, effect: StorageEffect[T]) -> T:
@@ -1741,31 +1862,64 @@ class RedisStore:
                 reply = self._execute(op)
             except _UNAVAILABLE as exc:
                 raise _unavailable(effect, exc) from exc
+            except redis.exceptions.RedisClusterException as exc:
+                if not _cluster_unreachable(exc):
+                    raise
+                raise _unavailable(effect, exc) from exc
 
     def _apply_together(self, effect: Together) -> tuple[Any, ...]:
         """The first operation of every plan in one pipeline (one round trip); what follows, plan by plan."""
         started = _start_together(effect, self.keys, type(self).__name__)
         if started.pending:
             try:
-                with self.client.pipeline(transaction=False) as pipe:
-                    for _, op in started.pending:
-                        _queue(pipe, op, self._scripts)
-                    raw = pipe.execute()
+                replies = self._first_replies(started.pending)
             except _UNAVAILABLE as exc:
                 raise _unavailable(effect, exc) from exc
-            for (index, _op), reply in zip(started.pending, _split(raw, started.pending), strict=True):
+            except redis.exceptions.RedisClusterException as exc:
+                if not _cluster_unreachable(exc):
+                    raise
+                raise _unavailable(effect, exc) from exc
+            for (index, _op), reply in zip(started.pending, replies, strict=True):
                 started.results[index] = self._finish(started.plans[index], reply, effect.effects[index])
         return tuple(started.results)
+
+    def _first_replies(self, pending: list[tuple[int, Op]]) -> list[Any]:
+        """The replies to the first operations of a Together's plans, from one pipeline. A cluster's pipelines
+        refuse scripts (EVALSHA), so there each operation goes on its own."""
+        if isinstance(self.client, redis.cluster.RedisCluster):
+            return [self._execute(op) for _, op in pending]
+        with self.client.pipeline(transaction=False) as pipe:
+            for _, op in pending:
+                _queue(pipe, op, self._scripts)
+            raw = pipe.execute()
+        return _split(raw, pending)
 
     def _execute(self, op: Op) -> Any:
         if isinstance(op, Call):
             return self.client.execute_command(op.command, *op.args)  # type: ignore[no-untyped-call]
         if isinstance(op, Script):
             return self._scripts[op.name](keys=op.keys, args=op.args)
+        if isinstance(op, Scan):
+            return self._scan(op)
         with self.client.pipeline(transaction=False) as pipe:
             for call in op.calls:
-                pipe.execute_command(call.command, *call.args)  # type: ignore[no-untyped-call]
+                pipe.execute_command(call.command, *call.args)
             return pipe.execute()
+
+    def _scan(self, op: Scan) -> tuple[str, list[Any]]:
+        client = self.client
+        if not isinstance(client, redis.cluster.RedisCluster):
+            scan = ("SCAN", int(op.cursor), "MATCH", op.match, "COUNT", _SCAN_COUNT)
+            reply: Any = client.execute_command(*scan)  # type: ignore[no-untyped-call]
+            return str(int(reply[0])), list(reply[1])
+        primaries = sorted(node.name for node in client.get_primaries())  # type: ignore[no-untyped-call]
+        position = _scan_position(op.cursor, primaries)
+        if position is None:
+            return "0", []
+        name, at = position
+        node = client.get_node(node_name=name)  # type: ignore[no-untyped-call]
+        cursors, found = cast(Any, client.scan(at, match=op.match, count=_SCAN_COUNT, target_nodes=node))
+        return _scan_cursor(name, int(cursors[name]), primaries), list(found)
 
     def close(self) -> None:
         """Close the client (and its connection pool, if the client owns it)."""
@@ -1773,12 +1927,18 @@ class RedisStore:
 
 
 class AsyncRedisStore:
-    """A store over an asyncio `redis.asyncio.Redis` client: the same plans as `RedisStore`, awaited."""
+    """A store over an asyncio `redis.asyncio.Redis` client, or a `redis.asyncio.cluster.RedisCluster`: the same
+    plans as `RedisStore`, awaited."""
 
     #: The effect types this store performs, each with its command plan (shared with `RedisStore`).
     performs = _PLANS
 
-    def __init__(self, client: redis.asyncio.Redis, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(
+        self,
+        client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> None:
         self.client = client
         self.keys = KeySpace(namespace)
         self._scripts: dict[str, AsyncScript] = {name: client.register_script(src) for name, src in SCRIPTS.items()}
@@ -1791,15 +1951,31 @@ class AsyncRedisStore:
         namespace: str = DEFAULT_NAMESPACE,
         socket_timeout: float = 2.0,
         health_check_interval: float = 30.0,
+        cluster: bool = False,
     ) -> AsyncRedisStore:
-        """A store with its own client for `url` (redis://[[user]:password@]host:port/db, rediss://, unix://)."""
-        client = redis.asyncio.Redis.from_url(
-            url,
-            socket_connect_timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            health_check_interval=health_check_interval,
-            retry=redis.asyncio.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
-        )
+        """A store with its own client for `url` (redis://[[user]:password@]host:port/db, rediss://, unix://).
+
+        With `cluster`, `url` names any node of a Redis Cluster (redis:// or rediss://, database 0); the client
+        discovers the others and follows the cluster's changes."""
+        client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
+        if cluster:
+            client = _AsyncCluster.from_url(
+                url,
+                socket_connect_timeout=socket_timeout,
+                socket_timeout=socket_timeout,
+                health_check_interval=health_check_interval,
+                retry=redis.asyncio.retry.Retry(_retry_backoff(), 1),
+            )
+        else:
+            client = redis.asyncio.Redis.from_url(
+                url,
+                socket_connect_timeout=socket_timeout,
+                socket_timeout=socket_timeout,
+                health_check_interval=health_check_interval,
+                retry=redis.asyncio.retry.Retry(
+                    _retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)
+                ),
+            )
         return cls(client, namespace=namespace)
 
     async def apply(self, effect: StorageEffect[T]) -> T:
@@ -1818,31 +1994,64 @@ class AsyncRedisStore:
                 reply = await self._execute(op)
             except _UNAVAILABLE as exc:
                 raise _unavailable(effect, exc) from exc
+            except redis.exceptions.RedisClusterException as exc:
+                if not _cluster_unreachable(exc):
+                    raise
+                raise _unavailable(effect, exc) from exc
 
     async def _apply_together(self, effect: Together) -> tuple[Any, ...]:
         """The first operation of every plan in one pipeline (one round trip); what follows, plan by plan."""
         started = _start_together(effect, self.keys, type(self).__name__)
         if started.pending:
             try:
-                async with self.client.pipeline(transaction=False) as pipe:
-                    for _, op in started.pending:
-                        await _aqueue(pipe, op, self._scripts)
-                    raw = await pipe.execute()
+                replies = await self._first_replies(started.pending)
             except _UNAVAILABLE as exc:
                 raise _unavailable(effect, exc) from exc
-            for (index, _op), reply in zip(started.pending, _split(raw, started.pending), strict=True):
+            except redis.exceptions.RedisClusterException as exc:
+                if not _cluster_unreachable(exc):
+                    raise
+                raise _unavailable(effect, exc) from exc
+            for (index, _op), reply in zip(started.pending, replies, strict=True):
                 started.results[index] = await self._finish(started.plans[index], reply, effect.effects[index])
         return tuple(started.results)
 
+    async def _first_replies(self, pending: list[tuple[int, Op]]) -> list[Any]:
+        """The replies to the first operations of a Together's plans, from one pipeline. A cluster's pipelines
+        refuse scripts (EVALSHA), so there the operations go concurrently, each on its own."""
+        if isinstance(self.client, redis.asyncio.cluster.RedisCluster):
+            return list(await asyncio.gather(*(self._execute(op) for _, op in pending)))
+        async with self.client.pipeline(transaction=False) as pipe:
+            for _, op in pending:
+                await _aqueue(pipe, op, self._scripts)
+            raw = await pipe.execute()
+        return _split(raw, pending)
+
     async def _execute(self, op: Op) -> Any:
         if isinstance(op, Call):
-            return await self.client.execute_command(op.command, *op.args)  # type: ignore[no-untyped-call]
+            return await self.client.execute_command(op.command, *op.args)
         if isinstance(op, Script):
             return await self._scripts[op.name](keys=op.keys, args=op.args)
+        if isinstance(op, Scan):
+            return await self._scan(op)
         async with self.client.pipeline(transaction=False) as pipe:
             for call in op.calls:
                 pipe.execute_command(call.command, *call.args)
             return await pipe.execute()
+
+    async def _scan(self, op: Scan) -> tuple[str, list[Any]]:
+        client = self.client
+        if not isinstance(client, redis.asyncio.cluster.RedisCluster):
+            scan = ("SCAN", int(op.cursor), "MATCH", op.match, "COUNT", _SCAN_COUNT)
+            reply: Any = await client.execute_command(*scan)  # type: ignore[no-untyped-call]
+            return str(int(reply[0])), list(reply[1])
+        primaries = sorted(node.name for node in client.get_primaries())
+        position = _scan_position(op.cursor, primaries)
+        if position is None:
+            return "0", []
+        name, at = position
+        node = client.get_node(node_name=name)
+        cursors, found = cast(Any, await client.scan(at, match=op.match, count=_SCAN_COUNT, target_nodes=node))
+        return _scan_cursor(name, int(cursors[name]), primaries), list(found)
 
     async def aclose(self) -> None:
         """Close the client (and its connection pool, if the client owns it)."""

@@ -1,0 +1,561 @@
+"""The Redis store on a real three-node Redis Cluster (three redis-server processes this module starts, joined with
+``redis-cli --cluster create``, stopped by their handles at the end).
+
+- the store contract, in representative part, through `RedisStore.from_url(..., cluster=True)`, while checking that
+  every script declares keys of one slot only and that the key prefixes it gets in ARGV carry the same hash tag;
+  every script of `backends.redis.SCRIPTS` must have run by the end;
+- what spans slots: projects spread over the nodes (the `{projects}` index, ListProjects' pipeline), DeleteProject
+  and ResetProjectData (SCAN on every primary), the `{clock}` override, rate-limit counters with `Together`;
+- the asyncio store on the cluster;
+- sign-in over HTTP against Hypercorn serving the service on the cluster (IDENTITY_REDIS_CLUSTER=1);
+- a node killed: its projects fail fast with StorageUnavailable, the others go on, and the same store serves the
+  node's slots again once it is back (last: it empties that node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import redis.cluster
+from redis.crc import key_slot
+
+from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
+from identity_proto.effects import (
+    AddMembership,
+    AppendOutbox,
+    AttemptVerificationCode,
+    ChangePermission,
+    CodeOutcome,
+    ConsumeVerificationCode,
+    CreateProject,
+    CreateSession,
+    CreateTeam,
+    CreateUser,
+    CreateVerificationCode,
+    DeleteProject,
+    DeleteSession,
+    DeleteTeam,
+    DeleteUser,
+    EnsureProject,
+    FindUserByAuthEmail,
+    HitRateLimits,
+    ListMemberships,
+    ListOutbox,
+    ListProjects,
+    ListSessions,
+    ListTeams,
+    ListUsers,
+    LoadClockOverride,
+    LoadMembership,
+    LoadProject,
+    LoadSession,
+    LoadUser,
+    LoadUserWithTeam,
+    RateLimitHit,
+    RemoveMembership,
+    ResetProjectData,
+    RevokeUserSessions,
+    SetClockOverride,
+    StorageEffect,
+    TeamWrite,
+    Together,
+    UpdateMembership,
+    UpdateProject,
+    UpdateTeam,
+    UpdateUser,
+    UseRefreshToken,
+    UserWrite,
+)
+from identity_proto.errors import StorageUnavailable
+from identity_proto.records import ClockOverride, CodePurpose, Membership, Project, ProjectKeys, User
+from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
+from tests.e2e.conftest import start_hypercorn, stop_server
+from tests.processes import free_port
+from tests.redis_ops.servers import RedisProcess, start_redis
+from tests.support import client_headers, server_headers
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+#: The bus port is set (Redis >= 7): the default, port + 10000, is out of range for most free ports.
+CLUSTER_ARGS = ("--cluster-enabled", "yes", "--cluster-port", "{bus_port}", "--save", "", "--appendonly", "no")
+READY_TIMEOUT_S = 20.0
+
+
+def cluster_state(node: RedisProcess) -> str:
+    client = redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=1, decode_responses=True)
+    try:
+        info = client.execute_command("CLUSTER", "INFO")
+    except redis.exceptions.RedisError:
+        return "unreachable"
+    finally:
+        client.close()
+    found = re.search(r"cluster_state:(\w+)", str(info))
+    return found.group(1) if found else "unknown"
+
+
+def wait_until_ok(nodes: list[RedisProcess]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while {cluster_state(node) for node in nodes} != {"ok"}:
+        assert time.monotonic() < deadline, f"cluster not ok: {[cluster_state(node) for node in nodes]}"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisProcess]]:
+    """Three redis-server processes in cluster mode, joined into one cluster (no replicas)."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        pytest.fail("redis-cli is not on PATH (apt-get install redis-server): these tests never skip", pytrace=False)
+    workdir: Path = tmp_path_factory.mktemp("redis-cluster")
+    nodes: list[RedisProcess] = []
+    try:
+        for _ in range(3):
+            config = str(workdir / "nodes-{port}.conf")
+            nodes.append(start_redis(workdir, "--cluster-config-file", config, *CLUSTER_ARGS))
+        addresses = [f"127.0.0.1:{node.port}" for node in nodes]
+        created = subprocess.run(
+            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert created.returncode == 0, created.stdout + created.stderr
+        wait_until_ok(nodes)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def url(cluster: list[RedisProcess]) -> str:
+    return f"redis://127.0.0.1:{cluster[0].port}/0"
+
+
+class SlotCheckedStore(RedisStore):
+    """A RedisStore that, before running a script, checks that every key it declares is in one slot and every key
+    prefix it passes in ARGV (what it builds pointed-to keys from) hashes to that slot too; it notes which ran."""
+
+    def __init__(self, client: redis.cluster.RedisCluster, *, namespace: str) -> None:
+        super().__init__(client, namespace=namespace)
+        self.ran: set[str] = set()
+
+    def _execute(self, op: Op) -> Any:
+        if isinstance(op, Script):
+            declared = {key_slot(key.encode()) for key in op.keys}
+            assert len(declared) == 1, f"script {op.name} declares keys of {len(declared)} slots: {op.keys}"
+            prefixes = [arg for arg in op.args if isinstance(arg, str) and arg.startswith(self.keys.namespace)]
+            built = {key_slot(prefix.encode()) for prefix in prefixes}
+            assert built <= declared, f"script {op.name} builds keys in another slot from {prefixes}"
+            self.ran.add(op.name)
+        return super()._execute(op)
+
+
+@pytest.fixture(scope="module")
+def checked(cluster: list[RedisProcess]) -> Iterator[SlotCheckedStore]:
+    client = redis.cluster.RedisCluster.from_url(url(cluster), socket_timeout=2)
+    store = SlotCheckedStore(client, namespace=f"cluster-{uuid.uuid4().hex[:8]}:")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def store(cluster: list[RedisProcess]) -> Iterator[RedisStore]:
+    opened = RedisStore.from_url(url(cluster), cluster=True, namespace=f"cluster-{uuid.uuid4().hex[:8]}:")
+    yield opened
+    opened.close()
+
+
+def project_record(project_id: str, name: str = "Project") -> Project:
+    return Project(
+        id=project_id,
+        display_name=name,
+        created_at_millis=T0,
+        signing_key="ab" * 32,
+        keys=ProjectKeys(secret_server_key_hash="hash-of-ssk"),
+    )
+
+
+def node_of(store: RedisStore, key: str) -> str:
+    client = store.client
+    assert isinstance(client, redis.cluster.RedisCluster)
+    return str(client.get_node_from_key(key).name)
+
+
+def keys_of_project(store: RedisStore, project_id: str) -> list[str]:
+    """Every key of the project, from every primary."""
+    client = store.client
+    assert isinstance(client, redis.cluster.RedisCluster)
+    pattern = store.keys.project_pattern(project_id)
+    return sorted(key.decode() for key in client.scan_iter(match=pattern, count=1000))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The contract, in representative part
+
+
+def _users_and_their_email_index(store: RedisStore, p: str) -> None:
+    ada, bob = make_user("ada", "ada@example.com"), make_user("bob", "bob@example.com")
+    quiet = dataclasses.replace(make_user("quiet", "ada@example.com", auth=False), signed_up_at_millis=T0 + 1)
+    for user in (ada, bob, quiet):
+        assert store.apply(CreateUser(p, user)) == user
+    assert store.apply(CreateUser(p, make_user("eve", "ada@example.com"))) is UserWrite.EMAIL_TAKEN
+    assert store.apply(CreateUser(p, make_user("ada", "new@example.com"))) is UserWrite.ID_TAKEN
+    assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) == ada
+    # Moving an e-mail: refused while another user holds it, then free once its holder moved away.
+    taken = store.apply(UpdateUser(p, "bob", (("primary_email", "ada@example.com"),)))
+    assert taken is UserWrite.EMAIL_TAKEN
+    moved = store.apply(UpdateUser(p, "ada", (("primary_email", "ada@work.example"),)))
+    assert isinstance(moved, User)
+    assert moved.primary_email == "ada@work.example"
+    assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) is None
+    assert store.apply(FindUserByAuthEmail(p, "ada@work.example")) == moved
+    bob_moved = store.apply(UpdateUser(p, "bob", (("primary_email", "ada@example.com"),)))
+    assert isinstance(bob_moved, User)
+    assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) == bob_moved
+    # One read for a user and their selected team.
+    assert store.apply(LoadUserWithTeam(p, "ada")) == (moved, None)
+    # ListUsers: (signed_up_at_millis, id), the cursor inclusive, both directions.
+    assert [u.id for u in store.apply(ListUsers(p))] == ["ada", "bob", "quiet"]
+    assert [u.id for u in store.apply(ListUsers(p, limit=2, cursor="bob"))] == ["bob", "quiet"]
+    assert [u.id for u in store.apply(ListUsers(p, limit=2, descending=True))] == ["quiet", "bob"]
+    assert [u.id for u in store.apply(ListUsers(p, cursor="bob", descending=True))] == ["bob", "ada"]
+    assert store.apply(DeleteUser(p, "quiet")) is True
+    assert store.apply(DeleteUser(p, "quiet")) is False
+    assert store.apply(LoadUser(p, "quiet")) is None
+    assert [u.id for u in store.apply(ListUsers(p))] == ["ada", "bob"]
+
+
+def _codes(store: RedisStore, p: str) -> None:
+    code = make_code("c1", email="ada@example.com")
+    store.apply(CreateVerificationCode(p, code))
+
+    def attempt(code_hash: str, nonce: str, *, now: int = T0, consume: bool = True, **kw: Any) -> CodeOutcome:
+        effect = AttemptVerificationCode(p, code_hash, nonce, CodePurpose.SIGN_IN, now, consume, **kw)
+        return store.apply(effect).outcome
+
+    assert attempt("code-c1", "nonce-c1", consume=False) is CodeOutcome.OK
+    assert store.apply(AttemptVerificationCode(p, "code-c1", "nonce-c1", CodePurpose.MFA, T0, True)).outcome is (
+        CodeOutcome.NOT_FOUND
+    )
+    found = store.apply(AttemptVerificationCode(p, "code-c1", "nonce-c1", CodePurpose.SIGN_IN, T0, True))
+    assert (found.outcome, found.code) == (CodeOutcome.OK, code)
+    assert attempt("code-c1", "nonce-c1") is CodeOutcome.ALREADY_USED
+    store.apply(CreateVerificationCode(p, make_code("c2")))
+    assert attempt("code-c2", "nonce-c2", now=T0 + 600_000) is CodeOutcome.EXPIRED
+    store.apply(CreateVerificationCode(p, make_code("c3")))
+    assert [attempt("code-wrong", "nonce-c3", max_attempts=2) for _ in range(2)] == [CodeOutcome.NOT_FOUND] * 2
+    assert attempt("code-c3", "nonce-c3", max_attempts=2) is CodeOutcome.MAX_ATTEMPTS_REACHED
+    store.apply(CreateVerificationCode(p, make_code("c4")))
+    assert store.apply(ConsumeVerificationCode(p, "code-c4")) is True
+    assert store.apply(ConsumeVerificationCode(p, "code-c4")) is False
+
+
+def _sessions(store: RedisStore, p: str) -> None:
+    store.apply(CreateUser(p, make_user("sam", "sam@example.com")))
+    first, second = make_session("s1", "sam"), make_session("s2", "sam", created_at=T0 + 1)
+    for session in (first, second):
+        store.apply(CreateSession(p, session))
+    assert store.apply(ListSessions(p, "sam")) == (second, first)
+    used = store.apply(UseRefreshToken(p, "token-s1", T0 + 5))
+    assert used is not None
+    assert (used[0].last_used_at_millis, used[1].last_active_at_millis) == (T0 + 5, T0 + 5)
+    assert store.apply(DeleteSession(p, "s1")) is True
+    assert store.apply(LoadSession(p, "s1")) is None
+    assert store.apply(UseRefreshToken(p, "token-s1", T0 + 6)) is None
+    assert store.apply(RevokeUserSessions(p, "sam")) == 1
+    assert store.apply(ListSessions(p, "sam")) == ()
+    store.apply(CreateSession(p, make_session("s3", "sam")))
+    changed = store.apply(UpdateUser(p, "sam", (("password_hash", "$2b$04$x"),), revoke_sessions=True))
+    assert isinstance(changed, User)
+    assert store.apply(ListSessions(p, "sam")) == ()
+    assert store.apply(UseRefreshToken(p, "token-s3", T0)) is None
+
+
+def _teams_and_memberships(store: RedisStore, p: str) -> None:
+    for user_id in ("m1", "m2"):
+        store.apply(CreateUser(p, make_user(user_id)))
+    team = make_team("t1")
+    creator = make_membership("t1", "m1", permissions=("team_admin",))
+    assert store.apply(CreateTeam(p, team, creator)) == team
+    assert store.apply(CreateTeam(p, make_team("t-none"), make_membership("t-none", "nobody"))) is (
+        TeamWrite.USER_NOT_FOUND
+    )
+    member = make_membership("t1", "m2", created_at=T0 + 1)
+    assert store.apply(AddMembership(p, member)) == member
+    assert store.apply(AddMembership(p, member)) is TeamWrite.MEMBERSHIP_EXISTS
+    assert store.apply(AddMembership(p, make_membership("t-gone", "m2"))) is TeamWrite.TEAM_NOT_FOUND
+    granted = store.apply(ChangePermission(p, "t1", "m2", "$read_members", True))
+    assert granted is not None
+    assert granted.permissions == ("$read_members",)
+    profiled = store.apply(UpdateMembership(p, "t1", "m2", (("display_name", "Member two"),)))
+    assert profiled == Membership("t1", "m2", T0 + 1, display_name="Member two", permissions=("$read_members",))
+    assert store.apply(LoadMembership(p, "t1", "m2")) == profiled
+    assert [m.user_id for m in store.apply(ListMemberships(p, team_id="t1"))] == ["m1", "m2"]
+    assert store.apply(ListTeams(p, user_id="m2")) == (team,)
+    renamed = store.apply(UpdateTeam(p, "t1", (("display_name", "Team one"),)))
+    assert renamed is not None
+    assert renamed.display_name == "Team one"
+    store.apply(UpdateUser(p, "m2", (("selected_team_id", "t1"),)))
+    assert store.apply(LoadUserWithTeam(p, "m2")) == (store.apply(LoadUser(p, "m2")), renamed)
+    assert store.apply(RemoveMembership(p, "t1", "m2")) is True
+    assert store.apply(LoadUser(p, "m2")) == make_user("m2")  # deselected: as created
+    store.apply(UpdateUser(p, "m1", (("selected_team_id", "t1"),)))
+    assert store.apply(DeleteTeam(p, "t1")) is True
+    assert store.apply(LoadUser(p, "m1")) == make_user("m1")  # deselected: as created
+    assert store.apply(ListMemberships(p)) == ()
+    assert store.apply(ListTeams(p)) == ()
+
+
+def _outbox(store: RedisStore, p: str) -> None:
+    mails = [make_email(n, "ada@example.com" if n % 2 else "bob@example.com") for n in range(1, 5)]
+    for mail in mails:
+        store.apply(AppendOutbox(p, mail, keep=3))
+    assert store.apply(ListOutbox(p)) == (mails[3], mails[2], mails[1])
+    assert store.apply(ListOutbox(p, to="ada@example.com")) == (mails[2],)
+
+
+def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
+    p = "contract"
+    assert checked.apply(CreateProject(project_record(p))) is True
+    assert checked.apply(CreateProject(project_record(p, "again"))) is False
+    _users_and_their_email_index(checked, p)
+    _codes(checked, p)
+    _sessions(checked, p)
+    _teams_and_memberships(checked, p)
+    _outbox(checked, p)
+    # Project record scripts, then ResetProjectData and DeleteProject.
+    updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
+    assert updated is not None
+    assert (updated.display_name, updated.config.sign_up_enabled) == ("Renamed", False)
+    ensured = checked.apply(EnsureProject(project_record(p, "ignored")))
+    assert (ensured.display_name, ensured.keys) == ("Renamed", ProjectKeys(secret_server_key_hash="hash-of-ssk"))
+    assert checked.apply(ResetProjectData(p)) is True
+    assert keys_of_project(checked, p) == [checked.keys.project(p)]
+    assert checked.apply(ListUsers(p)) == ()
+    assert checked.apply(LoadProject(p)) == updated
+    assert checked.apply(DeleteProject(p)) is True
+    assert keys_of_project(checked, p) == []
+    assert checked.apply(DeleteProject(p)) is False
+    missing = sorted(set(SCRIPTS) - checked.ran)
+    assert not missing, f"scripts never run on the cluster (add them to this scenario): {missing}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Across slots
+
+
+def test_projects_spread_over_the_nodes_are_listed_reset_and_deleted_one_by_one(store: RedisStore) -> None:
+    ids = [f"spread-{n:02d}" for n in range(12)]
+    for n, project_id in enumerate(ids):
+        assert store.apply(CreateProject(dataclasses.replace(project_record(project_id), created_at_millis=T0 + n)))
+        store.apply(CreateUser(project_id, make_user("u", f"u@{project_id}.example")))
+        store.apply(AppendOutbox(project_id, make_email(n, "u@example.com")))
+    nodes = {node_of(store, store.keys.project(project_id)) for project_id in ids}
+    assert len(nodes) >= 2, "the projects should live on several nodes"
+    assert [project.id for project in store.apply(ListProjects())] == ids  # the {projects} index, then a pipeline
+
+    doomed, reset = ids[3], ids[7]
+    assert store.apply(ResetProjectData(reset)) is True
+    assert keys_of_project(store, reset) == [store.keys.project(reset)]
+    assert store.apply(DeleteProject(doomed)) is True
+    assert keys_of_project(store, doomed) == []
+    assert [project.id for project in store.apply(ListProjects())] == [i for i in ids if i != doomed]
+    for project_id in ids:
+        if project_id not in {doomed, reset}:
+            assert [u.id for u in store.apply(ListUsers(project_id))] == ["u"]
+            assert len(keys_of_project(store, project_id)) >= 4
+
+
+def test_the_clock_override_and_rate_limits_together_with_a_read(store: RedisStore) -> None:
+    assert store.apply(LoadClockOverride()) is None
+    store.apply(SetClockOverride(ClockOverride(frozen_ms=T0)))
+    assert store.apply(LoadClockOverride()) == ClockOverride(frozen_ms=T0)
+    store.apply(SetClockOverride(None))
+    assert store.apply(LoadClockOverride()) is None
+
+    store.apply(CreateUser("rl", make_user("ada", "ada@example.com")))
+    hits = tuple(RateLimitHit(f"rule-{n}:window", T0) for n in range(6))  # each counter its own slot
+    first = store.apply(Together((HitRateLimits(hits, T0 - 1), FindUserByAuthEmail("rl", "ada@example.com"))))
+    assert first[0] == (1,) * 6
+    assert first[1] == make_user("ada", "ada@example.com")
+    second = store.apply(Together((HitRateLimits(hits[:2], T0 - 1), ListUsers("rl", limit=1))))
+    assert second == ((2, 2), (make_user("ada", "ada@example.com"),))
+
+
+def test_the_asyncio_store_on_a_cluster(cluster: list[RedisProcess]) -> None:
+    async def scenario() -> None:
+        store = AsyncRedisStore.from_url(url(cluster), cluster=True, namespace=f"cluster-{uuid.uuid4().hex[:8]}:")
+        try:
+            ids = [f"async-{n}" for n in range(6)]
+            for project_id in ids:
+                assert await store.apply(CreateProject(project_record(project_id))) is True
+                await store.apply(CreateUser(project_id, make_user("u", "u@example.com")))
+            assert sorted(p.id for p in await store.apply(ListProjects())) == ids
+            hits = (RateLimitHit("a:1", T0), RateLimitHit("b:1", T0))
+            together = await store.apply(Together((HitRateLimits(hits, T0 - 1), LoadUser(ids[0], "u"))))
+            assert together == ((1, 1), make_user("u", "u@example.com"))
+            assert await store.apply(ResetProjectData(ids[1])) is True
+            assert await store.apply(ListUsers(ids[1])) == ()
+            assert await store.apply(DeleteProject(ids[2])) is True
+            assert await store.apply(LoadProject(ids[2])) is None
+            assert await store.apply(LoadUser(ids[2], "u")) is None
+            assert sorted(p.id for p in await store.apply(ListProjects())) == [i for i in ids if i != ids[2]]
+            await store.apply(SetClockOverride(ClockOverride(offset_ms=7)))
+            assert await store.apply(LoadClockOverride()) == ClockOverride(offset_ms=7)
+            await store.apply(SetClockOverride(None))
+        finally:
+            await store.aclose()
+
+    asyncio.run(scenario())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Over HTTP
+
+
+@pytest.mark.e2e
+def test_sign_in_over_http_with_the_service_on_the_cluster(cluster: list[RedisProcess]) -> None:
+    env = {
+        "IDENTITY_BACKEND": "redis",
+        "IDENTITY_REDIS_URL": url(cluster),
+        "IDENTITY_REDIS_CLUSTER": "1",
+        "IDENTITY_RATE_LIMITS": "on",  # rate-limited reads: counters and the read in one trip (cluster-safe)
+    }
+    service = start_hypercorn(env)
+    try:
+        with httpx.Client(base_url=service.base_url, timeout=10) as http:
+            email = f"cluster-{uuid.uuid4().hex[:8]}@example.com"
+            sent = http.post(
+                "/api/v1/auth/otp/send-sign-in-code",
+                headers=client_headers(),
+                json={"email": email, "callback_url": "http://localhost:3000/handler/magic-link-callback"},
+            )
+            assert sent.status_code == 200, sent.text
+            outbox = http.get("/api/v1/emails/outbox", headers=server_headers(), params={"to": email}).json()
+            otp = re.search(r"Your code is ([0-9A-Z]{6})$", outbox["items"][0]["subject"])
+            assert otp is not None
+            code = otp.group(1) + sent.json()["nonce"]
+
+            statuses: list[int] = []
+            barrier = threading.Barrier(8)
+
+            def sign_in() -> None:
+                with httpx.Client(base_url=service.base_url, timeout=10) as own:
+                    barrier.wait(timeout=10)
+                    response = own.post("/api/v1/auth/otp/sign-in", headers=client_headers(), json={"code": code})
+                    statuses.append(response.status_code)
+                    if response.status_code == 200:
+                        tokens.update(response.json())
+
+            tokens: dict[str, Any] = {}
+            threads = [threading.Thread(target=sign_in) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=30)
+            assert sorted(statuses) == [200] + [409] * 7
+            user_id = tokens["user_id"]
+            signed_in = client_headers(**{"x-service-access-token": tokens["access_token"]})
+            me = http.get("/api/v1/users/me", headers=signed_in)
+            assert (me.status_code, me.json()["primary_email"], me.json()["id"]) == (200, email, user_id)
+            refreshed = http.post(
+                "/api/v1/auth/sessions/current/refresh",
+                headers=client_headers(**{"x-service-refresh-token": tokens["refresh_token"]}),
+            )
+            assert refreshed.status_code == 200, refreshed.text
+            sessions = http.get("/api/v1/auth/sessions", headers=server_headers(), params={"user_id": user_id})
+            assert len(sessions.json()["items"]) == 1
+            team = http.post(
+                "/api/v1/teams",
+                headers=server_headers(),
+                json={"display_name": "On a cluster", "creator_user_id": user_id},
+            )
+            assert team.status_code == 201, team.text
+            teams = http.get("/api/v1/teams", headers=server_headers(), params={"user_id": user_id}).json()
+            assert [t["display_name"] for t in teams["items"]] == ["On a cluster"]
+    finally:
+        stop_server(service)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Faults
+
+
+def test_no_node_answering_is_storage_unavailable_not_an_internal_error() -> None:
+    """redis-py says "Redis Cluster cannot be connected" with a RedisClusterException, not a ConnectionError."""
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"
+    with pytest.raises(StorageUnavailable) as made:  # the sync client reads the cluster's map as it is made
+        RedisStore.from_url(nowhere, cluster=True)
+    assert "127.0.0.1" not in str(made.value)
+
+    async def first_use() -> str:
+        store = AsyncRedisStore.from_url(nowhere, cluster=True)
+        try:
+            with pytest.raises(StorageUnavailable) as used:
+                await store.apply(LoadProject("any"))
+            return str(used.value)
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(first_use()) == "Redis unavailable during LoadProject (RedisClusterException)"
+
+
+# A node down (last: the restarted node comes back empty)
+
+
+def _call(store: RedisStore, effect: StorageEffect[Any]) -> tuple[str, Any, float]:
+    started = time.monotonic()
+    try:
+        return "ok", store.apply(effect), time.monotonic() - started
+    except StorageUnavailable as exc:
+        return "unavailable", str(exc), time.monotonic() - started
+
+
+def test_a_node_down_fails_its_projects_fast_and_the_store_serves_them_again(
+    cluster: list[RedisProcess], store: RedisStore
+) -> None:
+    by_node: dict[str, str] = {}
+    for n in range(64):  # one project on each node
+        project_id = f"fault-{n}"
+        by_node.setdefault(node_of(store, store.keys.project(project_id)), project_id)
+    assert len(by_node) == 3
+    for project_id in by_node.values():
+        assert store.apply(CreateProject(project_record(project_id))) is True
+    victim = next(node for node in cluster if f"127.0.0.1:{node.port}" in by_node)
+    down, up = by_node[f"127.0.0.1:{victim.port}"], [p for n, p in by_node.items() if n != f"127.0.0.1:{victim.port}"]
+
+    victim.kill()
+    try:
+        for effect in (LoadProject(down), CreateUser(down, make_user("u")), ListUsers(down)):
+            outcome, detail, elapsed = _call(store, effect)
+            assert outcome == "unavailable", (effect, detail)
+            assert f"during {type(effect).__name__}" in detail
+            assert str(victim.port) not in detail
+            assert elapsed < 5.0
+        for project_id in up:  # the other nodes' projects go on (the cluster has not declared itself down)
+            assert store.apply(CreateUser(project_id, make_user("u"))) == make_user("u")
+    finally:
+        victim.restart()  # same port and nodes-<port>.conf: it rejoins with its slots, empty
+    wait_until_ok(cluster)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while _call(store, LoadProject(down))[0] != "ok":  # the same store, never rebuilt
+        assert time.monotonic() < deadline, "the store did not reach the restarted node"
+        time.sleep(0.05)
+    assert store.apply(LoadProject(down)) is None  # no persistence on these nodes
+    assert store.apply(CreateProject(project_record(down))) is True
+    assert store.apply(CreateUser(down, make_user("u"))) == make_user("u")
+    assert [u.id for u in store.apply(ListUsers(down))] == ["u"]
