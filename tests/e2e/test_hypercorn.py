@@ -165,3 +165,39 @@ def test_compat_mode_over_http() -> None:
         assert (off.status_code, off.headers["x-service-known-error"]) == (400, "ACCESS_TYPE_REQUIRED")
     finally:
         stop_server(plain)
+
+
+@pytest.mark.redis
+def test_two_workers_serve_one_client_interchangeably(redis_server: RedisServer) -> None:
+    """Sign in on one process, read the mail, refresh and update on the other: tokens of one verify on the other."""
+    env = {"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": redis_server.url}
+    first, second = start_hypercorn(env), start_hypercorn(env)
+    try:
+        a, b = first.base_url, second.base_url
+        email = "both-workers@example.com"
+        sent = httpx.post(
+            f"{a}/api/v1/auth/otp/send-sign-in-code",
+            headers=client_headers(),
+            json={"email": email, "callback_url": "http://localhost/cb"},
+        )
+        mail = httpx.get(f"{b}/api/v1/emails/outbox", headers=server_headers(), params={"to": email}).json()["items"][0]
+        otp = mail["subject"].rsplit(" ", 1)[-1]
+        tokens = httpx.post(
+            f"{b}/api/v1/auth/otp/sign-in", headers=client_headers(), json={"code": otp + sent.json()["nonce"]}
+        ).json()
+        me_on_a = client_headers(**{"x-service-access-token": tokens["access_token"]})
+        assert (
+            httpx.patch(f"{a}/api/v1/users/me", headers=me_on_a, json={"display_name": "Both"}).json()["display_name"]
+            == "Both"
+        )
+        refreshed = httpx.post(
+            f"{b}/api/v1/auth/sessions/current/refresh",
+            headers=client_headers(**{"x-service-refresh-token": tokens["refresh_token"]}),
+        )
+        assert refreshed.status_code == 200
+        me_on_b = client_headers(**{"x-service-access-token": refreshed.json()["access_token"]})
+        assert httpx.get(f"{a}/api/v1/users/me", headers=me_on_b).json()["display_name"] == "Both"
+        assert httpx.get(f"{b}/api/v1/users/me", headers=me_on_a).json()["id"] == tokens["user_id"]
+    finally:
+        stop_server(first)
+        stop_server(second)
