@@ -92,14 +92,18 @@ absent, else replace only the ``keys`` field; returns the stored record), Update
 the given fields, so two concurrent updates of different config keys both survive; returns the record);
 CreateVerificationCode (code, its counter and their TTLs), AttemptVerificationCode (INCR the counter, look up, judge
 in the contract's order, mark used on OK when consuming: of concurrent attempts exactly one gets OK),
-ConsumeVerificationCode (used only if it was unused); CreateUser (refused if the index holds its auth e-mail; record,
-index entry and order entry together), UpdateUser (HSET only the changed fields, so concurrent updates of different
-fields both survive; the script reads the stored ``primary_email`` and ``primary_email_auth_enabled``, applies the
-changes, and moves the index entry, or refuses EMAIL_TAKEN before writing anything; re-scores the order entry when
-``signed_up_at_millis`` changes; with ``revoke_sessions`` it removes the user's sessions in the same script),
-DeleteUser (record, its e-mail index entry if it points at the user, every session with its token entry and the
-user's set, every membership with its place in the three membership indexes, the order entry);
-CreateSession (session, token entry, user's set), UseRefreshToken (token -> session -> user, then the session's
+ConsumeVerificationCode (used only if it was unused), CreateSignInCode (the e-mail index and the holder's
+``primary_email_verified`` read, then the code stored as by CreateVerificationCode, or nothing); CreateUser (refused
+if the index holds its auth e-mail; record, index entry and order entry together), UpdateUser (HSET only the changed
+fields, so concurrent updates of different fields both survive; the script reads the stored ``primary_email`` and
+``primary_email_auth_enabled``, applies the changes, and moves the index entry, or refuses EMAIL_TAKEN before
+writing anything; re-scores the order entry when ``signed_up_at_millis`` changes; with ``revoke_sessions`` it
+removes the user's sessions in the same script), DeleteUser (record, its e-mail index entry if it points at the
+user, every session with its token entry and the user's set, every membership with its place in the three membership
+indexes, the order entry); CreateSession (session, token entry, user's set), SignInByEmail (the e-mail index and the
+holder's record read; then either the holder's ``otp_auth_enabled`` / ``last_active_at_millis`` and a session as by
+CreateSession, or a new user as by CreateUser with its personal team as by CreateTeam and a session; or nothing when
+refused: the code sign-in's one write), UseRefreshToken (token -> session -> user, then the session's
 ``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``), DeleteSession and RevokeUserSessions
 (sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); CreateTeam (refused USER_NOT_FOUND
 before writing anything if the creator's user is missing; the team, its order entry, and the creator's membership
@@ -109,12 +113,11 @@ when ``created_at_millis`` changes), DeleteTeam (the team, its order entry, ever
 membership in the contract's order before writing anything; of concurrent adds of one membership exactly one
 succeeds), RemoveMembership (the membership, its index entries, and the user's selection of that team),
 UpdateMembership (HSET just the given fields), ChangePermission (read, add or remove one id, sort byte-wise, write:
-concurrent grants of different permissions all survive).
-Reads of one key are one command (LoadUser, LoadSession, LoadTeam, ...); reads that follow a pointer
-(FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``, ListTeams, LoadMembership, ListMemberships)
-are one script too, so none observes half of a write. Scripts that walk a whole team or user (DeleteTeam,
-DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with no limit is O(users): they block
-the server for that long, like any script.
+concurrent grants of different permissions all survive). Reads of one key are one command (LoadUser, LoadSession,
+LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
+ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
+a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
+no limit is O(users): they block the server for that long, like any script.
 
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to
@@ -195,6 +198,7 @@ from identity_proto.effects import (
     ConsumeVerificationCode,
     CreateProject,
     CreateSession,
+    CreateSignInCode,
     CreateTeam,
     CreateUser,
     CreateVerificationCode,
@@ -202,6 +206,9 @@ from identity_proto.effects import (
     DeleteSession,
     DeleteTeam,
     DeleteUser,
+    EmailRefusal,
+    EmailSignIn,
+    EmailSignInOutcome,
     EnsureProject,
     FindUserByAuthEmail,
     HitRateLimits,
@@ -222,6 +229,7 @@ from identity_proto.effects import (
     ResetProjectData,
     RevokeUserSessions,
     SetClockOverride,
+    SignInByEmail,
     StorageEffect,
     TeamWrite,
     Together,
@@ -350,6 +358,56 @@ local function extend_expiry(key, at)
 end
 """
 
+#: Lua: store a one-time code (replacing one with its hash) with its TTL, and create its nonce counter at 0 or push
+#: the counter's TTL to the code's. Needs `_EXTEND_EXPIRY`.
+_CREATE_CODE = """
+local function create_code(code_key, nonce_key, expires_at, items)
+  redis.call('DEL', code_key)
+  redis.call('HSET', code_key, unpack(items))
+  redis.call('PEXPIREAT', code_key, expires_at)
+  redis.call('SET', nonce_key, 0, 'NX')
+  extend_expiry(nonce_key, expires_at)
+end
+"""
+
+#: Lua: store a session (replacing one with its id), its token entry and its place in the user's set, each with
+#: its TTL. Needs `_EXTEND_EXPIRY`.
+_CREATE_SESSION = """
+local function create_session(session_key, token_key, set_key, session_id, expires_at, items)
+  redis.call('DEL', session_key)
+  redis.call('HSET', session_key, unpack(items))
+  redis.call('PEXPIREAT', session_key, expires_at)
+  redis.call('SET', token_key, session_id)
+  redis.call('PEXPIREAT', token_key, expires_at)
+  redis.call('SADD', set_key, session_id)
+  extend_expiry(set_key, expires_at)
+end
+"""
+
+#: Lua: store a team (replacing one with its id) and its creator's membership: the membership keeps the seq it had
+#: if the creator was a member already, else takes the next one and enters the three membership indexes. Needs
+#: `_SEQ`.
+_CREATE_TEAM = """
+local function create_team(team_key, order_key, team_id, created_at, team_items)
+  redis.call('DEL', team_key)
+  redis.call('HSET', team_key, unpack(team_items))
+  redis.call('ZADD', order_key, created_at, team_id)
+end
+local function add_creator(members_key, user_teams_key, morder_key, mseq_key, prefix, team_id, user_id, items)
+  local seq = redis.call('ZSCORE', members_key, user_id)
+  if seq then
+    seq = seq_text(seq)
+  else
+    seq = seq_text(redis.call('INCR', mseq_key))
+    redis.call('ZADD', members_key, seq, user_id)
+    redis.call('ZADD', user_teams_key, seq, team_id)
+    redis.call('ZADD', morder_key, seq, seq)
+  end
+  redis.call('DEL', prefix .. seq)
+  redis.call('HSET', prefix .. seq, unpack(items))
+end
+"""
+
 #: Lua: a record's fields as a table, from an HGETALL reply.
 _FIELDS = """
 local function fields(reply)
@@ -446,13 +504,27 @@ return redis.call('HGETALL', KEYS[1])
     # ---- one-time codes
     # KEYS: code, nonce counter. ARGV: expires_at_millis, then field, value, ... of the code.
     "create_code": _EXTEND_EXPIRY
+    + _CREATE_CODE
     + """
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('PEXPIREAT', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], 0, 'NX')
-extend_expiry(KEYS[2], ARGV[1])
+create_code(KEYS[1], KEYS[2], ARGV[1], {unpack(ARGV, 2)})
 return 1
+""",
+    # KEYS: code, nonce counter, e-mail index. ARGV: expires_at_millis, the code's e-mail, user key prefix,
+    # sign-up enabled (1/0), then field, value, ... of the code. Returns 'ok' (stored), or 'unverified' /
+    # 'sign_up_disabled' (nothing written).
+    "create_sign_in_code": _EXTEND_EXPIRY
+    + _CREATE_CODE
+    + """
+local uid = redis.call('HGET', KEYS[3], ARGV[2])
+local verified = false
+if uid then verified = redis.call('HGET', ARGV[3] .. uid, 'primary_email_verified') end
+if verified then
+  if verified ~= 'true' then return 'unverified' end
+elseif ARGV[4] ~= '1' then
+  return 'sign_up_disabled'
+end
+create_code(KEYS[1], KEYS[2], ARGV[1], {unpack(ARGV, 5)})
+return 'ok'
 """,
     # KEYS: code, nonce counter. ARGV: purpose (JSON), now_ms, max_attempts, consume (1/0), orphan TTL (ms).
     # Returns {outcome} or {outcome, code as it was}; the checks run in the contract's order.
@@ -590,15 +662,61 @@ return out
     # ---- sessions
     # KEYS: session, token entry, user's session set. ARGV: session id, expires_at_millis, field, value, ...
     "create_session": _EXTEND_EXPIRY
+    + _CREATE_SESSION
     + """
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 3))
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[2], ARGV[1])
-redis.call('PEXPIREAT', KEYS[2], ARGV[2])
-redis.call('SADD', KEYS[3], ARGV[1])
-extend_expiry(KEYS[3], ARGV[2])
+create_session(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], {unpack(ARGV, 3)})
 return 1
+""",
+    # KEYS: e-mail index, user order, session, token entry, and with a personal team: team, team order, the team's
+    # member index, the new user's team index, membership order, membership sequence.
+    # ARGV: e-mail, user key prefix, session set prefix, now_ms, sign-up enabled (1/0), new user's id, its
+    # signed_up_at_millis, session id, session expiry, membership key prefix, team id, team created_at_millis,
+    # then the counts nu, ns, nt and nu items field, value, ... of the new user, ns of the session (without
+    # user_id), nt of the team, and the rest: the creator's membership.
+    # Returns {outcome, user record} or {outcome}; the outcomes of SignInByEmail, checked in its order.
+    "sign_in_by_email": _EXTEND_EXPIRY
+    + _SEQ
+    + _CREATE_SESSION
+    + _CREATE_TEAM
+    + """
+local nu, ns, nt = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local user_items = {unpack(ARGV, 16, 15 + nu)}
+local session_items = {unpack(ARGV, 16 + nu, 15 + nu + ns)}
+local team_items = {unpack(ARGV, 16 + nu + ns, 15 + nu + ns + nt)}
+local membership_items = {unpack(ARGV, 16 + nu + ns + nt)}
+local function start_session(uid, id_json)
+  session_items[#session_items + 1] = 'user_id'
+  session_items[#session_items + 1] = id_json
+  create_session(KEYS[3], KEYS[4], ARGV[3] .. uid, ARGV[8], ARGV[9], session_items)
+end
+local uid = redis.call('HGET', KEYS[1], ARGV[1])
+if uid then
+  local ukey = ARGV[2] .. uid
+  local u = redis.call('HMGET', ukey, 'id', 'primary_email_verified', 'otp_auth_enabled', 'totp_secret_base64',
+    'last_active_at_millis')
+  if u[1] then
+    if u[2] ~= 'true' then return {'unverified', redis.call('HGETALL', ukey)} end
+    if u[3] ~= 'true' then redis.call('HSET', ukey, 'otp_auth_enabled', 'true') end
+    if u[4] and u[4] ~= 'null' then return {'mfa_required', redis.call('HGETALL', ukey)} end
+    if not u[5] or tonumber(u[5]) < tonumber(ARGV[4]) then
+      redis.call('HSET', ukey, 'last_active_at_millis', ARGV[4])
+    end
+    start_session(uid, u[1])
+    return {'signed_in', redis.call('HGETALL', ukey)}
+  end
+end
+if ARGV[5] ~= '1' then return {'sign_up_disabled'} end
+local nkey = ARGV[2] .. ARGV[6]
+if redis.call('EXISTS', nkey) == 1 then return {'id_taken'} end
+redis.call('HSET', nkey, unpack(user_items))
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
+redis.call('ZADD', KEYS[2], ARGV[7], ARGV[6])
+if #KEYS > 4 then
+  create_team(KEYS[5], KEYS[6], ARGV[11], ARGV[12], team_items)
+  add_creator(KEYS[7], KEYS[8], KEYS[9], KEYS[10], ARGV[10], ARGV[11], ARGV[6], membership_items)
+end
+start_session(ARGV[6], redis.call('HGET', nkey, 'id'))
+return {'signed_up', redis.call('HGETALL', nkey)}
 """,
     # KEYS: token entry. ARGV: session key prefix, user key prefix, now_ms.
     # Returns {session, user} after recording now_ms as the session's last use and, if later, the user's last
@@ -676,25 +794,14 @@ return out
     # creator's user id (or ''), n, then n items field, value, ... of the team, then those of the creator's
     # membership. Returns 1 if stored, 0 if the creator's user is missing (nothing written).
     "create_team": _SEQ
+    + _CREATE_TEAM
     + """
 local creator = #KEYS > 2
 if creator and redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
 local n = tonumber(ARGV[5])
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 6, 5 + n))
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+create_team(KEYS[1], KEYS[2], ARGV[1], ARGV[2], {unpack(ARGV, 6, 5 + n)})
 if creator then
-  local seq = redis.call('ZSCORE', KEYS[4], ARGV[4])
-  if seq then
-    seq = seq_text(seq)
-  else
-    seq = seq_text(redis.call('INCR', KEYS[7]))
-    redis.call('ZADD', KEYS[4], seq, ARGV[4])
-    redis.call('ZADD', KEYS[5], seq, ARGV[1])
-    redis.call('ZADD', KEYS[6], seq, seq)
-  end
-  redis.call('DEL', ARGV[3] .. seq)
-  redis.call('HSET', ARGV[3] .. seq, unpack(ARGV, 6 + n))
+  add_creator(KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[1], ARGV[4], {unpack(ARGV, 6 + n)})
 end
 return 1
 """,
@@ -1228,6 +1335,28 @@ def _attempt_code(keys: KeySpace, effect: AttemptVerificationCode) -> Plan[CodeA
     return CodeAttempt(outcome, _code(reply[1]) if len(reply) > 1 else None)
 
 
+@_plans(CreateSignInCode)
+def _create_sign_in_code(keys: KeySpace, effect: CreateSignInCode) -> Plan[EmailRefusal | None]:
+    code, project_id = effect.code, effect.project_id
+    reply = yield Script(
+        "create_sign_in_code",
+        (
+            keys.code(project_id, code.code_hash),
+            keys.nonce(project_id, code.nonce_hash),
+            keys.users_by_email(project_id),
+        ),
+        (
+            code.expires_at_millis + GRACE_MS,
+            code.email or "",
+            keys.user(project_id),
+            1 if effect.sign_up_enabled else 0,
+            *_flat(_json_fields(dataclasses.asdict(code))),
+        ),
+    )
+    outcome = _text(reply)
+    return None if outcome == "ok" else EmailRefusal(outcome)
+
+
 @_plans(ConsumeVerificationCode)
 def _consume_code(keys: KeySpace, effect: ConsumeVerificationCode) -> Plan[bool]:
     return bool((yield Script("consume_code", (keys.code(effect.project_id, effect.code_hash),))))
@@ -1369,6 +1498,61 @@ def _create_session(keys: KeySpace, effect: CreateSession) -> Plan[None]:
         ),
         (session.id, session.expires_at_millis + GRACE_MS, *_flat(_json_fields(dataclasses.asdict(session)))),
     )
+
+
+@_plans(SignInByEmail)
+def _sign_in_by_email(keys: KeySpace, effect: SignInByEmail) -> Plan[EmailSignIn]:
+    p, user, session = effect.project_id, effect.new_user, effect.session
+    user_items = _flat(_json_fields(user_to_json(user)))
+    session_items = _flat(pair for pair in _json_fields(dataclasses.asdict(session)) if pair[0] != "user_id")
+    script_keys = [
+        keys.users_by_email(p),
+        keys.user_order(p),
+        keys.session(p, session.id),
+        keys.session_by_token(p, session.refresh_token_hash),
+    ]
+    team_id, team_created_at = "", 0
+    team_items: tuple[str, ...] = ()
+    membership_items: tuple[str, ...] = ()
+    if effect.personal_team is not None:
+        team, creator = effect.personal_team
+        team_id, team_created_at = team.id, team.created_at_millis
+        team_items = _flat(_json_fields(dataclasses.asdict(team)))
+        membership_items = _flat(_json_fields(dataclasses.asdict(creator)))
+        script_keys += [
+            keys.team(p, team.id),
+            keys.team_order(p),
+            keys.team_members(p, team.id),
+            keys.user_teams(p, user.id),
+            keys.membership_order(p),
+            keys.membership_seq(p),
+        ]
+    reply = yield Script(
+        "sign_in_by_email",
+        tuple(script_keys),
+        (
+            effect.email,
+            keys.user(p),
+            keys.user_sessions(p),
+            effect.now_ms,
+            1 if effect.sign_up_enabled else 0,
+            user.id,
+            user.signed_up_at_millis,
+            session.id,
+            session.expires_at_millis + GRACE_MS,
+            keys.membership(p),
+            team_id,
+            team_created_at,
+            len(user_items),
+            len(session_items),
+            len(team_items),
+            *user_items,
+            *session_items,
+            *team_items,
+            *membership_items,
+        ),
+    )
+    return EmailSignIn(EmailSignInOutcome(_text(reply[0])), _user(reply[1]) if len(reply) > 1 else None)
 
 
 @_plans(UseRefreshToken)

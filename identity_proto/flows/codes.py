@@ -11,7 +11,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import VerificationCode
 from identity_proto.tokens import hash_secret, random_string
 
-__all__ = ["CODE_LENGTH", "MAX_ATTEMPTS_PER_NONCE", "OTP_LENGTH", "NewCode", "check_code", "create_code"]
+__all__ = ["CODE_LENGTH", "MAX_ATTEMPTS_PER_NONCE", "OTP_LENGTH", "NewCode", "check_code", "create_code", "new_code"]
 
 CODE_LENGTH = 45
 OTP_LENGTH = 6
@@ -43,17 +43,16 @@ class NewCode:
         return self.code[OTP_LENGTH:]
 
 
-def create_code(
+def new_code(
     ctx: RequestContext,
-    project_id: str,
     purpose: str,
     lifetime_ms: int,
     *,
     email: str | None = None,
     user_id: str | None = None,
     is_new_user: bool = False,
-) -> Flow[NewCode]:
-    """Make and store a code; only its hashes reach the store."""
+) -> tuple[NewCode, VerificationCode]:
+    """A fresh code and the record to store for it (hashes only)."""
     code = random_string(ctx.entropy, CODE_LENGTH)
     record = VerificationCode(
         code_hash=hash_secret(code),
@@ -65,8 +64,23 @@ def create_code(
         user_id=user_id,
         is_new_user=is_new_user,
     )
+    return NewCode(code), record
+
+
+def create_code(
+    ctx: RequestContext,
+    project_id: str,
+    purpose: str,
+    lifetime_ms: int,
+    *,
+    email: str | None = None,
+    user_id: str | None = None,
+    is_new_user: bool = False,
+) -> Flow[NewCode]:
+    """Make and store a code; only its hashes reach the store."""
+    code, record = new_code(ctx, purpose, lifetime_ms, email=email, user_id=user_id, is_new_user=is_new_user)
     yield from perform(CreateVerificationCode(project_id, record))
-    return NewCode(code)
+    return code
 
 
 def check_code(

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from identity_proto.context import RequestContext
-from identity_proto.effects import CreateUser, FindUserByAuthEmail, Flow, UpdateUser, UserWrite, perform
+from identity_proto.effects import (
+    CreateSignInCode,
+    EmailRefusal,
+    EmailSignInOutcome,
+    FindUserByAuthEmail,
+    Flow,
+    SignInByEmail,
+    perform,
+)
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.flows.codes import check_code, create_code
+from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import deliver, new_email
-from identity_proto.flows.signin import after_sign_up, finish_sign_in
+from identity_proto.flows.sessions import IssuedTokens, issue_access_token, new_session
+from identity_proto.flows.signin import personal_team, require_second_factor, signed_in
 from identity_proto.http import Response
 from identity_proto.ratelimits import check_rate_limits, rule_for
 from identity_proto.records import CodePurpose, Project, ProjectConfig, User
@@ -51,23 +61,33 @@ def _magic_link(callback_url: str, code: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, ("code", code)])))
 
 
-def _check_sign_in_email(project: Project, email: str, user: User | None) -> None:
-    """reference §2.2 step 2, re-run at sign-in: an unverified auth e-mail cannot sign in with a code, and an
-    unknown one only when sign-up is enabled."""
+def _refusal(project: Project, user: User | None) -> EmailRefusal | None:
+    """reference §2.2 step 2: an unverified auth e-mail cannot sign in with a code, and an unknown one only when
+    sign-up is enabled."""
     if user is not None and not user.primary_email_verified:
-        raise KnownError(
-            ErrorCode.USER_EMAIL_ALREADY_EXISTS,
-            message=f'A user with email "{email}" already exists but the email is not verified. Please login to '
-            "your existing account with the method you used to sign up, and then verify your email to sign in "
-            "with this login method.",
-            details={"email": email, "would_work_if_email_was_verified": True},
-        )
+        return EmailRefusal.UNVERIFIED
     if user is None and not project.config.sign_up_enabled:
-        raise KnownError(ErrorCode.SIGN_UP_NOT_ENABLED)
+        return EmailRefusal.SIGN_UP_DISABLED
+    return None
+
+
+def _refused(refusal: EmailRefusal, email: str) -> KnownError:
+    if refusal is EmailRefusal.SIGN_UP_DISABLED:
+        return KnownError(ErrorCode.SIGN_UP_NOT_ENABLED)
+    return KnownError(
+        ErrorCode.USER_EMAIL_ALREADY_EXISTS,
+        message=f'A user with email "{email}" already exists but the email is not verified. Please login to '
+        "your existing account with the method you used to sign up, and then verify your email to sign in "
+        "with this login method.",
+        details={"email": email, "would_work_if_email_was_verified": True},
+    )
 
 
 def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
-    """POST /auth/otp/send-sign-in-code: mail a code and a magic link; answer the nonce."""
+    """POST /auth/otp/send-sign-in-code: mail a code and a magic link; answer the nonce.
+
+    Checking the address and storing the code are one storage step (`CreateSignInCode`), so sending costs one
+    round trip to the store (plus the outbox, when mail is kept there)."""
     project = ctx.require_auth().project
     body: SendSignInCodeBody = ctx.body
     if not project.config.magic_link_enabled:
@@ -76,11 +96,14 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
     if ctx.options.rate_limits_enabled:  # per address too, so one inbox cannot be flooded from many places
         rule = rule_for("send_code_email", project.config)
         yield from check_rate_limits([(rule, f"{project.id}:{email}")], now_ms=ctx.now_ms)
-    user = yield from perform(FindUserByAuthEmail(project.id, email))
-    _check_sign_in_email(project, email, user)
     if not callback_is_trusted(body.callback_url, project.config):
-        raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
-    code = yield from create_code(ctx, project.id, CodePurpose.SIGN_IN, ctx.options.code_lifetime_ms, email=email)
+        # The address is checked first (reference §2.2 steps 2 and 4): a refused address is the error to show.
+        refusal = _refusal(project, (yield from perform(FindUserByAuthEmail(project.id, email))))
+        raise _refused(refusal, email) if refusal is not None else KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+    code, record = new_code(ctx, CodePurpose.SIGN_IN, ctx.options.code_lifetime_ms, email=email)
+    refusal = yield from perform(CreateSignInCode(project.id, record, project.config.sign_up_enabled))
+    if refusal is not None:
+        raise _refused(refusal, email)
     link = _magic_link(body.callback_url, code.code)
     text = (
         f"Your sign-in code for {project.display_name} is {code.otp}.\n\n"
@@ -94,18 +117,15 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
 
 def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/otp/sign-in: consume the code, then sign in the user whose auth e-mail it was sent to, or
-    create them (is_new_user) when there is none and sign-up is enabled."""
+    create them (is_new_user) when there is none and sign-up is enabled.
+
+    Two storage steps: consuming the code, then `SignInByEmail` (find or create the user, mark and touch them,
+    start the session: one atomic step, so a sign-up racing another of the same address signs in as its user).
+    The records it may store are made here beforehand."""
     project = ctx.require_auth().project
     body: CodeBody = ctx.body
     code = yield from check_code(ctx, project.id, body.code, CodePurpose.SIGN_IN, consume=True)
     email = code.email or ""
-    user = yield from perform(FindUserByAuthEmail(project.id, email))
-    _check_sign_in_email(project, email, user)
-    if user is not None:
-        if not user.otp_auth_enabled:  # reference §2.2: signing in by code adds the OTP method silently
-            updated = yield from perform(UpdateUser(project.id, user.id, (("otp_auth_enabled", True),)))
-            user = updated if isinstance(updated, User) else user
-        return (yield from finish_sign_in(ctx, project, user, is_new_user=False))
     new_user = User(
         id=new_uuid(ctx.entropy),
         signed_up_at_millis=ctx.now_ms,
@@ -115,17 +135,33 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
         primary_email_auth_enabled=True,
         otp_auth_enabled=True,
     )
-    created = yield from perform(CreateUser(project.id, new_user))
-    if created is UserWrite.EMAIL_TAKEN:
-        # Someone signed up with this address between our look-up and the write: sign in as them.
-        raced = yield from perform(FindUserByAuthEmail(project.id, email))
-        if raced is None:
-            raise KnownError(ErrorCode.VERIFICATION_CODE_ALREADY_USED)
-        _check_sign_in_email(project, email, raced)
-        return (yield from finish_sign_in(ctx, project, raced, is_new_user=False))
-    assert isinstance(created, User)
-    created = yield from after_sign_up(ctx, project, created)
-    return (yield from finish_sign_in(ctx, project, created, is_new_user=True))
+    team = personal_team(ctx, project, new_user)
+    if team is not None:
+        new_user = dataclasses.replace(new_user, selected_team_id=team[0].id)
+    refresh_token, session = new_session(ctx, user_id="")  # the store makes it the signed-in user's
+    result = yield from perform(
+        SignInByEmail(
+            project.id,
+            email=email,
+            now_ms=ctx.now_ms,
+            sign_up_enabled=project.config.sign_up_enabled,
+            new_user=new_user,
+            session=session,
+            personal_team=team,
+        )
+    )
+    outcome, user = result.outcome, result.user
+    if outcome is EmailSignInOutcome.UNVERIFIED:
+        raise _refused(EmailRefusal.UNVERIFIED, email)
+    if outcome is EmailSignInOutcome.SIGN_UP_DISABLED:
+        raise _refused(EmailRefusal.SIGN_UP_DISABLED, email)
+    if user is None or outcome is EmailSignInOutcome.ID_TAKEN:
+        raise RuntimeError(f"signing in by e-mail: {outcome.value}")  # a random id collided: a 500, logged
+    if outcome is EmailSignInOutcome.MFA_REQUIRED:
+        yield from require_second_factor(ctx, project, user, is_new_user=False)
+    session = dataclasses.replace(session, user_id=user.id)
+    tokens = IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
+    return signed_in(user, tokens, is_new_user=outcome is EmailSignInOutcome.SIGNED_UP)
 
 
 def check_sign_in_code(ctx: RequestContext) -> Flow[Response]:

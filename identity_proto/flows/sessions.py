@@ -44,6 +44,7 @@ __all__ = [
     "delete_session_endpoint",
     "issue_access_token",
     "list_sessions_endpoint",
+    "new_session",
     "oauth_token",
     "refresh_access_token",
     "sign_out",
@@ -110,14 +111,14 @@ def issue_access_token(ctx: RequestContext, project: Project, user: User, sessio
     return SigningKey.from_scalar(project.signing_key).sign(claims)
 
 
-def start_session(
-    ctx: RequestContext, project: Project, user: User, *, lifetime_ms: int | None = None, is_impersonation: bool = False
-) -> Flow[IssuedTokens]:
-    """Create a session for `user` and return its tokens."""
+def new_session(
+    ctx: RequestContext, user_id: str, *, lifetime_ms: int | None = None, is_impersonation: bool = False
+) -> tuple[str, Session]:
+    """A fresh refresh token and the session record to store for it (the token only as a hash)."""
     refresh_token = random_string(ctx.entropy, 45)
     session = Session(
         id=new_uuid(ctx.entropy),
-        user_id=user.id,
+        user_id=user_id,
         refresh_token_hash=hash_secret(refresh_token),
         created_at_millis=ctx.now_ms,
         last_used_at_millis=ctx.now_ms,
@@ -125,6 +126,14 @@ def start_session(
         + (lifetime_ms if lifetime_ms is not None else ctx.options.refresh_token_lifetime_ms),
         is_impersonation=is_impersonation,
     )
+    return refresh_token, session
+
+
+def start_session(
+    ctx: RequestContext, project: Project, user: User, *, lifetime_ms: int | None = None, is_impersonation: bool = False
+) -> Flow[IssuedTokens]:
+    """Create a session for `user` and return its tokens."""
+    refresh_token, session = new_session(ctx, user.id, lifetime_ms=lifetime_ms, is_impersonation=is_impersonation)
     yield from perform(CreateSession(project.id, session))
     return IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
 

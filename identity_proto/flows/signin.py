@@ -11,13 +11,21 @@ from identity_proto.context import RequestContext
 from identity_proto.effects import CreateTeam, Flow, UpdateUser, perform
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import create_code
-from identity_proto.flows.sessions import start_session
+from identity_proto.flows.sessions import IssuedTokens, start_session
 from identity_proto.http import Response
 from identity_proto.records import CodePurpose, Membership, Project, Team, User
 from identity_proto.render import json_response
 from identity_proto.tokens import new_uuid
 
-__all__ = ["after_sign_up", "finish_sign_in", "personal_team_name", "totp_matches"]
+__all__ = [
+    "after_sign_up",
+    "finish_sign_in",
+    "personal_team",
+    "personal_team_name",
+    "require_second_factor",
+    "signed_in",
+    "totp_matches",
+]
 
 
 def personal_team_name(user: User) -> str:
@@ -29,10 +37,10 @@ def personal_team_name(user: User) -> str:
     return "Personal Team"
 
 
-def after_sign_up(ctx: RequestContext, project: Project, user: User) -> Flow[User]:
-    """What a new user gets: with `create_team_on_sign_up`, a personal team they created and have selected."""
+def personal_team(ctx: RequestContext, project: Project, user: User) -> tuple[Team, Membership] | None:
+    """With `create_team_on_sign_up`, the personal team a new user gets and their membership as its creator."""
     if not project.config.create_team_on_sign_up:
-        return user
+        return None
     team = Team(id=new_uuid(ctx.entropy), display_name=personal_team_name(user), created_at_millis=ctx.now_ms)
     creator = Membership(
         team_id=team.id,
@@ -40,28 +48,35 @@ def after_sign_up(ctx: RequestContext, project: Project, user: User) -> Flow[Use
         created_at_millis=ctx.now_ms,
         permissions=tuple(sorted(project.config.team_creator_default_permissions)),
     )
-    yield from perform(CreateTeam(project.id, team, creator))
-    selected = yield from perform(UpdateUser(project.id, user.id, (("selected_team_id", team.id),)))
+    return team, creator
+
+
+def after_sign_up(ctx: RequestContext, project: Project, user: User) -> Flow[User]:
+    """What a new user gets: with `create_team_on_sign_up`, a personal team they created and have selected."""
+    team = personal_team(ctx, project, user)
+    if team is None:
+        return user
+    yield from perform(CreateTeam(project.id, *team))
+    selected = yield from perform(UpdateUser(project.id, user.id, (("selected_team_id", team[0].id),)))
     return selected if isinstance(selected, User) else user
 
 
-def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[Response]:
-    """Sign `user` in: 400 MULTI_FACTOR_AUTHENTICATION_REQUIRED with a 5-minute attempt code when they have a
-    TOTP secret (reference §2.5), else 200 with the session's tokens."""
-    if user.totp_secret_base64 is not None:
-        attempt = yield from create_code(
-            ctx,
-            project.id,
-            CodePurpose.MFA,
-            ctx.options.mfa_attempt_lifetime_ms,
-            user_id=user.id,
-            is_new_user=is_new_user,
-        )
-        raise KnownError(ErrorCode.MULTI_FACTOR_AUTHENTICATION_REQUIRED, details={"attempt_code": attempt.code})
-    if user.last_active_at_millis < ctx.now_ms:  # signing in is activity
-        touched = yield from perform(UpdateUser(project.id, user.id, (("last_active_at_millis", ctx.now_ms),)))
-        user = touched if isinstance(touched, User) else user
-    tokens = yield from start_session(ctx, project, user)
+def require_second_factor(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[None]:
+    """400 MULTI_FACTOR_AUTHENTICATION_REQUIRED with a 5-minute attempt code (reference §2.5): `user` has a TOTP
+    secret, so signing in continues at the MFA endpoint."""
+    attempt = yield from create_code(
+        ctx,
+        project.id,
+        CodePurpose.MFA,
+        ctx.options.mfa_attempt_lifetime_ms,
+        user_id=user.id,
+        is_new_user=is_new_user,
+    )
+    raise KnownError(ErrorCode.MULTI_FACTOR_AUTHENTICATION_REQUIRED, details={"attempt_code": attempt.code})
+
+
+def signed_in(user: User, tokens: IssuedTokens, *, is_new_user: bool) -> Response:
+    """The answer to a sign-in: 200 with the session's tokens."""
     return json_response(
         200,
         {
@@ -71,6 +86,18 @@ def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_
             "user_id": user.id,
         },
     )
+
+
+def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[Response]:
+    """Sign `user` in: the second factor when they have a TOTP secret (`require_second_factor`), else 200 with the
+    tokens of a new session."""
+    if user.totp_secret_base64 is not None:
+        yield from require_second_factor(ctx, project, user, is_new_user=is_new_user)
+    if user.last_active_at_millis < ctx.now_ms:  # signing in is activity
+        touched = yield from perform(UpdateUser(project.id, user.id, (("last_active_at_millis", ctx.now_ms),)))
+        user = touched if isinstance(touched, User) else user
+    tokens = yield from start_session(ctx, project, user)
+    return signed_in(user, tokens, is_new_user=is_new_user)
 
 
 def totp_matches(secret_base64: str, totp: str, now_ms: int) -> bool:

@@ -32,6 +32,7 @@ from identity_proto.effects import (
     ConsumeVerificationCode,
     CreateProject,
     CreateSession,
+    CreateSignInCode,
     CreateTeam,
     CreateUser,
     CreateVerificationCode,
@@ -59,6 +60,7 @@ from identity_proto.effects import (
     ResetProjectData,
     RevokeUserSessions,
     SetClockOverride,
+    SignInByEmail,
     StorageEffect,
     Together,
     UpdateMembership,
@@ -559,6 +561,8 @@ CONTRACT_TESTED: set[type[Any]] = {
     HitRateLimits,
     LoadUserWithTeam,
     Together,
+    CreateSignInCode,  # test_email_sign_in_contract.py
+    SignInByEmail,
 }
 
 

@@ -42,6 +42,7 @@ from identity_proto.effects import (
     ConsumeVerificationCode,
     CreateProject,
     CreateSession,
+    CreateSignInCode,
     CreateTeam,
     CreateUser,
     CreateVerificationCode,
@@ -49,6 +50,8 @@ from identity_proto.effects import (
     DeleteSession,
     DeleteTeam,
     DeleteUser,
+    EmailRefusal,
+    EmailSignInOutcome,
     EnsureProject,
     FindUserByAuthEmail,
     HitRateLimits,
@@ -69,6 +72,7 @@ from identity_proto.effects import (
     ResetProjectData,
     RevokeUserSessions,
     SetClockOverride,
+    SignInByEmail,
     StorageEffect,
     TeamWrite,
     Together,
@@ -320,6 +324,28 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
     assert store.apply(ListTeams(p)) == ()
 
 
+def _signing_in_by_email(store: RedisStore, p: str) -> None:
+    code = make_code("c-email", email="new@example.com")
+    assert store.apply(CreateSignInCode(p, code, sign_up_enabled=False)) is EmailRefusal.SIGN_UP_DISABLED
+    assert store.apply(CreateSignInCode(p, code, sign_up_enabled=True)) is None
+    team = make_team("t-personal")
+    newcomer = dataclasses.replace(
+        make_user("newcomer", "new@example.com", primary_email_verified=True), selected_team_id=team.id
+    )
+
+    def sign_in(session_id: str) -> SignInByEmail:
+        session = make_session(session_id, "")
+        personal = (team, make_membership(team.id, newcomer.id))
+        return SignInByEmail(p, "new@example.com", T0, True, newcomer, session, personal)
+
+    signed_up = store.apply(sign_in("s-up"))
+    assert (signed_up.outcome, signed_up.user) == (EmailSignInOutcome.SIGNED_UP, newcomer)
+    assert store.apply(LoadUserWithTeam(p, newcomer.id)) == (newcomer, team)
+    signed_in = store.apply(sign_in("s-in"))
+    assert signed_in.outcome is EmailSignInOutcome.SIGNED_IN
+    assert {s.id for s in store.apply(ListSessions(p, newcomer.id))} == {"s-up", "s-in"}
+
+
 def _outbox(store: RedisStore, p: str) -> None:
     mails = [make_email(n, "ada@example.com" if n % 2 else "bob@example.com") for n in range(1, 5)]
     for mail in mails:
@@ -336,6 +362,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _codes(checked, p)
     _sessions(checked, p)
     _teams_and_memberships(checked, p)
+    _signing_in_by_email(checked, p)
     _outbox(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))

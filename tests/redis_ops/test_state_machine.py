@@ -45,6 +45,7 @@ from identity_proto.effects import (
     ConsumeVerificationCode,
     CreateProject,
     CreateSession,
+    CreateSignInCode,
     CreateTeam,
     CreateUser,
     CreateVerificationCode,
@@ -66,6 +67,7 @@ from identity_proto.effects import (
     ResetProjectData,
     RevokeUserSessions,
     SetClockOverride,
+    SignInByEmail,
     StorageEffect,
     UpdateMembership,
     UpdateProject,
@@ -338,7 +340,10 @@ class StoresAgree(RuleBasedStateMachine):
 
     def users(self, data: st.DataObject, project_id: str) -> None:
         grow = len(self._tenant(project_id).users) < 2
-        _, op = self.step(("create", "update", "email", "email", "select", "select", "select", "delete"), grow=grow)
+        n, op = self.step(
+            ("create", "update", "email", "email", "select", "select", "select", "delete", "sign_in", "sign_in"),
+            grow=grow,
+        )
         if op == "create":
             email = data.draw(st.none() | st.sampled_from(EMAILS), label="email")
             signed_up = data.draw(st.sampled_from(TIMES), label="signed_up_at_millis")
@@ -349,9 +354,40 @@ class StoresAgree(RuleBasedStateMachine):
                 display_name=data.draw(st.none() | SHORT_TEXT, label="display_name"),
                 primary_email=email,
                 primary_email_auth_enabled=email is not None and data.draw(st.booleans(), label="auth"),
+                primary_email_verified=data.draw(st.booleans(), label="verified"),
                 client_metadata=data.draw(JSON_VALUES, label="client_metadata"),
             )
             self.both(CreateUser(project_id, user))
+        elif op == "sign_in":
+            # The end of a code sign-in: whoever holds the address is signed in (or refused), or a user is made,
+            # maybe with a personal team (its id from the pool: an existing team is replaced, as CreateTeam does).
+            email = data.draw(st.sampled_from(EMAILS), label="email")
+            now = data.draw(st.sampled_from(TIMES), label="now_ms")
+            team_id = data.draw(st.none() | st.sampled_from(TEAMS), label="personal team")
+            new_user = User(
+                id=self.random.choice(USERS),
+                signed_up_at_millis=now,
+                last_active_at_millis=now,
+                primary_email=email,
+                primary_email_verified=True,
+                primary_email_auth_enabled=True,
+                otp_auth_enabled=True,
+                selected_team_id=team_id,
+            )
+            team = None
+            if team_id is not None:
+                creator = Membership(team_id, new_user.id, now, permissions=("team_admin",))
+                team = (Team(id=team_id, display_name=f"{email}'s Team", created_at_millis=now), creator)
+            session = Session(
+                id=f"s{n}",
+                user_id="",
+                refresh_token_hash=f"token-{n}",
+                created_at_millis=now,
+                last_used_at_millis=now,
+                expires_at_millis=now + 30 * 86_400_000,
+            )
+            sign_up = data.draw(st.booleans(), label="sign_up_enabled")
+            self.both(SignInByEmail(project_id, email, now, sign_up, new_user, session, team))
         elif op == "update":
             user_id = self.user(project_id)
             changes = data.draw(USER_CHANGES, label="changes")
@@ -425,7 +461,18 @@ class StoresAgree(RuleBasedStateMachine):
 
     def codes(self, data: st.DataObject, project_id: str) -> None:
         grow = not self._tenant(project_id).codes
-        n, op = self.step(("create", "attempt", "attempt", "attempt", "consume"), grow=grow)
+        n, op = self.step(("create", "attempt", "attempt", "attempt", "consume", "sign_in_code"), grow=grow)
+        if op == "sign_in_code":
+            code = VerificationCode(
+                code_hash=f"code-{n}",
+                nonce_hash=data.draw(st.sampled_from(NONCES), label="nonce"),
+                purpose=CodePurpose.SIGN_IN,
+                created_at_millis=T0,
+                expires_at_millis=T0 + data.draw(st.sampled_from((1, 5, 1000)), label="lifetime"),
+                email=data.draw(st.sampled_from(EMAILS), label="email"),
+            )
+            self.both(CreateSignInCode(project_id, code, data.draw(st.booleans(), label="sign_up_enabled")))
+            return
         if op == "create":
             code = VerificationCode(
                 code_hash=f"code-{n}",

@@ -263,6 +263,47 @@ def test_an_unverified_auth_address_cannot_sign_in_by_code() -> None:
     assert reply.json["details"] == {"email": "ada@example.com", "would_work_if_email_was_verified": True}
 
 
+def test_an_untrusted_callback_is_reported_after_the_address_and_stores_no_code() -> None:
+    h = Harness()
+    _put_user(h, primary_email="ada@example.com", primary_email_verified=False, primary_email_auth_enabled=True)
+    refused = send_code(h, callback="https://evil.example/cb")
+    assert (refused.status, refused.known_error) == (409, "USER_EMAIL_ALREADY_EXISTS")
+    untrusted = send_code(h, "new@example.com", callback="https://evil.example/cb")
+    assert (untrusted.status, untrusted.known_error) == (400, "REDIRECT_URL_NOT_WHITELISTED")
+    assert h.store.tenant(PROJECT_ID).codes == {}
+
+
+def test_the_address_is_judged_again_at_sign_in() -> None:
+    # A code sent while the address could sign in, used after it no longer can: refused, nobody signed in.
+    h = Harness()
+    new_address = code_for(h, "new@example.com")
+    h.request("PATCH", "/api/v1/projects/current", admin_headers(), json={"config": {"sign_up_enabled": False}})
+    refused = sign_in(h, new_address)
+    assert (refused.status, refused.known_error) == (400, "SIGN_UP_NOT_ENABLED")
+    assert h.store.tenant(PROJECT_ID).users == {}
+
+    h.request("PATCH", "/api/v1/projects/current", admin_headers(), json={"config": {"sign_up_enabled": True}})
+    user_id = sign_in(h, code_for(h)).json["user_id"]
+    code = code_for(h)
+    h.request("PATCH", f"/api/v1/users/{user_id}", server_headers(), json={"primary_email_verified": False})
+    unverified = sign_in(h, code)
+    assert (unverified.status, unverified.known_error) == (409, "USER_EMAIL_ALREADY_EXISTS")
+    assert len(h.store.tenant(PROJECT_ID).sessions) == 1  # the first sign-in's only
+
+
+def test_signing_in_by_code_marks_the_method_and_the_activity() -> None:
+    h = Harness()
+    existing = _put_user(
+        h, primary_email="ada@example.com", primary_email_verified=True, primary_email_auth_enabled=True
+    )
+    assert existing.otp_auth_enabled is False
+    h.advance(5_000)
+    reply = sign_in(h, code_for(h))
+    assert (reply.status, reply.json["user_id"], reply.json["is_new_user"]) == (200, existing.id, False)
+    user = h.user(existing.id)
+    assert (user.otp_auth_enabled, user.last_active_at_millis) == (True, h.now_ms)
+
+
 # --- access tokens --------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,382 @@
+"""Signing in with a code sent to an e-mail address, each request one atomic step, over every store:
+CreateSignInCode (store the code unless the address cannot sign in) and SignInByEmail (sign in whoever holds the
+address, or sign them up with their personal team), with their refusals writing nothing, concurrent sign-ups of
+one address making one user, and the TTLs of what they store on Redis."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import pytest
+
+from backends.redis import GRACE_MS, RedisStore
+from identity_proto.drivers import Store, arun
+from identity_proto.effects import (
+    AttemptVerificationCode,
+    CodeOutcome,
+    CreateSignInCode,
+    CreateUser,
+    EmailRefusal,
+    EmailSignIn,
+    EmailSignInOutcome,
+    FindUserByAuthEmail,
+    ListMemberships,
+    ListSessions,
+    ListTeams,
+    ListUsers,
+    LoadSession,
+    LoadUser,
+    LoadUserWithTeam,
+    SignInByEmail,
+    UseRefreshToken,
+    perform,
+)
+from identity_proto.records import CodePurpose, Session, Team, User, VerificationCode
+from tests.contract.conftest import AsyncBackend
+from tests.contract.factories import (
+    OTHER_PROJECT,
+    PROJECT,
+    T0,
+    in_threads,
+    make_code,
+    make_membership,
+    make_session,
+    make_team,
+    make_user,
+    remove_user_behind_the_stores_back,
+    rich_user,
+)
+
+EMAIL = "ada@example.com"
+NOW = T0 + 5_000
+
+
+def sign_in_code(name: str = "c1", email: str = EMAIL) -> VerificationCode:
+    return make_code(name, email=email)
+
+
+def code_is_stored(store: Store, code: VerificationCode, project_id: str = PROJECT) -> bool:
+    """Whether `code` is there (a non-consuming attempt; it counts one attempt on the nonce)."""
+    found = store.apply(
+        AttemptVerificationCode(project_id, code.code_hash, code.nonce_hash, code.purpose, T0, consume=False)
+    )
+    return found.outcome is CodeOutcome.OK and found.code == code
+
+
+def verified_user(user_id: str = "ada", email: str = EMAIL, **fields: Any) -> User:
+    """A user whose auth e-mail is verified (signed up and last active at T0 unless `fields` say otherwise)."""
+    return dataclasses.replace(make_user(user_id, email, primary_email_verified=True), **fields)
+
+
+def newcomer(user_id: str = "new", email: str = EMAIL, **fields: Any) -> User:
+    """The user a sign-up with `email` would create."""
+    values: dict[str, Any] = {
+        "signed_up_at_millis": NOW,
+        "last_active_at_millis": NOW,
+        "primary_email_verified": True,
+        "otp_auth_enabled": True,
+    }
+    return dataclasses.replace(make_user(user_id, email), **(values | fields))
+
+
+def session_template(session_id: str = "s1") -> Session:
+    """A session whose user the store fills in."""
+    return make_session(session_id, "", created_at=NOW)
+
+
+def sign_in(
+    *,
+    email: str = EMAIL,
+    new_user: User | None = None,
+    session: Session | None = None,
+    sign_up_enabled: bool = True,
+    personal_team: tuple[Team, Any] | None = None,
+    project_id: str = PROJECT,
+) -> SignInByEmail:
+    return SignInByEmail(
+        project_id,
+        email=email,
+        now_ms=NOW,
+        sign_up_enabled=sign_up_enabled,
+        new_user=new_user if new_user is not None else newcomer(email=email),
+        session=session if session is not None else session_template(),
+        personal_team=personal_team,
+    )
+
+
+def nothing_stored_for_the_session(store: Store, session: Session) -> None:
+    assert store.apply(LoadSession(PROJECT, session.id)) is None
+    assert store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, NOW)) is None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# CreateSignInCode
+
+
+def test_a_code_for_a_free_address_is_stored_when_sign_up_is_enabled(store: Store) -> None:
+    code = sign_in_code()
+    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+    assert code_is_stored(store, code)
+
+
+def test_a_code_for_a_free_address_is_refused_when_sign_up_is_disabled(store: Store) -> None:
+    code = sign_in_code()
+    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=False)) is EmailRefusal.SIGN_UP_DISABLED
+    assert not code_is_stored(store, code)
+
+
+def test_a_code_for_a_verified_users_address_is_stored_even_without_sign_up(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, verified_user()))
+    code = sign_in_code()
+    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=False)) is None
+    assert code_is_stored(store, code)
+
+
+def test_a_code_for_an_unverified_users_address_is_refused(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada", EMAIL)))
+    code = sign_in_code()
+    for sign_up_enabled in (True, False):
+        assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=sign_up_enabled)) is (
+            EmailRefusal.UNVERIFIED
+        )
+    assert not code_is_stored(store, code)
+
+
+def test_an_address_that_is_no_auth_email_and_a_dangling_index_entry_count_as_free(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("quiet", EMAIL, auth=False)))  # unverified, but not an auth e-mail
+    store.apply(CreateUser(PROJECT, make_user("gone", "gone@example.com")))
+    remove_user_behind_the_stores_back(store, PROJECT, "gone")
+    for name, email in (("c-quiet", EMAIL), ("c-gone", "gone@example.com")):
+        code = sign_in_code(name, email)
+        assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=False)) is EmailRefusal.SIGN_UP_DISABLED
+        assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+        assert code_is_stored(store, code)
+
+
+def test_a_sign_in_code_looks_at_its_own_project_only(store: Store) -> None:
+    store.apply(CreateUser(OTHER_PROJECT, make_user("ada", EMAIL)))  # unverified, elsewhere
+    code = sign_in_code()
+    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+    assert code_is_stored(store, code)
+    assert not code_is_stored(store, code, OTHER_PROJECT)
+
+
+def test_a_sign_in_code_must_name_its_address_and_be_one() -> None:
+    with pytest.raises(ValueError, match="address"):
+        CreateSignInCode(PROJECT, make_code("c1"), sign_up_enabled=True)
+    with pytest.raises(ValueError, match="purpose"):
+        CreateSignInCode(PROJECT, make_code("c1", purpose=CodePurpose.MFA, email=EMAIL), sign_up_enabled=True)
+
+
+def test_redis_a_sign_in_code_and_its_nonce_expire_a_grace_period_after_the_code(redis_store: RedisStore) -> None:
+    now = int(time.time() * 1000)
+    code = make_code("c1", created_at=now, lifetime_ms=60_000, email=EMAIL)
+    assert redis_store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+    for key in (redis_store.keys.code(PROJECT, code.code_hash), redis_store.keys.nonce(PROJECT, code.nonce_hash)):
+        expected = 60_000 + GRACE_MS
+        assert expected - 2_000 <= int(redis_store.client.pttl(key)) <= expected
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SignInByEmail: an existing user
+
+
+def test_a_verified_user_is_signed_in_marked_as_an_otp_user_and_touched(store: Store) -> None:
+    ada = verified_user(last_active_at_millis=T0)
+    store.apply(CreateUser(PROJECT, ada))
+    session = session_template()
+
+    result = store.apply(sign_in(session=session))
+
+    touched = dataclasses.replace(ada, otp_auth_enabled=True, last_active_at_millis=NOW)
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_IN, touched)
+    assert store.apply(LoadUser(PROJECT, ada.id)) == touched
+    theirs = dataclasses.replace(session, user_id=ada.id)
+    assert store.apply(LoadSession(PROJECT, session.id)) == theirs
+    assert store.apply(ListSessions(PROJECT, ada.id)) == (theirs,)
+    used = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, NOW + 1))
+    assert used is not None
+    assert used[1].id == ada.id
+    assert store.apply(ListUsers(PROJECT)) == (store.apply(LoadUser(PROJECT, ada.id)),)  # nobody was created
+
+
+def test_signing_in_never_moves_last_activity_back(store: Store) -> None:
+    ada = verified_user(last_active_at_millis=NOW + 60_000, otp_auth_enabled=True)
+    store.apply(CreateUser(PROJECT, ada))
+    assert store.apply(sign_in()) == EmailSignIn(EmailSignInOutcome.SIGNED_IN, ada)
+    assert store.apply(LoadUser(PROJECT, ada.id)) == ada
+
+
+def test_a_user_with_a_second_factor_is_marked_but_gets_no_session(store: Store) -> None:
+    ada = verified_user(totp_secret_base64="SGVsbG8gVE9UUCBzZWNyZXQ=", last_active_at_millis=T0)
+    store.apply(CreateUser(PROJECT, ada))
+    session = session_template()
+
+    result = store.apply(sign_in(session=session))
+
+    marked = dataclasses.replace(ada, otp_auth_enabled=True)  # last activity waits for the second factor
+    assert result == EmailSignIn(EmailSignInOutcome.MFA_REQUIRED, marked)
+    assert store.apply(LoadUser(PROJECT, ada.id)) == marked
+    nothing_stored_for_the_session(store, session)
+    assert store.apply(ListSessions(PROJECT, ada.id)) == ()
+
+
+@pytest.mark.parametrize("sign_up_enabled", [True, False])
+def test_an_unverified_user_is_refused_and_nothing_is_written(store: Store, sign_up_enabled: bool) -> None:
+    ada = make_user("ada", EMAIL)
+    store.apply(CreateUser(PROJECT, ada))
+    session = session_template()
+
+    result = store.apply(sign_in(session=session, sign_up_enabled=sign_up_enabled))
+
+    assert result == EmailSignIn(EmailSignInOutcome.UNVERIFIED, ada)
+    assert store.apply(LoadUser(PROJECT, ada.id)) == ada
+    assert store.apply(ListUsers(PROJECT)) == (ada,)
+    nothing_stored_for_the_session(store, session)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SignInByEmail: nobody holds the address
+
+
+def test_with_sign_up_disabled_nobody_is_created(store: Store) -> None:
+    session = session_template()
+    result = store.apply(sign_in(session=session, sign_up_enabled=False))
+    assert result == EmailSignIn(EmailSignInOutcome.SIGN_UP_DISABLED)
+    assert store.apply(ListUsers(PROJECT)) == ()
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    nothing_stored_for_the_session(store, session)
+
+
+def test_a_new_user_is_created_with_every_field_indexed_and_signed_in(store: Store) -> None:
+    # Every field away from its default (but a second factor: a newcomer has none, and no team yet).
+    user = dataclasses.replace(rich_user(), totp_secret_base64=None, selected_team_id=None, primary_email=EMAIL)
+    session = session_template()
+
+    result = store.apply(sign_in(new_user=user, session=session))
+
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, user)
+    assert store.apply(LoadUser(PROJECT, user.id)) == user
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == user
+    assert store.apply(ListUsers(PROJECT)) == (user,)
+    assert store.apply(ListSessions(PROJECT, user.id)) == (dataclasses.replace(session, user_id=user.id),)
+    # Once signed up, the next sign-in finds them (and creates no one).
+    again = store.apply(sign_in(new_user=newcomer("someone-else"), session=session_template("s2")))
+    assert again.outcome is EmailSignInOutcome.SIGNED_IN
+    assert again.user is not None
+    assert again.user.id == user.id
+    assert [u.id for u in store.apply(ListUsers(PROJECT))] == [user.id]
+
+
+def test_a_new_user_gets_their_personal_team_selected(store: Store) -> None:
+    team = make_team("team-new", created_at=NOW)
+    creator = make_membership(team.id, "new", created_at=NOW, permissions=("$read_members", "team_admin"))
+    user = newcomer(selected_team_id=team.id)
+
+    result = store.apply(sign_in(new_user=user, personal_team=(team, creator)))
+
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, user)
+    assert store.apply(LoadUserWithTeam(PROJECT, user.id)) == (user, team)
+    assert store.apply(ListTeams(PROJECT, user_id=user.id)) == (team,)
+    assert store.apply(ListMemberships(PROJECT, team_id=team.id)) == (creator,)
+
+
+def test_an_existing_user_gets_no_personal_team(store: Store) -> None:
+    ada = verified_user(otp_auth_enabled=True, last_active_at_millis=NOW)
+    store.apply(CreateUser(PROJECT, ada))
+    team = make_team("team-new", created_at=NOW)
+    creator = make_membership(team.id, "new", created_at=NOW)
+    result = store.apply(sign_in(new_user=newcomer(selected_team_id=team.id), personal_team=(team, creator)))
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_IN, ada)
+    assert store.apply(ListTeams(PROJECT)) == ()
+    assert store.apply(ListMemberships(PROJECT)) == ()
+
+
+def test_a_dangling_index_entry_counts_as_nobody(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, verified_user("gone")))
+    remove_user_behind_the_stores_back(store, PROJECT, "gone")
+    result = store.apply(sign_in())
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer())
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == newcomer()
+
+
+def test_a_new_users_id_taken_writes_nothing(store: Store) -> None:
+    holder = verified_user("new", "other@example.com")
+    store.apply(CreateUser(PROJECT, holder))
+    session = session_template()
+    assert store.apply(sign_in(new_user=newcomer("new"), session=session)) == EmailSignIn(EmailSignInOutcome.ID_TAKEN)
+    assert store.apply(ListUsers(PROJECT)) == (holder,)
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    nothing_stored_for_the_session(store, session)
+
+
+def test_signing_in_looks_at_its_own_project_only(store: Store) -> None:
+    store.apply(CreateUser(OTHER_PROJECT, verified_user("elsewhere")))
+    result = store.apply(sign_in())
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer())
+    assert [u.id for u in store.apply(ListUsers(OTHER_PROJECT))] == ["elsewhere"]
+    assert store.apply(ListSessions(OTHER_PROJECT, "elsewhere")) == ()
+
+
+def test_concurrent_sign_ups_of_one_address_make_one_user(store: Store) -> None:
+    def worker(n: int) -> EmailSignIn:
+        return store.apply(sign_in(new_user=newcomer(f"new-{n}"), session=session_template(f"s-{n}")))
+
+    results = in_threads(*(lambda n=n: worker(n) for n in range(12)))
+
+    outcomes = sorted(result.outcome.value for result in results)
+    assert outcomes == ["signed_in"] * 11 + ["signed_up"]
+    users = store.apply(ListUsers(PROJECT))
+    assert len(users) == 1
+    assert {result.user.id for result in results if result.user is not None} == {users[0].id}
+    assert len(store.apply(ListSessions(PROJECT, users[0].id))) == 12
+
+
+def test_the_effect_checks_what_it_is_given() -> None:
+    with pytest.raises(ValueError, match="auth e-mail"):
+        sign_in(new_user=newcomer(email="someone@example.com"))
+    with pytest.raises(ValueError, match="auth e-mail"):
+        sign_in(new_user=dataclasses.replace(newcomer(), primary_email_auth_enabled=False))
+    team = make_team("t1")
+    with pytest.raises(ValueError, match="selected"):
+        sign_in(personal_team=(team, make_membership(team.id, "new")))
+
+
+def test_redis_the_session_of_a_sign_in_expires_a_grace_period_after_it(redis_store: RedisStore) -> None:
+    now = int(time.time() * 1000)
+    session = make_session("s1", "", created_at=now, lifetime_ms=60_000)
+    result = redis_store.apply(sign_in(session=session))
+    assert result.outcome is EmailSignInOutcome.SIGNED_UP
+    keys = redis_store.keys
+    for key in (
+        keys.session(PROJECT, session.id),
+        keys.session_by_token(PROJECT, session.refresh_token_hash),
+        keys.user_sessions(PROJECT, "new"),
+    ):
+        expected = 60_000 + GRACE_MS
+        assert expected - 2_000 <= int(redis_store.client.pttl(key)) <= expected
+    assert redis_store.client.pttl(keys.user(PROJECT, "new")) == -1  # users never expire
+
+
+def test_async_sign_in_by_email_through_arun(async_store: AsyncBackend) -> None:
+    code = sign_in_code()
+
+    async def scenario(store: Any) -> list[Any]:
+        return [
+            await arun(perform(CreateSignInCode(PROJECT, code, sign_up_enabled=False)), store),
+            await arun(perform(CreateSignInCode(PROJECT, code, sign_up_enabled=True)), store),
+            await arun(perform(sign_in()), store),
+            await arun(perform(sign_in(new_user=newcomer("other"), session=session_template("s2"))), store),
+            await arun(perform(FindUserByAuthEmail(PROJECT, EMAIL)), store),
+        ]
+
+    user = newcomer()
+    assert async_store.run(scenario) == [
+        EmailRefusal.SIGN_UP_DISABLED,
+        None,
+        EmailSignIn(EmailSignInOutcome.SIGNED_UP, user),
+        EmailSignIn(EmailSignInOutcome.SIGNED_IN, user),
+        user,
+    ]
