@@ -133,13 +133,10 @@ class IdentityASGI:
         async def respond(response: Response) -> None:
             nonlocal started
             started = True
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status,
-                    "headers": [(name.encode(), value.encode("latin-1")) for name, value in response.headers],
-                }
-            )
+            headers = [(name.encode(), value.encode("latin-1")) for name, value in response.headers]
+            # The body is whole: say its length, so the server need not frame it in chunks.
+            headers.append((b"content-length", str(len(response.body)).encode()))
+            await send({"type": "http.response.start", "status": response.status, "headers": headers})
             await send({"type": "http.response.body", "body": response.body})
 
         try:
@@ -205,7 +202,7 @@ def _request_from_scope(scope: Scope, body: bytes) -> Request:
         path = path[len(root_path) :] or "/"
     try:
         headers = tuple(
-            (name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope.get("headers", ())
+            [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope.get("headers", ())]
         )
     except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes every byte
         raise MalformedRequest(str(exc)) from None

@@ -9,6 +9,8 @@ from typing import Any
 
 BODY = b'{"status":"ok","service":"baseline","padding":"xxxxxxxxxxx"}'
 assert len(BODY) == 60
+#: With its length, as the service sends every body (the server then needs no chunked framing).
+HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"60")]
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -23,5 +25,5 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     elif scope["type"] == "http":
         while (await receive()).get("more_body"):
             pass
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
         await send({"type": "http.response.body", "body": BODY})
