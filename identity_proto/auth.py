@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -56,11 +56,16 @@ class HeaderReader:
     """
 
     prefixes: tuple[str, ...] = ("x-service-",)
+    #: suffix -> the full header names to try, in order (filled on first use; a handful of suffixes exist).
+    _names: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def get(self, request: Request, suffix: str) -> str | None:
         """The value of `<prefix><suffix>` for the first prefix that has one, else None."""
-        for prefix in self.prefixes:
-            value = request.header(prefix + suffix)
+        names = self._names.get(suffix)
+        if names is None:
+            names = self._names[suffix] = tuple(prefix + suffix for prefix in self.prefixes)
+        for name in names:
+            value = request.header(name)
             if value is not None:
                 return value
         return None
@@ -185,8 +190,9 @@ def _verify_access_token(
     Returns None only when the token names the header's project and that project does not exist: no user can be
     had then, and step 6 answers CURRENT_PROJECT_NOT_FOUND.
     """
-    unverified = unverified_claims(token)
-    token_project_id = _token_project_id(unverified)
+    # A token verified before names its project in claims already decoded; only a new one is decoded unverified.
+    seen = token_cache.seen(token)
+    token_project_id = _token_project_id(seen if seen is not None else unverified_claims(token))
     if token_project_id is None:
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     if token_project_id == header_project_id:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +46,9 @@ class ServiceOptions:
 
     @property
     def headers(self) -> HeaderReader:
-        """Reads request headers under every accepted prefix."""
-        return HeaderReader(self.header_prefixes)
+        """Reads request headers under every accepted prefix (one reader per set of prefixes: it memoises the
+        header names it builds)."""
+        return _header_reader(self.header_prefixes)
 
     @property
     def known_error_headers(self) -> tuple[str, ...]:
@@ -120,3 +122,8 @@ def client_address(request: Request, options: ServiceOptions) -> str | None:
         if forwarded:
             return forwarded.split(",")[-1].strip() or request.client
     return request.client
+
+
+@functools.cache
+def _header_reader(prefixes: tuple[str, ...]) -> HeaderReader:
+    return HeaderReader(prefixes)

@@ -21,7 +21,24 @@ Headers = tuple[tuple[str, str], ...]
 # Tab is allowed inside header values by RFC 9110; every other C0 control character and DEL is not.
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9a-z]+$")
+#: Header names joined by newlines, each a lower-case token: one match checks every name of a message.
+_TOKEN_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9a-z]+\n)*")
 _METHOD = re.compile(r"^[A-Z]+$")
+
+
+def _headers_are_valid(headers: Headers) -> bool:
+    """Whether every name is a lower-case token and no value holds a control character (tab aside): two regex
+    scans over the joined names and values, not two per header."""
+    if not headers:
+        return True
+    names = "\n".join(name for name, _ in headers) + "\n"
+    # A newline inside a name would read as two names: the count of lines must be the count of headers.
+    if names.count("\n") != len(headers) or _TOKEN_LINES.fullmatch(names) is None:
+        return False
+    # Values joined by a space: a printable whole holds no control character (a C-speed test); anything else (a
+    # tab, which is allowed, or a non-printable letter) is judged by the exact pattern.
+    values = " ".join(value for _, value in headers)
+    return values.isprintable() or not _CONTROL_CHARS.search(values)
 
 
 class MalformedRequest(ValueError):
@@ -49,15 +66,19 @@ class Request:
             raise MalformedRequest(f"invalid method {self.method!r}")
         if not self.path.startswith("/") or _CONTROL_CHARS.search(self.path):
             raise MalformedRequest("invalid request path")
-        index: dict[str, str] = {}
-        for name, value in self.headers:
-            if not _TOKEN.match(name):
-                raise MalformedRequest(f"invalid header name {name!r} (names are lower-case tokens)")
-            if _CONTROL_CHARS.search(value):
-                raise MalformedRequest(f"header {name} contains control characters")
+        if not _headers_are_valid(self.headers):
+            for name, value in self.headers:  # the slow path names the first offender
+                if not _TOKEN.match(name):
+                    raise MalformedRequest(f"invalid header name {name!r} (names are lower-case tokens)")
+                if _CONTROL_CHARS.search(value):
+                    raise MalformedRequest(f"header {name} contains control characters")
+        index = dict(self.headers)
+        if len(index) < len(self.headers):
             # Repeated headers are joined as RFC 9110 allows for list-valued fields; for the single-valued
             # headers the core reads, a repeat makes the value invalid, which the reader then rejects.
-            index[name] = f"{index[name]}, {value}" if name in index else value
+            index = {}
+            for name, value in self.headers:
+                index[name] = f"{index[name]}, {value}" if name in index else value
         object.__setattr__(self, "_index", index)
 
     def header(self, name: str) -> str | None:
@@ -89,9 +110,19 @@ class Response:
     def __post_init__(self) -> None:
         if not 100 <= self.status <= 599:
             raise ValueError(f"invalid status {self.status}")
-        for name, value in self.headers:
-            if not _TOKEN.match(name) or _CONTROL_CHARS.search(value):
-                raise ValueError(f"invalid response header {name!r}")
+        if not _headers_are_valid(self.headers):
+            bad = next(name for name, value in self.headers if not _headers_are_valid(((name, value),)))
+            raise ValueError(f"invalid response header {bad!r}")
+
+    def with_headers(self, extra: Headers) -> Response:
+        """This response with `extra` headers appended (only those are checked: the rest already were)."""
+        if not _headers_are_valid(extra):
+            raise ValueError(f"invalid response headers {[name for name, _ in extra]!r}")
+        response = object.__new__(Response)
+        object.__setattr__(response, "status", self.status)
+        object.__setattr__(response, "headers", self.headers + extra)
+        object.__setattr__(response, "body", self.body)
+        return response
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (lower-case), or None."""

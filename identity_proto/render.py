@@ -32,11 +32,15 @@ __all__ = [
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
 #: Sent on every response: nothing here may be cached (tokens, user data), nor sniffed as another type.
-#: CORS is open (reference §0.2): browsers call the API from any origin; credentials travel in headers, not
-#: cookies, so `*` exposes nothing a script could not already send.
 BASE_HEADERS: Headers = (
     ("cache-control", "no-store, max-age=0"),
     ("x-content-type-options", "nosniff"),
+)
+#: CORS is open (reference §0.2): browsers call the API from any origin; credentials travel in headers, not
+#: cookies, so `*` exposes nothing a script could not already send. Sent on every response to a request with an
+#: `Origin` (every cross-origin request a browser makes has one) and on preflights; a request without one (a
+#: server, curl, the SDK under Node) is no CORS request, and each header costs the HTTP server work per response.
+CORS_HEADERS: Headers = (
     ("access-control-allow-origin", "*"),
     ("access-control-expose-headers", "content-type, x-service-known-error, x-stack-known-error, x-service-request-id"),
 )

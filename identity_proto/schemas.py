@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -80,16 +80,27 @@ def schema_error(method: str, path: str, lines: Sequence[str]) -> KnownError:
     return KnownError(ErrorCode.SCHEMA_ERROR, details={"message": message})
 
 
+#: model -> its instance from an empty input, for models that accept one (every model is frozen: one instance
+#: serves every request that sent nothing, such as each GET's absent query and body).
+_EMPTY_INSTANCES: dict[type[BaseModel], BaseModel] = {}
+
+
 def validate_model(model: type[M], data: Any, location: str) -> M | list[str]:
     """`data` validated as `model`, or the list of problem lines (prefixed with `location`: body, query)."""
-    if data is None:
+    if data is None or data == {}:
+        empty = _EMPTY_INSTANCES.get(model)
+        if empty is not None:
+            return cast(M, empty)
         data = {}
     if not isinstance(data, dict):
         return [f"{location} must be an object"]
     try:
-        return model.model_validate(data)
+        validated = model.model_validate(data)
     except ValidationError as exc:
         return _problem_lines(exc.errors(include_url=False), location)
+    if not data:
+        _EMPTY_INSTANCES[model] = validated
+    return validated
 
 
 def _problem_lines(errors: list[ErrorDetails], location: str) -> list[str]:

@@ -31,7 +31,7 @@ from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response
 from identity_proto.ratelimits import check_rate_limits, rate_limited, request_checks
-from identity_proto.render import BASE_HEADERS, error_response
+from identity_proto.render import BASE_HEADERS, CORS_HEADERS, error_response
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import schema_error, validate_model
@@ -72,12 +72,12 @@ class Service:
         except Exception:
             logger.exception("unhandled error (request %s) on %s %s", request_id, request.method, request.path)
             response = self._error(KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id}))
-        return self._stamp(response, request_id)
+        return self._stamp(response, request_id, cors=request.header("origin") is not None)
 
     def error_response(self, error: KnownError, request_id: str) -> Response:
         """`error` rendered as this service renders it, for hosts that must answer before `handle` can run
         (a body too large to read, bytes that do not form a `Request`)."""
-        return self._stamp(self._error(error), request_id)
+        return self._stamp(self._error(error), request_id, cors=True)
 
     def bootstrap(
         self, default: ProjectSeed | None, internal_admin_key: str | None, *, now_ms: int, entropy: Entropy
@@ -134,9 +134,9 @@ class Service:
     def _error(self, error: KnownError) -> Response:
         return error_response(error, known_error_headers=self._known_error_headers)
 
-    def _stamp(self, response: Response, request_id: str) -> Response:
+    def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:
         extra = tuple((name, request_id) for name in self._request_id_headers)
-        return Response(response.status, response.headers + extra, response.body)
+        return response.with_headers(extra + CORS_HEADERS if cors else extra)
 
 
 def _preflight(allowed: tuple[str, ...]) -> Response:
@@ -145,6 +145,7 @@ def _preflight(allowed: tuple[str, ...]) -> Response:
         200,
         (
             *BASE_HEADERS,
+            *CORS_HEADERS,
             ("access-control-allow-methods", ", ".join(allowed)),
             ("access-control-allow-headers", "*"),
             ("access-control-max-age", "86400"),
@@ -174,7 +175,8 @@ def _parse_body(request: Request) -> Any:
             parsed = orjson.loads(text)
         except orjson.JSONDecodeError:
             raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Invalid JSON in request body") from None
-        if _depth_exceeds(parsed, MAX_JSON_DEPTH):
+        # Deeper than the limit takes more opening brackets than the limit: most bodies skip the walk.
+        if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and _depth_exceeds(parsed, MAX_JSON_DEPTH):
             raise KnownError(
                 ErrorCode.BODY_PARSING_ERROR,
                 message=f"JSON in request body is nested deeper than {MAX_JSON_DEPTH} levels",
@@ -246,4 +248,4 @@ def _validate_inputs(
 
 def _query_dict(request: Request) -> dict[str, str]:
     # A repeated query parameter keeps its last value, as the original's flat query object does.
-    return dict(request.query_items())
+    return dict(request.query_items()) if request.query else {}

@@ -75,8 +75,17 @@ class SeededEntropy:
             return self._random.randbytes(n)
 
 
+#: RFC 4648 base32 (what `base64.b32encode` writes) -> lower-case Crockford, character for character.
+_BASE32_TO_CROCKFORD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", CROCKFORD_ALPHABET)
+
+
 def random_string(entropy: Entropy, length: int, alphabet: str = CROCKFORD_ALPHABET) -> str:
     """`length` characters drawn uniformly from `alphabet` (whose size must divide 256, so no bias)."""
+    if alphabet == CROCKFORD_ALPHABET:
+        # Five random bits per character, encoded in C: base32 of enough bytes, cut, mapped to Crockford (every
+        # kept character is made of random bits only; the padding falls in what is cut off).
+        raw = entropy.token_bytes((length * 5 + 7) // 8)
+        return base64.b32encode(raw)[:length].decode("ascii").translate(_BASE32_TO_CROCKFORD)
     if 256 % len(alphabet):
         raise ValueError("alphabet size must divide 256")
     return "".join(alphabet[byte % len(alphabet)] for byte in entropy.token_bytes(length))
@@ -180,29 +189,33 @@ def unverified_claims(token: str) -> dict[str, Any] | None:
 
 
 class VerifiedTokenCache:
-    """A bounded memo of `SigningKey.verify`: (key id, token) -> claims. Thread-safe.
+    """A bounded memo of `SigningKey.verify`: token -> (id of the key that verified it, claims). Thread-safe.
 
     Only signatures are memoised; callers still compare `exp` with their own `now` on every use, so a cached
-    token expires exactly when an uncached one would.
+    token expires exactly when an uncached one would. A hit counts only for the key that verified the token.
     """
 
     def __init__(self, max_entries: int = 10_000) -> None:
-        self._entries: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
         self._max_entries = max_entries
         self._lock = threading.Lock()
 
+    def seen(self, token: str) -> dict[str, Any] | None:
+        """The claims of `token` if some key verified it before (which key is for `verify` to check), else None."""
+        entry = self._entries.get(token)
+        return None if entry is None else entry[1]
+
     def verify(self, key: SigningKey, token: str) -> dict[str, Any] | None:
         """Claims of `token` if signed by `key`, else None."""
-        cache_key = (key.kid, token)
         with self._lock:
-            claims = self._entries.get(cache_key)
-            if claims is not None:
-                self._entries.move_to_end(cache_key)
-                return claims
+            entry = self._entries.get(token)
+            if entry is not None and entry[0] == key.kid:
+                self._entries.move_to_end(token)
+                return entry[1]
         claims = key.verify(token)
         if claims is not None:
             with self._lock:
-                self._entries[cache_key] = claims
+                self._entries[token] = (key.kid, claims)
                 if len(self._entries) > self._max_entries:
                     self._entries.popitem(last=False)
         return claims

@@ -193,11 +193,11 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
 
     # 2. the user, when a rule needs its current state (a PATCH of plain fields goes straight to the write: one
     #    round trip; the write itself says whether the user exists)
-    missing = KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND)
+    missing = ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND
     if given & _NEEDS_CURRENT_USER:
         current = yield from perform(LoadUser(project.id, user_id))
         if current is None:  # through `me`, a deleted user is no "me" (reference §1.2 step 9)
-            raise missing
+            raise KnownError(missing)
         user = current
     else:
         user = User(id=user_id, signed_up_at_millis=0, last_active_at_millis=0)  # only its id is read below
@@ -252,7 +252,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         UpdateUser(project.id, user.id, tuple(changes.items()), revoke_sessions=password_changed)
     )
     if updated is UserWrite.NOT_FOUND:
-        raise missing
+        raise KnownError(missing)
     if updated is UserWrite.EMAIL_TAKEN:
         raise email_taken(changes.get("primary_email") or user.primary_email or "")
     assert isinstance(updated, User)

@@ -188,6 +188,21 @@ def test_every_response_carries_the_security_headers() -> None:
         assert len(reply.headers["x-service-request-id"]) == 16
 
 
+def test_cors_headers_answer_requests_with_an_origin() -> None:
+    harness = Harness()
+    origin = {"origin": "https://app.example.com"}
+    for reply in (
+        harness.request("GET", "/api/v1", origin),
+        harness.request("GET", "/api/v1/projects/current", {**server_headers(), **origin}),
+        harness.request("GET", "/api/v1/users/me", {**client_headers(), **origin}),  # an error: CORS all the same
+    ):
+        assert reply.headers["access-control-allow-origin"] == "*"
+        assert "x-service-known-error" in reply.headers["access-control-expose-headers"]
+    plain = harness.request("GET", "/api/v1/projects/current", server_headers())
+    assert plain.status == 200
+    assert "access-control-allow-origin" not in plain.headers
+
+
 def test_json_nested_too_deeply_is_refused() -> None:
     from identity_proto.service import MAX_JSON_DEPTH
 

@@ -187,3 +187,43 @@ def test_project_records_are_built_from_inputs_only() -> None:
     b, keys_b = new_project(SeededEntropy(5), 10, "X")
     assert (a, keys_a) == (b, keys_b)
     assert isinstance(a, Project)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Requests and responses check their headers (all of a message's headers in one pass)
+
+_BAD_HEADERS = [
+    (("x-a", "1"), ("X-Upper", "2")),  # names are lower-case
+    (("x-a", "1"), ("", "2")),  # names are not empty
+    (("x-a\nx-b", "1"),),  # a newline inside a name must not read as two names
+    (("x a", "1"),),  # not a token
+    (("x-a", "1"), ("x-b", "line\r\nbreak")),
+    (("x-a", "nul\x00"),),
+    (("x-a", "del\x7f"),),
+    (("x-a", "esc\x1b"),),
+]
+
+
+@pytest.mark.parametrize("headers", _BAD_HEADERS)
+def test_malformed_headers_cannot_form_a_request_or_a_response(headers: tuple[tuple[str, str], ...]) -> None:
+    from identity_proto import MalformedRequest
+
+    with pytest.raises(MalformedRequest):
+        Request("GET", "/", headers)
+    with pytest.raises(ValueError, match="invalid response header"):
+        Response(200, headers)
+    with pytest.raises(ValueError, match="invalid response header"):
+        Response(200).with_headers(headers)
+
+
+def test_well_formed_headers_are_kept_and_repeats_joined() -> None:
+    headers = (("x-a", "tab\tinside"), ("x-b", "é ünïcode"), ("x-a", "again"), ("x-c", ""))
+    request = Request("GET", "/", headers)
+    assert (request.header("x-a"), request.header("x-b"), request.header("x-c")) == (
+        "tab\tinside, again",
+        "é ünïcode",
+        "",
+    )
+    response = Response(200, headers[:2]).with_headers((("x-request-id", "abc"),))
+    assert response.headers == (*headers[:2], ("x-request-id", "abc"))
+    assert response == Response(200, (*headers[:2], ("x-request-id", "abc")))
