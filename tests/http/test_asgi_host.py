@@ -32,6 +32,20 @@ def test_the_first_request_starts_the_service_without_lifespan() -> None:
     assert response.json()["display_name"] == "Dev project"
 
 
+def test_every_answer_says_the_length_of_its_body() -> None:
+    async def main() -> list[httpx.Response]:
+        app = _app()
+        return [
+            await _get(app, "/api/v1/projects/current", client_headers()),
+            await _get(app, "/api/v1/users/me", client_headers()),  # an error
+            await _get(app, "/dashboard"),  # a static file
+        ]
+
+    for response in asyncio.run(main()):
+        assert response.headers["content-length"] == str(len(response.content))
+        assert "transfer-encoding" not in response.headers
+
+
 def test_lifespan_starts_and_stops() -> None:
     async def main() -> list[str]:
         app = _app()
