@@ -286,8 +286,9 @@ def _email_changes(user: User, body: ClientUserUpdateBody, given: set[str]) -> d
     set on their own; neither may be true without an address."""
     verified_given = "primary_email_verified" in given
     auth_given = "primary_email_auth_enabled" in given
-    verified = getattr(body, "primary_email_verified", None)
-    auth_enabled = getattr(body, "primary_email_auth_enabled", None)
+    # Only server bodies have the flags (read only when given: a missing attribute costs pydantic an exception).
+    verified = body.primary_email_verified if verified_given else None  # type: ignore[attr-defined]
+    auth_enabled = body.primary_email_auth_enabled if auth_given else None  # type: ignore[attr-defined]
     changes: dict[str, Any] = {}
     email = user.primary_email
     if "primary_email" in given:
