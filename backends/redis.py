@@ -1116,8 +1116,14 @@ def _json_fields(data: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _decoded(reply: Any) -> dict[str, Any]:
-    """A hash of JSON fields (as `_pairs` reads it) decoded; {} for nil or empty."""
-    return {name: orjson.loads(value) for name, value in _pairs(reply).items()}
+    """A hash of JSON fields (as `_pairs` reads it) decoded; {} for nil or empty. (orjson reads the values' bytes
+    as they come: no text is made of them first.)"""
+    if not reply:
+        return {}
+    items: Iterable[tuple[Any, Any]] = (
+        reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
+    )
+    return {_text(name): orjson.loads(value) for name, value in items}
 
 
 _Record = TypeVar("_Record", VerificationCode, Session, Team)
@@ -1129,8 +1135,18 @@ def _plain_record(cls: type[_Record], reply: Any) -> _Record | None:
     data = _decoded(reply)
     if not data:
         return None
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = _field_names(cls)
     return cls(**{name: value for name, value in data.items() if name in known})
+
+
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def _user(reply: Any) -> User | None:

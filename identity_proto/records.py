@@ -256,6 +256,9 @@ class Email:
     created_at_millis: int
 
 
+_USER_FIELDS = frozenset(f.name for f in dataclasses.fields(User))
+
+
 def user_to_json(user: User) -> dict[str, Any]:
     """The whole user record (password hash and TOTP secret included) as JSON for a store."""
     return dataclasses.asdict(user)
@@ -263,8 +266,7 @@ def user_to_json(user: User) -> dict[str, Any]:
 
 def user_from_json(data: dict[str, Any]) -> User:
     """Inverse of `user_to_json`; unknown keys are ignored, missing ones take their defaults."""
-    known = {f.name for f in dataclasses.fields(User)}
-    values = {k: v for k, v in data.items() if k in known}
+    values = {k: v for k, v in data.items() if k in _USER_FIELDS}
     scores = values.get("risk_scores")
     if isinstance(scores, dict):
         values["risk_scores"] = RiskScores(**scores)
