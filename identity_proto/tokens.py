@@ -75,20 +75,19 @@ class SeededEntropy:
             return self._random.randbytes(n)
 
 
-#: RFC 4648 base32 (what `base64.b32encode` writes) -> lower-case Crockford, character for character.
-_BASE32_TO_CROCKFORD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", CROCKFORD_ALPHABET)
+#: alphabet -> a 256-byte table mapping each byte value b to alphabet[b % len(alphabet)] (ASCII alphabets).
+_TABLES: dict[str, bytes] = {}
 
 
 def random_string(entropy: Entropy, length: int, alphabet: str = CROCKFORD_ALPHABET) -> str:
-    """`length` characters drawn uniformly from `alphabet` (whose size must divide 256, so no bias)."""
-    if alphabet == CROCKFORD_ALPHABET:
-        # Five random bits per character, encoded in C: base32 of enough bytes, cut, mapped to Crockford (every
-        # kept character is made of random bits only; the padding falls in what is cut off).
-        raw = entropy.token_bytes((length * 5 + 7) // 8)
-        return base64.b32encode(raw)[:length].decode("ascii").translate(_BASE32_TO_CROCKFORD)
-    if 256 % len(alphabet):
-        raise ValueError("alphabet size must divide 256")
-    return "".join(alphabet[byte % len(alphabet)] for byte in entropy.token_bytes(length))
+    """`length` characters drawn uniformly from `alphabet` (whose size must divide 256, so no bias): each random
+    byte b becomes alphabet[b % size], mapped in C by `bytes.translate`."""
+    table = _TABLES.get(alphabet)
+    if table is None:
+        if 256 % len(alphabet) or not alphabet.isascii():
+            raise ValueError("alphabet must be ASCII and its size must divide 256")
+        table = _TABLES[alphabet] = bytes(ord(alphabet[i % len(alphabet)]) for i in range(256))
+    return entropy.token_bytes(length).translate(table).decode("ascii")
 
 
 def new_uuid(entropy: Entropy) -> str:

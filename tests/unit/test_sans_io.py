@@ -227,3 +227,35 @@ def test_well_formed_headers_are_kept_and_repeats_joined() -> None:
     response = Response(200, headers[:2]).with_headers((("x-request-id", "abc"),))
     assert response.headers == (*headers[:2], ("x-request-id", "abc"))
     assert response == Response(200, (*headers[:2], ("x-request-id", "abc")))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Random strings: each random byte b is alphabet[b % size]
+
+
+class _Bytes:
+    """Entropy that hands out the given bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def token_bytes(self, n: int) -> bytes:
+        out, self.data = self.data[:n], self.data[n:]
+        assert len(out) == n
+        return out
+
+
+def test_random_strings_map_each_byte_to_the_alphabet() -> None:
+    from identity_proto.tokens import CROCKFORD_ALPHABET, random_string
+
+    every_byte = bytes(range(256))
+    assert random_string(_Bytes(every_byte), 256) == CROCKFORD_ALPHABET * 8  # uniform: each letter 8 times
+    assert random_string(_Bytes(every_byte), 256, "0123456789abcdef") == "0123456789abcdef" * 16
+    with pytest.raises(ValueError, match="divide 256"):
+        random_string(_Bytes(every_byte), 4, "abc")
+    with pytest.raises(ValueError, match="ASCII"):
+        random_string(_Bytes(every_byte), 4, "äbcd")
+    seeded = random_string(SeededEntropy(7), 45)
+    assert seeded == random_string(SeededEntropy(7), 45)
+    assert len(seeded) == 45
+    assert set(seeded) <= set(CROCKFORD_ALPHABET)
