@@ -259,3 +259,30 @@ def test_random_strings_map_each_byte_to_the_alphabet() -> None:
     assert seeded == random_string(SeededEntropy(7), 45)
     assert len(seeded) == 45
     assert set(seeded) <= set(CROCKFORD_ALPHABET)
+
+
+def test_signed_tokens_are_what_joserfc_jwt_encode_makes() -> None:
+    # SigningKey.sign encodes the claims with orjson and has joserfc sign the JWS; the header and payload must be
+    # byte for byte those of joserfc's own jwt.encode (ECDSA signatures differ run to run, so those are verified).
+    from joserfc import jwt
+
+    from identity_proto.tokens import SigningKey, new_signing_key
+
+    key = SigningKey.from_scalar(new_signing_key(SeededEntropy(3)))
+    claims = {
+        "sub": "4a8433be-39e8-4501-af0d-b2961619807c",
+        "iat": 1795305023,
+        "exp": 1795305623,
+        "aud": "project:restricted",
+        "name": "Zoë “quoted” \\ back\nslash",
+        "email": None,
+        "email_verified": True,
+        "restricted_reason": {"type": "email_not_verified"},
+        "list": [1, "two", False],
+    }
+    ours = key.sign(claims)
+    theirs = jwt.encode({"alg": "ES256", "kid": key.kid, "typ": "JWT"}, dict(claims), key.key)
+    assert ours.split(".")[:2] == theirs.split(".")[:2]
+    assert key.verify(ours) == claims
+    assert dict(jwt.decode(ours, key.key, algorithms=["ES256"]).claims) == claims
+    assert key.verify(SigningKey.from_scalar(new_signing_key(SeededEntropy(4))).sign(claims)) is None
