@@ -303,6 +303,10 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
             "baseline", "benchmarks.baseline_app:app", {}, opts.placement, ready_path="/", logdir=opts.logdir
         )
         servers.append(baseline)
+        shaped = start_hypercorn(
+            "shaped", "benchmarks.shaped_app:app", {}, opts.placement, ready_path="/", logdir=opts.logdir
+        )
+        servers.append(shaped)
         targets: dict[str, Target] = {}
         for name, backend, rate_limits in (
             ("memory", "memory", False),
@@ -337,14 +341,15 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
         # B S1 B S2 B ...: each figure against the mean of the baselines on either side.
         sequence = [(store, op) for store in STORES for op in ("get_me", "patch_me", "server_patch", "refresh")]
         sequence += [("memory+rate_limits", "get_me"), ("redis+rate_limits", "get_me")]
+        # The floor: the service's own GET and PATCH requests, answered in its shape by the baseline app.
+        sequence += [("shaped", "get_me"), ("shaped", "patch_me")]
+        shaped_meter = CpuMeter([shaped.process.pid])
         before = base()
         for store, op in sequence:
-            target = targets[store]
+            target = targets["memory" if store == "shaped" else store]
             method, path, headers, body = http_operation(target, op)
-            m = measured(
-                target.meter(),
-                lambda t=target, a=(method, path, headers, body): load(opts, t.server.port, *a),
-            )
+            port, meter = (shaped.port, shaped_meter) if store == "shaped" else (target.server.port, target.meter())
+            m = measured(meter, lambda port=port, a=(method, path, headers, body): load(opts, port, *a))
             after = base()
             prefix = f"http.{store}.{op}"
             _record_measured(rec, prefix, m)
@@ -537,6 +542,17 @@ def build_report(opts: Options, rec: Recorder, trips: dict[str, Any], grow: dict
                     m(f"{p}.cpu_ratio"),
                     tgt,
                 )
+        for op in ("get_me", "patch_me"):
+            p = f"http.shaped.{op}"
+            row(
+                sec,
+                f"floor: baseline app, {OPERATIONS[op].split(' (')[0]}'s messages",
+                m(f"{p}.rate"),
+                m(f"{p}.ratio"),
+                m(f"{p}.p50_ms"),
+                m(f"{p}.p99_ms"),
+                m(f"{p}.cpu_ratio"),
+            )
         for store in STORES:
             p = f"http.{store}+rate_limits.get_me"
             row(
