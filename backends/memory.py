@@ -650,7 +650,7 @@ def _hit_rate_limits(store: MemoryStore, effect: HitRateLimits) -> tuple[int, ..
     counters = store.rate_counters
     counts: list[int] = []
     for hit in effect.hits:
-        count = counters.get(hit.key, (0, 0))[0] + 1
+        count = counters.get(hit.key, (0, 0))[0] + hit.amount
         counters[hit.key] = (count, hit.expires_at_millis)
         counts.append(count)
     if len(counters) > _RATE_SWEEP_AT:

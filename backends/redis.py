@@ -1854,7 +1854,10 @@ def _hit_rate_limits(keys: KeySpace, effect: HitRateLimits) -> Plan[tuple[int, .
     calls: list[Call] = []
     for hit in effect.hits:
         counter = keys.rate_counter(hit.key)
-        calls += [Call("INCR", counter), Call("PEXPIREAT", counter, hit.expires_at_millis + RATE_COUNTER_GRACE_MS)]
+        calls += [
+            Call("INCRBY", counter, hit.amount),
+            Call("PEXPIREAT", counter, hit.expires_at_millis + RATE_COUNTER_GRACE_MS),
+        ]
     replies = yield Batch(tuple(calls))
     return tuple(int(reply) for reply in replies[0::2])
 

@@ -15,6 +15,13 @@ sees first:
 8. the branch                              -> 400 BRANCH_DOES_NOT_EXIST
 
 Keys are compared as SHA-256 digests in constant time (`tokens.secret_matches`); the store never holds a key.
+
+An access token is also only as good as its session: `session_precondition` checks, with the request's first trip
+to the store, that the session the token was issued for still exists (not signed out, not revoked by a password
+change or a session revoke, its user not deleted), and answers 401 ACCESS_TOKEN_EXPIRED when it does not. The
+original service accepts such a token until it expires (up to ten minutes); we refuse it at once, on every worker
+sharing the store. ACCESS_TOKEN_EXPIRED is the answer the original's SDK already handles: it tries its refresh
+token, which fails for a revoked session, and signs the user out.
 """
 
 from __future__ import annotations
@@ -25,13 +32,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from identity_proto.effects import Flow, load_project
+from identity_proto.effects import Flow, LoadSession, load_project
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
-from identity_proto.records import Project
+from identity_proto.preconditions import Precondition
+from identity_proto.records import Project, Session
 from identity_proto.tokens import SigningKey, VerifiedTokenCache, secret_matches, unverified_claims
 
-__all__ = ["AccessType", "Auth", "HeaderReader", "ProjectCache", "authenticate"]
+__all__ = ["AccessType", "Auth", "HeaderReader", "ProjectCache", "authenticate", "session_precondition"]
 
 #: The only branch there is (reference §1.3: anything else is rejected).
 DEFAULT_BRANCH_ID = "main"
@@ -174,6 +182,33 @@ def authenticate(
         raise KnownError(ErrorCode.BRANCH_DOES_NOT_EXIST, details={"branch_id": branch_id})
 
     return Auth(access_type=access_type, project=project, branch_id=branch_id, token_claims=claims)
+
+
+def session_precondition(auth: Auth | None, *, now_ms: int) -> Precondition[Session | None] | None:
+    """The check that the access token's session is still live (see the module docstring); None for a request
+    without an access token."""
+    if auth is None or auth.token_claims is None:
+        return None
+    claims = auth.token_claims
+    session_id = claims.get("refresh_token_id")
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    user_id = str(claims["sub"])
+
+    def check(session: Session | None) -> None:
+        if session is None or session.user_id != user_id or now_ms >= session.expires_at_millis:
+            raise KnownError(
+                ErrorCode.ACCESS_TOKEN_EXPIRED,
+                message="The access token's session was signed out or revoked. Please refresh or sign in again.",
+                details={
+                    "expired_at_millis": now_ms,
+                    "project_id": auth.project.id,
+                    "user_id": user_id,
+                    "refresh_token_id": session_id,
+                },
+            )
+
+    return Precondition(LoadSession(auth.project.id, session_id), check)
 
 
 def _verify_access_token(

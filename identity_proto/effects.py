@@ -595,15 +595,16 @@ class ResetProjectData(StorageEffect[bool]):
 @dataclass(frozen=True, slots=True)
 class RateLimitHit:
     """One request counted in one fixed window: the counter `key` (window start included) lives until
-    `expires_at_millis`."""
+    `expires_at_millis`. `amount` 0 reads the counter without counting (a failure limit looks before it acts)."""
 
     key: str
     expires_at_millis: int
+    amount: int = 1
 
 
 @dataclass(frozen=True, slots=True)
 class HitRateLimits(StorageEffect[tuple[int, ...]]):
-    """Count one request in each counter, and return each counter's value afterwards (in order). Each increment
+    """Add each hit's `amount` to its counter, and return each counter's value afterwards (in order). Each increment
     is atomic (concurrent requests never lose a count); the counters need not be one transaction. Counters whose
     window ended before `now_ms` may be forgotten."""
 

@@ -8,32 +8,42 @@ limit: it always applies.
 | rule | counts | per | default |
 |---|---|---|---|
 | `ip` | every request with client access or none | client address | 600 / 60 s |
-| `project` | every request of a project | project | 30000 / 60 s |
+| `project` | every request of a project with client access | project | 30000 / 60 s |
+| `project_server` | every request of a project with server or admin access | project | 30000 / 60 s |
 | `sign_in_ip` | code, MFA and password sign-in, code checks (client access or none) | client address | 30 / 60 s |
 | `send_code_ip` | sending a sign-in code, password sign-up (client access or none) | client address | 10 / 60 s |
-| `send_code_email` | sending a sign-in code (any access) | project and address | 5 / 600 s |
+| `send_code_email` | sign-in codes mailed (any access; only when a mail goes out) | project and address | 5 / 600 s |
+| `sign_in_failures` | failed password and MFA sign-ins (any access) | project and account | 10 / 600 s |
 
-Server and admin access come from trusted backends, often many users behind one address: they are limited per
-project, not per address.
+A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
+and admin access come from trusted backends, often many users behind one address: they are limited per project,
+not per address, and on a budget of their own, so a flood of client traffic cannot lock the app's backend out.
+`sign_in_failures` bounds guessing one account's password (or TOTP) from any number of addresses; one-time codes
+are bounded per account by `send_code_email` times the 20 attempts each nonce allows.
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import math
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
 
 from identity_proto.auth import AccessType, Auth
-from identity_proto.effects import READ_EFFECTS, Flow, HitRateLimits, RateLimitHit, StorageEffect, Together, perform
+from identity_proto.effects import Flow, HitRateLimits, RateLimitHit, perform
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.preconditions import Precondition, check_preconditions
 from identity_proto.records import ProjectConfig
 
 __all__ = [
     "DEFAULT_RULES",
     "ROUTE_RULES",
     "RateLimitRule",
+    "address_bucket",
     "check_rate_limits",
-    "rate_limited",
+    "check_under_limit",
+    "count_event",
+    "rate_limit_precondition",
     "request_checks",
     "rule_for",
 ]
@@ -53,9 +63,11 @@ DEFAULT_RULES: dict[str, RateLimitRule] = {
     for rule in (
         RateLimitRule("ip", 600, 60_000),
         RateLimitRule("project", 30_000, 60_000),
+        RateLimitRule("project_server", 30_000, 60_000),
         RateLimitRule("sign_in_ip", 30, 60_000),
         RateLimitRule("send_code_ip", 10, 60_000),
         RateLimitRule("send_code_email", 5, 600_000),
+        RateLimitRule("sign_in_failures", 10, 600_000),
     )
 }
 
@@ -79,75 +91,56 @@ def rule_for(name: str, config: ProjectConfig | None) -> RateLimitRule:
     return DEFAULT_RULES[name]
 
 
-T = TypeVar("T")
-
 Checks = list[tuple[RateLimitRule, str]]
 
 
-def _hits(checks: Checks, now_ms: int) -> tuple[Checks, HitRateLimits | None]:
+def _hits(checks: Checks, now_ms: int, amount: int = 1) -> tuple[Checks, HitRateLimits | None]:
     active = [(rule, subject) for rule, subject in checks if rule.limit > 0]
     hits = []
     for rule, subject in active:
         window_start = now_ms - now_ms % rule.window_ms
-        hits.append(RateLimitHit(f"rl:{rule.name}:{subject}:{window_start}", window_start + rule.window_ms))
+        key = f"rl:{rule.name}:{subject}:{window_start}"
+        hits.append(RateLimitHit(key, window_start + rule.window_ms, amount))
     return active, (HitRateLimits(tuple(hits), now_ms) if hits else None)
 
 
+def rate_limit_precondition(checks: Checks, *, now_ms: int) -> Precondition[tuple[int, ...]] | None:
+    """Count this request against each (rule, subject); the check raises 429 RATE_LIMITED (with Retry-After and
+    RateLimit-* headers) for the first rule it exceeds. None when no rule is active."""
+    active, counter = _hits(checks, now_ms)
+    if counter is None:
+        return None
+    return Precondition(counter, functools.partial(_enforce, active, counter, now_ms=now_ms))
+
+
 def check_rate_limits(checks: Checks, *, now_ms: int) -> Flow[None]:
-    """Count this request against each (rule, subject) and raise 429 RATE_LIMITED (with Retry-After and
-    RateLimit-* headers) for the first rule it exceeds."""
-    active, counter = _hits(checks, now_ms)
-    if counter is None:
-        return
-    _enforce(active, counter, (yield from perform(counter)), now_ms)
+    """Count this request against each (rule, subject) now, raising 429 for the first rule it exceeds."""
+    precondition = rate_limit_precondition(checks, now_ms=now_ms)
+    if precondition is not None:
+        yield from check_preconditions([precondition])
 
 
-def rate_limited(flow: Flow[T], checks: Checks, *, now_ms: int) -> Flow[T]:
-    """`flow`, counted against `checks` first. When the flow's first effect only reads, the counters ride along
-    with it in one trip to the store (`Together`); before a write they go alone, so a request over its limit never
-    writes anything."""
-    active, counter = _hits(checks, now_ms)
-    if counter is None:
-        return (yield from flow)
-    try:
-        first = next(flow)
-    except StopIteration as done:  # a flow that needs no effect
-        _enforce(active, counter, (yield from perform(counter)), now_ms)
-        return cast(T, done.value)
-    except Exception:
-        _enforce(active, counter, (yield from perform(counter)), now_ms)  # failed requests count too
-        raise
-    if isinstance(first, StorageEffect) and type(first) in READ_EFFECTS:
-        try:
-            counts, value = yield from perform(Together((counter, first)))
-        except Exception:
-            flow.close()
-            raise
-        _enforce(active, counter, counts, now_ms)
-        return (yield from _resume(flow, value))
-    _enforce(active, counter, (yield from perform(counter)), now_ms)
-    try:
-        value = yield first
-    except Exception as exc:
-        return (yield from _resume(flow, None, exc))
-    return (yield from _resume(flow, value))
+def check_under_limit(rule: RateLimitRule, subject: str, *, now_ms: int) -> Flow[None]:
+    """Raise 429 RATE_LIMITED when `subject` was already counted `rule.limit` times in the current window. Reads
+    the counter without counting: limits on outcomes (a mail sent, a sign-in failed) look first, act, and count
+    with `count_event` only once the outcome is known."""
+    active, counter = _hits([(rule, subject)], now_ms, amount=0)
+    if counter is not None:
+        counts = yield from perform(counter)
+        _enforce(active, counter, tuple(count + 1 for count in counts), now_ms=now_ms)
 
 
-def _resume(flow: Flow[T], value: Any, error: Exception | None = None) -> Flow[T]:
-    """Go on with a flow that already yielded once, forwarding results and thrown errors (like `yield from`)."""
-    while True:
-        try:
-            effect = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as done:
-            return cast(T, done.value)
-        value, error = None, None
-        try:
-            value = yield effect
-        except Exception as exc:
-            error = exc
+def count_event(rule: RateLimitRule, subject: str, *, now_ms: int, enforce: bool) -> Flow[None]:
+    """Count one event of `subject` against `rule`; with `enforce`, raise 429 when that takes it past the limit
+    (concurrent requests that all passed `check_under_limit`: only those within the limit go on)."""
+    active, counter = _hits([(rule, subject)], now_ms)
+    if counter is not None:
+        counts = yield from perform(counter)
+        if enforce:
+            _enforce(active, counter, counts, now_ms=now_ms)
 
 
-def _enforce(active: Checks, counter: HitRateLimits, counts: tuple[int, ...], now_ms: int) -> None:
+def _enforce(active: Checks, counter: HitRateLimits, counts: tuple[int, ...], *, now_ms: int) -> None:
     hits = counter.hits
     for (rule, _subject), hit, count in zip(active, hits, counts, strict=True):
         if count > rule.limit:
@@ -177,10 +170,29 @@ def request_checks(
     checks: list[tuple[RateLimitRule, str]] = []
     untrusted = auth is None or auth.access_type is AccessType.CLIENT
     if untrusted and client:
-        checks.append((rule_for("ip", config), client))
+        bucket = address_bucket(client)
+        checks.append((rule_for("ip", config), bucket))
         sensitive = ROUTE_RULES.get(route_key)
         if sensitive is not None:
-            checks.append((rule_for(sensitive, config), client))
+            checks.append((rule_for(sensitive, config), bucket))
     if auth is not None:
-        checks.append((rule_for("project", config), auth.project.id))
+        # The app's own backend has a budget of its own: a flood of client requests cannot starve it.
+        rule = "project" if untrusted else "project_server"
+        checks.append((rule_for(rule, config), auth.project.id))
     return checks
+
+
+@functools.lru_cache(maxsize=4096)
+def address_bucket(address: str) -> str:
+    """The subject a client address is counted as: an IPv4 address itself, an IPv6 address its /64 network (one
+    subscriber is routinely given a whole /64, so per-address limits on IPv6 would give an attacker 2^64 keys).
+    IPv4-mapped IPv6 addresses count as their IPv4 address; anything unparsable (a Unix socket peer) as itself."""
+    try:
+        parsed = ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return str(parsed)

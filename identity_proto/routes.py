@@ -118,7 +118,7 @@ ROUTES: tuple[Route, ...] = (
         body=OAuthTokenBody,
         consumes="application/x-www-form-urlencoded",
     ),
-    Route("DELETE", f"{V1}/auth/sessions/current", sessions.sign_out),
+    Route("DELETE", f"{V1}/auth/sessions/current", sessions.sign_out, checks_own_session=True),
     Route("POST", f"{V1}/auth/sessions", sessions.create_session_endpoint, SERVER_AND_ADMIN, CreateSessionBody),
     Route("GET", f"{V1}/auth/sessions", sessions.list_sessions_endpoint, query=ListSessionsQuery),
     Route("DELETE", f"{V1}/auth/sessions/{{session_id}}", sessions.delete_session_endpoint, params=SessionIdParams),

@@ -51,6 +51,10 @@ class Route:
     produces: str = "application/json"
     #: Request headers the flow requires beyond authentication (documented; the flow checks them).
     required_headers: tuple[str, ...] = ()
+    #: The flow judges the access token's session itself (sign-out answers REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED for
+    #: a session already gone, as the original does); every other route refuses a token whose session is gone
+    #: before its flow runs (`auth.session_precondition`).
+    checks_own_session: bool = False
 
     def body_model(self, access_type: AccessType | None) -> type[Body]:
         """The body model for this caller."""

@@ -7,6 +7,8 @@ The pipeline runs in the original's order (reference §0.1), which decides the e
 3. authentication headers (identity_proto.auth) -> 400/401/403 as listed there
 4. access type allowed by the route             -> 400 ACCESS_TYPE_REQUIRED, 401 INSUFFICIENT_ACCESS_TYPE
 5. rate limits (identity_proto.ratelimits)      -> 429 RATE_LIMITED, with Retry-After
+   and the access token's session still live     -> 401 ACCESS_TOKEN_EXPIRED (checked with the flow's first read:
+                                                    identity_proto.preconditions)
 6. path parameters, query and body validated    -> 400 SCHEMA_ERROR (all problems in one message)
 7. the route's flow
 
@@ -24,13 +26,14 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from identity_proto.auth import AccessType, Auth, ProjectCache, authenticate
+from identity_proto.auth import AccessType, Auth, ProjectCache, authenticate, session_precondition
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response
-from identity_proto.ratelimits import check_rate_limits, rate_limited, request_checks
+from identity_proto.preconditions import Precondition, check_preconditions, guarded
+from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, CORS_HEADERS, error_response
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
@@ -109,13 +112,19 @@ class Service:
             request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache, projects=self.projects
         )
         _check_access(route, auth)
-        checks = []
+        preconditions: list[Precondition[Any]] = []
         if self.options.rate_limits_enabled:
             checks = request_checks(auth, client_address(request, self.options), (route.method, route.pattern))
+            counter = rate_limit_precondition(checks, now_ms=now_ms)
+            if counter is not None:
+                preconditions.append(counter)
+        live_session = None if route.checks_own_session else session_precondition(auth, now_ms=now_ms)
+        if live_session is not None:
+            preconditions.append(live_session)
         try:
             params, query, parsed_body = _validate_inputs(route, request, auth, raw_params, body)
         except KnownError:
-            yield from check_rate_limits(checks, now_ms=now_ms)  # invalid requests count too (a 429 wins)
+            yield from check_preconditions(preconditions)  # invalid requests count too (a 429 wins)
             raise
         ctx = RequestContext(
             request=request,
@@ -129,7 +138,7 @@ class Service:
             body=parsed_body,
             projects=self.projects,
         )
-        return (yield from rate_limited(route.flow(ctx), checks, now_ms=now_ms))
+        return (yield from guarded(route.flow(ctx), preconditions))
 
     def _error(self, error: KnownError) -> Response:
         return error_response(error, known_error_headers=self._known_error_headers)

@@ -21,7 +21,7 @@ from identity_proto.flows.emails import deliver, new_email
 from identity_proto.flows.sessions import IssuedTokens, issue_access_token, new_session
 from identity_proto.flows.signin import personal_team, require_second_factor, signed_in
 from identity_proto.http import Response
-from identity_proto.ratelimits import check_rate_limits, rule_for
+from identity_proto.ratelimits import check_under_limit, count_event, rule_for
 from identity_proto.records import CodePurpose, Project, ProjectConfig, User
 from identity_proto.render import json_response
 from identity_proto.schemas import CodeBody, SendSignInCodeBody
@@ -93,17 +93,22 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
     if not project.config.magic_link_enabled:
         raise KnownError(ErrorCode.OTP_SIGN_IN_NOT_ENABLED)
     email = normalize_email(body.email)
-    if ctx.options.rate_limits_enabled:  # per address too, so one inbox cannot be flooded from many places
-        rule = rule_for("send_code_email", project.config)
-        yield from check_rate_limits([(rule, f"{project.id}:{email}")], now_ms=ctx.now_ms)
     if not callback_is_trusted(body.callback_url, project.config):
         # The address is checked first (reference §2.2 steps 2 and 4): a refused address is the error to show.
         refusal = _refusal(project, (yield from perform(FindUserByAuthEmail(project.id, email))))
         raise _refused(refusal, email) if refusal is not None else KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+    # Per address too, so one inbox cannot be flooded from many places. Only mail that goes out is counted: a
+    # refused request must not spend the owner's budget (anyone could lock them out of code sign-in otherwise).
+    limited = ctx.options.rate_limits_enabled
+    rule, subject = rule_for("send_code_email", project.config), f"{project.id}:{email}"
+    if limited:
+        yield from check_under_limit(rule, subject, now_ms=ctx.now_ms)
     code, record = new_code(ctx, CodePurpose.SIGN_IN, ctx.options.code_lifetime_ms, email=email)
     refusal = yield from perform(CreateSignInCode(project.id, record, project.config.sign_up_enabled))
     if refusal is not None:
         raise _refused(refusal, email)
+    if limited:  # the code is stored but nobody knows it: a request refused here leaves it to expire unused
+        yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
     link = _magic_link(body.callback_url, code.code)
     text = (
         f"Your sign-in code for {project.display_name} is {code.otp}.\n\n"

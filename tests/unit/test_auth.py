@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from identity_proto import tokens
+from identity_proto import run, tokens
+from identity_proto.effects import CreateSession, perform
+from identity_proto.records import Session
 from identity_proto.tokens import SigningKey, hash_secret
 from tests.auth_cases import AUTH_CASES, AuthCase
 from tests.support import KEYS, PROJECT_ID, Harness, admin_headers, client_headers, internal_headers
@@ -97,7 +99,18 @@ def _token(harness: Harness, project_id: str = PROJECT_ID, **claims: Any) -> str
         "exp": harness.now_ms // 1000 + 600,
         "refresh_token_id": "session-1",
     }
-    return SigningKey.from_scalar(harness.project(project_id).signing_key).sign({**base, **claims})
+    token_claims = {**base, **claims}
+    # A token is only as good as its session: the one it names exists (for as long as the token lives).
+    session = Session(
+        id=str(token_claims["refresh_token_id"]),
+        user_id=str(token_claims["sub"]),
+        refresh_token_hash=hash_secret("refresh-token"),
+        created_at_millis=harness.now_ms,
+        last_used_at_millis=harness.now_ms,
+        expires_at_millis=harness.now_ms + 3_600_000,
+    )
+    run(perform(CreateSession(project_id, session)), harness.store)
+    return SigningKey.from_scalar(harness.project(project_id).signing_key).sign(token_claims)
 
 
 def test_a_valid_access_token_names_the_user() -> None:

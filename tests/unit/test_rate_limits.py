@@ -125,7 +125,7 @@ class _Recording:
 
 def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_they_refuse() -> None:
     from identity_proto import run
-    from identity_proto.effects import HitRateLimits, LoadUserWithTeam, Together, UpdateUser
+    from identity_proto.effects import HitRateLimits, LoadSession, LoadUserWithTeam, Together, UpdateUser
     from identity_proto.http import Request
     from tests.unit.test_sign_in import sign_in
 
@@ -141,11 +141,12 @@ def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_t
 
     assert call("GET") == 200
     (read,) = [e for e in recording.seen if isinstance(e, Together)]
-    assert [type(e) for e in read.effects] == [HitRateLimits, LoadUserWithTeam]
+    # the counters and the access token's session check (identity_proto.preconditions) ride with the read
+    assert [type(e) for e in read.effects] == [HitRateLimits, LoadSession, LoadUserWithTeam]
     recording.seen.clear()
     assert call("PATCH", b'{"display_name": "x"}') == 200
-    kinds = [type(e) for e in recording.seen if not isinstance(e, Together)]
-    assert kinds.index(HitRateLimits) < kinds.index(UpdateUser)
+    kinds = [[type(i) for i in e.effects] if isinstance(e, Together) else type(e) for e in recording.seen]
+    assert kinds.index([HitRateLimits, LoadSession]) < kinds.index(UpdateUser)  # before the write, in one trip
     h.request(
         "PATCH",
         "/api/v1/projects/current",

@@ -76,7 +76,7 @@ def test_a_flow_driven_by_hand_with_next_and_send() -> None:
     assert next(flow) == LoadProject(project.id)
     rate_limit = flow.send(project)
     assert isinstance(rate_limit, HitRateLimits)
-    assert [hit.key for hit in rate_limit.hits] == [f"rl:project:{project.id}:0"]
+    assert [hit.key for hit in rate_limit.hits] == [f"rl:project_server:{project.id}:0"]
     with pytest.raises(StopIteration) as done:
         flow.send((1,))
     response: Response = done.value.value
