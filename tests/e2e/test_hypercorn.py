@@ -169,7 +169,8 @@ def test_compat_mode_over_http() -> None:
 
 @pytest.mark.redis
 def test_two_workers_serve_one_client_interchangeably(redis_server: RedisServer) -> None:
-    """Sign in on one process, read the mail, refresh and update on the other: tokens of one verify on the other."""
+    """Sign in on one process, read the mail, refresh and update on the other: tokens of one verify on the other,
+    and a sign-out on one ends the session's access tokens on both at once."""
     env = {"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": redis_server.url}
     first, second = start_hypercorn(env), start_hypercorn(env)
     try:
@@ -198,6 +199,12 @@ def test_two_workers_serve_one_client_interchangeably(redis_server: RedisServer)
         me_on_b = client_headers(**{"x-service-access-token": refreshed.json()["access_token"]})
         assert httpx.get(f"{a}/api/v1/users/me", headers=me_on_b).json()["display_name"] == "Both"
         assert httpx.get(f"{b}/api/v1/users/me", headers=me_on_a).json()["id"] == tokens["user_id"]
+        # Signed out on one worker, the (still unexpired, cached as verified) token is refused on both at once.
+        assert httpx.delete(f"{a}/api/v1/auth/sessions/current", headers=me_on_b).status_code == 200
+        for base in (a, b):
+            for token_headers in (me_on_a, me_on_b):
+                refused = httpx.get(f"{base}/api/v1/users/me", headers=token_headers)
+                assert (refused.status_code, refused.headers["x-service-known-error"]) == (401, "ACCESS_TOKEN_EXPIRED")
     finally:
         stop_server(first)
         stop_server(second)
