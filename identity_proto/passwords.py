@@ -6,11 +6,19 @@ Format, so hashes imported from other systems keep working.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from passlib.context import CryptContext
 
-__all__ = ["MAX_PASSWORD_LENGTH", "MIN_PASSWORD_LENGTH", "PASSWORD_CONTEXT", "is_supported_hash", "too_long"]
+__all__ = [
+    "MAX_PASSWORD_LENGTH",
+    "MIN_PASSWORD_LENGTH",
+    "PASSWORD_CONTEXT",
+    "is_supported_hash",
+    "timing_decoy_hash",
+    "too_long",
+]
 
 #: Minimum length on the auth/password endpoints (reference §6: PASSWORD_TOO_SHORT, details {min_length: 8}).
 MIN_PASSWORD_LENGTH = 8
@@ -36,3 +44,20 @@ def is_supported_hash(password_hash: str) -> bool:
     if _BCRYPT_MCF.match(password_hash):
         return bool(PASSWORD_CONTEXT.identify(password_hash) == "bcrypt")
     return bool(_ARGON2_MCF.match(password_hash)) and PASSWORD_CONTEXT.identify(password_hash) == "argon2"
+
+
+# The salt and checksum of a bcrypt hash of a random secret that was thrown away: no password is known to match
+# them at any cost (and at any cost but the one they were made with, none matches them at all).
+_DECOY_SALT_AND_CHECKSUM = "JACceLGeSlysUw8QOZJy7eyZbu3vn9pP3oqirKW9soSowFfsNkFHG"
+
+
+@functools.cache
+def timing_decoy_hash(rounds: int) -> str:
+    """A bcrypt hash at cost `rounds` that no password matches: what a password sign-in verifies against when the
+    address has no password to check (unknown, or its user has none), so that answering costs exactly what a
+    wrong password for a real user costs (real hashes are made at the same configured cost). bcrypt's work
+    depends on the cost alone, never on whether the checksum could match, so the decoy needs no hashing to make:
+    it is built once per cost and kept."""
+    if not 4 <= rounds <= 31:
+        raise ValueError(f"bcrypt cost must be 4-31, not {rounds}")
+    return f"$2b${rounds:02d}${_DECOY_SALT_AND_CHECKSUM}"
