@@ -204,8 +204,9 @@ def test_a_client_may_only_send_base64_images_of_common_types() -> None:
 
 
 def test_changing_the_email_normalises_it_unverifies_it_and_keeps_the_auth_flag() -> None:
+    # With server access, as in the original; a client's change is not for sign-in (test_client_email_change_...).
     s = Signed()
-    reply = s.patch_me({"primary_email": "  New@Example.COM "})
+    reply = s.patch({"primary_email": "  New@Example.COM "})
     assert reply.status == 200
     user = s.stored()
     assert (user.primary_email, user.primary_email_verified, user.primary_email_auth_enabled) == (
@@ -244,7 +245,7 @@ def test_auth_emails_are_unique_in_a_project() -> None:
     s = Signed()
     other = sign_in(s.h, code_for(s.h, "bob@example.com")).json["user_id"]
     before = s.stored()
-    reply = s.patch_me({"primary_email": "BOB@example.com"})
+    reply = s.patch({"primary_email": "BOB@example.com"})  # a server's change keeps the auth flag, so it clashes
     _rejected(s, reply, 409, "USER_EMAIL_ALREADY_EXISTS", before)
     assert reply.json["details"] == {"email": "bob@example.com", "would_work_if_email_was_verified": False}
     # an address that does not sign anyone in is free to share
@@ -254,7 +255,7 @@ def test_auth_emails_are_unique_in_a_project() -> None:
         ).status
         == 200
     )
-    assert s.patch_me({"primary_email": "bob@example.com"}).status == 200
+    assert s.patch({"primary_email": "bob@example.com"}).status == 200
 
 
 def test_turning_auth_on_for_a_taken_address_is_refused() -> None:
