@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from identity_proto.effects import (
+    AcceptTotp,
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
@@ -63,6 +64,7 @@ from identity_proto.effects import (
     StorageEffect,
     TeamWrite,
     Together,
+    TotpAcceptance,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -260,6 +262,22 @@ def _consume_code(store: MemoryStore, effect: ConsumeVerificationCode) -> bool:
         return False
     tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
     return True
+
+
+@_performs(AcceptTotp)
+def _accept_totp(store: MemoryStore, effect: AcceptTotp) -> TotpAcceptance:
+    tenant = store.tenant(effect.project_id)
+    code = tenant.codes.get(effect.code_hash)
+    if code is None or code.used:
+        return TotpAcceptance.CODE_USED
+    user = tenant.users.get(effect.user_id)
+    if user is None:
+        return TotpAcceptance.USER_NOT_FOUND
+    if user.totp_last_step is not None and user.totp_last_step >= effect.step:
+        return TotpAcceptance.STEP_USED
+    tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+    tenant.users[user.id] = dataclasses.replace(user, totp_last_step=effect.step)
+    return TotpAcceptance.ACCEPTED
 
 
 # --------------------------------------------------------------------------------------------------------------

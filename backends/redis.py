@@ -92,7 +92,9 @@ absent, else replace only the ``keys`` field; returns the stored record), Update
 the given fields, so two concurrent updates of different config keys both survive; returns the record);
 CreateVerificationCode (code, its counter and their TTLs), AttemptVerificationCode (INCR the counter, look up, judge
 in the contract's order, mark used on OK when consuming: of concurrent attempts exactly one gets OK),
-ConsumeVerificationCode (used only if it was unused), CreateSignInCode (the e-mail index and the holder's
+ConsumeVerificationCode (used only if it was unused), AcceptTotp (the attempt code marked used and the step
+stored in the user's ``totp_last_step``, only if the code was unused and the step is later than the stored one:
+a TOTP signs in once), CreateSignInCode (the e-mail index and the holder's
 ``primary_email_verified`` read, then the code stored as by CreateVerificationCode, or nothing); CreateUser (refused
 if the index holds its auth e-mail; record, index entry and order entry together), UpdateUser (HSET only the changed
 fields, so concurrent updates of different fields both survive; the script reads the stored ``primary_email`` and
@@ -196,6 +198,7 @@ from redis.commands.core import AsyncScript
 from redis.commands.core import Script as RedisScript
 
 from identity_proto.effects import (
+    AcceptTotp,
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
@@ -240,6 +243,7 @@ from identity_proto.effects import (
     StorageEffect,
     TeamWrite,
     Together,
+    TotpAcceptance,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -553,6 +557,19 @@ return {'ok', code}
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'used') == 'true' then return 0 end
 redis.call('HSET', KEYS[1], 'used', 'true')
 return 1
+""",
+    # KEYS: MFA attempt code, user. ARGV: the TOTP's time step (decimal). Returns 'accepted' (code marked used and
+    # the step stored as the user's totp_last_step), or 'code_used' / 'user_not_found' / 'step_used' (nothing
+    # written), checked in that order.
+    "accept_totp": """
+local used = redis.call('HGET', KEYS[1], 'used')
+if not used or used == 'true' then return 'code_used' end
+if redis.call('EXISTS', KEYS[2]) == 0 then return 'user_not_found' end
+local last = redis.call('HGET', KEYS[2], 'totp_last_step')
+if last and last ~= 'null' and tonumber(last) >= tonumber(ARGV[1]) then return 'step_used' end
+redis.call('HSET', KEYS[1], 'used', 'true')
+redis.call('HSET', KEYS[2], 'totp_last_step', ARGV[1])
+return 'accepted'
 """,
     # ---- users
     # KEYS: e-mail index. ARGV: e-mail, user key prefix. Returns the user's record, or nil.
@@ -1383,6 +1400,13 @@ def _create_sign_in_code(keys: KeySpace, effect: CreateSignInCode) -> Plan[Email
 @_plans(ConsumeVerificationCode)
 def _consume_code(keys: KeySpace, effect: ConsumeVerificationCode) -> Plan[bool]:
     return bool((yield Script("consume_code", (keys.code(effect.project_id, effect.code_hash),))))
+
+
+@_plans(AcceptTotp)
+def _accept_totp(keys: KeySpace, effect: AcceptTotp) -> Plan[TotpAcceptance]:
+    code_key = keys.code(effect.project_id, effect.code_hash)
+    user_key = keys.user(effect.project_id, effect.user_id)
+    return TotpAcceptance(_text((yield Script("accept_totp", (code_key, user_key), (str(effect.step),)))))
 
 
 # ---- users

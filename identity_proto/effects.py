@@ -698,6 +698,36 @@ class SignInByEmail(StorageEffect[EmailSignIn]):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Signing in with the second factor (reference §2.5)
+
+
+class TotpAcceptance(Enum):
+    """What `AcceptTotp` did, in the order it checks."""
+
+    #: The attempt code was consumed and the step recorded: the sign-in may go on.
+    ACCEPTED = "accepted"
+    #: The attempt code is missing or was consumed before; nothing written.
+    CODE_USED = "code_used"
+    #: No user with that id; nothing written.
+    USER_NOT_FOUND = "user_not_found"
+    #: The user has had a TOTP of this time step or a later one accepted (a replay); nothing written.
+    STEP_USED = "step_used"
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptTotp(StorageEffect[TotpAcceptance]):
+    """Accept a right TOTP, once: consume the MFA attempt code `code_hash` and record `step` (the TOTP's time
+    step) as the user's `totp_last_step`, together, only if the code is unused and `step` is later than the
+    user's `totp_last_step`. Of concurrent calls with one code, or with one step for one user, exactly one is
+    ACCEPTED: a TOTP signs in once, however many sign-ins present it."""
+
+    project_id: str
+    code_hash: str
+    user_id: str
+    step: int
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Several effects in one trip
 
 

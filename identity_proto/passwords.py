@@ -6,11 +6,20 @@ Format, so hashes imported from other systems keep working.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from passlib.context import CryptContext
 
-__all__ = ["MAX_PASSWORD_LENGTH", "MIN_PASSWORD_LENGTH", "PASSWORD_CONTEXT", "is_supported_hash", "too_long"]
+__all__ = [
+    "MAX_PASSWORD_LENGTH",
+    "MIN_PASSWORD_LENGTH",
+    "PASSWORD_CONTEXT",
+    "hash_cost_problem",
+    "is_supported_hash",
+    "timing_decoy_hash",
+    "too_long",
+]
 
 #: Minimum length on the auth/password endpoints (reference §6: PASSWORD_TOO_SHORT, details {min_length: 8}).
 MIN_PASSWORD_LENGTH = 8
@@ -22,12 +31,36 @@ PASSWORD_CONTEXT = CryptContext(schemes=["bcrypt", "argon2"])
 
 # reference §3.2: $2a$/$2b$/$2y$, a two-digit cost up to 16, then exactly 53 characters (60 in total).
 _BCRYPT_MCF = re.compile(r"^\$2[aby]\$(0[4-9]|1[0-6])\$[./A-Za-z0-9]{53}$")
-_ARGON2_MCF = re.compile(r"^\$argon2(id|i|d)\$v=\d+\$m=\d+,t=\d+,p=\d+\$[A-Za-z0-9+/]+\$[A-Za-z0-9+/]+$")
+_ARGON2_MCF = re.compile(
+    r"^\$argon2(id|i|d)\$v=\d+\$m=(?P<m>\d+),t=(?P<t>\d+),p=(?P<p>\d+)\$[A-Za-z0-9+/]+\$[A-Za-z0-9+/]+$"
+)
+
+#: The most an imported argon2 hash may cost to verify: memory in KiB, passes, lanes. Every anonymous sign-in
+#: attempt for an address pays its hash's cost, so it is capped as bcrypt's is (cost 16, reference §3.2). The caps
+#: admit every OWASP-recommended argon2id setting (m=47104 t=1 ... m=7168 t=5, p=1), RFC 9106's second
+#: recommendation and argon2-cffi's default (m=65536 t=3 p=4), but not RFC 9106's first (2 GiB).
+ARGON2_MAX_COST = {"m": 64 * 1024, "t": 10, "p": 4}
+_ARGON2_COST_NAMES = {"m": "memory (m, KiB)", "t": "time (t)", "p": "parallelism (p)"}
 
 
 def too_long(password: str) -> bool:
     """Longer than 70 characters, or than the 72 bytes bcrypt reads (a longer one would be silently cut)."""
     return len(password) > MAX_PASSWORD_LENGTH or len(password.encode()) > _BCRYPT_MAX_BYTES
+
+
+def hash_cost_problem(password_hash: str) -> str | None:
+    """Why verifying `password_hash` would cost more than an imported hash may, worded to follow the field's
+    name in a SCHEMA_ERROR (naming each limit it exceeds); None when it does not (or is no argon2 hash: other
+    hashes are judged by `is_supported_hash`, whose bcrypt pattern already caps the cost at 16)."""
+    found = _ARGON2_MCF.match(password_hash)
+    if found is None:
+        return None
+    over = [
+        f"{_ARGON2_COST_NAMES[name]} must be at most {limit}, not {int(found[name])}"
+        for name, limit in ARGON2_MAX_COST.items()
+        if int(found[name]) > limit
+    ]
+    return f"is an argon2 hash above the cost limit: {'; '.join(over)}" if over else None
 
 
 def is_supported_hash(password_hash: str) -> bool:
@@ -36,3 +69,20 @@ def is_supported_hash(password_hash: str) -> bool:
     if _BCRYPT_MCF.match(password_hash):
         return bool(PASSWORD_CONTEXT.identify(password_hash) == "bcrypt")
     return bool(_ARGON2_MCF.match(password_hash)) and PASSWORD_CONTEXT.identify(password_hash) == "argon2"
+
+
+# The salt and checksum of a bcrypt hash of a random secret that was thrown away: no password is known to match
+# them at any cost (and at any cost but the one they were made with, none matches them at all).
+_DECOY_SALT_AND_CHECKSUM = "JACceLGeSlysUw8QOZJy7eyZbu3vn9pP3oqirKW9soSowFfsNkFHG"
+
+
+@functools.cache
+def timing_decoy_hash(rounds: int) -> str:
+    """A bcrypt hash at cost `rounds` that no password matches: what a password sign-in verifies against when the
+    address has no password to check (unknown, or its user has none), so that answering costs exactly what a
+    wrong password for a real user costs (real hashes are made at the same configured cost). bcrypt's work
+    depends on the cost alone, never on whether the checksum could match, so the decoy needs no hashing to make:
+    it is built once per cost and kept."""
+    if not 4 <= rounds <= 31:
+        raise ValueError(f"bcrypt cost must be 4-31, not {rounds}")
+    return f"$2b${rounds:02d}${_DECOY_SALT_AND_CHECKSUM}"

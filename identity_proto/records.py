@@ -188,6 +188,9 @@ class User:
     password_hash: str | None = None
     #: Base64 of the raw TOTP secret; set means two-factor sign-in is required.
     totp_secret_base64: str | None = None
+    #: The time step (Unix time // 30 s) of the last TOTP accepted for this user; a TOTP of this step or an earlier
+    #: one is never accepted again (RFC 6238 §5.2). None before the first.
+    totp_last_step: int | None = None
     otp_auth_enabled: bool = False
     is_anonymous: bool = False
     restricted_by_admin: bool = False

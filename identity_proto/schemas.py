@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.passwords import hash_cost_problem
 from identity_proto.records import RateLimitSetting, TrustedDomain
 from identity_proto.users import is_strict_email
 
@@ -529,6 +530,14 @@ class ClientUserUpdateBody(Body):
     _non_null = field_validator("otp_auth_enabled", "passkey_auth_enabled", mode="before")(_not_null)
 
 
+def _affordable_hash(value: str | None) -> str | None:
+    """An imported hash whose verification costs no more than `passwords.hash_cost_problem` allows."""
+    problem = None if value is None else hash_cost_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
 class ServerUserUpdateBody(ClientUserUpdateBody):
     """PATCH /users/{user_id} and /users/me with server or admin access: every field of the spec's table."""
 
@@ -550,6 +559,7 @@ class ServerUserUpdateBody(ClientUserUpdateBody):
     )(_empty_to_none)
     _country = field_validator("country_code")(_country_or_none)
     _password = field_validator("password")(_no_nul)
+    _password_hash = field_validator("password_hash")(_affordable_hash)
 
     # A name of its own: the client model's `_non_null` stays in force for the fields it covers.
     _server_non_null = field_validator(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from identity_proto.context import RequestContext
-from identity_proto.effects import ConsumeVerificationCode, Flow, LoadUser, perform
+from identity_proto.effects import AcceptTotp, Flow, LoadUser, TotpAcceptance, perform
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import check_code
 from identity_proto.flows.sessions import start_session
-from identity_proto.flows.signin import totp_matches
+from identity_proto.flows.signin import matching_totp_step
 from identity_proto.http import Response
 from identity_proto.records import CodePurpose
 from identity_proto.render import json_response
@@ -19,17 +19,28 @@ __all__ = ["mfa_sign_in"]
 
 def mfa_sign_in(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/mfa/sign-in {type: "totp", totp, code}: a wrong TOTP leaves the attempt code usable (its nonce
-    still counts the attempt); a right one consumes it, atomically, and signs the user in."""
+    still counts the attempt); a right one consumes it and signs the user in, once: consuming the code and
+    recording the TOTP's time step as the user's last are one atomic step (`AcceptTotp`), so a TOTP accepted
+    before (a replay, within its 30 seconds, by this sign-in or a concurrent one) is INVALID_TOTP_CODE, as a
+    wrong one, and leaves the attempt code usable. The original accepts a TOTP again within its window."""
     project = ctx.require_auth().project
     body: MfaSignInBody = ctx.body
     attempt = yield from check_code(ctx, project.id, body.code, CodePurpose.MFA, consume=False)
     user = yield from perform(LoadUser(project.id, attempt.user_id or ""))
     if user is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
-    if user.totp_secret_base64 is None or not totp_matches(user.totp_secret_base64, body.totp, ctx.now_ms):
+    step = (
+        None if user.totp_secret_base64 is None else matching_totp_step(user.totp_secret_base64, body.totp, ctx.now_ms)
+    )
+    if step is None:
         raise KnownError(ErrorCode.INVALID_TOTP_CODE)
-    if not (yield from perform(ConsumeVerificationCode(project.id, hash_secret(body.code.lower())))):
+    accepted = yield from perform(AcceptTotp(project.id, hash_secret(body.code.lower()), user.id, step))
+    if accepted is TotpAcceptance.CODE_USED:
         raise KnownError(ErrorCode.VERIFICATION_CODE_ALREADY_USED)
+    if accepted is TotpAcceptance.USER_NOT_FOUND:
+        raise KnownError(ErrorCode.USER_NOT_FOUND)
+    if accepted is TotpAcceptance.STEP_USED:
+        raise KnownError(ErrorCode.INVALID_TOTP_CODE)
     tokens = yield from start_session(ctx, project, user)
     return json_response(
         200,

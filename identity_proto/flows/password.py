@@ -15,16 +15,13 @@ from identity_proto.effects import (
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.signin import after_sign_up, finish_sign_in
 from identity_proto.http import Response
-from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, too_long
+from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, timing_decoy_hash, too_long
 from identity_proto.records import Project, User
 from identity_proto.schemas import PasswordSignInBody, PasswordSignUpBody
 from identity_proto.tokens import new_uuid
 from identity_proto.users import email_taken, normalize_email
 
 __all__ = ["sign_in_with_password", "sign_up_with_password"]
-
-# Verified against when the e-mail is unknown, so that answering takes as long as for a wrong password.
-_TIMING_DECOY_HASH = "$2b$10$wLAu6VD9G0cpzPrEjj.n7eXKeX.opbZzWjejSNZq.1B6Ef3AsFEie"
 
 
 def _require_password_auth(project: Project) -> None:
@@ -68,15 +65,19 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
 
 
 def sign_in_with_password(ctx: RequestContext) -> Flow[Response]:
-    """POST /auth/password/sign-in {email, password}."""
+    """POST /auth/password/sign-in {email, password}.
+
+    Every failure looks the same, so the endpoint does not tell who has an account: an unknown address, a user
+    without a password and a wrong password all answer EMAIL_PASSWORD_MISMATCH (the original answers
+    USER_DOES_NOT_HAVE_PASSWORD to the second), and all cost one bcrypt verification at the configured cost (the
+    first two against `timing_decoy_hash`, which real hashes made here match in cost)."""
     project = ctx.require_auth().project
     body: PasswordSignInBody = ctx.body
     _require_password_auth(project)
     user = yield from perform(FindUserByAuthEmail(project.id, normalize_email(body.email)))
-    if user is not None and user.password_hash is None:
-        raise KnownError(ErrorCode.USER_DOES_NOT_HAVE_PASSWORD)
-    stored_hash = user.password_hash if user is not None and user.password_hash else _TIMING_DECOY_HASH
+    real_hash = user.password_hash if user is not None else None
+    stored_hash = real_hash or timing_decoy_hash(ctx.options.password_rounds)
     matches = yield from perform(VerifyPassword(body.password, stored_hash))
-    if user is None or not matches:
+    if user is None or real_hash is None or not matches:
         raise KnownError(ErrorCode.EMAIL_PASSWORD_MISMATCH)
     return (yield from finish_sign_in(ctx, project, user, is_new_user=False))

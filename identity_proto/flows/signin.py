@@ -20,11 +20,11 @@ from identity_proto.tokens import new_uuid
 __all__ = [
     "after_sign_up",
     "finish_sign_in",
+    "matching_totp_step",
     "personal_team",
     "personal_team_name",
     "require_second_factor",
     "signed_in",
-    "totp_matches",
 ]
 
 
@@ -100,12 +100,14 @@ def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_
     return signed_in(user, tokens, is_new_user=is_new_user)
 
 
-def totp_matches(secret_base64: str, totp: str, now_ms: int) -> bool:
-    """RFC 6238 (30-second step, 6 digits, HMAC-SHA1) for the current window, at the request's time."""
+def matching_totp_step(secret_base64: str, totp: str, now_ms: int) -> int | None:
+    """The time step of `totp` if it is right for the current window at the request's time (RFC 6238: 30-second
+    step, 6 digits, HMAC-SHA1), else None. Its step is what makes it single-use (`AcceptTotp`)."""
     try:
         secret = base64.b64decode(secret_base64, validate=True)
     except (binascii.Error, ValueError):
-        return False
+        return None
     if not secret:
-        return False
-    return pyotp.TOTP(base64.b32encode(secret).decode()).verify(totp, for_time=now_ms // 1000)
+        return None
+    generator, now_s = pyotp.TOTP(base64.b32encode(secret).decode()), now_ms // 1000
+    return generator.timecode(now_s) if generator.verify(totp, for_time=now_s) else None

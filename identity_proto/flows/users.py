@@ -215,7 +215,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         changes["selected_team_id"] = body.selected_team_id
 
     # 4. e-mail
-    changes.update(_email_changes(user, body, given))
+    changes.update(_email_changes(user, body, given, by_client=server_body is None))
 
     # 5. sign-in methods
     if "otp_auth_enabled" in given:
@@ -281,9 +281,15 @@ def _new_password_hash(
     return (yield from perform(HashPassword(body.password, ctx.options.password_rounds)))
 
 
-def _email_changes(user: User, body: ClientUserUpdateBody, given: set[str]) -> dict[str, Any]:
+def _email_changes(user: User, body: ClientUserUpdateBody, given: set[str], *, by_client: bool) -> dict[str, Any]:
     """reference §3.3: a new address starts unverified and keeps the auth flag; null clears both; the flags can be
-    set on their own; neither may be true without an address."""
+    set on their own; neither may be true without an address.
+
+    Except that a new address set by a client (`by_client`) does not sign anyone in: the original keeps the auth
+    flag, so a client could take any address as its auth e-mail unproven, sign in by password "as" it, and lock
+    its real owner out (409 at their sign-up). Here it stays unverified and not for sign-in until a server says
+    otherwise, so it is not in the auth e-mail index: the real owner's code sign-in finds nobody holding it and
+    creates their own account. (A server may still set the flags, as in the original.)"""
     verified_given = "primary_email_verified" in given
     auth_given = "primary_email_auth_enabled" in given
     # Only server bodies have the flags (read only when given: a missing attribute costs pydantic an exception).
@@ -297,6 +303,8 @@ def _email_changes(user: User, body: ClientUserUpdateBody, given: set[str]) -> d
             changes.update(primary_email=None, primary_email_verified=False, primary_email_auth_enabled=False)
         elif new != user.primary_email:
             changes.update(primary_email=new, primary_email_verified=False)
+            if by_client:
+                changes["primary_email_auth_enabled"] = False
         email = new
     if verified_given:
         if verified and email is None:
@@ -340,7 +348,7 @@ def create_user(ctx: RequestContext) -> Flow[Response]:
         provider = body.oauth_providers[0].get("id", "")
         raise KnownError(ErrorCode.OAUTH_PROVIDER_NOT_FOUND, context={"provider_id": provider})
     blank = User(id=new_uuid(ctx.entropy), signed_up_at_millis=ctx.now_ms, last_active_at_millis=ctx.now_ms)
-    changes = _email_changes(blank, body, given)
+    changes = _email_changes(blank, body, given, by_client=False)
     if body.otp_auth_enabled:
         if not project.config.magic_link_enabled:
             raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)

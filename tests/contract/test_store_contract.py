@@ -24,6 +24,7 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
+    AcceptTotp,
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
@@ -563,6 +564,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     Together,
     CreateSignInCode,  # test_email_sign_in_contract.py
     SignInByEmail,
+    AcceptTotp,  # test_totp_contract.py
 }
 
 

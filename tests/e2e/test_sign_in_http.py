@@ -187,3 +187,45 @@ def test_mfa_round_trip_with_a_real_totp(http: httpx.Client) -> None:
     )
     assert ok.status_code == 200, ok.text
     assert ok.json()["user_id"] == first["user_id"]
+
+
+def _claim_with_client_access(http: httpx.Client, owner: str) -> tuple[str, str]:
+    """An attacker signs up with a password, then sets `owner` as her primary e-mail with client access; her id
+    and password."""
+    password = "mallory's password"
+    signed_up = http.post(
+        "/api/v1/auth/password/sign-up",
+        headers=client_headers(),
+        json={"email": _new_email(), "password": password},
+    )
+    assert signed_up.status_code == 200, signed_up.text
+    me = client_headers(**{"x-service-access-token": signed_up.json()["access_token"]})
+    claimed = http.patch("/api/v1/users/me", headers=me, json={"primary_email": owner})
+    assert claimed.status_code == 200, claimed.text
+    assert (claimed.json()["primary_email"], claimed.json()["primary_email_verified"]) == (owner, False)
+    return signed_up.json()["user_id"], password
+
+
+def test_client_email_change_is_unverified_and_not_for_sign_in(http: httpx.Client) -> None:
+    owner = _new_email()
+    attacker_id, password = _claim_with_client_access(http, owner)
+    seen = http.get(f"/api/v1/users/{attacker_id}", headers=server_headers()).json()
+    assert (seen["primary_email_verified"], seen["primary_email_auth_enabled"]) == (False, False)
+    as_owner = http.post(
+        "/api/v1/auth/password/sign-in", headers=client_headers(), json={"email": owner, "password": password}
+    )
+    assert (as_owner.status_code, as_owner.headers["x-service-known-error"]) == (400, "EMAIL_PASSWORD_MISMATCH")
+
+
+def test_real_owner_signs_in_over_an_unverified_claim(http: httpx.Client) -> None:
+    owner = _new_email()
+    attacker_id, _ = _claim_with_client_access(http, owner)
+    signed_in = _sign_in(http, _code(http, owner))
+    assert signed_in.status_code == 200, signed_in.text
+    assert signed_in.json()["is_new_user"] is True
+    assert signed_in.json()["user_id"] != attacker_id
+    me = http.get(
+        "/api/v1/users/me", headers=server_headers(**{"x-service-access-token": signed_in.json()["access_token"]})
+    )
+    assert (me.json()["primary_email"], me.json()["primary_email_verified"]) == (owner, True)
+    assert me.json()["primary_email_auth_enabled"] is True

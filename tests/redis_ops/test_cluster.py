@@ -34,6 +34,7 @@ from redis.crc import key_slot
 
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.effects import (
+    AcceptTotp,
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
@@ -76,6 +77,7 @@ from identity_proto.effects import (
     StorageEffect,
     TeamWrite,
     Together,
+    TotpAcceptance,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -266,6 +268,10 @@ def _codes(store: RedisStore, p: str) -> None:
     store.apply(CreateVerificationCode(p, make_code("c4")))
     assert store.apply(ConsumeVerificationCode(p, "code-c4")) is True
     assert store.apply(ConsumeVerificationCode(p, "code-c4")) is False
+    store.apply(CreateUser(p, make_user("totp-user")))
+    store.apply(CreateVerificationCode(p, make_code("c5", purpose=CodePurpose.MFA, user_id="totp-user")))
+    assert store.apply(AcceptTotp(p, "code-c5", "totp-user", 7)) is TotpAcceptance.ACCEPTED
+    assert store.apply(AcceptTotp(p, "code-c5", "totp-user", 8)) is TotpAcceptance.CODE_USED
 
 
 def _sessions(store: RedisStore, p: str) -> None:

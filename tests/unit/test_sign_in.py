@@ -8,12 +8,15 @@ import re
 import threading
 from typing import Any
 
+import orjson
 import pyotp
 import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet
+from passlib.hash import bcrypt
 
-from identity_proto.effects import UpdateUser
+from identity_proto import Request, Service, ServiceOptions
+from identity_proto.effects import ComputeEffect, UpdateUser, VerifyPassword
 from identity_proto.records import User
 from tests.support import PROJECT_ID, Harness, Reply, admin_headers, client_headers, server_headers
 
@@ -440,7 +443,8 @@ def test_password_length_rules(password: str, code: str, details: dict[str, int]
 def test_a_user_without_password_and_a_project_without_passwords() -> None:
     h = Harness()
     sign_in(h, code_for(h))
-    assert _password(h, "sign-in", "ada@example.com", "whatever1").known_error == "USER_DOES_NOT_HAVE_PASSWORD"
+    # Not USER_DOES_NOT_HAVE_PASSWORD (the original's answer): that would tell who has an account.
+    assert _password(h, "sign-in", "ada@example.com", "whatever1").known_error == "EMAIL_PASSWORD_MISMATCH"
     h.request("PATCH", "/api/v1/projects/current", admin_headers(), json={"config": {"credential_enabled": False}})
     assert (
         _password(h, "sign-up", "new@example.com", "long enough").known_error == "PASSWORD_AUTHENTICATION_NOT_ENABLED"
@@ -455,6 +459,58 @@ def test_password_sign_in_asks_for_the_second_factor() -> None:
         _password(h, "sign-in", "bob@example.com", "correct horse").known_error
         == "MULTI_FACTOR_AUTHENTICATION_REQUIRED"
     )
+
+
+def test_password_sign_in_failures_are_indistinguishable() -> None:
+    h = Harness()
+    _password(h, "sign-up", "bob@example.com", "correct horse")
+    sign_in(h, code_for(h, "ada@example.com"))  # ada signs in by code only: she has no password
+    failures = [
+        _password(h, "sign-in", "nobody@example.com", "correct horse"),  # unknown address
+        _password(h, "sign-in", "ada@example.com", "correct horse"),  # a user without a password
+        _password(h, "sign-in", "bob@example.com", "wrong horse"),  # a wrong password
+    ]
+    assert [(f.status, f.known_error) for f in failures] == [(400, "EMAIL_PASSWORD_MISMATCH")] * 3
+    assert failures[0].body == failures[1].body == failures[2].body
+
+
+def _verified_hashes(h: Harness, email: str, password: str) -> list[str]:
+    """Drive a failing password sign-in by hand against the harness's store; the hash of every password
+    verification it asked for."""
+    request = Request(
+        "POST",
+        "/api/v1/auth/password/sign-in",
+        (*client_headers().items(), ("content-type", "application/json")),
+        orjson.dumps({"email": email, "password": password}),
+    )
+    flow = h.service.handle(request, h.now_ms, h.entropy)
+    verified: list[str] = []
+    effect = next(flow)
+    while True:
+        if isinstance(effect, VerifyPassword):
+            verified.append(effect.password_hash)
+        result = effect.compute() if isinstance(effect, ComputeEffect) else h.store.apply(effect)
+        try:
+            effect = flow.send(result)
+        except StopIteration as done:
+            response = done.value
+            break
+    assert Reply.of(response).known_error == "EMAIL_PASSWORD_MISMATCH"
+    return verified
+
+
+@pytest.mark.parametrize("rounds", [5, 6])
+def test_unknown_and_passwordless_addresses_verify_a_decoy_at_the_configured_cost(rounds: int) -> None:
+    h = Harness(service=Service(ServiceOptions(password_rounds=rounds)))
+    _password(h, "sign-up", "bob@example.com", "correct horse")
+    sign_in(h, code_for(h, "ada@example.com"))
+    real = _verified_hashes(h, "bob@example.com", "wrong horse")
+    unknown = _verified_hashes(h, "nobody@example.com", "correct horse")
+    passwordless = _verified_hashes(h, "ada@example.com", "correct horse")
+    assert len(real) == len(unknown) == len(passwordless) == 1
+    costs = {bcrypt.from_string(found).rounds for found in (*real, *unknown, *passwordless)}
+    assert costs == {rounds}
+    assert unknown == passwordless != real
 
 
 # --- sessions -------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from passlib.hash import argon2
 
 from identity_proto.render import SERVER_ONLY_USER_FIELDS
 from tests.support import PROJECT_ID, Harness, Reply, admin_headers, client_headers, server_headers
@@ -203,8 +204,9 @@ def test_a_client_may_only_send_base64_images_of_common_types() -> None:
 
 
 def test_changing_the_email_normalises_it_unverifies_it_and_keeps_the_auth_flag() -> None:
+    # With server access, as in the original; a client's change is not for sign-in (test_client_email_change_...).
     s = Signed()
-    reply = s.patch_me({"primary_email": "  New@Example.COM "})
+    reply = s.patch({"primary_email": "  New@Example.COM "})
     assert reply.status == 200
     user = s.stored()
     assert (user.primary_email, user.primary_email_verified, user.primary_email_auth_enabled) == (
@@ -243,7 +245,7 @@ def test_auth_emails_are_unique_in_a_project() -> None:
     s = Signed()
     other = sign_in(s.h, code_for(s.h, "bob@example.com")).json["user_id"]
     before = s.stored()
-    reply = s.patch_me({"primary_email": "BOB@example.com"})
+    reply = s.patch({"primary_email": "BOB@example.com"})  # a server's change keeps the auth flag, so it clashes
     _rejected(s, reply, 409, "USER_EMAIL_ALREADY_EXISTS", before)
     assert reply.json["details"] == {"email": "bob@example.com", "would_work_if_email_was_verified": False}
     # an address that does not sign anyone in is free to share
@@ -253,7 +255,7 @@ def test_auth_emails_are_unique_in_a_project() -> None:
         ).status
         == 200
     )
-    assert s.patch_me({"primary_email": "bob@example.com"}).status == 200
+    assert s.patch({"primary_email": "bob@example.com"}).status == 200
 
 
 def test_turning_auth_on_for_a_taken_address_is_refused() -> None:
@@ -362,6 +364,78 @@ def test_password_rejections_change_nothing_and_keep_sessions(body: dict[str, An
     before = s.stored()
     _rejected(s, s.patch(body), 400, code, before)
     assert s.h.store.tenant(PROJECT_ID).user_sessions[s.user_id]
+
+
+#: An argon2id hash of "argon pw" whose cost parameters the tests below replace (the hash itself need not match:
+#: an over-cost one must be refused before anything verifies it).
+_ARGON2_OF_ARGON_PW = argon2.using(memory_cost=64, time_cost=1, parallelism=1).hash("argon pw")
+
+
+def _argon2_costing(m: int, t: int, p: int) -> str:
+    return _ARGON2_OF_ARGON_PW.replace("m=64,t=1,p=1", f"m={m},t={t},p={p}")
+
+
+@pytest.mark.parametrize(
+    ("cost", "limit"),
+    [
+        ((1024 * 1024, 3, 4), "memory (m, KiB) must be at most 65536, not 1048576"),
+        ((65537, 1, 1), "memory (m, KiB) must be at most 65536, not 65537"),
+        ((19456, 11, 1), "time (t) must be at most 10, not 11"),
+        ((19456, 2, 5), "parallelism (p) must be at most 4, not 5"),
+    ],
+)
+def test_imported_argon2_hash_cost_is_capped(cost: tuple[int, int, int], limit: str) -> None:
+    s = Signed()
+    before = s.stored()
+    too_costly = _argon2_costing(*cost)
+    for reply in (
+        s.patch({"password_hash": too_costly}),
+        s.h.request("POST", "/api/v1/users", server_headers(), json={"password_hash": too_costly}),
+    ):
+        assert (reply.status, reply.known_error) == (400, "SCHEMA_ERROR"), reply.body
+        assert f"body.password_hash is an argon2 hash above the cost limit: {limit}" in reply.json["details"]["message"]
+    assert s.stored() == before
+    assert len(s.h.store.tenant(PROJECT_ID).users) == 1
+
+
+@pytest.mark.parametrize(
+    "cost",
+    [
+        # OWASP's argon2id settings (Password Storage Cheat Sheet), and argon2-cffi's default = RFC 9106's second
+        (47104, 1, 1),
+        (19456, 2, 1),
+        (12288, 3, 1),
+        (9216, 4, 1),
+        (7168, 5, 1),
+        (65536, 3, 4),
+    ],
+)
+def test_recommended_argon2_costs_are_imported_and_sign_in(cost: tuple[int, int, int]) -> None:
+    m, t, p = cost
+    s = Signed()
+    imported = argon2.using(memory_cost=m, time_cost=t, parallelism=p).hash("argon pw")
+    assert s.patch({"password_hash": imported}).status == 200
+    signed = s.h.request(
+        "POST",
+        "/api/v1/auth/password/sign-in",
+        client_headers(),
+        json={"email": "ada@example.com", "password": "argon pw"},
+    )
+    assert (signed.status, signed.json["user_id"]) == (200, s.user_id)
+
+
+@pytest.mark.parametrize(
+    "password_hash",
+    [
+        "$scrypt$ln=30,r=8,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA",  # 2**30 rounds of scrypt: never accepted
+        "$pbkdf2-sha256$4000000000$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA",
+        "$2b$17$" + "a" * 53,
+    ],
+)
+def test_other_hash_schemes_and_costlier_bcrypt_are_not_imported(password_hash: str) -> None:
+    s = Signed()
+    before = s.stored()
+    _rejected(s, s.patch({"password_hash": password_hash}), 400, "INVALID_PASSWORD_HASH", before)
 
 
 def test_password_checks_run_before_the_user_lookup() -> None:
