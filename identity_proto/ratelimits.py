@@ -28,21 +28,24 @@ import functools
 import ipaddress
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 from identity_proto.auth import AccessType, Auth
 from identity_proto.effects import Flow, HitRateLimits, RateLimitHit, perform
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.preconditions import Precondition, check_preconditions
+from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.records import ProjectConfig
 
 __all__ = [
     "DEFAULT_RULES",
     "ROUTE_RULES",
+    "FailureLimit",
     "RateLimitRule",
     "address_bucket",
     "check_rate_limits",
     "check_under_limit",
     "count_event",
+    "limit_not_reached",
     "rate_limit_precondition",
     "request_checks",
     "rule_for",
@@ -120,14 +123,22 @@ def check_rate_limits(checks: Checks, *, now_ms: int) -> Flow[None]:
         yield from check_preconditions([precondition])
 
 
-def check_under_limit(rule: RateLimitRule, subject: str, *, now_ms: int) -> Flow[None]:
-    """Raise 429 RATE_LIMITED when `subject` was already counted `rule.limit` times in the current window. Reads
-    the counter without counting: limits on outcomes (a mail sent, a sign-in failed) look first, act, and count
-    with `count_event` only once the outcome is known."""
+def limit_not_reached(rule: RateLimitRule, subject: str, *, now_ms: int) -> Precondition[tuple[int, ...]] | None:
+    """A precondition that `subject` was counted fewer than `rule.limit` times in the current window (429
+    RATE_LIMITED otherwise). It reads the counter without counting: limits on outcomes (a mail sent, a sign-in
+    failed) look first, act, and count with `count_event` once the outcome is known. Guard a read with it
+    (`preconditions.guarded`) and both go in one trip."""
     active, counter = _hits([(rule, subject)], now_ms, amount=0)
-    if counter is not None:
-        counts = yield from perform(counter)
-        _enforce(active, counter, tuple(count + 1 for count in counts), now_ms=now_ms)
+    if counter is None:
+        return None
+    return Precondition(counter, lambda counts: _enforce(active, counter, tuple(c + 1 for c in counts), now_ms=now_ms))
+
+
+def check_under_limit(rule: RateLimitRule, subject: str, *, now_ms: int) -> Flow[None]:
+    """Raise 429 RATE_LIMITED now when `subject` reached `rule.limit` in the current window (`limit_not_reached`)."""
+    precondition = limit_not_reached(rule, subject, now_ms=now_ms)
+    if precondition is not None:
+        yield from check_preconditions([precondition])
 
 
 def count_event(rule: RateLimitRule, subject: str, *, now_ms: int, enforce: bool) -> Flow[None]:
@@ -138,6 +149,33 @@ def count_event(rule: RateLimitRule, subject: str, *, now_ms: int, enforce: bool
         counts = yield from perform(counter)
         if enforce:
             _enforce(active, counter, counts, now_ms=now_ms)
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class FailureLimit:
+    """At most `rule.limit` failures of `subject` per window of `rule` (a rule with limit 0 limits nothing)."""
+
+    rule: RateLimitRule
+    subject: str
+    now_ms: int
+
+    @classmethod
+    def sign_in(cls, enabled: bool, config: ProjectConfig, subject: str, *, now_ms: int) -> FailureLimit:
+        """The `sign_in_failures` rule for one account (`enabled`: rate limits are on in this process)."""
+        rule = rule_for("sign_in_failures", config)
+        return cls(rule if enabled else RateLimitRule(rule.name, 0, rule.window_ms), subject, now_ms)
+
+    def guard(self, flow: Flow[T]) -> Flow[T]:
+        """`flow` (best a read: they share a trip), refused with 429 when the limit is reached already."""
+        precondition = limit_not_reached(self.rule, self.subject, now_ms=self.now_ms)
+        return guarded(flow, [precondition] if precondition is not None else [])
+
+    def count(self) -> Flow[None]:
+        """Count one failure."""
+        return count_event(self.rule, self.subject, now_ms=self.now_ms, enforce=False)
 
 
 def _enforce(active: Checks, counter: HitRateLimits, counts: tuple[int, ...], *, now_ms: int) -> None:

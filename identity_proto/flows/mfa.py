@@ -9,6 +9,7 @@ from identity_proto.flows.codes import check_code
 from identity_proto.flows.sessions import start_session
 from identity_proto.flows.signin import matching_totp_step
 from identity_proto.http import Response
+from identity_proto.ratelimits import FailureLimit
 from identity_proto.records import CodePurpose
 from identity_proto.render import json_response
 from identity_proto.schemas import MfaSignInBody
@@ -26,13 +27,19 @@ def mfa_sign_in(ctx: RequestContext) -> Flow[Response]:
     project = ctx.require_auth().project
     body: MfaSignInBody = ctx.body
     attempt = yield from check_code(ctx, project.id, body.code, CodePurpose.MFA, consume=False)
-    user = yield from perform(LoadUser(project.id, attempt.user_id or ""))
+    # A second factor is guessed per user, from any number of attempt codes: failures are limited per user.
+    user_id = attempt.user_id or ""
+    failures = FailureLimit.sign_in(
+        ctx.options.rate_limits_enabled, project.config, f"{project.id}:user:{user_id}", now_ms=ctx.now_ms
+    )
+    user = yield from failures.guard(perform(LoadUser(project.id, user_id)))
     if user is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     step = (
         None if user.totp_secret_base64 is None else matching_totp_step(user.totp_secret_base64, body.totp, ctx.now_ms)
     )
     if step is None:
+        yield from failures.count()
         raise KnownError(ErrorCode.INVALID_TOTP_CODE)
     accepted = yield from perform(AcceptTotp(project.id, hash_secret(body.code.lower()), user.id, step))
     if accepted is TotpAcceptance.CODE_USED:
@@ -40,6 +47,7 @@ def mfa_sign_in(ctx: RequestContext) -> Flow[Response]:
     if accepted is TotpAcceptance.USER_NOT_FOUND:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     if accepted is TotpAcceptance.STEP_USED:
+        yield from failures.count()
         raise KnownError(ErrorCode.INVALID_TOTP_CODE)
     tokens = yield from start_session(ctx, project, user)
     return json_response(

@@ -16,6 +16,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.signin import after_sign_up, finish_sign_in
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, timing_decoy_hash, too_long
+from identity_proto.ratelimits import FailureLimit
 from identity_proto.records import Project, User
 from identity_proto.schemas import PasswordSignInBody, PasswordSignUpBody
 from identity_proto.tokens import new_uuid
@@ -74,10 +75,17 @@ def sign_in_with_password(ctx: RequestContext) -> Flow[Response]:
     project = ctx.require_auth().project
     body: PasswordSignInBody = ctx.body
     _require_password_auth(project)
-    user = yield from perform(FindUserByAuthEmail(project.id, normalize_email(body.email)))
+    email = normalize_email(body.email)
+    # Guessing one account's password from many addresses is bounded per account (known or not, alike): the
+    # failure count is read with the user, and one more is counted on each failure.
+    failures = FailureLimit.sign_in(
+        ctx.options.rate_limits_enabled, project.config, f"{project.id}:{email}", now_ms=ctx.now_ms
+    )
+    user = yield from failures.guard(perform(FindUserByAuthEmail(project.id, email)))
     real_hash = user.password_hash if user is not None else None
     stored_hash = real_hash or timing_decoy_hash(ctx.options.password_rounds)
     matches = yield from perform(VerifyPassword(body.password, stored_hash))
     if user is None or real_hash is None or not matches:
+        yield from failures.count()
         raise KnownError(ErrorCode.EMAIL_PASSWORD_MISMATCH)
     return (yield from finish_sign_in(ctx, project, user, is_new_user=False))

@@ -5,12 +5,14 @@ IPv6 clients are counted by /64; the app's backend has a budget of its own; fail
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyotp
 import pytest
 
 from identity_proto import Request, Service, ServiceOptions, run
@@ -221,3 +223,76 @@ def test_the_server_budget_is_its_own_rule() -> None:
     statuses = [h.request("GET", "/api/v1/users", server_headers()).status for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
     assert h.request("GET", "/api/v1/projects/current", client_headers()).status == 200
+
+
+# --- failed sign-ins per account ---------------------------------------------------------------------------------
+
+
+def _password_user(h: StoreHarness, email: str, password: str = "correct horse") -> str:
+    created = h.request(
+        "POST",
+        "/api/v1/users",
+        server_headers(),
+        json={"primary_email": email, "primary_email_auth_enabled": True, "password": password},
+    )
+    assert created.status == 201, created.body
+    return str(created.json["id"])
+
+
+def _password_sign_in(h: StoreHarness, email: str, password: str, client: str) -> Reply:
+    body = {"email": email, "password": password}
+    return h.request("POST", "/api/v1/auth/password/sign-in", client_headers(), json=body, client=client)
+
+
+def test_password_guessing_is_limited_per_account_from_any_address(h: StoreHarness) -> None:
+    _password_user(h, "victim@example.com")
+    _password_user(h, "bystander@example.com")
+    guesses = [_password_sign_in(h, "victim@example.com", f"guess-{i}", f"203.0.113.{i}") for i in range(10)]
+    assert {g.known_error for g in guesses} == {"EMAIL_PASSWORD_MISMATCH"}
+    limited = _password_sign_in(h, "victim@example.com", "correct horse", "198.51.100.77")
+    assert (limited.status, limited.known_error, limited.json["details"]["rule"]) == (
+        429,
+        "RATE_LIMITED",
+        "sign_in_failures",
+    )
+    # Unknown addresses are limited alike (a 429 tells nobody whether an account exists), others are not touched.
+    unknown = [_password_sign_in(h, "nobody@example.com", "x" * 8, f"192.0.2.{i}").status for i in range(11)]
+    assert unknown == [400] * 10 + [429]
+    assert _password_sign_in(h, "bystander@example.com", "correct horse", "203.0.113.1").status == 200
+    h.advance(600_000)
+    assert _password_sign_in(h, "victim@example.com", "correct horse", "198.51.100.77").status == 200
+
+
+def test_a_right_password_does_not_count_as_a_failure(h: StoreHarness) -> None:
+    _password_user(h, "ada@example.com")
+    for i in range(15):
+        assert _password_sign_in(h, "ada@example.com", "correct horse", f"203.0.113.{i}").status == 200
+
+
+def test_totp_guessing_is_limited_per_user(h: StoreHarness) -> None:
+    user_id = _password_user(h, "ada@example.com")
+    secret = base64.b64encode(bytes(range(20))).decode()
+    assert (
+        h.request("PATCH", f"/api/v1/users/{user_id}", server_headers(), json={"totp_secret_base64": secret}).status
+        == 200
+    )
+    totp = pyotp.TOTP(base64.b32encode(bytes(range(20))).decode())
+    right = totp.at(h.now_ms // 1000)
+    wrong = f"{(int(right) + 1) % 1_000_000:06d}"
+
+    def attempt_code() -> str:
+        first = _password_sign_in(h, "ada@example.com", "correct horse", "203.0.113.9")
+        assert first.known_error == "MULTI_FACTOR_AUTHENTICATION_REQUIRED", first.body
+        return str(first.json["details"]["attempt_code"])
+
+    def mfa(code: str, value: str) -> Reply:
+        body = {"type": "totp", "totp": value, "code": code}
+        return h.request("POST", "/api/v1/auth/mfa/sign-in", client_headers(), json=body, client="198.51.100.5")
+
+    codes = [attempt_code() for _ in range(2)]
+    failures = [mfa(codes[i % 2], wrong).known_error for i in range(10)]
+    assert set(failures) == {"INVALID_TOTP_CODE"}
+    limited = mfa(attempt_code(), right)
+    assert (limited.status, limited.json["details"]["rule"]) == (429, "sign_in_failures")
+    h.advance(600_000)
+    assert mfa(attempt_code(), totp.at(h.now_ms // 1000)).status == 200
