@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from identity_proto.auth import AccessType
+from identity_proto.auth import AccessType, check_project_admits
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     Flow,
@@ -177,6 +177,7 @@ def jwks(ctx: RequestContext) -> Flow[Response]:
     """GET /projects/{project_id}/.well-known/jwks.json (no authentication): the public key that verifies the
     project's access tokens; 404 for an unknown project."""
     project_id: str = ctx.params.project_id
+    check_project_admits(project_id, None)
     project = yield from load_project(project_id)
     if project is None:
         raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
