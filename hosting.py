@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from backends.memory import AsyncMemoryStore, MemoryStore
-from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, Response, ServiceOptions, Store
+from identity_proto import AsyncStore, IssuedKeys, MalformedRequest, ProjectSeed, Response, ServiceOptions, Store
 from mailers import MailerPair, mailer_from_url
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "build_async_store",
     "build_sync_store",
     "configure_logging",
+    "declared_body_length",
     "wall_clock_ms",
 ]
 
@@ -222,6 +224,24 @@ class Settings:
             )
         else:
             logger.info("default project %s (keys from the environment)", self.default_project.id)
+
+
+#: More digits than this declares a length larger than any body a host accepts (and than `int` should parse).
+_MAX_LENGTH_DIGITS = 18
+
+
+def declared_body_length(value: str | None) -> int | None:
+    """The body length a request's Content-Length declares (RFC 9110: one or more digits, nothing else); None when
+    it declares none. A negative, signed, fractional or otherwise malformed value raises `MalformedRequest`: the
+    hosts answer 400 before reading a byte of the body."""
+    if value is None:
+        return None
+    text = value.strip(" \t")
+    if not (text.isascii() and text.isdigit()):
+        raise MalformedRequest("the Content-Length header must be a non-negative integer")
+    if len(text) > _MAX_LENGTH_DIGITS:
+        return sys.maxsize
+    return int(text)
 
 
 def build_async_store(settings: Settings) -> AsyncStore:
