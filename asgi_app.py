@@ -103,15 +103,17 @@ class IdentityASGI:
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             self.settings.announce()
-            await arun(
+            disabled = await arun(
                 self.service.bootstrap(
                     self.settings.default_project,
                     self.settings.internal_admin_key,
                     now_ms=self.clock(),
                     entropy=self.entropy,
+                    disable=self.settings.disabled_projects,
                 ),
                 self._store,
             )
+            self.settings.announce_disabled(disabled)
             self._started = True
 
     async def shutdown(self) -> None:

@@ -88,15 +88,17 @@ class IdentityWSGI:
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             self.settings.announce()
-            run(
+            disabled = run(
                 self.service.bootstrap(
                     self.settings.default_project,
                     self.settings.internal_admin_key,
                     now_ms=self.clock(),
                     entropy=self.entropy,
+                    disable=self.settings.disabled_projects,
                 ),
                 self.store,
             )
+            self.settings.announce_disabled(disabled)
             self._started = True
 
     def close(self) -> None:

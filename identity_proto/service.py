@@ -80,13 +80,19 @@ class Service:
         return self._stamp(self._error(error), request_id, cors=True)
 
     def bootstrap(
-        self, default: ProjectSeed | None, internal_admin_key: str | None, *, now_ms: int, entropy: Entropy
-    ) -> Flow[None]:
-        """Start-up: make sure the internal and the default project exist (see `bootstrap_projects`)."""
-        self.projects.forget("internal")
-        if default is not None:
-            self.projects.forget(default.id)
-        return bootstrap_projects(default, internal_admin_key, now_ms=now_ms, entropy=entropy)
+        self,
+        default: ProjectSeed | None,
+        internal_admin_key: str | None,
+        *,
+        now_ms: int,
+        entropy: Entropy,
+        disable: tuple[str, ...] = (),
+    ) -> Flow[tuple[str, ...]]:
+        """Start-up: make sure the internal and the default project exist, and that the projects in `disable`
+        authenticate nothing (see `bootstrap_projects`). Returns those of `disable` that were in the store."""
+        for project_id in ("internal", *((default.id,) if default else ()), *disable):
+            self.projects.forget(project_id)
+        return bootstrap_projects(default, internal_admin_key, now_ms=now_ms, entropy=entropy, disable=disable)
 
     # ----------------------------------------------------------------------------------------------------------
 
