@@ -125,8 +125,9 @@ def bootstrap_projects(
 
 def disable_project(project_id: str) -> Flow[bool]:
     """Make a stored project accept no key and require one from clients, so that no access of any type (nor the
-    OAuth refresh grant) authenticates with it; its data is kept, and starting again with it configured (its keys
-    in the configuration) enables it again. False when no such project is stored (nothing is created then)."""
+    OAuth refresh grant) authenticates with it; its data is kept. Starting again with it configured gives it its
+    configured keys again (clients then keep needing theirs: `require_publishable_client_key` stays on, as any
+    config edit does). False when no such project is stored (nothing is created then)."""
     updated = yield from update_project(project_id, config=(("require_publishable_client_key", True),))
     if updated is None:
         return False
