@@ -7,7 +7,8 @@ It translates ASGI messages into a `Request`, runs the core's flow with the asyn
 
 - the lifespan protocol (start-up bootstraps the projects; shutdown closes the store). Embedders whose framework
   does not forward lifespan to mounted apps lose nothing: the first request starts the service lazily.
-- the request body limit: past `IDENTITY_MAX_BODY_BYTES` the answer is 413 and the rest is not read.
+- the request body limit: past `IDENTITY_MAX_BODY_BYTES` the answer is 413 and the rest is not read; a malformed
+  or negative Content-Length is 400 before any of the body is read.
 - a last guard: whatever goes wrong in this host, the client gets a 500 known-error body with a request id,
   never a dropped connection.
 """
@@ -19,7 +20,15 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from hosting import Dashboard, Settings, SystemEntropy, build_async_store, configure_logging, wall_clock_ms
+from hosting import (
+    Dashboard,
+    Settings,
+    SystemEntropy,
+    build_async_store,
+    configure_logging,
+    declared_body_length,
+    wall_clock_ms,
+)
 from identity_proto import (
     AsyncStore,
     ErrorCode,
@@ -94,15 +103,17 @@ class IdentityASGI:
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             self.settings.announce()
-            await arun(
+            disabled = await arun(
                 self.service.bootstrap(
                     self.settings.default_project,
                     self.settings.internal_admin_key,
                     now_ms=self.clock(),
                     entropy=self.entropy,
+                    disable=self.settings.disabled_projects,
                 ),
                 self._store,
             )
+            self.settings.announce_disabled(disabled)
             self._started = True
 
     async def shutdown(self) -> None:
@@ -143,18 +154,17 @@ class IdentityASGI:
             if not self._started:
                 await self.startup()
             assert self._store is not None
-            body = await self._read_body(scope, receive)
-            if body is None:
-                error = KnownError(
-                    ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": self.settings.max_body_bytes}
-                )
-                await respond(self.service.error_response(error, new_request_id(self.entropy)))
-                return
             try:
+                body = await self._read_body(scope, receive)
+                if body is None:  # the client went away mid-body: nobody to answer
+                    return
                 request = _request_from_scope(scope, body)
             except MalformedRequest as exc:
                 error = KnownError(ErrorCode.MALFORMED_REQUEST, context={"message": str(exc)})
                 await respond(self.service.error_response(error, new_request_id(self.entropy)))
+                return
+            except KnownError as refused:  # the body is over the limit
+                await respond(self.service.error_response(refused, new_request_id(self.entropy)))
                 return
             static = self.dashboard.response(request.method, request.path)
             if static is not None:
@@ -170,25 +180,30 @@ class IdentityASGI:
                 await respond(self.service.error_response(error, request_id))
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
-        """The whole body, or None when it is larger than the limit (nothing more is read then)."""
+        """The whole body, or None when the client disconnected before its end.
+
+        A malformed or negative Content-Length (or two that disagree) raises `MalformedRequest` and a body over the
+        limit raises REQUEST_BODY_TOO_LARGE, both before anything more is received: by its declared length at once,
+        else (chunked, or a length the server did not check) as soon as the bytes received pass the limit. The
+        server hands the body over in chunks of its choosing, so at most one chunk past the limit is received."""
         limit = self.settings.max_body_bytes
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    if int(value) > limit:
-                        return None
-                except ValueError:
-                    pass
+        too_large = KnownError(ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": limit})
+        declared = {value for name, value in scope.get("headers", ()) if name == b"content-length"}
+        if len(declared) > 1:
+            raise MalformedRequest("the request has Content-Length headers that disagree")
+        length = declared_body_length(declared.pop().decode("latin-1")) if declared else None
+        if length is not None and length > limit:
+            raise too_large
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                break
+                return None
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                return None
+                raise too_large
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break

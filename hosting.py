@@ -26,20 +26,22 @@ Environment variables (all optional):
 
 With no project variables set the service runs in dev mode on a dev project whose id and keys are fixed, public
 and printed at start (see DEV_* below). Setting IDENTITY_PROJECT_ID switches to production mode: the three keys
-must then be set as well, and nothing falls back to a dev value.
+must then be set as well, nothing falls back to a dev value, no dev id or key is accepted as configuration, and a
+dev project left in the store by an earlier start in dev mode is disabled at start-up (logged).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from backends.memory import AsyncMemoryStore, MemoryStore
-from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, Response, ServiceOptions, Store
+from identity_proto import AsyncStore, IssuedKeys, MalformedRequest, ProjectSeed, Response, ServiceOptions, Store
 from mailers import MailerPair, mailer_from_url
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "build_async_store",
     "build_sync_store",
     "configure_logging",
+    "declared_body_length",
     "wall_clock_ms",
 ]
 
@@ -69,6 +72,14 @@ DEV_KEYS = IssuedKeys(
 )
 DEV_INTERNAL_ADMIN_KEY = "sak_dev_internal_admin_key_not_secret"
 DEV_PROJECT = ProjectSeed(DEV_PROJECT_ID, "Dev project", DEV_KEYS)
+_DEV_KEY_VALUES = frozenset(
+    (
+        DEV_KEYS.publishable_client_key,
+        DEV_KEYS.secret_server_key,
+        DEV_KEYS.super_secret_admin_key,
+        DEV_INTERNAL_ADMIN_KEY,
+    )
+)
 _DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 _DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -138,8 +149,14 @@ class Settings:
             ):
                 if not value.startswith(prefix) or len(value) < 20:
                     raise ConfigurationError(f"{name} must start with {prefix} and be at least 20 characters")
+            if project_id == DEV_PROJECT_ID:
+                raise ConfigurationError("IDENTITY_PROJECT_ID must not be the dev project's id, which is public")
+            if {keys.publishable_client_key, keys.secret_server_key, keys.super_secret_admin_key} & _DEV_KEY_VALUES:
+                raise ConfigurationError("the project keys must not be the dev keys, which are public")
             seed, dev_mode = ProjectSeed(project_id, "Default project", keys), False
             internal_key = env.get("IDENTITY_INTERNAL_ADMIN_KEY") or None
+            if internal_key in _DEV_KEY_VALUES:
+                raise ConfigurationError("IDENTITY_INTERNAL_ADMIN_KEY must not be the dev key, which is public")
         try:
             max_body = int(env.get("IDENTITY_MAX_BODY_BYTES", _DEFAULT_MAX_BODY_BYTES))
         except ValueError:
@@ -195,6 +212,12 @@ class Settings:
             trusted_proxy_header=self.trusted_proxy_header,
         )
 
+    @property
+    def disabled_projects(self) -> tuple[str, ...]:
+        """Projects start-up disables if the store has them: in production mode the dev project, whose keys are
+        public (a store once used in dev mode keeps it)."""
+        return () if self.dev_mode else (DEV_PROJECT_ID,)
+
     def mailers(self) -> MailerPair:
         """The sync and async mailers for `mail` (both None for the outbox, which lives in the store)."""
         return mailer_from_url(self.mail)
@@ -222,6 +245,33 @@ class Settings:
             )
         else:
             logger.info("default project %s (keys from the environment)", self.default_project.id)
+
+    def announce_disabled(self, project_ids: tuple[str, ...]) -> None:
+        """Log the projects start-up found in the store and disabled (see `disabled_projects`), one line each."""
+        for project_id in project_ids:
+            logger.warning(
+                "production mode: the dev project %s was found in this store (left by a start in dev mode) and is "
+                "disabled: its public keys authenticate nothing; its data is kept",
+                project_id,
+            )
+
+
+#: More digits than this declares a length larger than any body a host accepts (and than `int` should parse).
+_MAX_LENGTH_DIGITS = 18
+
+
+def declared_body_length(value: str | None) -> int | None:
+    """The body length a request's Content-Length declares (RFC 9110: one or more digits, nothing else); None when
+    it declares none. A negative, signed, fractional or otherwise malformed value raises `MalformedRequest`: the
+    hosts answer 400 before reading a byte of the body."""
+    if value is None:
+        return None
+    text = value.strip(" \t")
+    if not (text.isascii() and text.isdigit()):
+        raise MalformedRequest("the Content-Length header must be a non-negative integer")
+    if len(text) > _MAX_LENGTH_DIGITS:
+        return sys.maxsize
+    return int(text)
 
 
 def build_async_store(settings: Settings) -> AsyncStore:

@@ -2,9 +2,10 @@
 
     gunicorn wsgi_app:app            # or mount `IdentityWSGI(...)` inside your own WSGI application
 
-It mirrors `asgi_app`: a body limit (413), malformed requests (400), a last guard (500 with a request id), and a
-lazy, thread-safe start (the first request bootstraps the configured projects). The store must be sync here:
-the memory store, or Redis through `redis.Redis`.
+It mirrors `asgi_app`: a body limit (413; never more than the limit plus one byte is read), malformed requests
+and Content-Length headers (400), a last guard (500 with a request id), and a lazy, thread-safe start (the first
+request bootstraps the configured projects). The store must be sync here: the memory store, or Redis through
+`redis.Redis`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from hosting import Dashboard, Settings, SystemEntropy, build_sync_store, configure_logging, wall_clock_ms
+from hosting import (
+    Dashboard,
+    Settings,
+    SystemEntropy,
+    build_sync_store,
+    configure_logging,
+    declared_body_length,
+    wall_clock_ms,
+)
 from identity_proto import (
     Entropy,
     ErrorCode,
@@ -79,15 +88,17 @@ class IdentityWSGI:
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             self.settings.announce()
-            run(
+            disabled = run(
                 self.service.bootstrap(
                     self.settings.default_project,
                     self.settings.internal_admin_key,
                     now_ms=self.clock(),
                     entropy=self.entropy,
+                    disable=self.settings.disabled_projects,
                 ),
                 self.store,
             )
+            self.settings.announce_disabled(disabled)
             self._started = True
 
     def close(self) -> None:
@@ -111,24 +122,54 @@ class IdentityWSGI:
         if not self._started:
             self.startup()
         assert self.store is not None
-        limit = self.settings.max_body_bytes
         try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > limit:
-            error = KnownError(ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": limit})
-            return self.service.error_response(error, new_request_id(self.entropy))
-        body = environ["wsgi.input"].read(length) if length else b""
-        try:
+            body = self._read_body(environ)
             request = _request_from_environ(environ, body)
         except MalformedRequest as exc:
             error = KnownError(ErrorCode.MALFORMED_REQUEST, context={"message": str(exc)})
             return self.service.error_response(error, new_request_id(self.entropy))
+        except KnownError as refused:  # the body is over the limit
+            return self.service.error_response(refused, new_request_id(self.entropy))
         static = self.dashboard.response(request.method, request.path)
         if static is not None:
             return static
         return run(self.service.handle(request, self.clock(), self.entropy), self.store, self.mailer)
+
+    def _read_body(self, environ: dict[str, Any]) -> bytes:
+        """The whole body, never reading more than the limit plus one byte of `wsgi.input` (the server's stream).
+
+        A malformed or negative Content-Length raises `MalformedRequest` before anything is read; a body over the
+        limit (declared, or found by reading) raises REQUEST_BODY_TOO_LARGE; a body that ends before its declared
+        length (the client went away) is malformed. Without a Content-Length there is a body only when the server
+        says its stream ends where the body does (PEP 3333's `wsgi.input_terminated`, e.g. a chunked body)."""
+        limit = self.settings.max_body_bytes
+        too_large = KnownError(ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": limit})
+        length = declared_body_length(environ.get("CONTENT_LENGTH") or None)
+        stream = environ["wsgi.input"]
+        if length is None:
+            body = _read_at_most(stream, limit + 1) if environ.get("wsgi.input_terminated") else b""
+            if len(body) > limit:
+                raise too_large
+            return body
+        if length > limit:
+            raise too_large
+        body = _read_at_most(stream, length)
+        if len(body) != length:
+            raise MalformedRequest("the body is shorter than its Content-Length")
+        return body
+
+
+def _read_at_most(stream: Any, size: int) -> bytes:
+    """Up to `size` bytes of `stream`, fewer only at its end (a read may return less than it was asked for)."""
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining > 0:
+        chunk: bytes = stream.read(remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def _request_from_environ(environ: dict[str, Any], body: bytes) -> Request:

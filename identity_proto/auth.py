@@ -11,6 +11,7 @@ sees first:
                                               INVALID_PROJECT_FOR_ACCESS_TOKEN / ANONYMOUS_AUTHENTICATION_NOT_ALLOWED,
                                               403 RESTRICTED_USER_NOT_ALLOWED
 6. the project exists                      -> 400 CURRENT_PROJECT_NOT_FOUND
+   the internal project: admin access only -> 401 INSUFFICIENT_ACCESS_TYPE (`check_project_admits`; ours)
 7. the key of the access type in use       -> 401 ..._REQUIRED / INVALID_... (keys of other types are ignored)
 8. the branch                              -> 400 BRANCH_DOES_NOT_EXIST
 
@@ -36,10 +37,18 @@ from identity_proto.effects import Flow, LoadSession, load_project
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.preconditions import Precondition
-from identity_proto.records import Project, Session
+from identity_proto.records import INTERNAL_PROJECT_ID, Project, Session
 from identity_proto.tokens import SigningKey, VerifiedTokenCache, secret_matches, unverified_claims
 
-__all__ = ["AccessType", "Auth", "HeaderReader", "ProjectCache", "authenticate", "session_precondition"]
+__all__ = [
+    "AccessType",
+    "Auth",
+    "HeaderReader",
+    "ProjectCache",
+    "authenticate",
+    "check_project_admits",
+    "session_precondition",
+]
 
 #: The only branch there is (reference §1.3: anything else is rejected).
 DEFAULT_BRANCH_ID = "main"
@@ -175,6 +184,7 @@ def authenticate(
     if project is None:
         raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": project_id})
 
+    check_project_admits(project.id, access_type)
     _check_key(request, headers, access_type, project)
 
     branch_id = headers.get(request, "branch-id") or DEFAULT_BRANCH_ID
@@ -209,6 +219,22 @@ def session_precondition(auth: Auth | None, *, now_ms: int) -> Precondition[Sess
             )
 
     return Precondition(LoadSession(auth.project.id, session_id), check)
+
+
+def check_project_admits(project_id: str, access_type: AccessType | None) -> None:
+    """The internal project admits admin access only (with its own key, checked next): it manages every project
+    and has no users of its own, so client and server access to it, and endpoints that name a project without
+    authentication headers (`access_type` None: the OAuth token endpoint's client_id, the JWKS path), are refused
+    before any key or flow is looked at. The original's internal project is its dashboard's, with users; ours is
+    not, so nothing may sign up, sign in or send mail there."""
+    if project_id != INTERNAL_PROJECT_ID or access_type is AccessType.ADMIN:
+        return
+    actual = None if access_type is None else access_type.value
+    raise KnownError(
+        ErrorCode.INSUFFICIENT_ACCESS_TYPE,
+        message=f"The internal project admits only 'admin' access, but the access type was '{actual or 'none'}'.",
+        details={"actual_access_type": actual, "allowed_access_types": [AccessType.ADMIN.value]},
+    )
 
 
 def _verify_access_token(

@@ -19,9 +19,11 @@ from identity_proto.users import restricted_reason
 __all__ = [
     "JSON_CONTENT_TYPE",
     "SERVER_ONLY_USER_FIELDS",
+    "cors_headers",
     "dump_json",
     "error_response",
     "json_response",
+    "preflight_headers",
     "render_member_profile",
     "render_project",
     "render_team",
@@ -37,13 +39,56 @@ BASE_HEADERS: Headers = (
     ("x-content-type-options", "nosniff"),
 )
 #: CORS is open (reference §0.2): browsers call the API from any origin; credentials travel in headers, not
-#: cookies, so `*` exposes nothing a script could not already send. Sent on every response to a request with an
-#: `Origin` (every cross-origin request a browser makes has one) and on preflights; a request without one (a
-#: server, curl, the SDK under Node) is no CORS request, and each header costs the HTTP server work per response.
-CORS_HEADERS: Headers = (
-    ("access-control-allow-origin", "*"),
-    ("access-control-expose-headers", "content-type, x-service-known-error, x-stack-known-error, x-service-request-id"),
+#: cookies, so `*` exposes nothing a script could not already send. `cors_headers` go on every response to a request
+#: with an `Origin` (every cross-origin request a browser makes has one) and on preflights, `preflight_headers` on
+#: preflights only; each exactly once (a header sent twice, `*, *`, makes browsers refuse the response). A request
+#: without an Origin (a server, curl, the SDK under Node) is no CORS request, and each header costs the HTTP server
+#: work per response.
+_ALLOWED_REQUEST_HEADER_SUFFIXES = (
+    # what authentication and the refresh endpoint read
+    "access-type",
+    "project-id",
+    "branch-id",
+    "publishable-client-key",
+    "secret-server-key",
+    "super-secret-admin-key",
+    "admin-access-token",
+    "access-token",
+    "refresh-token",
+    "allow-anonymous-user",
+    "allow-restricted-user",
+    # what the original's SDK sends on every request (the service ignores them; the browser must be let send them)
+    "override-error-status",
+    "random-nonce",
+    "client-version",
+    "disable-artificial-development-delay",
 )
+#: Response headers a script may read besides the CORS-safelisted ones: the known-error code and request id (per
+#: accepted prefix), and a 429's retry hints.
+_EXPOSED_RESPONSE_HEADERS = ("retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset")
+
+
+def cors_headers(prefixes: tuple[str, ...]) -> Headers:
+    """The CORS headers of every response to a cross-origin request, for the accepted header prefixes."""
+    exposed = (
+        "content-type",
+        *(f"{prefix}known-error" for prefix in prefixes),
+        *(f"{prefix}request-id" for prefix in prefixes),
+        *_EXPOSED_RESPONSE_HEADERS,
+    )
+    return (("access-control-allow-origin", "*"), ("access-control-expose-headers", ", ".join(exposed)))
+
+
+def preflight_headers(prefixes: tuple[str, ...], methods: tuple[str, ...]) -> Headers:
+    """What a preflight adds to `cors_headers`: the path's methods, the request headers a browser may send (an
+    explicit list, as the original sends: browsers never let `*` cover `Authorization`), and how long the answer
+    may be cached (browsers cap it lower: Chromium at 2 hours)."""
+    allowed = ("content-type", "authorization", *(p + s for p in prefixes for s in _ALLOWED_REQUEST_HEADER_SUFFIXES))
+    return (
+        ("access-control-allow-methods", ", ".join(methods)),
+        ("access-control-allow-headers", ", ".join(allowed)),
+        ("access-control-max-age", "86400"),
+    )
 
 
 def dump_json(value: Any) -> bytes:

@@ -34,7 +34,7 @@ from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response
 from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
-from identity_proto.render import BASE_HEADERS, CORS_HEADERS, error_response
+from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import schema_error, validate_model
@@ -61,6 +61,7 @@ class Service:
         self.projects = ProjectCache(self.options.project_cache_ms)
         self._known_error_headers = self.options.known_error_headers
         self._request_id_headers = self.options.request_id_headers
+        self._cors_headers = cors_headers(self.options.header_prefixes)
 
     def handle(self, request: Request, now_ms: int, entropy: Entropy) -> Flow[Response]:
         """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`."""
@@ -75,7 +76,10 @@ class Service:
         except Exception:
             logger.exception("unhandled error (request %s) on %s %s", request_id, request.method, request.path)
             response = self._error(KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id}))
-        return self._stamp(response, request_id, cors=request.header("origin") is not None)
+        # Browsers send an Origin with every cross-origin request, preflights included; an OPTIONS without one is
+        # answered as a preflight all the same.
+        cors = request.method == "OPTIONS" or request.header("origin") is not None
+        return self._stamp(response, request_id, cors=cors)
 
     def error_response(self, error: KnownError, request_id: str) -> Response:
         """`error` rendered as this service renders it, for hosts that must answer before `handle` can run
@@ -83,13 +87,19 @@ class Service:
         return self._stamp(self._error(error), request_id, cors=True)
 
     def bootstrap(
-        self, default: ProjectSeed | None, internal_admin_key: str | None, *, now_ms: int, entropy: Entropy
-    ) -> Flow[None]:
-        """Start-up: make sure the internal and the default project exist (see `bootstrap_projects`)."""
-        self.projects.forget("internal")
-        if default is not None:
-            self.projects.forget(default.id)
-        return bootstrap_projects(default, internal_admin_key, now_ms=now_ms, entropy=entropy)
+        self,
+        default: ProjectSeed | None,
+        internal_admin_key: str | None,
+        *,
+        now_ms: int,
+        entropy: Entropy,
+        disable: tuple[str, ...] = (),
+    ) -> Flow[tuple[str, ...]]:
+        """Start-up: make sure the internal and the default project exist, and that the projects in `disable`
+        authenticate nothing (see `bootstrap_projects`). Returns those of `disable` that were in the store."""
+        for project_id in ("internal", *((default.id,) if default else ()), *disable):
+            self.projects.forget(project_id)
+        return bootstrap_projects(default, internal_admin_key, now_ms=now_ms, entropy=entropy, disable=disable)
 
     # ----------------------------------------------------------------------------------------------------------
 
@@ -101,7 +111,7 @@ class Service:
             )
         route, raw_params, allowed = self._router.match(request.method, request.path)
         if route is None:
-            return _preflight(allowed)
+            return self._preflight(allowed)
         if self.options.dev_mode:
             # Dev/test mode: tests may have frozen or moved the clock (kept in the store, so all workers agree).
             override = yield from perform(LoadClockOverride())
@@ -144,22 +154,13 @@ class Service:
         return error_response(error, known_error_headers=self._known_error_headers)
 
     def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:
+        """The headers every response gets here and nowhere else: the request id, and the CORS headers (once)."""
         extra = tuple((name, request_id) for name in self._request_id_headers)
-        return response.with_headers(extra + CORS_HEADERS if cors else extra)
+        return response.with_headers(extra + self._cors_headers if cors else extra)
 
-
-def _preflight(allowed: tuple[str, ...]) -> Response:
-    """CORS preflight (reference §0.2): any origin, our methods, any request header."""
-    return Response(
-        200,
-        (
-            *BASE_HEADERS,
-            *CORS_HEADERS,
-            ("access-control-allow-methods", ", ".join(allowed)),
-            ("access-control-allow-headers", "*"),
-            ("access-control-max-age", "86400"),
-        ),
-    )
+    def _preflight(self, allowed: tuple[str, ...]) -> Response:
+        """CORS preflight (reference §0.2): an empty 200 with what only a preflight says (`_stamp` adds the rest)."""
+        return Response(200, (*BASE_HEADERS, *preflight_headers(self.options.header_prefixes, allowed)))
 
 
 def _parse_body(request: Request) -> Any:

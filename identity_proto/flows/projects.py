@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from identity_proto.auth import AccessType
+from identity_proto.auth import AccessType, check_project_admits
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     Flow,
@@ -30,6 +30,7 @@ __all__ = [
     "bootstrap_projects",
     "create_project_endpoint",
     "delete_project_endpoint",
+    "disable_project",
     "get_current_project",
     "jwks",
     "list_projects_endpoint",
@@ -92,12 +93,19 @@ def new_project(
 
 
 def bootstrap_projects(
-    default: ProjectSeed | None, internal_admin_key: str | None, *, now_ms: int, entropy: Entropy
-) -> Flow[None]:
-    """Make sure the internal project and the host's default project exist, with the configured keys.
+    default: ProjectSeed | None,
+    internal_admin_key: str | None,
+    *,
+    now_ms: int,
+    entropy: Entropy,
+    disable: tuple[str, ...] = (),
+) -> Flow[tuple[str, ...]]:
+    """Make sure the internal project and the host's default project exist, with the configured keys, and that the
+    projects named in `disable` (production: the dev project, whose keys are public) authenticate nothing.
 
     Safe to run by every worker at every start: existing projects keep their config, signing key and data; only
     their key hashes follow the configuration. Without an internal admin key the internal API accepts no key.
+    Returns the ids of `disable` found in the store (each now disabled; see `disable_project`).
     """
     internal, _ = new_project(entropy, now_ms, "Internal", project_id=INTERNAL_PROJECT_ID)
     internal_keys = ProjectKeys(
@@ -107,6 +115,24 @@ def bootstrap_projects(
     if default is not None:
         project, _ = new_project(entropy, now_ms, default.display_name, project_id=default.id, keys=default.keys)
         yield from ensure_project(project)
+    kept = {INTERNAL_PROJECT_ID, default.id if default else None}
+    disabled = []
+    for project_id in (project_id for project_id in disable if project_id not in kept):
+        if (yield from disable_project(project_id)):
+            disabled.append(project_id)
+    return tuple(disabled)
+
+
+def disable_project(project_id: str) -> Flow[bool]:
+    """Make a stored project accept no key and require one from clients, so that no access of any type (nor the
+    OAuth refresh grant) authenticates with it; its data is kept. Starting again with it configured gives it its
+    configured keys again (clients then keep needing theirs: `require_publishable_client_key` stays on, as any
+    config edit does). False when no such project is stored (nothing is created then)."""
+    updated = yield from update_project(project_id, config=(("require_publishable_client_key", True),))
+    if updated is None:
+        return False
+    yield from ensure_project(dataclasses.replace(updated, keys=ProjectKeys()))
+    return True
 
 
 def get_current_project(ctx: RequestContext) -> Flow[Response]:
@@ -177,6 +203,7 @@ def jwks(ctx: RequestContext) -> Flow[Response]:
     """GET /projects/{project_id}/.well-known/jwks.json (no authentication): the public key that verifies the
     project's access tokens; 404 for an unknown project."""
     project_id: str = ctx.params.project_id
+    check_project_admits(project_id, None)
     project = yield from load_project(project_id)
     if project is None:
         raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from identity_proto.auth import AccessType
+from identity_proto.auth import AccessType, check_project_admits
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     CreateSession,
@@ -162,6 +162,7 @@ def oauth_token(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/oauth/token (form-encoded, the SDK's refresh grant): the project is named by `client_id`, the
     publishable key is the `client_secret`; no authentication headers are sent (official-sdk §3.8)."""
     body: OAuthTokenBody = ctx.body
+    check_project_admits(body.client_id, AccessType.CLIENT)  # a publishable key is client access
     project = yield from perform(LoadProject(body.client_id))
     if project is None:
         raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": body.client_id})

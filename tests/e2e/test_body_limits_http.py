@@ -1,0 +1,85 @@
+"""The body limit over HTTP, against a real Hypercorn: a chunked body past the limit is answered 413 while the
+client is still sending, and the server stops taking the rest (the connection closes), so a client cannot make it
+read an endless body before authentication."""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.e2e.conftest import Server, start_hypercorn, stop_server
+from tests.support import client_headers
+
+pytestmark = pytest.mark.e2e
+
+LIMIT = 64 * 1024
+CHUNK = 16 * 1024
+#: What the client offers: far more than the limit plus every buffer between it and the application.
+OFFERED = 256 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def limited_server() -> Iterator[Server]:
+    running = start_hypercorn({"IDENTITY_MAX_BODY_BYTES": str(LIMIT)})
+    try:
+        yield running
+    finally:
+        stop_server(running)
+
+
+def _send_chunked(server: Server, path: str) -> tuple[bytes, int, bool]:
+    """POST an endless chunked body; returns (what the server answered, bytes sent, whether the server closed)."""
+    url = urlsplit(server.base_url)
+    sock = socket.create_connection((url.hostname, url.port), timeout=10)
+    sock.setblocking(False)
+    head = [f"POST {path} HTTP/1.1", f"Host: {url.netloc}", "Content-Type: application/json"]
+    head += [f"{name}: {value}" for name, value in client_headers().items()]
+    head += ["Transfer-Encoding: chunked", "", ""]
+    pending = memoryview("\r\n".join(head).encode())
+    chunk = f"{CHUNK:x}\r\n".encode() + b" " * CHUNK + b"\r\n"
+    sent = 0
+    answer = b""
+    closed = False
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and not closed:
+            if not pending and sent < OFFERED:
+                pending = memoryview(chunk)
+            readable, writable, _ = select.select([sock], [sock] if pending else [], [], 1.0)
+            if readable:
+                try:
+                    data = sock.recv(65536)
+                except ConnectionResetError:
+                    data = b""
+                if data:
+                    answer += data
+                else:
+                    closed = True
+            elif writable:
+                try:
+                    written = sock.send(pending)
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    continue
+                sent += written
+                pending = pending[written:]
+            elif not pending:
+                break
+    finally:
+        sock.close()
+    return answer, sent, closed
+
+
+def test_an_over_limit_chunked_body_is_413_without_the_server_reading_it_all(limited_server: Server) -> None:
+    answer, sent, closed = _send_chunked(limited_server, "/api/v1/auth/password/sign-up")
+    status_line = answer.split(b"\r\n", 1)[0]
+    assert status_line.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert b"REQUEST_BODY_TOO_LARGE" in answer
+    assert closed, "the server kept the connection open to read the rest of the body"
+    # what got through before the server closed: the limit, and what the sockets' buffers held; never all of it
+    assert sent < 64 * 1024 * 1024, f"the client sent {sent} bytes before the server stopped taking them"
