@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from pathlib import Path
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.mailers import MailerPair, mailer_from_url
 from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, Response, ServiceOptions, Store
+from identity_proto.records import Project
 
 __all__ = [
     "DEV_INTERNAL_ADMIN_KEY",
@@ -54,6 +56,7 @@ __all__ = [
     "build_async_store",
     "build_sync_store",
     "configure_logging",
+    "report_configuration_error",
     "wall_clock_ms",
 ]
 
@@ -75,7 +78,14 @@ _DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
 class ConfigurationError(ValueError):
-    """The environment describes a configuration the service refuses to start with."""
+    """The environment describes a configuration the service refuses to start with. The message names the
+    variable and what is wrong with it."""
+
+
+def report_configuration_error(error: ConfigurationError) -> None:
+    """Say why the service will not start, in one line on standard error (logging is not set up yet: its level is
+    part of the configuration that failed)."""
+    print(f"identity service: configuration error: {error}", file=sys.stderr, flush=True)
 
 
 class SystemEntropy:
@@ -222,6 +232,28 @@ class Settings:
             )
         else:
             logger.info("default project %s (keys from the environment)", self.default_project.id)
+
+    def warn_about_production_risks(self, default_project: Project | None) -> None:
+        """In production mode, one warning line per setting that suits development only (`default_project` is the
+        stored default project, after bootstrap)."""
+        if self.dev_mode:
+            return
+        if self.backend == "memory":
+            logger.warning(
+                "production mode on the memory store (IDENTITY_BACKEND=memory): users and sessions are lost when the "
+                "process ends, and each worker has its own; set IDENTITY_BACKEND=redis"
+            )
+        if self.mail in {"outbox", "console"}:
+            logger.warning(
+                "production mode with IDENTITY_MAIL=%s: sign-in mail is not delivered to anyone; set an smtp:// URL",
+                self.mail,
+            )
+        if default_project is not None and default_project.config.allow_localhost:
+            logger.warning(
+                "production mode and project %s allows localhost callback URLs (config allow_localhost); turn it off "
+                "with PATCH /api/v1/projects/current",
+                default_project.id,
+            )
 
 
 def build_async_store(settings: Settings) -> AsyncStore:
