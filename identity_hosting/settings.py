@@ -31,12 +31,14 @@ must then be set as well, and nothing falls back to a dev value.
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import os
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from backends.memory import AsyncMemoryStore, MemoryStore
@@ -291,7 +293,9 @@ def configure_logging(level: str) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-#: The admin dashboard's files (a static page and its script), served by the hosts under /dashboard.
+#: The admin dashboard's files (a static page and its scripts), served by the hosts under /dashboard. They are
+#: package data of `identity_hosting`, read through `importlib.resources` (so an installed wheel serves them too);
+#: this is where they are in a checkout.
 DASHBOARD_DIR = Path(__file__).resolve().parent / "dashboard"
 DASHBOARD_PREFIX = "/dashboard"
 _MEDIA_TYPES = {
@@ -320,13 +324,19 @@ class Dashboard:
     """The dashboard's files, read once at start-up; answers GET requests under /dashboard (hosts ask first,
     before handing a request to the core)."""
 
-    def __init__(self, directory: Path = DASHBOARD_DIR) -> None:
+    def __init__(self, directory: Traversable | None = None) -> None:
         self._files: dict[str, tuple[str, bytes]] = {}
-        if directory.is_dir():
-            for path in sorted(directory.rglob("*")):
-                if path.is_file() and path.suffix in _MEDIA_TYPES:
-                    relative = path.relative_to(directory).as_posix()
-                    self._files[relative] = (_MEDIA_TYPES[path.suffix], path.read_bytes())
+        root = directory if directory is not None else importlib.resources.files("identity_hosting") / "dashboard"
+        if root.is_dir():
+            self._add(root, "")
+
+    def _add(self, folder: Traversable, prefix: str) -> None:
+        for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+            suffix = Path(entry.name).suffix
+            if entry.is_dir():
+                self._add(entry, f"{prefix}{entry.name}/")
+            elif suffix in _MEDIA_TYPES:
+                self._files[prefix + entry.name] = (_MEDIA_TYPES[suffix], entry.read_bytes())
 
     def response(self, method: str, path: str) -> Response | None:
         """The file for `path`, a 404 under /dashboard, or None when the path is not the dashboard's."""
