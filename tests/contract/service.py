@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
 from identity_proto import Request, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.drivers import Store
 from tests.contract.factories import T0

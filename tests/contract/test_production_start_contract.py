@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_KEYS, DEV_PROJECT, DEV_PROJECT_ID, Settings
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_KEYS, DEV_PROJECT, DEV_PROJECT_ID, Settings
 from identity_proto import Request, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.drivers import Store
 from identity_proto.effects import LoadUser

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hosting import DEV_KEYS, DEV_PROJECT_ID
+from identity_hosting.settings import DEV_KEYS, DEV_PROJECT_ID
 from tests.dashboard.conftest import Browser
 from tests.e2e.conftest import Server, start_hypercorn, stop_server
 

@@ -13,12 +13,12 @@ import pytest
 
 from asgi_app import IdentityASGI
 from backends.memory import MemoryStore
-from hosting import Settings
+from identity_hosting.settings import Settings
+from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import SeededEntropy, StorageUnavailable
 from identity_proto.effects import StorageEffect
 from tests.e2e.conftest import Server
 from tests.support import client_headers, server_headers
-from wsgi_app import IdentityWSGI
 
 pytestmark = pytest.mark.e2e
 

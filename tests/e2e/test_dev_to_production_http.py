@@ -8,7 +8,7 @@ import httpx
 import pytest
 import redis
 
-from hosting import DEV_PROJECT_ID
+from identity_hosting.settings import DEV_PROJECT_ID
 from tests.contract.test_production_start_contract import (
     DEV_ADMIN,
     DEV_CLIENT,

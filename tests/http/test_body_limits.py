@@ -15,10 +15,10 @@ import pytest
 
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore, MemoryStore
-from hosting import Settings
+from identity_hosting.settings import Settings
+from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import SeededEntropy
 from tests.support import client_headers
-from wsgi_app import IdentityWSGI
 
 LIMIT = 2048
 #: A password sign-up: if a refused request's body were processed anyway, a user would exist afterwards.

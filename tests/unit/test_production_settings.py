@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_KEYS, DEV_PROJECT_ID, ConfigurationError, Settings
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_KEYS, DEV_PROJECT_ID, ConfigurationError, Settings
 
 PRODUCTION = {
     "IDENTITY_PROJECT_ID": "33333333-3333-4333-8333-333333333333",

@@ -1,6 +1,6 @@
 """The WSGI host: the same service for Flask, Django and any WSGI server, on the sync driver.
 
-    gunicorn wsgi_app:app            # or mount `IdentityWSGI(...)` inside your own WSGI application
+    gunicorn identity_hosting.wsgi:app   # or mount `IdentityWSGI(...)` inside your own WSGI application
 
 It mirrors `asgi_app`: a body limit (413; never more than the limit plus one byte is read), malformed requests
 and Content-Length headers (400), a last guard (500 with a request id), and a lazy, thread-safe start (the first
@@ -16,13 +16,15 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from hosting import (
+from identity_hosting.settings import (
+    ConfigurationError,
     Dashboard,
     Settings,
     SystemEntropy,
     build_sync_store,
     configure_logging,
     declared_body_length,
+    report_configuration_error,
     wall_clock_ms,
 )
 from identity_proto import (
@@ -38,6 +40,7 @@ from identity_proto import (
     run,
 )
 from identity_proto.drivers import Mailer
+from identity_proto.effects import LoadProject, perform
 
 __all__ = ["IdentityWSGI", "app"]
 
@@ -99,6 +102,9 @@ class IdentityWSGI:
                 self.store,
             )
             self.settings.announce_disabled(disabled)
+            if not self.settings.dev_mode:
+                default = run(perform(LoadProject(self.settings.default_project.id)), self.store)
+                self.settings.warn_about_production_risks(default)
             self._started = True
 
     def close(self) -> None:
@@ -198,6 +204,40 @@ def _request_from_environ(environ: dict[str, Any], body: bytes) -> Request:
     )
 
 
-_settings = Settings.from_env()
-#: The application a WSGI server serves: `wsgi_app:app`.
-app = IdentityWSGI(_settings, configure_logs=True)
+class _FromEnvironment:
+    """The service as the environment configures it, built at the first request (once, under a lock) rather than
+    when imported. A configuration error is reported in one line, and requests are answered 500 while it stands."""
+
+    def __init__(self) -> None:
+        self._app: IdentityWSGI | None = None
+        self._error: ConfigurationError | None = None
+        self._lock = threading.Lock()
+
+    def _build(self) -> IdentityWSGI:
+        with self._lock:
+            if self._app is None:
+                if self._error is not None:
+                    raise self._error
+                try:
+                    self._app = IdentityWSGI(Settings.from_env(), configure_logs=True)
+                except ConfigurationError as exc:
+                    self._error = exc
+                    report_configuration_error(exc)
+                    raise
+            return self._app
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            app = self._build()
+        except ConfigurationError:
+            request_id = new_request_id(SystemEntropy())
+            error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
+            response = Service().error_response(error, request_id)
+            start_response(f"{response.status} {HTTPStatus(response.status).phrase}", list(response.headers))
+            return [response.body]
+        return app(environ, start_response)
+
+
+#: The application a WSGI server serves: `identity_hosting.wsgi:app`, configured from the environment at the first
+#: request.
+app = _FromEnvironment()
