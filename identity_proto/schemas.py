@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
@@ -24,6 +25,7 @@ from identity_proto.urls import UnsafeURL, parse_origin_pattern, parse_web_url
 from identity_proto.users import checked_email
 
 __all__ = [
+    "MAX_METADATA_BYTES",
     "Body",
     "DomainIn",
     "EmptyBody",
@@ -466,6 +468,21 @@ _BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]
 _COUNTRY = re.compile(r"^[A-Z]{2}$")
 
 
+#: The largest metadata object accepted (client_metadata, client_read_only_metadata, server_metadata of users and
+#: teams), as compact JSON: 64 KiB. Metadata is stored inline with its owner and sent back with every read of it,
+#: so without a cap of its own one client could make its user (or its team, read by every member) as large as a
+#: whole request body allows (1 MiB by default) and every read of it that slow. Larger objects are refused with
+#: SCHEMA_ERROR naming the field and this limit.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def _metadata(value: Any) -> Any:
+    # orjson is the service's JSON encoder (render.dump_json): the size counted is the size stored and sent.
+    if value is not None and len(orjson.dumps(value)) > MAX_METADATA_BYTES:
+        raise ValueError(f"must be at most {MAX_METADATA_BYTES} bytes as JSON (64 KiB)")
+    return value
+
+
 def _empty_to_none(value: Any) -> Any:
     return None if value == "" else value
 
@@ -521,6 +538,7 @@ class ClientUserUpdateBody(Body):
     _display_name = field_validator("display_name", mode="before")(_empty_to_none)
     _image = field_validator("profile_image_url")(_profile_image)
     _email_rule = field_validator("primary_email")(_email)
+    _client_metadata = field_validator("client_metadata")(_metadata)
     _totp = field_validator("totp_secret_base64")(_base64_or_none)
 
     @field_validator("selected_team_id")
@@ -552,6 +570,7 @@ class ServerUserUpdateBody(ClientUserUpdateBody):
     _restriction_text = field_validator(
         "restricted_by_admin_reason", "restricted_by_admin_private_details", mode="before"
     )(_empty_to_none)
+    _server_metadata = field_validator("client_read_only_metadata", "server_metadata")(_metadata)
     _country = field_validator("country_code")(_country_or_none)
     _password = field_validator("password")(_no_nul)
 
@@ -640,6 +659,7 @@ class ClientTeamCreateBody(Body):
     client_metadata: Any = None
     creator_user_id: str | None = None
     _image = field_validator("profile_image_url")(_profile_image)
+    _client_metadata = field_validator("client_metadata")(_metadata)
     _creator = field_validator("creator_user_id")(lambda v: v if v is None else _uuid_or_me(v))
 
 
@@ -648,6 +668,7 @@ class ServerTeamCreateBody(ClientTeamCreateBody):
 
     client_read_only_metadata: Any = None
     server_metadata: Any = None
+    _server_metadata = field_validator("client_read_only_metadata", "server_metadata")(_metadata)
 
 
 class ClientTeamUpdateBody(Body):
@@ -657,6 +678,7 @@ class ClientTeamUpdateBody(Body):
     profile_image_url: str | None = None
     client_metadata: Any = None
     _image = field_validator("profile_image_url")(_profile_image)
+    _client_metadata = field_validator("client_metadata")(_metadata)
 
     _non_null = field_validator("display_name", mode="before")(_not_null)
 
@@ -666,6 +688,7 @@ class ServerTeamUpdateBody(ClientTeamUpdateBody):
 
     client_read_only_metadata: Any = None
     server_metadata: Any = None
+    _server_metadata = field_validator("client_read_only_metadata", "server_metadata")(_metadata)
 
 
 class TeamIdParams(Query):

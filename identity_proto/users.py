@@ -23,10 +23,10 @@ _CLIENT_IMAGE = re.compile(r"^data:image/(png|jpg|jpeg|gif|bmp|webp);base64,[A-Z
 _ANY_IMAGE = re.compile(r"^(https?://\S+|data:image/[a-z0-9.+-]+;base64,[A-Za-z0-9+/]+=*)$")
 
 
-def checked_profile_image(url: str | None, access_type: AccessType | None) -> str | None:
-    """An image URL as stored: http(s) or a base64 data image; clients (access_type CLIENT) only the latter, of
-    common image types. `None` for access_type applies the server rule (team member profiles, reference §5.3).
-    Anything else is 400 INVALID_PROFILE_IMAGE_URL. (Size was checked by the schema: smaller than 100KB.)"""
+def checked_profile_image(url: str | None, access_type: AccessType) -> str | None:
+    """An image URL as stored, by one rule for users, teams and team member profiles: http(s) or a base64 data
+    image; clients (access_type CLIENT) only the latter, of common image types. Anything else is 400
+    INVALID_PROFILE_IMAGE_URL. (Size was checked by the schema: smaller than 100KB.)"""
     if url is None:
         return None
     pattern = _CLIENT_IMAGE if access_type is AccessType.CLIENT else _ANY_IMAGE

@@ -74,7 +74,9 @@ def update_member_profile(ctx: RequestContext) -> Flow[Response]:
     if "display_name" in body.model_fields_set:
         changes.append(("display_name", body.display_name))
     if "profile_image_url" in body.model_fields_set:
-        changes.append(("profile_image_url", checked_profile_image(body.profile_image_url, None)))
+        # The user's own image rule, by access type: a client may set only a base64 data image, never a remote URL
+        # that every member's client would fetch (the original applies the server rule to everyone here).
+        changes.append(("profile_image_url", checked_profile_image(body.profile_image_url, auth.access_type)))
     updated = yield from perform(UpdateMembership(project.id, team_id, user_id, tuple(changes)))
     if updated is None:
         raise _membership_not_found(team_id, user_id)
