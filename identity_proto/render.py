@@ -6,6 +6,8 @@ record and the caller's access type, so no flow can leak a field by building JSO
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import orjson
@@ -151,14 +153,27 @@ def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
 
 
 def render_user(
-    user: User, access_type: AccessType, config: ProjectConfig, selected_team: Team | None = None
+    user: User,
+    access_type: AccessType,
+    config: ProjectConfig,
+    selected_team: Team | None = None,
+    *,
+    caller_id: str | None = None,
+    caller_team_ids: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
     """A user as `access_type` may see it.
 
     Our spec (its rule 4) hides exactly two fields from client access: `server_metadata` and
     `restricted_by_admin_private_details`; every field it marks "required in response" is in every response.
     Server and admin see everything. (The original hides more from clients; where our spec speaks, it wins.)
+
+    A client never sees a team it is not a member of, by any route: the user's `selected_team` and
+    `selected_team_id` are shown to a client only when the user is the caller (`caller_id`; a user's selected
+    team is always one of theirs) or the team is one of `caller_team_ids`, the teams the caller is a member of;
+    otherwise both are null, as for a user with no selected team.
     """
+    if access_type is AccessType.CLIENT and user.id != caller_id and user.selected_team_id not in caller_team_ids:
+        user, selected_team = dataclasses.replace(user, selected_team_id=None), None
     reason = restricted_reason(user, config)
     rendered: dict[str, Any] = {
         "id": user.id,
@@ -218,10 +233,18 @@ def render_team(team: Team, access_type: AccessType) -> dict[str, Any]:
 
 
 def render_member_profile(
-    membership: Membership, user: User, access_type: AccessType, config: ProjectConfig, selected_team: Team | None
+    membership: Membership,
+    user: User,
+    access_type: AccessType,
+    config: ProjectConfig,
+    selected_team: Team | None,
+    *,
+    caller_id: str | None = None,
+    caller_team_ids: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
     """A team member profile: its own name and image, falling back to the user's until set, and the `user` as the
-    caller may see it (our spec marks `user` required; the original sends it to server and admin only)."""
+    caller may see it (our spec marks `user` required; the original sends it to server and admin only), by the
+    rules of `render_user`: a client sees the member's selected team only when it is a member of that team."""
     rendered: dict[str, Any] = {
         "team_id": membership.team_id,
         "user_id": membership.user_id,
@@ -230,5 +253,7 @@ def render_member_profile(
             membership.profile_image_url if membership.profile_image_url is not None else user.profile_image_url
         ),
     }
-    rendered["user"] = render_user(user, access_type, config, selected_team)
+    rendered["user"] = render_user(
+        user, access_type, config, selected_team, caller_id=caller_id, caller_team_ids=caller_team_ids
+    )
     return rendered

@@ -15,15 +15,18 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.passwords import hash_cost_problem
 from identity_proto.records import RateLimitSetting, TrustedDomain
-from identity_proto.users import is_strict_email
+from identity_proto.urls import UnsafeURL, parse_origin_pattern, parse_web_url
+from identity_proto.users import checked_email
 
 __all__ = [
+    "MAX_METADATA_BYTES",
     "Body",
     "DomainIn",
     "EmptyBody",
@@ -185,9 +188,11 @@ class DomainIn(Body):
     @field_validator("domain")
     @classmethod
     def _domain_is_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in {"http", "https"} or not parts.hostname or " " in value:
-            raise ValueError("is not a valid URL")
+        # The one rule of identity_proto.urls: a domain that a browser might read differently is refused here.
+        try:
+            parse_origin_pattern(value)
+        except UnsafeURL:
+            raise ValueError("is not a valid URL") from None  # the original's words (why: UnsafeURL's message)
         return value.rstrip("/")
 
     @field_validator("handler_path")
@@ -296,6 +301,27 @@ def _url_without_spaces(value: str) -> str:
     return value
 
 
+def _web_url(value: str | None) -> str | None:
+    """A callback or redirect URL: refused unless every parser reads it alike (identity_proto.urls), and kept in
+    its normalised form, so that what is checked is what is stored and mailed."""
+    if value is None:
+        return None
+    try:
+        return parse_web_url(value).href
+    except UnsafeURL:
+        raise ValueError("is not a valid URL") from None  # the original's words
+
+
+def _email(value: str | None) -> str | None:
+    """Every e-mail field of every route: the one rule of `identity_proto.users.checked_email`, whose stored
+    (normalised) form is what the flow sees. (`""` is worded as the original words it for primary_email.)"""
+    if value is None:
+        return None
+    if value.strip() == "":
+        raise ValueError("must not be empty")
+    return checked_email(value)
+
+
 def _no_nul(value: str | None) -> str | None:
     # bcrypt cannot hash a NUL byte: refuse it as invalid input rather than fail while hashing.
     if value is not None and "\x00" in value:
@@ -322,14 +348,8 @@ class SendSignInCodeBody(Body):
     bot_challenge_phase: Literal["invisible", "visible"] | None = None
     bot_challenge_unavailable: Literal["true"] | None = None
 
-    @field_validator("email")
-    @classmethod
-    def _strict_email(cls, value: str) -> str:
-        if not is_strict_email(value):
-            raise ValueError("must be a valid email")
-        return value
-
-    _callback = field_validator("callback_url")(_url_without_spaces)
+    _email_rule = field_validator("email")(_email)
+    _callback = field_validator("callback_url")(_web_url)
 
 
 class CodeBody(Body):
@@ -353,15 +373,10 @@ class PasswordSignUpBody(Body):
 
     email: str
     password: str
-    verification_callback_url: str | None = None
+    verification_callback_url: str | None = Field(default=None, max_length=2048)
     _password = field_validator("password")(_no_nul)
-
-    @field_validator("email")
-    @classmethod
-    def _strict_email(cls, value: str) -> str:
-        if not is_strict_email(value):
-            raise ValueError("must be a valid email")
-        return value
+    _email_rule = field_validator("email")(_email)
+    _callback = field_validator("verification_callback_url")(_web_url)
 
 
 class PasswordSignInBody(Body):
@@ -369,6 +384,7 @@ class PasswordSignInBody(Body):
 
     email: str = Field(max_length=256)
     password: str = Field(max_length=256)
+    _email_rule = field_validator("email")(_email)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -425,6 +441,7 @@ class OutboxQuery(Query):
     """GET /emails/outbox."""
 
     to: str | None = Field(default=None, max_length=256)
+    _to_rule = field_validator("to")(_email)
     limit: int = Field(default=100, ge=1, le=1000)
 
 
@@ -449,8 +466,22 @@ class AnyProjectIdParams(Query):
 MAX_PROFILE_IMAGE_BYTES = 100 * 1024
 
 _BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
-_LENIENT_EMAIL = re.compile(r"^[^\s@]+@[^\s@]+$")
 _COUNTRY = re.compile(r"^[A-Z]{2}$")
+
+
+#: The largest metadata object accepted (client_metadata, client_read_only_metadata, server_metadata of users and
+#: teams), as compact JSON: 64 KiB. Metadata is stored inline with its owner and sent back with every read of it,
+#: so without a cap of its own one client could make its user (or its team, read by every member) as large as a
+#: whole request body allows (1 MiB by default) and every read of it that slow. Larger objects are refused with
+#: SCHEMA_ERROR naming the field and this limit.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def _metadata(value: Any) -> Any:
+    # orjson is the service's JSON encoder (render.dump_json): the size counted is the size stored and sent.
+    if value is not None and len(orjson.dumps(value)) > MAX_METADATA_BYTES:
+        raise ValueError(f"must be at most {MAX_METADATA_BYTES} bytes as JSON (64 KiB)")
+    return value
 
 
 def _empty_to_none(value: Any) -> Any:
@@ -463,16 +494,6 @@ def _profile_image(value: str | None) -> str | None:
     if len(value.encode()) >= MAX_PROFILE_IMAGE_BYTES:
         raise ValueError("must be smaller than 100KB")
     return _url_without_spaces(value)
-
-
-def _email_or_none(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if value.strip() == "":
-        raise ValueError("must not be empty")
-    if len(value) > 256 or not _LENIENT_EMAIL.match(value.strip()):
-        raise ValueError("must be a valid email")
-    return value
 
 
 def _base64_or_none(value: str | None) -> str | None:
@@ -517,7 +538,8 @@ class ClientUserUpdateBody(Body):
 
     _display_name = field_validator("display_name", mode="before")(_empty_to_none)
     _image = field_validator("profile_image_url")(_profile_image)
-    _email = field_validator("primary_email")(_email_or_none)
+    _email_rule = field_validator("primary_email")(_email)
+    _client_metadata = field_validator("client_metadata")(_metadata)
     _totp = field_validator("totp_secret_base64")(_base64_or_none)
 
     @field_validator("selected_team_id")
@@ -557,6 +579,7 @@ class ServerUserUpdateBody(ClientUserUpdateBody):
     _restriction_text = field_validator(
         "restricted_by_admin_reason", "restricted_by_admin_private_details", mode="before"
     )(_empty_to_none)
+    _server_metadata = field_validator("client_read_only_metadata", "server_metadata")(_metadata)
     _country = field_validator("country_code")(_country_or_none)
     _password = field_validator("password")(_no_nul)
     _password_hash = field_validator("password_hash")(_affordable_hash)
@@ -646,6 +669,7 @@ class ClientTeamCreateBody(Body):
     client_metadata: Any = None
     creator_user_id: str | None = None
     _image = field_validator("profile_image_url")(_profile_image)
+    _client_metadata = field_validator("client_metadata")(_metadata)
     _creator = field_validator("creator_user_id")(lambda v: v if v is None else _uuid_or_me(v))
 
 
@@ -654,6 +678,7 @@ class ServerTeamCreateBody(ClientTeamCreateBody):
 
     client_read_only_metadata: Any = None
     server_metadata: Any = None
+    _server_metadata = field_validator("client_read_only_metadata", "server_metadata")(_metadata)
 
 
 class ClientTeamUpdateBody(Body):
@@ -663,6 +688,7 @@ class ClientTeamUpdateBody(Body):
     profile_image_url: str | None = None
     client_metadata: Any = None
     _image = field_validator("profile_image_url")(_profile_image)
+    _client_metadata = field_validator("client_metadata")(_metadata)
 
     _non_null = field_validator("display_name", mode="before")(_not_null)
 
@@ -672,6 +698,7 @@ class ServerTeamUpdateBody(ClientTeamUpdateBody):
 
     client_read_only_metadata: Any = None
     server_metadata: Any = None
+    _server_metadata = field_validator("client_read_only_metadata", "server_metadata")(_metadata)
 
 
 class TeamIdParams(Query):

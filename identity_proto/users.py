@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import ProjectConfig, User
 
-__all__ = ["checked_profile_image", "email_taken", "is_strict_email", "normalize_email", "restricted_reason"]
+__all__ = [
+    "MAX_EMAIL_LENGTH",
+    "checked_email",
+    "checked_profile_image",
+    "email_taken",
+    "normalize_email",
+    "restricted_reason",
+]
 
 # reference §3.2: a client may only set a user's image as base64 data of these types; a server also http(s) URLs.
 _CLIENT_IMAGE = re.compile(r"^data:image/(png|jpg|jpeg|gif|bmp|webp);base64,[A-Za-z0-9+/]+=*$")
 _ANY_IMAGE = re.compile(r"^(https?://\S+|data:image/[a-z0-9.+-]+;base64,[A-Za-z0-9+/]+=*)$")
 
 
-def checked_profile_image(url: str | None, access_type: AccessType | None) -> str | None:
-    """An image URL as stored: http(s) or a base64 data image; clients (access_type CLIENT) only the latter, of
-    common image types. `None` for access_type applies the server rule (team member profiles, reference §5.3).
-    Anything else is 400 INVALID_PROFILE_IMAGE_URL. (Size was checked by the schema: smaller than 100KB.)"""
+def checked_profile_image(url: str | None, access_type: AccessType) -> str | None:
+    """An image URL as stored, by one rule for users, teams and team member profiles: http(s) or a base64 data
+    image; clients (access_type CLIENT) only the latter, of common image types. Anything else is 400
+    INVALID_PROFILE_IMAGE_URL. (Size was checked by the schema: smaller than 100KB.)"""
     if url is None:
         return None
     pattern = _CLIENT_IMAGE if access_type is AccessType.CLIENT else _ANY_IMAGE
@@ -28,21 +36,35 @@ def checked_profile_image(url: str | None, access_type: AccessType | None) -> st
 
 
 # reference §2.2: a valid address whose local part has no leading, trailing or double dots, and whose domain ends
-# in a top-level domain of at least two letters (so test@localhost and test@gmail are refused).
+# in a top-level domain of at least two letters (so test@localhost and test@gmail are refused). ASCII only, so no
+# invisible character (a zero-width space) or lookalike letter (a Cyrillic e) makes a second account of an
+# address.
 _STRICT_EMAIL = re.compile(
-    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}$"
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}"
 )
+
+#: The longest address accepted (as stored).
+MAX_EMAIL_LENGTH = 256
 
 
 def normalize_email(email: str) -> str:
-    """The stored form of an address: trimmed and lower-cased."""
-    return email.strip().lower()
+    """The stored form of an address: NFKC-normalised (full-width and other compatibility forms become their
+    plain letters), trimmed and lower-cased."""
+    return unicodedata.normalize("NFKC", email).strip().lower()
 
 
-def is_strict_email(email: str) -> bool:
-    """Whether `email` passes the strict check of the sign-in endpoints."""
-    return len(email) <= 256 and _STRICT_EMAIL.match(email.strip()) is not None
+def checked_email(email: str) -> str:
+    """The one rule for every e-mail address the service takes (sign-up, sign-in codes, password sign-in, user
+    create and update by client and server, outbox filter, import): `email` in its stored form
+    (`normalize_email`), or ValueError("must be a valid email") unless that form passes the strict check of
+    reference §2.2. Validating the normalised form means that two inputs naming one stored address are one
+    account, and that an address that only looks like another (invisible or non-ASCII characters, a trailing dot)
+    is refused everywhere alike."""
+    normalized = normalize_email(email)
+    if len(normalized) > MAX_EMAIL_LENGTH or not _STRICT_EMAIL.fullmatch(normalized):
+        raise ValueError("must be a valid email")
+    return normalized
 
 
 def restricted_reason(user: User, config: ProjectConfig) -> str | None:

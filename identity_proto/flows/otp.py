@@ -26,37 +26,40 @@ from identity_proto.records import CodePurpose, Project, ProjectConfig, User
 from identity_proto.render import json_response
 from identity_proto.schemas import CodeBody, SendSignInCodeBody
 from identity_proto.tokens import new_uuid
+from identity_proto.urls import UnsafeURL, WebURL, parse_origin_pattern, parse_web_url
 from identity_proto.users import normalize_email
 
 __all__ = ["callback_is_trusted", "check_sign_in_code", "send_sign_in_code", "sign_in_with_code"]
 
-_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+#: reference §2.2 step 4: the hosts that "localhost" covers (plus every `*.localhost` name), as a WHATWG parser
+#: serialises them.
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
 def callback_is_trusted(url: str, config: ProjectConfig) -> bool:
     """reference §2.2 step 4: localhost when the project allows it, or a trusted domain (scheme, host, port;
-    a `*.` host matches any subdomain)."""
-    parts = urlsplit(url)
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+    a `*.` host matches any subdomain), compared on the origin a browser would open (`identity_proto.urls`): a
+    URL that a browser might read differently from us is never trusted, nor is a trusted domain we cannot parse."""
+    try:
+        origin = parse_web_url(url).origin
+    except UnsafeURL:
         return False
-    host = parts.hostname
-    if config.allow_localhost and (host in _LOCAL_HOSTS or host.endswith(".localhost")):
+    if config.allow_localhost and (origin.host in _LOCAL_HOSTS or origin.host.endswith(".localhost")):
         return True
-    port = parts.port or _DEFAULT_PORTS[parts.scheme]
     for trusted in config.domains:
-        allowed = urlsplit(trusted.domain)
-        if allowed.scheme != parts.scheme or (allowed.port or _DEFAULT_PORTS.get(allowed.scheme)) != port:
-            continue
-        pattern = (allowed.hostname or "").lower()
-        if pattern == host or (pattern.startswith("*.") and host.endswith(pattern[1:])):
+        try:
+            pattern = parse_origin_pattern(trusted.domain)
+        except UnsafeURL:
+            continue  # stored before the rule was this strict: it trusts nothing
+        if pattern.matches(origin):
             return True
     return False
 
 
-def _magic_link(callback_url: str, code: str) -> str:
-    """`callback_url` with its `code` query parameter set to the full code (an existing one is replaced)."""
-    parts = urlsplit(callback_url)
+def _magic_link(callback: WebURL, code: str) -> str:
+    """The callback with its `code` query parameter set to the full code (an existing one is replaced). The
+    callback is normalised and unambiguous, so splitting it here cannot move its origin."""
+    parts = urlsplit(callback.href)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "code"]
     return urlunsplit(parts._replace(query=urlencode([*query, ("code", code)])))
 
@@ -109,7 +112,7 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
         raise _refused(refusal, email)
     if limited:  # the code is stored but nobody knows it: a request refused here leaves it to expire unused
         yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
-    link = _magic_link(body.callback_url, code.code)
+    link = _magic_link(parse_web_url(body.callback_url), code.code)
     text = (
         f"Your sign-in code for {project.display_name} is {code.otp}.\n\n"
         f"Or sign in with this link:\n{link}\n\n"

@@ -21,7 +21,7 @@ from identity_proto.effects import (
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import Membership, Team, config_to_json, user_from_json, user_to_json
-from identity_proto.users import email_taken
+from identity_proto.users import checked_email, email_taken
 
 __all__ = ["EXPORT_FORMAT", "export_project_data", "import_project_data"]
 
@@ -54,6 +54,12 @@ def import_project_data(project_id: str, data: dict[str, Any]) -> Flow[dict[str,
         raise KnownError(ErrorCode.SCHEMA_ERROR, details={"message": f"not a {EXPORT_FORMAT} version 1 document"})
     try:
         users = [user_from_json(item) for item in data.get("users", [])]
+        users = [  # the rule every e-mail input follows (a ValueError names the problem)
+            dataclasses.replace(user, primary_email=checked_email(user.primary_email))
+            if user.primary_email is not None
+            else user
+            for user in users
+        ]
         teams = [Team(**item) for item in data.get("teams", [])]
         memberships = [
             Membership(**{**item, "permissions": tuple(sorted(item.get("permissions", ())))})

@@ -24,14 +24,34 @@ from identity_proto.users import checked_profile_image
 __all__ = ["get_member_profile", "list_member_profiles", "update_member_profile"]
 
 
-def _rendered(ctx: RequestContext, project: Project, membership: Membership) -> Flow[dict[str, object]]:
+def _rendered(
+    ctx: RequestContext, project: Project, membership: Membership, caller_team_ids: frozenset[str] = frozenset()
+) -> Flow[dict[str, object]]:
     user = yield from perform(LoadUser(project.id, membership.user_id))
     if user is None:  # a membership never outlives its user (DeleteUser removes both at once)
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     team: Team | None = None
     if user.selected_team_id is not None:
         team = yield from perform(LoadTeam(project.id, user.selected_team_id))
-    return render_member_profile(membership, user, ctx.require_auth().access_type, project.config, team)
+    auth = ctx.require_auth()
+    return render_member_profile(
+        membership,
+        user,
+        auth.access_type,
+        project.config,
+        team,
+        caller_id=auth.user_id,
+        caller_team_ids=caller_team_ids,
+    )
+
+
+def _client_team_ids(ctx: RequestContext) -> Flow[frozenset[str]]:
+    """The teams a client caller is a member of: the only ones it may see as another member's selected team."""
+    auth = ctx.require_auth()
+    if auth.access_type is not AccessType.CLIENT or auth.user_id is None:
+        return frozenset()
+    memberships = yield from perform(ListMemberships(auth.project.id, user_id=auth.user_id))
+    return frozenset(m.team_id for m in memberships)
 
 
 def _membership_not_found(team_id: str, user_id: str) -> KnownError:
@@ -54,7 +74,9 @@ def update_member_profile(ctx: RequestContext) -> Flow[Response]:
     if "display_name" in body.model_fields_set:
         changes.append(("display_name", body.display_name))
     if "profile_image_url" in body.model_fields_set:
-        changes.append(("profile_image_url", checked_profile_image(body.profile_image_url, None)))
+        # The user's own image rule, by access type: a client may set only a base64 data image, never a remote URL
+        # that every member's client would fetch (the original applies the server rule to everyone here).
+        changes.append(("profile_image_url", checked_profile_image(body.profile_image_url, auth.access_type)))
     updated = yield from perform(UpdateMembership(project.id, team_id, user_id, tuple(changes)))
     if updated is None:
         raise _membership_not_found(team_id, user_id)
@@ -71,7 +93,8 @@ def get_member_profile(ctx: RequestContext) -> Flow[Response]:
     membership = yield from perform(LoadMembership(auth.project.id, team_id, user_id))
     if membership is None:
         raise _membership_not_found(team_id, user_id)
-    return json_response(200, (yield from _rendered(ctx, auth.project, membership)))
+    caller_team_ids = (yield from _client_team_ids(ctx)) if user_id != auth.user_id else frozenset()
+    return json_response(200, (yield from _rendered(ctx, auth.project, membership, caller_team_ids)))
 
 
 def list_member_profiles(ctx: RequestContext) -> Flow[Response]:
@@ -94,9 +117,11 @@ def list_member_profiles(ctx: RequestContext) -> Flow[Response]:
         if user_id is not None and (yield from perform(LoadUser(project.id, user_id))) is None:
             raise KnownError(ErrorCode.USER_NOT_FOUND)
     memberships = yield from perform(ListMemberships(project.id, team_id=query.team_id, user_id=user_id))
+    others = any(m.user_id != auth.user_id for m in memberships)
+    caller_team_ids = (yield from _client_team_ids(ctx)) if others else frozenset()
     items = []
     for membership in memberships:
-        items.append((yield from _rendered(ctx, project, membership)))
+        items.append((yield from _rendered(ctx, project, membership, caller_team_ids)))
     return json_response(200, {"items": items, "is_paginated": False})
 
 

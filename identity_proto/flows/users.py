@@ -86,7 +86,8 @@ def load_rendered_user(ctx: RequestContext, project: Project, user: User) -> Flo
     team: Team | None = None
     if user.selected_team_id is not None:
         team = yield from perform(LoadTeam(project.id, user.selected_team_id))
-    return render_user(user, ctx.require_auth().access_type, project.config, team)
+    auth = ctx.require_auth()
+    return render_user(user, auth.access_type, project.config, team, caller_id=auth.user_id)
 
 
 def _my_id(ctx: RequestContext) -> str:
@@ -106,7 +107,8 @@ def get_me(ctx: RequestContext) -> Flow[Response]:
     found = yield from perform(LoadUserWithTeam(auth.project.id, _my_id(ctx)))
     if found is None:  # deleted since the token was issued: there is no "me" any more
         raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
-    return json_response(200, render_user(found[0], auth.access_type, auth.project.config, found[1]))
+    rendered = render_user(found[0], auth.access_type, auth.project.config, found[1], caller_id=auth.user_id)
+    return json_response(200, rendered)
 
 
 def get_user(ctx: RequestContext) -> Flow[Response]:
@@ -115,7 +117,8 @@ def get_user(ctx: RequestContext) -> Flow[Response]:
     found = yield from perform(LoadUserWithTeam(auth.project.id, ctx.params.user_id))
     if found is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
-    return json_response(200, render_user(found[0], auth.access_type, auth.project.config, found[1]))
+    rendered = render_user(found[0], auth.access_type, auth.project.config, found[1], caller_id=auth.user_id)
+    return json_response(200, rendered)
 
 
 def list_users(ctx: RequestContext) -> Flow[Response]:

@@ -267,7 +267,10 @@ def test_an_unknown_team_is_a_missing_membership_for_profiles() -> None:
 def test_profile_images_are_urls_or_data_images_smaller_than_100kb() -> None:
     w = World()
     path = f"/api/v1/team-member-profiles/{w.team_id}/me"
-    assert w.as_bob("PATCH", path, json={"profile_image_url": "https://cdn.example.com/b.png"}).status == 200
+    remote = {"profile_image_url": "https://cdn.example.com/b.png"}
+    assert w.as_bob("PATCH", path, json=remote).known_error == "INVALID_PROFILE_IMAGE_URL"  # the user image rule
+    server_path = f"/api/v1/team-member-profiles/{w.team_id}/{w.bob['user_id']}"
+    assert w.h.request("PATCH", server_path, server_headers(), json=remote).status == 200
     assert w.as_bob("PATCH", path, json={"profile_image_url": "ftp://x/y"}).known_error == "INVALID_PROFILE_IMAGE_URL"
     big = w.as_bob("PATCH", path, json={"profile_image_url": "data:image/png;base64," + "A" * 102400})
     assert "body.profile_image_url must be smaller than 100KB" in big.json["details"]["message"]
