@@ -10,7 +10,6 @@ import sys
 import httpx
 import pytest
 
-from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY
 from tests.e2e.conftest import ROOT, start_hypercorn, stop_server
 from tests.processes import free_port
 
@@ -106,7 +105,7 @@ def test_asgi_app_without_lifespan_and_a_bad_environment_answers_500(
 
 
 def test_production_mode_warns_about_memory_store_outbox_and_localhost() -> None:
-    server = start_hypercorn({**PRODUCTION, "IDENTITY_INTERNAL_ADMIN_KEY": DEV_INTERNAL_ADMIN_KEY})
+    server = start_hypercorn({**PRODUCTION, "IDENTITY_INTERNAL_ADMIN_KEY": "sak_internal_production_key_0123456789"})
     stop_server_keeping_stderr = server.process.stderr
     try:
         assert httpx.get(f"{server.base_url}/api/v1", timeout=10).status_code == 200
