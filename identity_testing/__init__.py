@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pyotp
@@ -47,8 +47,11 @@ from wsgi_app import IdentityWSGI
 __all__ = ["FakeClock", "IdentityFake", "TestProject"]
 
 BASE_URL = "http://identity.test"
-_OTP = re.compile(r"Your code is ([0-9A-Z]{6})$")
-_LINK = re.compile(r"(\S+[?&]code=([0-9a-z]{45})\S*)")
+
+
+def _link_code(link: str) -> str:
+    """The full 45-character code a magic link carries in its `code` parameter."""
+    return dict(parse_qsl(urlsplit(link).query))["code"]
 
 
 class FakeClock:
@@ -222,19 +225,18 @@ class TestProject:
         return list(self._server("GET", "/api/v1/emails/outbox", params=params)["items"])
 
     def last_code(self, email: str) -> str:
-        """The newest sign-in code mailed to `email`, as a person types it: the 6-character OTP + the nonce."""
+        """The newest sign-in code mailed to `email`, as the sign-in endpoint takes it: the 6-character code the
+        mail shows (its outbox item's `code`) followed by the nonce (the rest of the magic link's code)."""
         for mail in self.outbox(email):
-            otp, link = _OTP.search(mail["subject"]), _LINK.search(mail["text"])
-            if otp and link:
-                return otp.group(1) + link.group(2)[6:]
+            if mail.get("code") and mail.get("magic_link"):
+                return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
         raise LookupError(f"no sign-in code was mailed to {email}")
 
     def last_magic_link(self, email: str) -> str:
-        """The newest magic link mailed to `email`."""
+        """The newest magic link mailed to `email` (its outbox item's `magic_link`)."""
         for mail in self.outbox(email):
-            link = _LINK.search(mail["text"])
-            if link:
-                return link.group(1)
+            if mail.get("magic_link"):
+                return str(mail["magic_link"])
         raise LookupError(f"no magic link was mailed to {email}")
 
     def enable_totp(self, user_id: str, secret: bytes | None = None) -> str:
