@@ -1,4 +1,4 @@
-"""The raw ASGI host: `app`, configured from the environment (see `hosting`), served by Hypercorn.
+"""The raw ASGI host: `app`, configured from the environment (see `identity_hosting.settings`), served by Hypercorn.
 
     hypercorn asgi_app:app
 
@@ -19,7 +19,14 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from hosting import Dashboard, Settings, SystemEntropy, build_async_store, configure_logging, wall_clock_ms
+from identity_hosting.settings import (
+    Dashboard,
+    Settings,
+    SystemEntropy,
+    build_async_store,
+    configure_logging,
+    wall_clock_ms,
+)
 from identity_proto import (
     AsyncStore,
     ErrorCode,

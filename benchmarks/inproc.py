@@ -60,7 +60,7 @@ class Driver:
     """A production-mode service (the benchmark's settings) on `store`, driven in process."""
 
     def __init__(self, store: Any, *, rate_limits: bool = False) -> None:
-        from hosting import Settings, SystemEntropy, wall_clock_ms
+        from identity_hosting.settings import Settings, SystemEntropy, wall_clock_ms
         from identity_proto import Request, Service, run
 
         settings = Settings.from_env(service_env(rate_limits=rate_limits))
@@ -329,7 +329,7 @@ STARTUP_SCRIPT = """
 import time
 t0, c0 = time.perf_counter(), time.process_time()
 from backends.memory import MemoryStore
-from hosting import Settings, SystemEntropy, wall_clock_ms
+from identity_hosting.settings import Settings, SystemEntropy, wall_clock_ms
 from identity_proto import Request, Service, run
 settings = Settings.from_env(ENV)
 service, store, entropy = Service(settings.service_options()), MemoryStore(), SystemEntropy()

@@ -28,7 +28,8 @@ import pyotp
 
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore, MemoryStore
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings, SystemEntropy, wall_clock_ms
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings, SystemEntropy, wall_clock_ms
+from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import Entropy, IssuedKeys, SeededEntropy, Service, run
 from identity_proto.effects import (
     CreateProject,
@@ -42,7 +43,6 @@ from identity_proto.effects import (
 from identity_proto.flows.portability import export_project_data, import_project_data
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ClockOverride, ProjectConfig, TrustedDomain
-from wsgi_app import IdentityWSGI
 
 __all__ = ["FakeClock", "IdentityFake", "TestProject"]
 

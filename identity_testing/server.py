@@ -23,7 +23,7 @@ from hypercorn.config import Config
 
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings
 from identity_proto import arun
 from identity_proto.flows.portability import import_project_data
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from backends.memory import MemoryStore
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
 from identity_proto import Request, Response, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.records import Email, Project, User
 

@@ -1,1 +1,1 @@
-"""The admin dashboard (dashboard/), in a real browser."""
+"""The admin dashboard (identity_hosting/dashboard/), in a real browser."""

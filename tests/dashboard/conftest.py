@@ -134,7 +134,7 @@ class Project:
 
 
 def internal_headers() -> dict[str, str]:
-    from hosting import DEV_INTERNAL_ADMIN_KEY
+    from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY
 
     return {
         "x-service-access-type": "admin",
@@ -327,7 +327,7 @@ def page(starting_backends: dict[str, Future[Server]], browser: Browser, backend
 
 def known_secrets(browser: Browser) -> list[str]:
     """Every key the page may hold: the dev keys, the test's, and whatever is in sessionStorage now."""
-    from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_KEYS
+    from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_KEYS
 
     stored = browser.driver.execute_script(
         "return Object.keys(sessionStorage).map((name) => sessionStorage.getItem(name));"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hosting import DASHBOARD_DIR, Dashboard
+from identity_hosting.settings import DASHBOARD_DIR, Dashboard
 
 SCRIPTS = sorted(DASHBOARD_DIR.glob("*.js"))
 INDEX = DASHBOARD_DIR / "index.html"

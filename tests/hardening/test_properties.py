@@ -38,7 +38,8 @@ from hypothesis import strategies as st
 
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore, MemoryStore, Tenant
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings
+from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import MalformedRequest, Request, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route
@@ -53,7 +54,6 @@ from tests.support import (
     internal_headers,
     server_headers,
 )
-from wsgi_app import IdentityWSGI
 
 SCALE = float(os.environ.get("PROPERTIES_SCALE", "1"))
 ALL_ROUTES: tuple[Route, ...] = ROUTES + TESTING_ROUTES

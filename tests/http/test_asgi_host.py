@@ -10,7 +10,7 @@ import pytest
 
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore
-from hosting import Settings
+from identity_hosting.settings import Settings
 from identity_proto import SeededEntropy, StorageUnavailable
 from identity_proto.effects import StorageEffect
 from tests.support import client_headers, server_headers

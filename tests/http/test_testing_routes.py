@@ -127,8 +127,8 @@ def test_reset_export_and_import_over_http() -> None:
 )
 def test_a_production_configuration_has_none_of_the_test_only_routes(method: str, path: str) -> None:
     from backends.memory import MemoryStore
-    from hosting import Settings
-    from wsgi_app import IdentityWSGI
+    from identity_hosting.settings import Settings
+    from identity_hosting.wsgi import IdentityWSGI
 
     production = Settings.from_env(
         {

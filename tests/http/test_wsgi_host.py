@@ -9,10 +9,10 @@ import pytest
 
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore, MemoryStore
-from hosting import Settings
+from identity_hosting.settings import Settings
+from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import SeededEntropy
 from tests.auth_cases import AUTH_CASES, AuthCase
-from wsgi_app import IdentityWSGI
 
 
 def _wsgi(**settings: object) -> httpx.Client:

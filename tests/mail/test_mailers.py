@@ -11,8 +11,7 @@ from email.utils import parsedate_to_datetime
 
 import pytest
 
-from identity_proto.records import Email
-from mailers import (
+from identity_hosting.mailers import (
     AsyncConsoleMailer,
     AsyncSmtpMailer,
     ConsoleMailer,
@@ -20,6 +19,7 @@ from mailers import (
     SmtpMailer,
     mailer_from_url,
 )
+from identity_proto.records import Email
 from tests.processes import free_port
 from tests.smtp_server import PASSWORD, Collector, Server, StartServer  # PASSWORD must never show up in an error
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import orjson
 
 from backends.memory import AsyncMemoryStore, MemoryStore
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
 from identity_proto import ComputeEffect, Request, Response, SeededEntropy, Service, arun, run
 from identity_proto.effects import Flow, perform
 from tests.support import START_MS, admin_headers, client_headers, internal_headers

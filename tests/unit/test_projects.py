@@ -147,7 +147,7 @@ def test_a_created_project_needs_a_display_name() -> None:
 def test_bootstrap_keeps_config_edits_and_follows_configured_keys() -> None:
     import dataclasses
 
-    from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+    from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
     from identity_proto import IssuedKeys, run
 
     harness = Harness()

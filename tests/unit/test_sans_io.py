@@ -23,7 +23,7 @@ CORE = ROOT / "identity_proto"
 FORBIDDEN_TOP_LEVEL = {
     "asgi_app",
     "backends",
-    "hosting",
+    "identity_hosting",
     "redis",
     "socket",
     "ssl",

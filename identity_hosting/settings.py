@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.memory import AsyncMemoryStore, MemoryStore
+from identity_hosting.mailers import MailerPair, mailer_from_url
 from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, Response, ServiceOptions, Store
-from mailers import MailerPair, mailer_from_url
 
 __all__ = [
     "DEV_INTERNAL_ADMIN_KEY",

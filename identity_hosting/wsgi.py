@@ -1,6 +1,6 @@
 """The WSGI host: the same service for Flask, Django and any WSGI server, on the sync driver.
 
-    gunicorn wsgi_app:app            # or mount `IdentityWSGI(...)` inside your own WSGI application
+    gunicorn identity_hosting.wsgi:app   # or mount `IdentityWSGI(...)` inside your own WSGI application
 
 It mirrors `asgi_app`: a body limit (413), malformed requests (400), a last guard (500 with a request id), and a
 lazy, thread-safe start (the first request bootstraps the configured projects). The store must be sync here:
@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from hosting import Dashboard, Settings, SystemEntropy, build_sync_store, configure_logging, wall_clock_ms
+from identity_hosting.settings import (
+    Dashboard,
+    Settings,
+    SystemEntropy,
+    build_sync_store,
+    configure_logging,
+    wall_clock_ms,
+)
 from identity_proto import (
     Entropy,
     ErrorCode,
@@ -158,5 +165,5 @@ def _request_from_environ(environ: dict[str, Any], body: bytes) -> Request:
 
 
 _settings = Settings.from_env()
-#: The application a WSGI server serves: `wsgi_app:app`.
+#: The application a WSGI server serves: `identity_hosting.wsgi:app`.
 app = IdentityWSGI(_settings, configure_logs=True)
