@@ -13,6 +13,13 @@
 Everything goes through the real service (the same core, the same rules, real ES256 tokens, real TOTP), in process:
 `client()` is an `httpx.Client` on the WSGI host and `async_client()` an `httpx.AsyncClient` on the ASGI host, with
 no port. The pytest plugin (`identity_testing.pytest_plugin`, registered automatically) turns this into fixtures.
+
+Verifying the fake's tokens in your own backend, without a port: `project.issuer`, `project.audience`,
+`project.jwks_url`, `project.jwks()` (the JWKS document) and `project.jwk_client()` (a PyJWT `PyJWKClient` that
+fetches the JWKS from the fake in process); `fake.transport()` serves any other HTTP client (httpx) in process.
+
+    signing_key = project.jwk_client().get_signing_key_from_jwt(token)
+    claims = jwt.decode(token, signing_key, algorithms=["ES256"], audience=project.audience, issuer=project.issuer)
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -43,6 +50,9 @@ from identity_proto.effects import (
 from identity_proto.flows.portability import export_project_data, import_project_data
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ClockOverride, ProjectConfig, TrustedDomain
+
+if TYPE_CHECKING:
+    import jwt
 
 __all__ = ["FakeClock", "IdentityFake", "TestProject"]
 
@@ -117,6 +127,8 @@ class IdentityFake:
             password_rounds=password_rounds,
             compat="stack" if compat else "",
             rate_limits=rate_limits,
+            # Tokens name this issuer whichever client (or Host header) asked for them.
+            base_url=BASE_URL,
         )
         self.store = MemoryStore()
         self.service = Service(self.settings.service_options())
@@ -146,13 +158,22 @@ class IdentityFake:
         assert run(perform(CreateProject(project)), self.store)
         return TestProject(self, project.id, keys)
 
+    def transport(self) -> httpx.WSGITransport:
+        """An httpx transport to the service in process (WSGI): give it to the HTTP client your own code uses,
+        e.g. to fetch the JWKS: `httpx.Client(transport=fake.transport())`."""
+        return httpx.WSGITransport(app=self.wsgi)
+
+    def async_transport(self) -> httpx.ASGITransport:
+        """An async httpx transport to the service in process (ASGI)."""
+        return httpx.ASGITransport(app=self.asgi)
+
     def client(self, headers: Mapping[str, str] | None = None) -> httpx.Client:
         """An `httpx.Client` wired to the service in process (WSGI, no port)."""
-        return httpx.Client(transport=httpx.WSGITransport(app=self.wsgi), base_url=BASE_URL, headers=headers)
+        return httpx.Client(transport=self.transport(), base_url=BASE_URL, headers=headers)
 
     def async_client(self, headers: Mapping[str, str] | None = None) -> httpx.AsyncClient:
         """An `httpx.AsyncClient` wired to the service in process (ASGI, no port)."""
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.asgi), base_url=BASE_URL, headers=headers)
+        return httpx.AsyncClient(transport=self.async_transport(), base_url=BASE_URL, headers=headers)
 
 
 class TestProject:
@@ -164,6 +185,42 @@ class TestProject:
         self.fake = fake
         self.id = project_id
         self.keys = keys
+
+    @property
+    def issuer(self) -> str:
+        """The `iss` of this project's access tokens (for users neither anonymous nor restricted)."""
+        return f"{BASE_URL}/api/v1/projects/{self.id}"
+
+    @property
+    def audience(self) -> str:
+        """The `aud` of this project's access tokens (for users neither anonymous nor restricted): its id."""
+        return self.id
+
+    @property
+    def jwks_url(self) -> str:
+        """Where the public keys of this project's tokens are: the issuer + `/.well-known/jwks.json`."""
+        return f"{self.issuer}/.well-known/jwks.json"
+
+    def jwks(self) -> dict[str, Any]:
+        """The JWKS document (`{"keys": [...]}`) at `jwks_url`, fetched in process."""
+        with self.fake.client() as http:
+            response = http.get(self.jwks_url)
+        response.raise_for_status()
+        keys: dict[str, Any] = response.json()
+        return keys
+
+    def jwk_client(self, **options: Any) -> jwt.PyJWKClient:
+        """A PyJWT `PyJWKClient` for `jwks_url` that fetches the JWKS from the fake in process (no port);
+        `options` go to `PyJWKClient`. Needs PyJWT with its crypto extra (`pip install "pyjwt[crypto]"`)."""
+        import jwt  # PyJWT: only suites that verify tokens with it need it
+
+        project = self
+
+        class InProcessJWKClient(jwt.PyJWKClient):
+            def fetch_data(self) -> Any:
+                return project.jwks()
+
+        return InProcessJWKClient(self.jwks_url, **options)
 
     def headers(self, access: str = "server", *, access_token: str | None = None) -> dict[str, str]:
         """The authentication headers of `access` (client, server or admin) for this project."""
