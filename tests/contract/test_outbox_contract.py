@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from backends.redis import RedisStore
-from hosting import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
 from identity_proto import Request, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import AppendOutbox, ListOutbox, perform
