@@ -2,6 +2,10 @@
 
     hypercorn asgi_app:app
 
+Importing this module reads nothing: `app` reads and checks the environment when it is first served (the lifespan
+start-up, or the first request when the server sends no lifespan events). A configuration error is one line on
+standard error naming the variable, and the server does not start (non-zero exit status).
+
 It translates ASGI messages into a `Request`, runs the core's flow with the async driver, and writes the
 `Response`. It adds nothing of its own but three edge duties:
 
@@ -16,15 +20,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 from identity_hosting.settings import (
+    ConfigurationError,
     Dashboard,
     Settings,
     SystemEntropy,
     build_async_store,
     configure_logging,
+    report_configuration_error,
     wall_clock_ms,
 )
 from identity_proto import (
@@ -38,6 +50,7 @@ from identity_proto import (
     arun,
     new_request_id,
 )
+from identity_proto.effects import LoadProject, perform
 
 __all__ = ["IdentityASGI", "app"]
 
@@ -110,6 +123,9 @@ class IdentityASGI:
                 ),
                 self._store,
             )
+            if not self.settings.dev_mode:
+                default = await arun(perform(LoadProject(self.settings.default_project.id)), self._store)
+                self.settings.warn_about_production_risks(default)
             self._started = True
 
     async def shutdown(self) -> None:
@@ -140,11 +156,7 @@ class IdentityASGI:
         async def respond(response: Response) -> None:
             nonlocal started
             started = True
-            headers = [(name.encode(), value.encode("latin-1")) for name, value in response.headers]
-            # The body is whole: say its length, so the server need not frame it in chunks.
-            headers.append((b"content-length", str(len(response.body)).encode()))
-            await send({"type": "http.response.start", "status": response.status, "headers": headers})
-            await send({"type": "http.response.body", "body": response.body})
+            await _send_response(send, response)
 
         try:
             if not self._started:
@@ -202,6 +214,14 @@ class IdentityASGI:
         return b"".join(chunks)
 
 
+async def _send_response(send: Send, response: Response) -> None:
+    headers = [(name.encode(), value.encode("latin-1")) for name, value in response.headers]
+    # The body is whole: say its length, so the server need not frame it in chunks.
+    headers.append((b"content-length", str(len(response.body)).encode()))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
 def _request_from_scope(scope: Scope, body: bytes) -> Request:
     path: str = scope["path"]
     root_path: str = scope.get("root_path", "").rstrip("/")
@@ -226,7 +246,73 @@ def _request_from_scope(scope: Scope, body: bytes) -> Request:
     )
 
 
-_settings = Settings.from_env()
-#: The application Hypercorn serves: `hypercorn asgi_app:app`. (Hypercorn looks the name up in the module's
-#: namespace, so it is built here; building it reads the environment but opens no connection.)
-app = IdentityASGI(_settings, configure_logs=True)
+class _FromEnvironment:
+    """The service as the environment configures it, built when first served rather than when imported: importing
+    `asgi_app` (a test collecting modules, a tool listing entry points) reads and checks nothing.
+
+    The build happens once, under a lock (an ASGI server may call from several threads). A configuration error is
+    reported in one line; at the lifespan start-up the server is then told not to start, and requests are answered
+    500 (a known-error body with a request id) while the environment stays wrong."""
+
+    def __init__(self) -> None:
+        self._app: IdentityASGI | None = None
+        self._error: ConfigurationError | None = None
+        self._lock = threading.Lock()
+
+    def _build(self) -> IdentityASGI:
+        with self._lock:
+            if self._app is None:
+                if self._error is not None:
+                    raise self._error
+                try:
+                    self._app = IdentityASGI(Settings.from_env(), configure_logs=True)
+                except ConfigurationError as exc:
+                    self._error = exc
+                    report_configuration_error(exc)
+                    raise
+            return self._app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            app = self._build()
+        except ConfigurationError as exc:
+            await self._refuse(scope, receive, send, exc)
+            return
+        await app(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, error: ConfigurationError) -> None:
+        if scope["type"] == "lifespan":
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                _end_hypercorn_worker()
+                await send({"type": "lifespan.startup.failed", "message": str(error)})
+        elif scope["type"] == "http":
+            request_id = new_request_id(SystemEntropy())
+            known = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
+            await _send_response(send, Service().error_response(known, request_id))
+
+
+def _end_hypercorn_worker(status: int = 3) -> None:
+    """Under Hypercorn's command line, end the process now with `status`, the line that says why already printed.
+
+    Hypercorn turns `lifespan.startup.failed` into a traceback, and its master process drops a worker's exit status
+    (up to 0.18.0 it exits 0 whenever a worker fails: pgjones/hypercorn#269), so a supervisor would read a refused
+    start as a clean stop. A worker therefore ends its master with a signal the master does not handle, which is a
+    failure status, and exits without unwinding (there is nothing to clean up: no store was built). Elsewhere (other
+    servers, Hypercorn's `serve()` called by an application) this does nothing: they honour the ASGI message."""
+    process = multiprocessing.current_process()
+    target = getattr(process, "_target", None)
+    worker = str(getattr(target, "__module__", "")).startswith("hypercorn.")
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    command_line = Path(sys.argv[0]).name == "hypercorn" or getattr(main_spec, "name", "") == "hypercorn.__main__"
+    if not (worker or command_line):
+        return
+    parent = multiprocessing.parent_process()
+    if worker and parent is not None and parent.pid == os.getppid():
+        os.kill(parent.pid, signal.SIGUSR1)
+    sys.stderr.flush()
+    os._exit(status)
+
+
+#: The application Hypercorn serves: `hypercorn asgi_app:app`, configured from the environment when first served.
+app = _FromEnvironment()

@@ -24,6 +24,7 @@ from identity_hosting.settings import (
     build_async_store,
     build_sync_store,
     configure_logging,
+    report_configuration_error,
     wall_clock_ms,
 )
 
@@ -46,5 +47,6 @@ __all__ = [
     "build_sync_store",
     "configure_logging",
     "mailer_from_url",
+    "report_configuration_error",
     "wall_clock_ms",
 ]

@@ -31,16 +31,20 @@ must then be set as well, and nothing falls back to a dev value.
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.mailers import MailerPair, mailer_from_url
 from identity_proto import AsyncStore, IssuedKeys, ProjectSeed, Response, ServiceOptions, Store
+from identity_proto.records import Project
 
 __all__ = [
     "DEV_INTERNAL_ADMIN_KEY",
@@ -54,6 +58,7 @@ __all__ = [
     "build_async_store",
     "build_sync_store",
     "configure_logging",
+    "report_configuration_error",
     "wall_clock_ms",
 ]
 
@@ -75,7 +80,14 @@ _DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
 class ConfigurationError(ValueError):
-    """The environment describes a configuration the service refuses to start with."""
+    """The environment describes a configuration the service refuses to start with. The message names the
+    variable and what is wrong with it."""
+
+
+def report_configuration_error(error: ConfigurationError) -> None:
+    """Say why the service will not start, in one line on standard error (logging is not set up yet: its level is
+    part of the configuration that failed)."""
+    print(f"identity service: configuration error: {error}", file=sys.stderr, flush=True)
 
 
 class SystemEntropy:
@@ -223,6 +235,28 @@ class Settings:
         else:
             logger.info("default project %s (keys from the environment)", self.default_project.id)
 
+    def warn_about_production_risks(self, default_project: Project | None) -> None:
+        """In production mode, one warning line per setting that suits development only (`default_project` is the
+        stored default project, after bootstrap)."""
+        if self.dev_mode:
+            return
+        if self.backend == "memory":
+            logger.warning(
+                "production mode on the memory store (IDENTITY_BACKEND=memory): users and sessions are lost when the "
+                "process ends, and each worker has its own; set IDENTITY_BACKEND=redis"
+            )
+        if self.mail in {"outbox", "console"}:
+            logger.warning(
+                "production mode with IDENTITY_MAIL=%s: sign-in mail is not delivered to anyone; set an smtp:// URL",
+                self.mail,
+            )
+        if default_project is not None and default_project.config.allow_localhost:
+            logger.warning(
+                "production mode and project %s allows localhost callback URLs (config allow_localhost); turn it off "
+                "with PATCH /api/v1/projects/current",
+                default_project.id,
+            )
+
 
 def build_async_store(settings: Settings) -> AsyncStore:
     """The asyncio store the settings name (ASGI hosts)."""
@@ -259,7 +293,9 @@ def configure_logging(level: str) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-#: The admin dashboard's files (a static page and its script), served by the hosts under /dashboard.
+#: The admin dashboard's files (a static page and its scripts), served by the hosts under /dashboard. They are
+#: package data of `identity_hosting`, read through `importlib.resources` (so an installed wheel serves them too);
+#: this is where they are in a checkout.
 DASHBOARD_DIR = Path(__file__).resolve().parent / "dashboard"
 DASHBOARD_PREFIX = "/dashboard"
 _MEDIA_TYPES = {
@@ -288,13 +324,19 @@ class Dashboard:
     """The dashboard's files, read once at start-up; answers GET requests under /dashboard (hosts ask first,
     before handing a request to the core)."""
 
-    def __init__(self, directory: Path = DASHBOARD_DIR) -> None:
+    def __init__(self, directory: Traversable | None = None) -> None:
         self._files: dict[str, tuple[str, bytes]] = {}
-        if directory.is_dir():
-            for path in sorted(directory.rglob("*")):
-                if path.is_file() and path.suffix in _MEDIA_TYPES:
-                    relative = path.relative_to(directory).as_posix()
-                    self._files[relative] = (_MEDIA_TYPES[path.suffix], path.read_bytes())
+        root = directory if directory is not None else importlib.resources.files("identity_hosting") / "dashboard"
+        if root.is_dir():
+            self._add(root, "")
+
+    def _add(self, folder: Traversable, prefix: str) -> None:
+        for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+            suffix = Path(entry.name).suffix
+            if entry.is_dir():
+                self._add(entry, f"{prefix}{entry.name}/")
+            elif suffix in _MEDIA_TYPES:
+                self._files[prefix + entry.name] = (_MEDIA_TYPES[suffix], entry.read_bytes())
 
     def response(self, method: str, path: str) -> Response | None:
         """The file for `path`, a 404 under /dashboard, or None when the path is not the dashboard's.

@@ -5,6 +5,9 @@
 It mirrors `asgi_app`: a body limit (413), malformed requests (400), a last guard (500 with a request id), and a
 lazy, thread-safe start (the first request bootstraps the configured projects). The store must be sync here:
 the memory store, or Redis through `redis.Redis`.
+
+Importing this module reads nothing: `app` reads and checks the environment at the first request. A configuration
+error is one line on standard error naming the variable; requests are then answered 500 (known error, request id).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from http import HTTPStatus
 from typing import Any
 
 from identity_hosting.settings import (
+    ConfigurationError,
     Dashboard,
     Settings,
     SystemEntropy,
     build_sync_store,
     configure_logging,
+    report_configuration_error,
     wall_clock_ms,
 )
 from identity_proto import (
@@ -36,6 +41,7 @@ from identity_proto import (
     run,
 )
 from identity_proto.drivers import Mailer
+from identity_proto.effects import LoadProject, perform
 
 __all__ = ["IdentityWSGI", "app"]
 
@@ -95,6 +101,9 @@ class IdentityWSGI:
                 ),
                 self.store,
             )
+            if not self.settings.dev_mode:
+                default = run(perform(LoadProject(self.settings.default_project.id)), self.store)
+                self.settings.warn_about_production_risks(default)
             self._started = True
 
     def close(self) -> None:
@@ -167,6 +176,40 @@ def _request_from_environ(environ: dict[str, Any], body: bytes) -> Request:
     )
 
 
-_settings = Settings.from_env()
-#: The application a WSGI server serves: `identity_hosting.wsgi:app`.
-app = IdentityWSGI(_settings, configure_logs=True)
+class _FromEnvironment:
+    """The service as the environment configures it, built at the first request (once, under a lock) rather than
+    when imported. A configuration error is reported in one line, and requests are answered 500 while it stands."""
+
+    def __init__(self) -> None:
+        self._app: IdentityWSGI | None = None
+        self._error: ConfigurationError | None = None
+        self._lock = threading.Lock()
+
+    def _build(self) -> IdentityWSGI:
+        with self._lock:
+            if self._app is None:
+                if self._error is not None:
+                    raise self._error
+                try:
+                    self._app = IdentityWSGI(Settings.from_env(), configure_logs=True)
+                except ConfigurationError as exc:
+                    self._error = exc
+                    report_configuration_error(exc)
+                    raise
+            return self._app
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            app = self._build()
+        except ConfigurationError:
+            request_id = new_request_id(SystemEntropy())
+            error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
+            response = Service().error_response(error, request_id)
+            start_response(f"{response.status} {HTTPStatus(response.status).phrase}", list(response.headers))
+            return [response.body]
+        return app(environ, start_response)
+
+
+#: The application a WSGI server serves: `identity_hosting.wsgi:app`, configured from the environment at the first
+#: request.
+app = _FromEnvironment()

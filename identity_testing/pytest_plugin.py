@@ -10,22 +10,29 @@
 
 Each pytest-xdist worker is its own process with its own fake, and each test its own project, so tests never see
 each other's users.
+
+pytest loads this plugin in every suite where the package is installed: it imports only pytest and the standard
+library, and the service only when a test uses one of its fixtures.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 
-from identity_testing import FakeClock, IdentityFake, TestProject
+if TYPE_CHECKING:
+    import httpx
+
+    from identity_testing.fake import FakeClock, IdentityFake, TestProject
 
 
 @pytest.fixture(scope="session")
 def identity_fake() -> IdentityFake:
     """The in-process identity service for this test session."""
+    from identity_testing.fake import IdentityFake
+
     return IdentityFake()
 
 

@@ -6,6 +6,10 @@ It serves the service with Hypercorn in dev/test mode on the memory store and pr
 output once it answers: `{"base_url", "project_id", "publishable_client_key", "secret_server_key",
 "super_secret_admin_key", "internal_admin_key"}`. `--port 0` picks a free port. `--seed` imports a JSON export
 (`GET /api/v1/testing/projects/{id}/export`, or `TestProject.export()`) into the dev project before it answers.
+
+It binds its socket itself before anything else and hands it to Hypercorn, so `base_url` is the address it serves
+(with `--port 0`, the port the system gave it). When the address is taken it prints one line on standard error
+and exits with status 1, and prints no JSON line.
 """
 
 from __future__ import annotations
@@ -28,10 +32,17 @@ from identity_proto import arun
 from identity_proto.flows.portability import import_project_data
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+def _bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port); OSError when the address is taken or not ours."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart may reuse a port in TIME_WAIT
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -42,6 +53,15 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compat", action="store_true", help="also accept the original's X-Stack-* headers")
     args = parser.parse_args(argv)
 
+    try:
+        sock = _bind(args.host, args.port)
+    except OSError as exc:
+        print(
+            f"identity_testing.server: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr
+        )
+        return 1
+    port = int(sock.getsockname()[1])
+
     settings = Settings(dev_mode=True, compat="stack" if args.compat else "")
     store = AsyncMemoryStore()
     app = IdentityASGI(settings, store=store)
@@ -49,21 +69,21 @@ async def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         await arun(import_project_data(DEV_PROJECT.id, json.loads(args.seed.read_text())), store)
 
-    port = args.port or _free_port(args.host)
     config = Config()
-    config.bind = [f"{args.host}:{port}"]
+    config.bind = [f"fd://{sock.detach()}"]  # Hypercorn listens on our socket, and owns it from here
     config.accesslog = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     server = asyncio.create_task(serve(app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
-    await _until_listening(args.host, port)
+    await _until_listening(args.host, port, server)
+    host = f"[{args.host}]" if ":" in args.host else args.host
     keys = DEV_PROJECT.keys
     print(
         json.dumps(
             {
-                "base_url": f"http://{args.host}:{port}",
+                "base_url": f"http://{host}:{port}",
                 "project_id": DEV_PROJECT.id,
                 "publishable_client_key": keys.publishable_client_key,
                 "secret_server_key": keys.secret_server_key,
@@ -77,9 +97,13 @@ async def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-async def _until_listening(host: str, port: int, timeout_s: float = 10.0) -> None:
+async def _until_listening(host: str, port: int, server: asyncio.Task[None], timeout_s: float = 10.0) -> None:
+    """Return once our socket accepts connections (Hypercorn listens on it); raise if the server ended first."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
+        if server.done():
+            server.result()  # its exception, if it failed
+            raise RuntimeError("the server stopped before it answered")
         try:
             _, writer = await asyncio.open_connection(host, port)
             writer.close()

@@ -16,6 +16,8 @@ import pytest
 from tests.processes import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Generated or local directories of a checkout, left out when a test copies it (`shutil.ignore_patterns`).
+NOT_SOURCE = (".venv", ".git", "build", "dist", "*.egg-info", "node_modules", "__pycache__", "*_cache", ".hypothesis")
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from identity_testing import IdentityFake
 from tests.e2e.conftest import ROOT
+from tests.processes import stop
 
 pytestmark = pytest.mark.e2e
 
@@ -59,3 +61,45 @@ def test_start_seed_use_and_stop(tmp_path: Path) -> None:
         for stream in (process.stdout, process.stderr):
             if stream:
                 stream.close()
+
+
+def test_fake_server_on_busy_port_fails_without_ready_line() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:  # another server holds the port
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        finished = subprocess.run(
+            [sys.executable, "-m", "identity_testing.server", "--port", str(port)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert finished.returncode != 0
+    assert finished.stdout == ""  # no ready line pointing at the other server
+    lines = finished.stderr.splitlines()
+    assert len(lines) == 1, finished.stderr
+    assert f"127.0.0.1:{port}" in lines[0]
+    assert "in use" in lines[0]
+
+
+def test_fake_server_announces_the_port_it_was_given() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "identity_testing.server", "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        started = json.loads(process.stdout.readline())
+        port = int(started["base_url"].rsplit(":", 1)[1])
+        # The announced address is this process's: the port is bound (a bind fails) and it answers the API.
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe, pytest.raises(OSError, match="in use"):
+            probe.bind(("127.0.0.1", port))
+        assert httpx.get(f"{started['base_url']}/api/v1", timeout=10).status_code == 200
+    finally:
+        stop(process)
+        if process.stdout:
+            process.stdout.close()

@@ -1,0 +1,308 @@
+"""The in-process fake: `IdentityFake`, its `FakeClock` and its `TestProject`s (import them from `identity_testing`;
+see its docstring)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+import pyotp
+
+from asgi_app import IdentityASGI
+from backends.memory import AsyncMemoryStore, MemoryStore
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings, SystemEntropy, wall_clock_ms
+from identity_hosting.wsgi import IdentityWSGI
+from identity_proto import Entropy, IssuedKeys, SeededEntropy, Service, run
+from identity_proto.effects import (
+    CreateProject,
+    DeleteProject,
+    LoadClockOverride,
+    LoadUser,
+    ResetProjectData,
+    SetClockOverride,
+    perform,
+)
+from identity_proto.flows.portability import export_project_data, import_project_data
+from identity_proto.flows.projects import new_project
+from identity_proto.records import ClockOverride, ProjectConfig, TrustedDomain
+
+if TYPE_CHECKING:
+    import jwt
+
+__all__ = ["FakeClock", "IdentityFake", "TestProject"]
+
+BASE_URL = "http://identity.test"
+
+
+def _link_code(link: str) -> str:
+    """The full 45-character code a magic link carries in its `code` parameter."""
+    return dict(parse_qsl(urlsplit(link).query))["code"]
+
+
+class FakeClock:
+    """The service's clock: the host's time until frozen, set or advanced. Codes, access tokens and sessions expire
+    against it exactly as against real time. (Kept in the store, like the HTTP clock routes.)"""
+
+    def __init__(self, fake: IdentityFake) -> None:
+        self._fake = fake
+
+    def _override(self) -> ClockOverride | None:
+        return run(perform(LoadClockOverride()), self._fake.store)
+
+    def now_ms(self) -> int:
+        """The service's time, in milliseconds since the epoch."""
+        override = self._override()
+        host = wall_clock_ms()
+        return host if override is None else override.now(host)
+
+    def freeze(self, at_ms: int | None = None) -> int:
+        """Stop the clock (at `at_ms`, or now); returns the frozen time."""
+        at = self.now_ms() if at_ms is None else at_ms
+        self._store(ClockOverride(frozen_ms=at))
+        return at
+
+    def set(self, when: int | dt.datetime) -> None:
+        """Jump to `when` (milliseconds or an aware datetime), staying frozen if frozen, running if running."""
+        target = int(when.timestamp() * 1000) if isinstance(when, dt.datetime) else when
+        override = self._override()
+        if override is not None and override.frozen_ms is not None:
+            self._store(ClockOverride(frozen_ms=target))
+        else:
+            self._store(ClockOverride(offset_ms=target - wall_clock_ms()))
+
+    def advance(self, ms: int = 0, *, seconds: float = 0, minutes: float = 0, hours: float = 0, days: float = 0) -> int:
+        """Move the clock forward (or back, with negative values); returns the new time."""
+        delta = int(ms + 1000 * (seconds + 60 * minutes + 3600 * hours + 86400 * days))
+        override = self._override() or ClockOverride()
+        if override.frozen_ms is not None:
+            new = ClockOverride(frozen_ms=override.frozen_ms + delta)
+        else:
+            new = ClockOverride(offset_ms=override.offset_ms + delta)
+        self._store(new)
+        return new.now(wall_clock_ms())
+
+    def reset(self) -> None:
+        """Back to the host's real time."""
+        self._store(None)
+
+    def _store(self, override: ClockOverride | None) -> None:
+        run(perform(SetClockOverride(override)), self._fake.store)
+
+
+class IdentityFake:
+    """An identity service in process on the memory store, in dev/test mode, with a controllable clock."""
+
+    def __init__(
+        self, *, password_rounds: int = 4, compat: bool = False, seed: int | None = None, rate_limits: bool = False
+    ) -> None:
+        # Rate limits are off by default here: a test suite sends bursts from one address on purpose. Turn them on
+        # (rate_limits=True) to test how your application handles 429.
+        self.settings = Settings(
+            dev_mode=True,
+            password_rounds=password_rounds,
+            compat="stack" if compat else "",
+            rate_limits=rate_limits,
+            # Tokens name this issuer whichever client (or Host header) asked for them.
+            base_url=BASE_URL,
+        )
+        self.store = MemoryStore()
+        self.service = Service(self.settings.service_options())
+        self.entropy: Entropy = SeededEntropy(seed) if seed is not None else SystemEntropy()
+        self.wsgi = IdentityWSGI(self.settings, store=self.store, service=self.service, entropy=self.entropy)
+        self.asgi = IdentityASGI(
+            self.settings, store=AsyncMemoryStore(self.store), service=self.service, entropy=self.entropy
+        )
+        self.wsgi.startup()
+        self.asgi._started = True  # same store, already bootstrapped by the WSGI face
+        self.clock = FakeClock(self)
+        self.internal_admin_key = DEV_INTERNAL_ADMIN_KEY
+
+    @property
+    def dev_project(self) -> TestProject:
+        """The fixed dev project every fake has (id 00000000-0000-4000-8000-000000000000)."""
+        return TestProject(self, DEV_PROJECT.id, DEV_PROJECT.keys)
+
+    def create_project(self, display_name: str = "Test project", **config: Any) -> TestProject:
+        """A fresh, empty project (any config keys as keyword arguments); costs well under a millisecond."""
+        if "domains" in config:
+            config["domains"] = tuple(TrustedDomain(**d) if isinstance(d, Mapping) else d for d in config["domains"])
+        for name, value in config.items():
+            if isinstance(value, list):
+                config[name] = tuple(value)
+        project, keys = new_project(self.entropy, self.clock.now_ms(), display_name, ProjectConfig(**config))
+        assert run(perform(CreateProject(project)), self.store)
+        return TestProject(self, project.id, keys)
+
+    def transport(self) -> httpx.WSGITransport:
+        """An httpx transport to the service in process (WSGI): give it to the HTTP client your own code uses,
+        e.g. to fetch the JWKS: `httpx.Client(transport=fake.transport())`."""
+        return httpx.WSGITransport(app=self.wsgi)
+
+    def async_transport(self) -> httpx.ASGITransport:
+        """An async httpx transport to the service in process (ASGI)."""
+        return httpx.ASGITransport(app=self.asgi)
+
+    def client(self, headers: Mapping[str, str] | None = None) -> httpx.Client:
+        """An `httpx.Client` wired to the service in process (WSGI, no port)."""
+        return httpx.Client(transport=self.transport(), base_url=BASE_URL, headers=headers)
+
+    def async_client(self, headers: Mapping[str, str] | None = None) -> httpx.AsyncClient:
+        """An `httpx.AsyncClient` wired to the service in process (ASGI, no port)."""
+        return httpx.AsyncClient(transport=self.async_transport(), base_url=BASE_URL, headers=headers)
+
+
+class TestProject:
+    """One project of a fake: its keys, clients by access type, and shortcuts for what tests do most."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, fake: IdentityFake, project_id: str, keys: IssuedKeys) -> None:
+        self.fake = fake
+        self.id = project_id
+        self.keys = keys
+
+    @property
+    def issuer(self) -> str:
+        """The `iss` of this project's access tokens (for users neither anonymous nor restricted)."""
+        return f"{BASE_URL}/api/v1/projects/{self.id}"
+
+    @property
+    def audience(self) -> str:
+        """The `aud` of this project's access tokens (for users neither anonymous nor restricted): its id."""
+        return self.id
+
+    @property
+    def jwks_url(self) -> str:
+        """Where the public keys of this project's tokens are: the issuer + `/.well-known/jwks.json`."""
+        return f"{self.issuer}/.well-known/jwks.json"
+
+    def jwks(self) -> dict[str, Any]:
+        """The JWKS document (`{"keys": [...]}`) at `jwks_url`, fetched in process."""
+        with self.fake.client() as http:
+            response = http.get(self.jwks_url)
+        response.raise_for_status()
+        keys: dict[str, Any] = response.json()
+        return keys
+
+    def jwk_client(self, **options: Any) -> jwt.PyJWKClient:
+        """A PyJWT `PyJWKClient` for `jwks_url` that fetches the JWKS from the fake in process (no port);
+        `options` go to `PyJWKClient`. Needs PyJWT with its crypto extra (`pip install "pyjwt[crypto]"`)."""
+        import jwt  # PyJWT: only suites that verify tokens with it need it
+
+        project = self
+
+        class InProcessJWKClient(jwt.PyJWKClient):
+            def fetch_data(self) -> Any:
+                return project.jwks()
+
+        return InProcessJWKClient(self.jwks_url, **options)
+
+    def headers(self, access: str = "server", *, access_token: str | None = None) -> dict[str, str]:
+        """The authentication headers of `access` (client, server or admin) for this project."""
+        key_header, key = {
+            "client": ("x-service-publishable-client-key", self.keys.publishable_client_key),
+            "server": ("x-service-secret-server-key", self.keys.secret_server_key),
+            "admin": ("x-service-super-secret-admin-key", self.keys.super_secret_admin_key),
+        }[access]
+        headers = {"x-service-access-type": access, "x-service-project-id": self.id, key_header: key}
+        if access_token is not None:
+            headers["x-service-access-token"] = access_token
+        return headers
+
+    def client(self, access: str = "server", *, access_token: str | None = None) -> httpx.Client:
+        """An in-process `httpx.Client` that sends this project's headers."""
+        return self.fake.client(self.headers(access, access_token=access_token))
+
+    def async_client(self, access: str = "server", *, access_token: str | None = None) -> httpx.AsyncClient:
+        """An in-process `httpx.AsyncClient` that sends this project's headers."""
+        return self.fake.async_client(self.headers(access, access_token=access_token))
+
+    def _server(self, method: str, path: str, **kw: Any) -> Any:
+        with self.client("server") as http:
+            response = http.request(method, path, **kw)
+        if response.status_code >= 400:
+            raise AssertionError(f"{method} {path} -> {response.status_code}: {response.text}")
+        return response.json()
+
+    def create_user(
+        self,
+        email: str | None = None,
+        *,
+        password: str | None = None,
+        display_name: str | None = None,
+        verified: bool = True,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """A user, created through POST /users (server): the returned dict is the server view of the user. An
+        e-mail given signs the user in (auth enabled) and is verified unless `verified=False`."""
+        body: dict[str, Any] = dict(fields)
+        if email is not None:
+            body.update(primary_email=email, primary_email_verified=verified, primary_email_auth_enabled=True)
+        if password is not None:
+            body["password"] = password
+        if display_name is not None:
+            body["display_name"] = display_name
+        return dict(self._server("POST", "/api/v1/users", json=body))
+
+    def sign_in(self, user_id: str, *, expires_in_millis: int | None = None) -> dict[str, str]:
+        """Tokens for `user_id` without any sign-in ceremony (POST /auth/sessions)."""
+        body: dict[str, Any] = {"user_id": user_id}
+        if expires_in_millis is not None:
+            body["expires_in_millis"] = expires_in_millis
+        return dict(self._server("POST", "/api/v1/auth/sessions", json=body))
+
+    def outbox(self, to: str | None = None) -> list[dict[str, Any]]:
+        """Mail the service sent for this project, newest first."""
+        params = {"to": to} if to else {}
+        return list(self._server("GET", "/api/v1/emails/outbox", params=params)["items"])
+
+    def last_code(self, email: str) -> str:
+        """The newest sign-in code mailed to `email`, as the sign-in endpoint takes it: the 6-character code the
+        mail shows (its outbox item's `code`) followed by the nonce (the rest of the magic link's code)."""
+        for mail in self.outbox(email):
+            if mail.get("code") and mail.get("magic_link"):
+                return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
+        raise LookupError(f"no sign-in code was mailed to {email}")
+
+    def last_magic_link(self, email: str) -> str:
+        """The newest magic link mailed to `email` (its outbox item's `magic_link`)."""
+        for mail in self.outbox(email):
+            if mail.get("magic_link"):
+                return str(mail["magic_link"])
+        raise LookupError(f"no magic link was mailed to {email}")
+
+    def enable_totp(self, user_id: str, secret: bytes | None = None) -> str:
+        """Turn two-factor sign-in on for a user; returns the secret as base64."""
+        secret_b64 = base64.b64encode(secret or self.fake.entropy.token_bytes(20)).decode()
+        self._server("PATCH", f"/api/v1/users/{user_id}", json={"totp_secret_base64": secret_b64})
+        return secret_b64
+
+    def current_totp(self, user_id: str) -> str:
+        """The TOTP a user's authenticator shows right now (by the fake's clock)."""
+        user = run(perform(LoadUser(self.id, user_id)), self.fake.store)
+        if user is None or user.totp_secret_base64 is None:
+            raise LookupError(f"user {user_id} has no TOTP secret")
+        secret = base64.b32encode(base64.b64decode(user.totp_secret_base64)).decode()
+        return str(pyotp.TOTP(secret).at(self.fake.clock.now_ms() // 1000))
+
+    def reset(self) -> None:
+        """Remove every user, team, session, code and mail of this project; other projects are untouched."""
+        assert run(perform(ResetProjectData(self.id)), self.fake.store)
+
+    def delete(self) -> None:
+        """Remove the project and all its data."""
+        run(perform(DeleteProject(self.id)), self.fake.store)
+
+    def export(self) -> dict[str, Any]:
+        """Users (password hashes as hashes), teams and memberships as a JSON-ready dict."""
+        result: dict[str, Any] = run(export_project_data(self.id, self.fake.clock.now_ms()), self.fake.store)
+        return result
+
+    def import_data(self, data: Mapping[str, Any]) -> dict[str, int]:
+        """Add an export's users, teams and memberships to this project."""
+        result: dict[str, int] = run(import_project_data(self.id, dict(data)), self.fake.store)
+        return result
