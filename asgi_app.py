@@ -232,8 +232,8 @@ async def _send_response(send: Send, response: Response) -> None:
 
 def _request_from_scope(scope: Scope, body: bytes) -> Request:
     path: str = scope["path"]
-    root_path: str = scope.get("root_path", "")
-    if root_path and path.startswith(root_path):  # mounted under a prefix by an embedding app
+    root_path: str = scope.get("root_path", "").rstrip("/")
+    if root_path and (path == root_path or path.startswith(root_path + "/")):  # mounted under a prefix
         path = path[len(root_path) :] or "/"
     try:
         headers = tuple(
@@ -249,6 +249,8 @@ def _request_from_scope(scope: Scope, body: bytes) -> Request:
         body=body,
         query=scope.get("query_string", b"").decode("latin-1"),
         client=client[0] if client else None,
+        root_path=root_path,
+        scheme=scope.get("scheme", "http"),
     )
 
 

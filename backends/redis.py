@@ -54,7 +54,8 @@ Key                             Type    Holds                                   
                                         and removes those).                           its sessions + `GRACE_MS`
 ``<p>outbox``                   LIST    Sent e-mail, newest first: each item the      none (LTRIM to ``keep``)
                                         JSON object of an `Email`, ``to`` its first
-                                        member.
+                                        member (``code``, ``magic_link`` only when
+                                        set).
 ``<p>team:<team_id>``           HASH    A team: one JSON field per `Team` field       none
                                         (metadata any JSON).
 ``<p>team-order``               ZSET    Every team id, scored by its                  none
@@ -1243,8 +1244,12 @@ def _membership_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tupl
 
 
 def _email_json(email: Email) -> str:
-    """An outbox item: the e-mail's JSON object with `to` first (ListOutbox matches on that prefix)."""
+    """An outbox item: the e-mail's JSON object with `to` first (ListOutbox matches on that prefix); the optional
+    `code` and `magic_link` only when the mail has them."""
     data = dataclasses.asdict(email)
+    for name in ("code", "magic_link"):
+        if data[name] is None:
+            del data[name]
     return _json({"to": data.pop("to"), **data})
 
 

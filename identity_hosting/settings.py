@@ -18,7 +18,7 @@ Environment variables (all optional):
 | IDENTITY_MAIL | `outbox` (kept in the store), `console`, or `smtp://[user:pass@]host:port[?options]` | outbox |
 | IDENTITY_PASSWORD_ROUNDS | bcrypt cost of new password hashes (4-16) | dev: 4; production: 12 |
 | IDENTITY_MAX_BODY_BYTES | largest request body accepted (413 above) | 1048576 |
-| IDENTITY_BASE_URL | public base URL (token issuer, magic links) | from the Host header |
+| IDENTITY_BASE_URL | public URL before /api/v1, mount point included (token issuer) | request: scheme, Host, mount |
 | IDENTITY_LOG_LEVEL | log level of the service's loggers | INFO |
 | IDENTITY_RATE_LIMITS | `off` turns rate limits off for the whole process (load tests, other suites) | on |
 | IDENTITY_TRUSTED_PROXY_HEADER | behind a proxy: the header with the client address (e.g. x-forwarded-for) | none |
@@ -388,11 +388,17 @@ class Dashboard:
                 self._files[prefix + entry.name] = (_MEDIA_TYPES[suffix], entry.read_bytes())
 
     def response(self, method: str, path: str) -> Response | None:
-        """The file for `path`, a 404 under /dashboard, or None when the path is not the dashboard's."""
+        """The file for `path`, a 404 under /dashboard, or None when the path is not the dashboard's.
+
+        The page names its files and the API by relative URLs, so that it works wherever the service is mounted:
+        /dashboard itself therefore redirects to /dashboard/ (by a relative `Location`, which keeps the mount
+        point the browser sees)."""
         if path != DASHBOARD_PREFIX and not path.startswith(DASHBOARD_PREFIX + "/"):
             return None
         if method not in {"GET", "HEAD"}:
             return Response(405, (("allow", "GET, HEAD"), *_DASHBOARD_HEADERS))
+        if path == DASHBOARD_PREFIX:
+            return Response(308, (("location", "dashboard/"), *_DASHBOARD_HEADERS))
         name = path[len(DASHBOARD_PREFIX) :].lstrip("/") or "index.html"
         found = self._files.get(name)
         if found is None:

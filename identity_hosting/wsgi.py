@@ -187,11 +187,12 @@ def _request_from_environ(environ: dict[str, Any], body: bytes) -> Request:
             headers.append((key.replace("_", "-").lower(), value))
     # PEP 3333: PATH_INFO holds the raw bytes decoded as latin-1; the path is UTF-8 on the wire.
     raw_path = environ.get("PATH_INFO", "") or "/"
-    script_name = environ.get("SCRIPT_NAME", "")
+    script_name = environ.get("SCRIPT_NAME", "").rstrip("/")  # where an embedding application mounted us
     if script_name and raw_path.startswith(script_name + "/"):  # a server that left the mount prefix in PATH_INFO
         raw_path = raw_path[len(script_name) :]
     try:
         path = raw_path.encode("latin-1").decode("utf-8")
+        root_path = script_name.encode("latin-1").decode("utf-8")
     except UnicodeError:
         raise MalformedRequest("the request path is not UTF-8") from None
     return Request(
@@ -201,6 +202,8 @@ def _request_from_environ(environ: dict[str, Any], body: bytes) -> Request:
         body=body,
         query=environ.get("QUERY_STRING", ""),
         client=environ.get("REMOTE_ADDR") or None,
+        root_path=root_path,
+        scheme=environ.get("wsgi.url_scheme", "http"),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from identity_proto.auth import AccessType, Auth, HeaderReader, ProjectCache
 from identity_proto.errors import ErrorCode, KnownError
@@ -20,8 +21,8 @@ class ServiceOptions:
 
     #: Header prefixes accepted on requests and used on responses: ours, plus `x-stack-` in compatibility mode.
     header_prefixes: tuple[str, ...] = ("x-service-",)
-    #: The public base URL (scheme, host, port), used in token issuers and magic links. Empty: taken from the
-    #: request's Host header.
+    #: The public base URL: everything before `/api/v1` (scheme, host, port and the mount point, if any), used in
+    #: token issuers. Empty: the request's scheme, Host header and mount point (`Request.root_path`).
     base_url: str = ""
     #: Dev/test mode: the test-only routes exist and the clock can be moved (never in a production
     #: configuration; off unless a host turns it on).
@@ -84,10 +85,12 @@ class RequestContext:
 
     @property
     def base_url(self) -> str:
-        """The service's public base URL: configured, else from the request's Host header."""
+        """The service's public base URL, everything before `/api/v1`: configured, else where the request came in
+        (its scheme, Host header and mount point)."""
         if self.options.base_url:
             return self.options.base_url
-        return f"http://{self.request.header('host') or 'localhost'}"
+        request = self.request
+        return f"{request.scheme}://{request.header('host') or 'localhost'}{quote(request.root_path)}"
 
     @property
     def client_address(self) -> str | None:

@@ -24,6 +24,7 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9a-z]+$")
 #: Header names joined by newlines, each a lower-case token: one match checks every name of a message.
 _TOKEN_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9a-z]+\n)*")
 _METHOD = re.compile(r"^[A-Z]+$")
+_SCHEMES = frozenset({"http", "https"})
 
 
 def _headers_are_valid(headers: Headers) -> bool:
@@ -49,8 +50,12 @@ class MalformedRequest(ValueError):
 class Request:
     """One parsed HTTP request, as the core sees it.
 
-    `path` is the percent-decoded path without the query; `query` the raw query string (without `?`).
-    `client` is the peer address as the host saw it (used for rate limits and logs), or None.
+    `path` is the percent-decoded path without the query, below the mount point; `query` the raw query string
+    (without `?`). `client` is the peer address as the host saw it (used for rate limits and logs), or None.
+    `root_path` is where the service is mounted in an embedding application (ASGI `root_path`, WSGI
+    `SCRIPT_NAME`), percent-decoded, without a trailing slash: "" at the root, "/auth" when mounted at /auth.
+    `scheme` is the scheme the request came in on (`http` or `https`). With the Host header they make the public
+    URL of the service when none is configured (token issuers).
     """
 
     method: str
@@ -59,6 +64,8 @@ class Request:
     body: bytes = b""
     query: str = ""
     client: str | None = None
+    root_path: str = ""
+    scheme: str = "http"
     _index: dict[str, str] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -66,6 +73,12 @@ class Request:
             raise MalformedRequest(f"invalid method {self.method!r}")
         if not self.path.startswith("/") or _CONTROL_CHARS.search(self.path):
             raise MalformedRequest("invalid request path")
+        if self.root_path and (
+            not self.root_path.startswith("/") or self.root_path.endswith("/") or _CONTROL_CHARS.search(self.root_path)
+        ):
+            raise MalformedRequest("invalid mount point (root path)")
+        if self.scheme not in _SCHEMES:
+            raise MalformedRequest(f"invalid scheme {self.scheme!r}")
         if not _headers_are_valid(self.headers):
             for name, value in self.headers:  # the slow path names the first offender
                 if not _TOKEN.match(name):

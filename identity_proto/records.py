@@ -250,13 +250,19 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class Email:
-    """An e-mail the service sent (kept in the outbox when mail goes there)."""
+    """An e-mail the service sent (kept in the outbox when mail goes there).
+
+    A sign-in mail also carries its parts for test suites reading the outbox: `code`, the 6-character code a
+    person types (upper case, as mailed), and `magic_link`, the link whose `code` parameter is the full
+    45-character code. Mailers send only `to`, `subject` and `text`."""
 
     id: str
     to: str
     subject: str
     text: str
     created_at_millis: int
+    code: str | None = None
+    magic_link: str | None = None
 
 
 _USER_FIELDS = frozenset(f.name for f in dataclasses.fields(User))

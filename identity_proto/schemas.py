@@ -335,6 +335,16 @@ def _code_of_45(value: str) -> str:
     return value
 
 
+def _sign_in_code(value: str) -> str:
+    """A sign-in code: the mail's 6 characters are not enough on their own, and the message says what is."""
+    if len(value) != 45:
+        raise ValueError(
+            "must be exactly 45 characters: the 6-character code from the e-mail followed by the nonce returned "
+            "when it was sent (or the code parameter of the magic link)"
+        )
+    return value
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Sign-in
 
@@ -356,7 +366,7 @@ class CodeBody(Body):
     """POST /auth/otp/sign-in and /auth/otp/sign-in/check-code."""
 
     code: str
-    _code = field_validator("code")(_code_of_45)
+    _code = field_validator("code")(_sign_in_code)
 
 
 class MfaSignInBody(Body):

@@ -13,6 +13,13 @@
 Everything goes through the real service (the same core, the same rules, real ES256 tokens, real TOTP), in process:
 `client()` is an `httpx.Client` on the WSGI host and `async_client()` an `httpx.AsyncClient` on the ASGI host, with
 no port. The pytest plugin (`identity_testing.pytest_plugin`, registered automatically) turns this into fixtures.
+
+Verifying the fake's tokens in your own backend, without a port: `project.issuer`, `project.audience`,
+`project.jwks_url`, `project.jwks()` (the JWKS document) and `project.jwk_client()` (a PyJWT `PyJWKClient` that
+fetches the JWKS from the fake in process); `fake.transport()` serves any other HTTP client (httpx) in process.
+
+    signing_key = project.jwk_client().get_signing_key_from_jwt(token)
+    claims = jwt.decode(token, signing_key, algorithms=["ES256"], audience=project.audience, issuer=project.issuer)
 """
 
 from __future__ import annotations

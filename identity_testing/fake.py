@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pyotp
@@ -30,11 +30,17 @@ from identity_proto.flows.portability import export_project_data, import_project
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ClockOverride, ProjectConfig, TrustedDomain
 
+if TYPE_CHECKING:
+    import jwt
+
 __all__ = ["FakeClock", "IdentityFake", "TestProject"]
 
 BASE_URL = "http://identity.test"
-_OTP = re.compile(r"Your code is ([0-9A-Z]{6})$")
-_LINK = re.compile(r"(\S+[?&]code=([0-9a-z]{45})\S*)")
+
+
+def _link_code(link: str) -> str:
+    """The full 45-character code a magic link carries in its `code` parameter."""
+    return dict(parse_qsl(urlsplit(link).query))["code"]
 
 
 class FakeClock:
@@ -100,6 +106,8 @@ class IdentityFake:
             password_rounds=password_rounds,
             compat="stack" if compat else "",
             rate_limits=rate_limits,
+            # Tokens name this issuer whichever client (or Host header) asked for them.
+            base_url=BASE_URL,
         )
         self.store = MemoryStore()
         self.service = Service(self.settings.service_options())
@@ -129,13 +137,22 @@ class IdentityFake:
         assert run(perform(CreateProject(project)), self.store)
         return TestProject(self, project.id, keys)
 
+    def transport(self) -> httpx.WSGITransport:
+        """An httpx transport to the service in process (WSGI): give it to the HTTP client your own code uses,
+        e.g. to fetch the JWKS: `httpx.Client(transport=fake.transport())`."""
+        return httpx.WSGITransport(app=self.wsgi)
+
+    def async_transport(self) -> httpx.ASGITransport:
+        """An async httpx transport to the service in process (ASGI)."""
+        return httpx.ASGITransport(app=self.asgi)
+
     def client(self, headers: Mapping[str, str] | None = None) -> httpx.Client:
         """An `httpx.Client` wired to the service in process (WSGI, no port)."""
-        return httpx.Client(transport=httpx.WSGITransport(app=self.wsgi), base_url=BASE_URL, headers=headers)
+        return httpx.Client(transport=self.transport(), base_url=BASE_URL, headers=headers)
 
     def async_client(self, headers: Mapping[str, str] | None = None) -> httpx.AsyncClient:
         """An `httpx.AsyncClient` wired to the service in process (ASGI, no port)."""
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.asgi), base_url=BASE_URL, headers=headers)
+        return httpx.AsyncClient(transport=self.async_transport(), base_url=BASE_URL, headers=headers)
 
 
 class TestProject:
@@ -147,6 +164,42 @@ class TestProject:
         self.fake = fake
         self.id = project_id
         self.keys = keys
+
+    @property
+    def issuer(self) -> str:
+        """The `iss` of this project's access tokens (for users neither anonymous nor restricted)."""
+        return f"{BASE_URL}/api/v1/projects/{self.id}"
+
+    @property
+    def audience(self) -> str:
+        """The `aud` of this project's access tokens (for users neither anonymous nor restricted): its id."""
+        return self.id
+
+    @property
+    def jwks_url(self) -> str:
+        """Where the public keys of this project's tokens are: the issuer + `/.well-known/jwks.json`."""
+        return f"{self.issuer}/.well-known/jwks.json"
+
+    def jwks(self) -> dict[str, Any]:
+        """The JWKS document (`{"keys": [...]}`) at `jwks_url`, fetched in process."""
+        with self.fake.client() as http:
+            response = http.get(self.jwks_url)
+        response.raise_for_status()
+        keys: dict[str, Any] = response.json()
+        return keys
+
+    def jwk_client(self, **options: Any) -> jwt.PyJWKClient:
+        """A PyJWT `PyJWKClient` for `jwks_url` that fetches the JWKS from the fake in process (no port);
+        `options` go to `PyJWKClient`. Needs PyJWT with its crypto extra (`pip install "pyjwt[crypto]"`)."""
+        import jwt  # PyJWT: only suites that verify tokens with it need it
+
+        project = self
+
+        class InProcessJWKClient(jwt.PyJWKClient):
+            def fetch_data(self) -> Any:
+                return project.jwks()
+
+        return InProcessJWKClient(self.jwks_url, **options)
 
     def headers(self, access: str = "server", *, access_token: str | None = None) -> dict[str, str]:
         """The authentication headers of `access` (client, server or admin) for this project."""
@@ -208,19 +261,18 @@ class TestProject:
         return list(self._server("GET", "/api/v1/emails/outbox", params=params)["items"])
 
     def last_code(self, email: str) -> str:
-        """The newest sign-in code mailed to `email`, as a person types it: the 6-character OTP + the nonce."""
+        """The newest sign-in code mailed to `email`, as the sign-in endpoint takes it: the 6-character code the
+        mail shows (its outbox item's `code`) followed by the nonce (the rest of the magic link's code)."""
         for mail in self.outbox(email):
-            otp, link = _OTP.search(mail["subject"]), _LINK.search(mail["text"])
-            if otp and link:
-                return otp.group(1) + link.group(2)[6:]
+            if mail.get("code") and mail.get("magic_link"):
+                return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
         raise LookupError(f"no sign-in code was mailed to {email}")
 
     def last_magic_link(self, email: str) -> str:
-        """The newest magic link mailed to `email`."""
+        """The newest magic link mailed to `email` (its outbox item's `magic_link`)."""
         for mail in self.outbox(email):
-            link = _LINK.search(mail["text"])
-            if link:
-                return link.group(1)
+            if mail.get("magic_link"):
+                return str(mail["magic_link"])
         raise LookupError(f"no magic link was mailed to {email}")
 
     def enable_totp(self, user_id: str, secret: bytes | None = None) -> str:

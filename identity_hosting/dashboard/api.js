@@ -1,4 +1,4 @@
-// The dashboard's only way to the service: admin requests to this origin's /api/v1, with the keys in headers.
+// The dashboard's only way to the service: admin requests to its API, with the keys in headers.
 //
 // Keys live in sessionStorage (this tab's session only): never in a URL, never in localStorage, never logged.
 
@@ -13,6 +13,12 @@ export const DEV = Object.freeze({
 });
 
 export const INTERNAL_PROJECT_ID = "internal";
+
+/**
+ * The API's base URL: `api/v1` next to the dashboard's own directory, so that the page works wherever the service
+ * is mounted (`/dashboard/api.js` -> `/api/v1`, `/auth/dashboard/api.js` -> `/auth/api/v1`).
+ */
+export const API_BASE = new URL("../api/v1", import.meta.url).href;
 
 export function isLocalhost() {
   return ["localhost", "127.0.0.1", "[::1]", "::1"].includes(window.location.hostname);
@@ -72,7 +78,7 @@ export async function api(method, path, { query = {}, body, auth } = {}) {
   if (!who) {
     throw new ApiError(0, "NOT_CONNECTED", "Enter a project id and its admin key first.");
   }
-  const url = new URL(`/api/v1${path}`, window.location.origin);
+  const url = new URL(`${API_BASE}${path}`);
   for (const [name, value] of Object.entries(query)) {
     if (value !== undefined && value !== null && value !== "") {
       url.searchParams.set(name, String(value));

@@ -6,14 +6,16 @@ import { empty, field, fill, form, formatTime, h, section } from "./ui.js";
 
 const filter = { to: "" };
 
-/** The 6-character one-time code of a sign-in mail ("... Your code is AB12CD"), or null. */
+/** The 6-character one-time code of a sign-in mail (its `code` field; older mail: "... Your code is AB12CD"), or null. */
 export function codeOf(mail) {
+  if (mail.code) return mail.code;
   const match = /\bcode is ([0-9A-Z]{6})\b/.exec(mail.subject ?? "") ?? /\bcode for .*? is ([0-9A-Z]{6})\b/.exec(mail.text ?? "");
   return match ? match[1] : null;
 }
 
-/** The links of a mail that carry a code (magic links). */
+/** The links of a mail that carry a code (magic links): its `magic_link` field, or those found in its text. */
 export function magicLinksOf(mail) {
+  if (mail.magic_link) return [mail.magic_link];
   const links = (mail.text ?? "").match(/https?:\/\/[^\s<>"]+/g) ?? [];
   return links.filter((link) => {
     try {

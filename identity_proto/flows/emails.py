@@ -19,9 +19,19 @@ __all__ = ["deliver", "list_outbox", "new_email"]
 logger = logging.getLogger("identity_proto")
 
 
-def new_email(ctx: RequestContext, to: str, subject: str, text: str) -> Email:
-    """An e-mail stamped with a fresh id and the request's time."""
-    return Email(id=new_uuid(ctx.entropy), to=to, subject=subject, text=text, created_at_millis=ctx.now_ms)
+def new_email(
+    ctx: RequestContext, to: str, subject: str, text: str, *, code: str | None = None, magic_link: str | None = None
+) -> Email:
+    """An e-mail stamped with a fresh id and the request's time (with the code and magic link it carries, if any)."""
+    return Email(
+        id=new_uuid(ctx.entropy),
+        to=to,
+        subject=subject,
+        text=text,
+        created_at_millis=ctx.now_ms,
+        code=code,
+        magic_link=magic_link,
+    )
 
 
 def deliver(ctx: RequestContext, project_id: str, email: Email) -> Flow[None]:
@@ -41,13 +51,22 @@ def deliver(ctx: RequestContext, project_id: str, email: Email) -> Flow[None]:
 
 
 def list_outbox(ctx: RequestContext) -> Flow[Response]:
-    """GET /emails/outbox?to= (server, admin): mail kept for this project, newest first."""
+    """GET /emails/outbox?to= (server, admin): mail kept for this project, newest first. A sign-in mail's `code`
+    (the 6 characters a person types) and `magic_link` are fields of their own; null on mail without them."""
     auth = ctx.require_auth()
     query: OutboxQuery = ctx.query
     to = normalize_email(query.to) if query.to else None
     emails = yield from perform(ListOutbox(auth.project.id, to, query.limit))
     items = [
-        {"id": e.id, "to": e.to, "subject": e.subject, "text": e.text, "created_at_millis": e.created_at_millis}
+        {
+            "id": e.id,
+            "to": e.to,
+            "subject": e.subject,
+            "text": e.text,
+            "created_at_millis": e.created_at_millis,
+            "code": e.code,
+            "magic_link": e.magic_link,
+        }
         for e in emails
     ]
     return json_response(200, {"items": items, "is_paginated": False})

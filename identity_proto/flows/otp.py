@@ -119,7 +119,7 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
         "The code and the link work once, for 7 days. If you did not ask for them, ignore this e-mail.\n"
     )
     subject = f"Sign in to {project.display_name}: Your code is {code.otp}"
-    yield from deliver(ctx, project.id, new_email(ctx, email, subject, text))
+    yield from deliver(ctx, project.id, new_email(ctx, email, subject, text, code=code.otp, magic_link=link))
     return json_response(200, {"nonce": code.nonce})
 
 

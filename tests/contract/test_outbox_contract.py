@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
+import orjson
 import pytest
 
 from backends.redis import RedisStore
+from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+from identity_proto import Request, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import AppendOutbox, ListOutbox, perform
 from identity_proto.records import Email
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import OTHER_PROJECT, PROJECT, in_threads, make_email
+from tests.contract.factories import OTHER_PROJECT, PROJECT, T0, in_threads, make_email
+from tests.support import client_headers
 
 
 def _append(store: Store, *emails: Email, keep: int = 1000, project_id: str = PROJECT) -> None:
@@ -149,3 +154,57 @@ def test_redis_outbox_layout(redis_store: RedisStore) -> None:
         b'{"to":"a@example.com","id":"mail-1","subject":"Subject 1 \xe2\x9c\x93",'
         b'"text":"Hello \xc2\xaba@example.com\xc2\xbb,\\nyour code is 000001.","created_at_millis":4102444800001}'
     ]
+
+
+# ---- a sign-in mail's code and magic link, as fields of the outbox item
+
+
+def test_a_mails_code_and_magic_link_round_trip(store: Store) -> None:
+    link = "http://localhost:3000/handler/magic-link-callback?after=%2Fhome&code=" + "a" * 45
+    sign_in = Email("mail-1", "a@example.com", "Your code is ABC123", f"code ABC123\n{link}\n", T0, "ABC123", link)
+    plain = make_email(2, "a@example.com")
+    _append(store, sign_in, plain)
+
+    assert store.apply(ListOutbox(PROJECT)) == (plain, sign_in)
+    assert store.apply(ListOutbox(PROJECT, to="a@example.com", limit=1)) == (plain,)
+    assert store.apply(ListOutbox(PROJECT, to="a@example.com"))[1].magic_link == link
+    assert plain.code is None
+    assert plain.magic_link is None
+
+
+def test_a_sign_in_mail_in_the_outbox_carries_the_code_to_type_and_the_magic_link(store: Store) -> None:
+    service, entropy = Service(ServiceOptions(password_rounds=4)), SeededEntropy(3)
+    run(service.bootstrap(DEV_PROJECT, DEV_INTERNAL_ADMIN_KEY, now_ms=T0, entropy=entropy), store)
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        headers = (("content-type", "application/json"), *client_headers().items())
+        response = run(service.handle(Request("POST", path, headers, orjson.dumps(body)), T0, entropy), store)
+        assert response.status == 200, response.body
+        data: dict[str, Any] = orjson.loads(response.body)
+        return data
+
+    callback = "http://localhost:3000/cb?next=%2Fhome"
+    nonce = post("/api/v1/auth/otp/send-sign-in-code", {"email": "ada@example.com", "callback_url": callback})["nonce"]
+
+    (mail,) = store.apply(ListOutbox(DEV_PROJECT.id, to="ada@example.com"))
+    assert mail.code is not None
+    assert mail.magic_link is not None
+    assert len(mail.code) == 6
+    assert mail.code == mail.code.upper()
+    assert mail.subject.endswith(mail.code)
+    assert mail.magic_link in mail.text
+    link = urlsplit(mail.magic_link)
+    assert (link.scheme, link.netloc, link.path) == ("http", "localhost:3000", "/cb")
+    query = dict(parse_qsl(link.query))
+    assert query["next"] == "/home"
+    assert query["code"] == mail.code.lower() + nonce
+    assert post("/api/v1/auth/otp/sign-in", {"code": mail.code + nonce})["is_new_user"] is True
+
+
+def test_an_outbox_item_stored_before_code_fields_existed_reads_back_without_them(redis_store: RedisStore) -> None:
+    old = '{"to":"a@example.com","id":"mail-0","subject":"Hi","text":"Hello","created_at_millis":1}'
+    redis_store.client.lpush(redis_store.keys.outbox(PROJECT), old)
+
+    assert redis_store.apply(ListOutbox(PROJECT, to="a@example.com")) == (
+        Email("mail-0", "a@example.com", "Hi", "Hello", 1, code=None, magic_link=None),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import jwt
 from flask import Flask, jsonify, request
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -75,3 +76,25 @@ def create_starlette_app(
         return JSONResponse({"teams": [team["display_name"] for team in listed.json()["items"]]})
 
     return Starlette(routes=[Route("/whoami", whoami), Route("/teams", teams)])
+
+
+def create_verifying_flask_app(jwk_client: jwt.PyJWKClient, issuer: str, audience: str) -> Flask:
+    """A reports backend that verifies access tokens itself (no call to the identity service per request): the
+    signature with the project's JWKS, then `iss`, `aud` and `exp` with PyJWT."""
+    app = Flask("reports")
+
+    @app.get("/reports")
+    def reports() -> Any:
+        token = _bearer(request.headers.get("Authorization"))
+        if token is None:
+            return jsonify(error="sign in first"), 401
+        try:
+            key = jwk_client.get_signing_key_from_jwt(token)
+            claims = jwt.decode(token, key, algorithms=["ES256"], audience=audience, issuer=issuer)
+        except jwt.ExpiredSignatureError:
+            return jsonify(error="expired"), 401
+        except jwt.PyJWTError as exc:
+            return jsonify(error=type(exc).__name__), 401
+        return jsonify(user_id=claims["sub"], email=claims["email"])
+
+    return app

@@ -130,10 +130,10 @@ def test_wheel_install_serves_api_and_dashboard(hypercorn_from_install: str) -> 
         jwks = http.get(f"/api/v1/projects/{DEV_PROJECT_ID}/.well-known/jwks.json")
         assert jwks.status_code == 200
         assert jwks.json()["keys"][0]["kty"] == "EC"
-        page = http.get("/dashboard")
-        assert page.status_code == 200
+        page = http.get("/dashboard", follow_redirects=True)  # to /dashboard/: the page names its files relatively
+        assert (page.status_code, page.url.path) == (200, "/dashboard/")
         assert page.headers["content-type"].startswith("text/html")
-        assert '<script type="module" src="/dashboard/app.js">' in page.text
+        assert '<script type="module" src="app.js">' in page.text
         script = http.get("/dashboard/app.js")
         assert script.status_code == 200
         assert script.headers["content-type"].startswith("text/javascript")

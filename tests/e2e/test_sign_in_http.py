@@ -229,3 +229,41 @@ def test_real_owner_signs_in_over_an_unverified_claim(http: httpx.Client) -> Non
     )
     assert (me.json()["primary_email"], me.json()["primary_email_verified"]) == (owner, True)
     assert me.json()["primary_email_auth_enabled"] is True
+
+
+def test_the_outbox_item_carries_the_code_to_type_and_the_magic_link(http: httpx.Client) -> None:
+    email = _new_email()
+    sent = http.post(
+        "/api/v1/auth/otp/send-sign-in-code",
+        headers=client_headers(),
+        json={"email": email, "callback_url": CALLBACK + "?next=%2Fhome"},
+    )
+    nonce = sent.json()["nonce"]
+    (mail,) = http.get("/api/v1/emails/outbox", headers=server_headers(), params={"to": email}).json()["items"]
+
+    assert re.fullmatch(r"[0-9A-Z]{6}", mail["code"])
+    assert mail["subject"].endswith(mail["code"])
+    assert mail["magic_link"] in mail["text"]
+    link = httpx.URL(mail["magic_link"])
+    assert str(link.copy_with(query=None)) == CALLBACK
+    assert link.params["next"] == "/home"
+    assert link.params["code"] == mail["code"].lower() + nonce
+    checked = http.post(
+        "/api/v1/auth/otp/sign-in/check-code", headers=client_headers(), json={"code": link.params["code"]}
+    )
+    assert checked.json() == {"is_code_valid": True}
+    assert _sign_in(http, mail["code"] + nonce).status_code == 200
+
+
+def test_a_six_character_code_alone_is_told_to_append_the_nonce_over_http(http: httpx.Client) -> None:
+    email = _new_email()
+    code = _code(http, email)
+    refused = _sign_in(http, code[:6])
+
+    assert refused.status_code == 400
+    assert refused.headers["x-service-known-error"] == "SCHEMA_ERROR"
+    assert refused.json()["details"]["message"].endswith(
+        "body.code must be exactly 45 characters: the 6-character code from the e-mail followed by the nonce "
+        "returned when it was sent (or the code parameter of the magic link)"
+    )
+    assert _sign_in(http, code).status_code == 200

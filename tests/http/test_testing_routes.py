@@ -43,6 +43,18 @@ def test_in_process_a_code_expires_after_seven_days_and_a_token_after_ten_minute
         assert http.get("/api/v1/users/me", headers=token).json()["code"] == "ACCESS_TOKEN_EXPIRED"
 
 
+def test_the_fakes_outbox_items_carry_the_code_to_type_and_the_magic_link() -> None:
+    project = IdentityFake().create_project()
+    with project.client("client") as http:
+        nonce = _code(http, {}, "ada@example.com")
+    (mail,) = project.outbox("ada@example.com")
+
+    assert re.fullmatch(r"[0-9A-Z]{6}", mail["code"])
+    assert mail["magic_link"] == f"http://localhost/cb?code={mail['code'].lower()}{nonce}"
+    assert project.last_code("ada@example.com") == mail["code"] + nonce
+    assert project.last_magic_link("ada@example.com") == mail["magic_link"]
+
+
 def test_over_http_the_clock_route_moves_time_for_codes_and_tokens() -> None:
     fake = IdentityFake()
     project = fake.dev_project

@@ -203,9 +203,26 @@ def test_two_codes_sent_before_use_both_work() -> None:
     assert sign_in(h, first).status == 200
 
 
+HOW_TO_SEND_A_CODE = (
+    "must be exactly 45 characters: the 6-character code from the e-mail followed by the nonce returned when it "
+    "was sent (or the code parameter of the magic link)"
+)
+
+
 def test_a_code_must_be_45_characters() -> None:
     reply = sign_in(Harness(), "x" * 44)
-    assert reply.json["details"]["message"].endswith("  - body.code must be exactly 45 characters")
+    assert reply.json["details"]["message"].endswith(f"  - body.code {HOW_TO_SEND_A_CODE}")
+
+
+@pytest.mark.parametrize("path", ["/api/v1/auth/otp/sign-in", "/api/v1/auth/otp/sign-in/check-code"])
+def test_a_six_character_code_alone_is_told_to_append_the_nonce(path: str) -> None:
+    h = Harness()
+    code = code_for(h)
+    reply = h.request("POST", path, client_headers(), json={"code": code[:6]})
+
+    assert (reply.status, reply.known_error) == (400, "SCHEMA_ERROR")
+    assert reply.json["details"]["message"].endswith(f"  - body.code {HOW_TO_SEND_A_CODE}")
+    assert sign_in(h, code).status == 200  # the refused request counted no attempt and consumed nothing
 
 
 def test_of_twenty_concurrent_sign_ins_with_one_code_exactly_one_succeeds() -> None:
