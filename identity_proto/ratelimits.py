@@ -42,7 +42,6 @@ __all__ = [
     "FailureLimit",
     "RateLimitRule",
     "address_bucket",
-    "check_rate_limits",
     "check_under_limit",
     "count_event",
     "limit_not_reached",
@@ -114,13 +113,6 @@ def rate_limit_precondition(checks: Checks, *, now_ms: int) -> Precondition[tupl
     if counter is None:
         return None
     return Precondition(counter, functools.partial(_enforce, active, counter, now_ms=now_ms))
-
-
-def check_rate_limits(checks: Checks, *, now_ms: int) -> Flow[None]:
-    """Count this request against each (rule, subject) now, raising 429 for the first rule it exceeds."""
-    precondition = rate_limit_precondition(checks, now_ms=now_ms)
-    if precondition is not None:
-        yield from check_preconditions([precondition])
 
 
 def limit_not_reached(rule: RateLimitRule, subject: str, *, now_ms: int) -> Precondition[tuple[int, ...]] | None:
