@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from identity_proto.auth import AccessType, Auth, HeaderReader, ProjectCache
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.tokens import Entropy
+
+if TYPE_CHECKING:
+    from identity_proto.routing import Route
 
 __all__ = ["RequestContext", "ServiceOptions", "client_address"]
 
@@ -77,6 +80,8 @@ class RequestContext:
     body: Any
     #: The service's project cache: flows that change a project forget it there.
     projects: ProjectCache | None = None
+    #: The route table serving this request (what the OpenAPI document describes).
+    routes: tuple[Route, ...] = ()
 
     def forget_project(self, project_id: str) -> None:
         """This worker changed or deleted `project_id`: its next request reads it afresh."""

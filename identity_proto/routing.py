@@ -82,6 +82,8 @@ class Router:
     """Matches (method, path) to a route; built once from the route table."""
 
     def __init__(self, routes: Sequence[Route]) -> None:
+        #: The table it was built from, in order (the OpenAPI document describes it).
+        self.routes: tuple[Route, ...] = tuple(routes)
         self._static: dict[str, _PathEntry] = {}
         self._dynamic: dict[str, _PathEntry] = {}
         for route in routes:

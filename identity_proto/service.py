@@ -147,6 +147,7 @@ class Service:
             query=query,
             body=parsed_body,
             projects=self.projects,
+            routes=self._router.routes,
         )
         return (yield from guarded(route.flow(ctx), preconditions))
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import functools
+import threading
 from typing import Any
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow
 from identity_proto.http import Response
+from identity_proto.openapi import openapi_document
 from identity_proto.render import json_response, text_response
+from identity_proto.routing import Route
 
 __all__ = ["openapi", "welcome"]
 
@@ -29,16 +31,21 @@ def welcome(ctx: RequestContext) -> Flow[Response]:
 
 
 def openapi(ctx: RequestContext) -> Flow[Response]:
-    """GET /api/v1/openapi.json: the OpenAPI 3.1 document of this service (test-only routes only in dev mode)."""
-    return json_response(200, _document(ctx.options.dev_mode))
+    """GET /api/v1/openapi.json: the OpenAPI 3.1 document of the route table serving the request (test-only
+    routes only in dev mode). The table comes with the request, so this module needs no import of it."""
+    return json_response(200, _document(ctx.routes))
     yield  # a flow, even though this one needs no effect
 
 
-@functools.cache
-def _document(dev_mode: bool) -> dict[str, Any]:
-    """Built once per mode: the route table does not change while the process runs."""
-    # Imported here: the document describes the route table, and the route table imports this module.
-    from identity_proto.openapi import openapi_document
-    from identity_proto.routes import ROUTES, TESTING_ROUTES
+#: Documents built, by route table (tables live as long as their service; a handful exist per process).
+_documents: dict[int, tuple[tuple[Route, ...], dict[str, Any]]] = {}
+_documents_lock = threading.Lock()
 
-    return openapi_document(ROUTES + TESTING_ROUTES if dev_mode else ROUTES)
+
+def _document(routes: tuple[Route, ...]) -> dict[str, Any]:
+    """Built once per route table: a table does not change while the process runs."""
+    found = _documents.get(id(routes))
+    if found is None or found[0] is not routes:
+        with _documents_lock:
+            found = _documents[id(routes)] = (routes, openapi_document(routes))
+    return found[1]
