@@ -229,7 +229,7 @@ class AttemptVerificationCode(StorageEffect[CodeAttempt]):
     project_id: str
     code_hash: str
     nonce_hash: str
-    purpose: str
+    purpose: CodePurpose
     now_ms: int
     consume: bool
     max_attempts: int = 20

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 __all__ = [
@@ -210,10 +211,12 @@ class User:
         return self.primary_email if self.primary_email_auth_enabled else None
 
 
-class CodePurpose:
-    """What a one-time code is for (values are stored)."""
+class CodePurpose(StrEnum):
+    """What a one-time code is for (the values are stored: a code of one purpose never passes as another's)."""
 
+    #: Signing in by e-mail (a sign-in code and its magic link).
     SIGN_IN = "sign_in"
+    #: The second factor's attempt code, returned by a first factor that needs a TOTP next.
     MFA = "mfa"
 
 
@@ -224,7 +227,7 @@ class VerificationCode:
 
     code_hash: str
     nonce_hash: str
-    purpose: str
+    purpose: CodePurpose
     created_at_millis: int
     expires_at_millis: int
     #: Sign-in codes: the (normalised) address the code was sent to.

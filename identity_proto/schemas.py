@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 import orjson
@@ -36,6 +37,7 @@ __all__ = [
     "ProjectIdParams",
     "ProjectUpdateBody",
     "Query",
+    "Validated",
     "schema_error",
     "validate_model",
 ]
@@ -89,22 +91,35 @@ def schema_error(method: str, path: str, lines: Sequence[str]) -> KnownError:
 _EMPTY_INSTANCES: dict[type[BaseModel], BaseModel] = {}
 
 
-def validate_model(model: type[M], data: Any, location: str) -> M | list[str]:
-    """`data` validated as `model`, or the list of problem lines (prefixed with `location`: body, query)."""
+@dataclass(frozen=True, slots=True)
+class Validated(Generic[M]):
+    """What validating one input gave: the model (`value`), or the problem lines (`problems`, never empty)."""
+
+    value: M | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the input was valid (`value` is set)."""
+        return not self.problems
+
+
+def validate_model(model: type[M], data: Any, location: str) -> Validated[M]:
+    """`data` validated as `model`, or its problem lines (prefixed with `location`: body, query)."""
     if data is None or data == {}:
         empty = _EMPTY_INSTANCES.get(model)
         if empty is not None:
-            return cast(M, empty)
+            return Validated(cast(M, empty))
         data = {}
     if not isinstance(data, dict):
-        return [f"{location} must be an object"]
+        return Validated(problems=(f"{location} must be an object",))
     try:
         validated = model.model_validate(data)
     except ValidationError as exc:
-        return _problem_lines(exc.errors(include_url=False), location)
+        return Validated(problems=tuple(_problem_lines(exc.errors(include_url=False), location)))
     if not data:
         _EMPTY_INSTANCES[model] = validated
-    return validated
+    return Validated(validated)
 
 
 def _problem_lines(errors: list[ErrorDetails], location: str) -> list[str]:

@@ -37,7 +37,7 @@ from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
-from identity_proto.schemas import schema_error, validate_model
+from identity_proto.schemas import Validated, schema_error, validate_model
 from identity_proto.tokens import Entropy, VerifiedTokenCache, new_request_id
 
 __all__ = ["Service"]
@@ -242,19 +242,15 @@ def _validate_inputs(
     route: Route, request: Request, auth: Auth | None, raw_params: dict[str, str], body: Any
 ) -> tuple[Any, Any, Any]:
     """Step 5: every input validated, every problem reported at once."""
-    problems: list[str] = []
-    params: Any = raw_params
+    params: Validated[Any] = Validated(raw_params)
     if route.params is not None:
-        result = validate_model(route.params, raw_params, "params")
-        problems += result if isinstance(result, list) else []
-        params = result
+        params = validate_model(route.params, raw_params, "params")
     query = validate_model(route.query, _query_dict(request), "query")
-    problems += query if isinstance(query, list) else []
     parsed = validate_model(route.body_model(auth.access_type if auth else None), body, "body")
-    problems += parsed if isinstance(parsed, list) else []
+    problems = params.problems + query.problems + parsed.problems
     if problems:
         raise schema_error(request.method, request.path, problems)
-    return params, query, parsed
+    return params.value, query.value, parsed.value
 
 
 def _query_dict(request: Request) -> dict[str, str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from identity_proto.context import RequestContext
 from identity_proto.effects import AttemptVerificationCode, CodeOutcome, CreateVerificationCode, Flow, perform
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.records import VerificationCode
+from identity_proto.records import CodePurpose, VerificationCode
 from identity_proto.tokens import hash_secret, random_string
 
 __all__ = ["CODE_LENGTH", "MAX_ATTEMPTS_PER_NONCE", "OTP_LENGTH", "NewCode", "check_code", "create_code", "new_code"]
@@ -45,7 +45,7 @@ class NewCode:
 
 def new_code(
     ctx: RequestContext,
-    purpose: str,
+    purpose: CodePurpose,
     lifetime_ms: int,
     *,
     email: str | None = None,
@@ -70,7 +70,7 @@ def new_code(
 def create_code(
     ctx: RequestContext,
     project_id: str,
-    purpose: str,
+    purpose: CodePurpose,
     lifetime_ms: int,
     *,
     email: str | None = None,
@@ -84,7 +84,7 @@ def create_code(
 
 
 def check_code(
-    ctx: RequestContext, project_id: str, code: str, purpose: str, *, consume: bool
+    ctx: RequestContext, project_id: str, code: str, purpose: CodePurpose, *, consume: bool
 ) -> Flow[VerificationCode]:
     """Present `code` (case-insensitive): counts an attempt on its nonce, then raises the first failing check
     (404 NOT_FOUND, 400 EXPIRED, 409 ALREADY_USED, 400 MAX_ATTEMPTS_REACHED) or returns the code (consumed if
