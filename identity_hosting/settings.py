@@ -3,26 +3,9 @@
 Hosts compose: they read `Settings`, build a store and a `Service`, and run the service's flows with a driver.
 Nothing here holds state that matters between requests; any worker can serve any request.
 
-Environment variables (all optional):
-
-| variable | meaning | default |
-|---|---|---|
-| IDENTITY_BACKEND | `memory` or `redis` | memory |
-| IDENTITY_REDIS_URL | Redis URL for the redis backend | redis://127.0.0.1:6379/0 |
-| IDENTITY_REDIS_CLUSTER | 1: IDENTITY_REDIS_URL names one node of a Redis Cluster (redis:// or rediss://, db 0) | 0 |
-| IDENTITY_PROJECT_ID | the default project's id (a UUID) | the dev project |
-| IDENTITY_PUBLISHABLE_CLIENT_KEY | its client key (`pck_...`) | the dev key |
-| IDENTITY_SECRET_SERVER_KEY | its server key (`ssk_...`) | the dev key |
-| IDENTITY_SUPER_SECRET_ADMIN_KEY | its admin key (`sak_...`) | the dev key |
-| IDENTITY_INTERNAL_ADMIN_KEY | admin key of the `internal` project (manages projects) | dev: the dev key; else none |
-| IDENTITY_MAIL | `outbox` (kept in the store), `console`, or `smtp://[user:pass@]host:port[?options]` | outbox |
-| IDENTITY_PASSWORD_ROUNDS | bcrypt cost of new password hashes (4-16) | dev: 4; production: 12 |
-| IDENTITY_MAX_BODY_BYTES | largest request body accepted (413 above) | 1048576 |
-| IDENTITY_BASE_URL | public URL before /api/v1, mount point included (token issuer) | request: scheme, Host, mount |
-| IDENTITY_LOG_LEVEL | log level of the service's loggers | INFO |
-| IDENTITY_RATE_LIMITS | `off` turns rate limits off for the whole process (load tests, other suites) | on |
-| IDENTITY_TRUSTED_PROXY_HEADER | behind a proxy: the header with the client address (e.g. x-forwarded-for) | none |
-| IDENTITY_COMPAT | `stack`: also accept the original's `X-Stack-*` headers and send `X-Stack-Known-Error` | off |
+Environment variables: all optional, every one read by `Settings.from_env`; the README's Configuration section
+is their one table (tests/unit/test_readme_configuration.py checks that it names exactly the variables read
+here).
 
 With no project variables set the service runs in dev mode on a dev project whose id and keys are fixed, public
 and printed at start (see DEV_* below). Setting IDENTITY_PROJECT_ID switches to production mode: the three keys
@@ -135,7 +118,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Settings from environment variables (see the module docstring)."""
+        """Settings from environment variables (the README's Configuration section lists them)."""
         env = os.environ if environ is None else environ
         backend = env.get("IDENTITY_BACKEND", "memory")
         if backend not in {"memory", "redis"}:
