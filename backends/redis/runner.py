@@ -24,11 +24,9 @@ import redis.asyncio.retry
 import redis.cluster
 import redis.retry
 from redis.backoff import ExponentialBackoff
-from redis.commands.core import AsyncScript
-from redis.commands.core import Script as RedisScript
 
 from backends.redis.keys import KeySpace
-from backends.redis.plan import Batch, Call, Op, Plan, Script, _plan_for
+from backends.redis.plan import SCRIPTS, Batch, Call, Op, Plan, Script, _plan_for
 from identity_proto.effects import StorageEffect, Together
 from identity_proto.errors import StorageUnavailable
 
@@ -61,6 +59,28 @@ def _cluster_unreachable(exc: redis.exceptions.RedisClusterException) -> bool:
 def _unavailable(effect: StorageEffect[Any], exc: BaseException) -> StorageUnavailable:
     # The class name only: redis-py messages name the host, and a URL is never worth the risk of a password.
     return StorageUnavailable(f"Redis unavailable during {type(effect).__name__} ({type(exc).__name__})")
+
+
+#: What the runners catch around every round trip: `_UNAVAILABLE`, and the cluster client's own exceptions.
+FAULTS: Final = (*_UNAVAILABLE, redis.exceptions.RedisClusterException)
+
+
+def storage_fault(effect: StorageEffect[Any], exc: BaseException) -> StorageUnavailable:
+    """The `StorageUnavailable` to raise for `exc` (one of `FAULTS`), raised while performing `effect`. Both
+    runners, sync and asyncio, translate errors here only: ``except FAULTS as exc: raise storage_fault(effect, exc)
+    from exc``. A `RedisClusterException` that does not say the cluster is unreachable is a misuse (keys of several
+    slots in one command, ...): it is re-raised as it is."""
+    if isinstance(exc, _UNAVAILABLE):
+        return _unavailable(effect, exc)
+    if isinstance(exc, redis.exceptions.RedisClusterException) and _cluster_unreachable(exc):
+        return _unavailable(effect, exc)
+    raise exc
+
+
+def register_scripts(client: Any) -> dict[str, Any]:
+    """Every Lua script of `SCRIPTS` registered with `client` (sync or asyncio): redis-py's `Script` objects run
+    EVALSHA and load the script when the server answers NOSCRIPT."""
+    return {name: client.register_script(source) for name, source in SCRIPTS.items()}
 
 
 #: Connections an asyncio store made by `AsyncRedisStore.from_url` opens at most (per process); more concurrent
@@ -140,30 +160,19 @@ def _start_together(effect: Together, keys: KeySpace, store: str) -> _Started:
     return _Started(plans, results, pending)
 
 
-def _queue(pipe: Any, op: Op, scripts: Mapping[str, RedisScript]) -> None:
-    """Queue one plan operation on a sync pipeline (a Batch queues each of its calls)."""
+def queue(pipe: Any, op: Op, scripts: Mapping[str, Any]) -> Any:
+    """Queue one plan operation on a pipeline, sync or asyncio (a Batch queues each of its calls). Queuing a script
+    on an asyncio pipeline is a coroutine: it is returned, for the asyncio runner to await; else None."""
+    if isinstance(op, Script):
+        return scripts[op.name](keys=op.keys, args=op.args, client=pipe)
     if isinstance(op, Call):
         pipe.execute_command(op.command, *op.args)
-    elif isinstance(op, Script):
-        scripts[op.name](keys=op.keys, args=op.args, client=pipe)
     elif isinstance(op, Batch):
         for call in op.calls:
             pipe.execute_command(call.command, *call.args)
     else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
         raise TypeError(f"{type(op).__name__} cannot be pipelined")
-
-
-async def _aqueue(pipe: Any, op: Op, scripts: Mapping[str, AsyncScript]) -> None:
-    """Queue one plan operation on an asyncio pipeline."""
-    if isinstance(op, Call):
-        pipe.execute_command(op.command, *op.args)
-    elif isinstance(op, Script):
-        await scripts[op.name](keys=op.keys, args=op.args, client=pipe)
-    elif isinstance(op, Batch):
-        for call in op.calls:
-            pipe.execute_command(call.command, *call.args)
-    else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
-        raise TypeError(f"{type(op).__name__} cannot be pipelined")
+    return None
 
 
 def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:

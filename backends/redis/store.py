@@ -13,19 +13,20 @@ import redis.retry
 from redis.commands.core import Script as RedisScript
 
 from backends.redis.keys import DEFAULT_NAMESPACE, KeySpace
-from backends.redis.plan import _PLANS, SCRIPTS, Call, Op, Plan, Scan, Script, _plan_for
+from backends.redis.plan import _PLANS, Call, Op, Plan, Scan, Script, _plan_for
 from backends.redis.runner import (
     _SCAN_COUNT,
-    _UNAVAILABLE,
+    FAULTS,
     _Cluster,
     _cluster_unreachable,
-    _queue,
     _retry_backoff,
     _scan_cursor,
     _scan_position,
     _split,
     _start_together,
-    _unavailable,
+    queue,
+    register_scripts,
+    storage_fault,
 )
 from identity_proto.effects import StorageEffect, Together
 from identity_proto.errors import StorageUnavailable
@@ -43,7 +44,7 @@ class RedisStore:
     def __init__(self, client: redis.Redis | redis.cluster.RedisCluster, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         self.client = client
         self.keys = KeySpace(namespace)
-        self._scripts: dict[str, RedisScript] = {name: client.register_script(src) for name, src in SCRIPTS.items()}
+        self._scripts: dict[str, RedisScript] = register_scripts(client)
 
     @classmethod
     def from_url(
@@ -97,12 +98,8 @@ class RedisStore:
                 return stop.value
             try:
                 reply = self._execute(op)
-            except _UNAVAILABLE as exc:
-                raise _unavailable(effect, exc) from exc
-            except redis.exceptions.RedisClusterException as exc:
-                if not _cluster_unreachable(exc):
-                    raise
-                raise _unavailable(effect, exc) from exc
+            except FAULTS as exc:
+                raise storage_fault(effect, exc) from exc
 
     def _apply_together(self, effect: Together) -> tuple[Any, ...]:
         """The first operation of every plan in one pipeline (one round trip); what follows, plan by plan."""
@@ -110,12 +107,8 @@ class RedisStore:
         if started.pending:
             try:
                 replies = self._first_replies(started.pending)
-            except _UNAVAILABLE as exc:
-                raise _unavailable(effect, exc) from exc
-            except redis.exceptions.RedisClusterException as exc:
-                if not _cluster_unreachable(exc):
-                    raise
-                raise _unavailable(effect, exc) from exc
+            except FAULTS as exc:
+                raise storage_fault(effect, exc) from exc
             for (index, _op), reply in zip(started.pending, replies, strict=True):
                 started.results[index] = self._finish(started.plans[index], reply, effect.effects[index])
         return tuple(started.results)
@@ -127,7 +120,7 @@ class RedisStore:
             return [self._execute(op) for _, op in pending]
         with self.client.pipeline(transaction=False) as pipe:
             for _, op in pending:
-                _queue(pipe, op, self._scripts)
+                queue(pipe, op, self._scripts)
             raw = pipe.execute()
         return _split(raw, pending)
 

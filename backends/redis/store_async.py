@@ -23,21 +23,21 @@ import redis.retry
 from redis.commands.core import AsyncScript
 
 from backends.redis.keys import DEFAULT_NAMESPACE, KeySpace
-from backends.redis.plan import _PLANS, SCRIPTS, Call, Op, Plan, Scan, Script, _plan_for
+from backends.redis.plan import _PLANS, Call, Op, Plan, Scan, Script, _plan_for
 from backends.redis.runner import (
     _ASYNC_MAX_CONNECTIONS,
     _HELD_IDLE_MAX,
     _SCAN_COUNT,
-    _UNAVAILABLE,
-    _aqueue,
+    FAULTS,
     _AsyncCluster,
-    _cluster_unreachable,
     _retry_backoff,
     _scan_cursor,
     _scan_position,
     _split,
     _start_together,
-    _unavailable,
+    queue,
+    register_scripts,
+    storage_fault,
 )
 from identity_proto.effects import StorageEffect, Together
 
@@ -59,7 +59,7 @@ class AsyncRedisStore:
     ) -> None:
         self.client = client
         self.keys = KeySpace(namespace)
-        self._scripts: dict[str, AsyncScript] = {name: client.register_script(src) for name, src in SCRIPTS.items()}
+        self._scripts: dict[str, AsyncScript] = register_scripts(client)
         #: Scripts on one server (not a cluster, not a single-connection client) run on connections this store
         #: holds between calls (see `_held_evalsha`).
         self._held: list[Any] | None = None
@@ -125,12 +125,8 @@ class AsyncRedisStore:
                 return stop.value
             try:
                 reply = await self._execute(op)
-            except _UNAVAILABLE as exc:
-                raise _unavailable(effect, exc) from exc
-            except redis.exceptions.RedisClusterException as exc:
-                if not _cluster_unreachable(exc):
-                    raise
-                raise _unavailable(effect, exc) from exc
+            except FAULTS as exc:
+                raise storage_fault(effect, exc) from exc
 
     async def _apply_together(self, effect: Together) -> tuple[Any, ...]:
         """The first operation of every plan in one pipeline (one round trip); what follows, plan by plan."""
@@ -138,12 +134,8 @@ class AsyncRedisStore:
         if started.pending:
             try:
                 replies = await self._first_replies(started.pending)
-            except _UNAVAILABLE as exc:
-                raise _unavailable(effect, exc) from exc
-            except redis.exceptions.RedisClusterException as exc:
-                if not _cluster_unreachable(exc):
-                    raise
-                raise _unavailable(effect, exc) from exc
+            except FAULTS as exc:
+                raise storage_fault(effect, exc) from exc
             for (index, _op), reply in zip(started.pending, replies, strict=True):
                 started.results[index] = await self._finish(started.plans[index], reply, effect.effects[index])
         return tuple(started.results)
@@ -155,7 +147,9 @@ class AsyncRedisStore:
             return list(await asyncio.gather(*(self._execute(op) for _, op in pending)))
         async with self.client.pipeline(transaction=False) as pipe:
             for _, op in pending:
-                await _aqueue(pipe, op, self._scripts)
+                queued = queue(pipe, op, self._scripts)
+                if queued is not None:
+                    await queued
             raw = await pipe.execute()
         return _split(raw, pending)
 
