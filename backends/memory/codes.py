@@ -1,0 +1,78 @@
+"""The memory store: one-time codes; TOTP acceptance."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from backends.memory.store import MemoryStore, _performs
+from identity_proto.effects import (
+    AcceptTotp,
+    AttemptVerificationCode,
+    CodeAttempt,
+    CodeOutcome,
+    ConsumeVerificationCode,
+    CreateVerificationCode,
+    TotpAcceptance,
+)
+
+#: Expired codes are swept every this many new codes (the core judges expiry; this only frees memory).
+_SWEEP_EVERY = 1024
+
+
+@_performs(CreateVerificationCode)
+def _create_code(store: MemoryStore, effect: CreateVerificationCode) -> None:
+    tenant = store.tenant(effect.project_id)
+    tenant.codes[effect.code.code_hash] = effect.code
+    tenant.codes_created += 1
+    if tenant.codes_created % _SWEEP_EVERY == 0:
+        now = effect.code.created_at_millis
+        expired = [h for h, code in tenant.codes.items() if code.expires_at_millis <= now]
+        for code_hash in expired:
+            nonce_hash = tenant.codes.pop(code_hash).nonce_hash
+            if not any(code.nonce_hash == nonce_hash for code in tenant.codes.values()):
+                tenant.nonce_attempts.pop(nonce_hash, None)
+
+
+@_performs(AttemptVerificationCode)
+def _attempt_code(store: MemoryStore, effect: AttemptVerificationCode) -> CodeAttempt:
+    tenant = store.tenant(effect.project_id)
+    before = tenant.nonce_attempts.get(effect.nonce_hash, 0)
+    tenant.nonce_attempts[effect.nonce_hash] = before + 1
+    code = tenant.codes.get(effect.code_hash)
+    if code is None or code.purpose != effect.purpose:
+        return CodeAttempt(CodeOutcome.NOT_FOUND)
+    if effect.now_ms >= code.expires_at_millis:
+        return CodeAttempt(CodeOutcome.EXPIRED, code)
+    if code.used:
+        return CodeAttempt(CodeOutcome.ALREADY_USED, code)
+    if before >= effect.max_attempts:
+        return CodeAttempt(CodeOutcome.MAX_ATTEMPTS_REACHED, code)
+    if effect.consume:
+        tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+    return CodeAttempt(CodeOutcome.OK, code)
+
+
+@_performs(ConsumeVerificationCode)
+def _consume_code(store: MemoryStore, effect: ConsumeVerificationCode) -> bool:
+    tenant = store.tenant(effect.project_id)
+    code = tenant.codes.get(effect.code_hash)
+    if code is None or code.used:
+        return False
+    tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+    return True
+
+
+@_performs(AcceptTotp)
+def _accept_totp(store: MemoryStore, effect: AcceptTotp) -> TotpAcceptance:
+    tenant = store.tenant(effect.project_id)
+    code = tenant.codes.get(effect.code_hash)
+    if code is None or code.used:
+        return TotpAcceptance.CODE_USED
+    user = tenant.users.get(effect.user_id)
+    if user is None:
+        return TotpAcceptance.USER_NOT_FOUND
+    if user.totp_last_step is not None and user.totp_last_step >= effect.step:
+        return TotpAcceptance.STEP_USED
+    tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+    tenant.users[user.id] = dataclasses.replace(user, totp_last_step=effect.step)
+    return TotpAcceptance.ACCEPTED

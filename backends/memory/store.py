@@ -1,0 +1,105 @@
+"""The memory store's core: the per-project data (`Tenant`), `MemoryStore` (one lock around each effect) and its
+asyncio face, and the registry of handlers by effect type (filled by the resource modules)."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+from identity_proto.effects import StorageEffect, Together
+from identity_proto.records import ClockOverride, Email, Membership, Project, Session, Team, User, VerificationCode
+
+T = TypeVar("T")
+E = TypeVar("E", bound=StorageEffect[Any])
+
+_Handler = Callable[["MemoryStore", Any], Any]
+_HANDLERS: dict[type[StorageEffect[Any]], _Handler] = {}
+
+
+def _performs(effect_type: type[E]) -> Callable[[Callable[[MemoryStore, E], Any]], Callable[[MemoryStore, E], Any]]:
+    """Register the function below as this store's implementation of `effect_type`."""
+
+    def register(handler: Callable[[MemoryStore, E], Any]) -> Callable[[MemoryStore, E], Any]:
+        _HANDLERS[effect_type] = handler
+        return handler
+
+    return register
+
+
+@dataclass
+class Tenant:
+    """Everything one project holds besides its record."""
+
+    users: dict[str, User] = field(default_factory=dict)
+    #: (signed_up_at_millis, id) of every user, sorted: the order of ListUsers.
+    user_order: list[tuple[int, str]] = field(default_factory=list)
+    #: auth e-mail -> user id, for users whose primary e-mail signs them in.
+    email_index: dict[str, str] = field(default_factory=dict)
+    #: code hash -> code; nonce hash -> attempts so far.
+    codes: dict[str, VerificationCode] = field(default_factory=dict)
+    nonce_attempts: dict[str, int] = field(default_factory=dict)
+    sessions: dict[str, Session] = field(default_factory=dict)
+    #: refresh token hash -> session id; user id -> session ids.
+    session_by_token: dict[str, str] = field(default_factory=dict)
+    user_sessions: dict[str, set[str]] = field(default_factory=dict)
+    outbox: deque[Email] = field(default_factory=deque)
+    teams: dict[str, Team] = field(default_factory=dict)
+    #: (team id, user id) -> membership, in creation order (dicts keep insertion order).
+    memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
+    codes_created: int = 0
+
+
+class MemoryStore:
+    """A thread-safe, in-process store."""
+
+    #: The effect types this store performs (the contract tests check that it is all of them).
+    performs = _HANDLERS
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.projects: dict[str, Project] = {}
+        self.tenants: dict[str, Tenant] = {}
+        self.clock_override: ClockOverride | None = None
+        #: rate-limit counter key -> (count, expires at), swept as they expire.
+        self.rate_counters: dict[str, tuple[int, int]] = {}
+
+    def tenant(self, project_id: str) -> Tenant:
+        """The data of one project (created empty on first use)."""
+        found = self.tenants.get(project_id)
+        if found is None:
+            found = self.tenants[project_id] = Tenant()
+        return found
+
+    def apply(self, effect: StorageEffect[T]) -> T:
+        """Perform one effect atomically."""
+        handler = _HANDLERS.get(type(effect))
+        if handler is None:
+            raise TypeError(f"MemoryStore cannot perform {type(effect).__name__}")
+        with self._lock:
+            return cast(T, handler(self, effect))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class AsyncMemoryStore:
+    """The asyncio face of a `MemoryStore` (the same data; effects never block, so no thread is needed)."""
+
+    def __init__(self, store: MemoryStore | None = None) -> None:
+        self.sync = store if store is not None else MemoryStore()
+
+    async def apply(self, effect: StorageEffect[T]) -> T:
+        """Perform one effect atomically."""
+        return self.sync.apply(effect)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+@_performs(Together)
+def _together(store: MemoryStore, effect: Together) -> tuple[Any, ...]:
+    # Under the store's (re-entrant) lock, one after the other: each effect atomic, as its own contract says.
+    return tuple(store.apply(inner) for inner in effect.effects)

@@ -1,0 +1,140 @@
+"""The memory store: teams and memberships."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from backends.memory.store import MemoryStore, Tenant, _performs
+from identity_proto.effects import (
+    AddMembership,
+    ChangePermission,
+    CreateTeam,
+    DeleteTeam,
+    ListMemberships,
+    ListTeams,
+    LoadMembership,
+    LoadTeam,
+    RemoveMembership,
+    TeamWrite,
+    UpdateMembership,
+    UpdateTeam,
+)
+from identity_proto.records import Membership, Team
+
+
+@_performs(CreateTeam)
+def _create_team(store: MemoryStore, effect: CreateTeam) -> Team | TeamWrite:
+    tenant = store.tenant(effect.project_id)
+    if effect.creator is not None and effect.creator.user_id not in tenant.users:
+        return TeamWrite.USER_NOT_FOUND
+    tenant.teams[effect.team.id] = effect.team
+    if effect.creator is not None:
+        tenant.memberships[(effect.team.id, effect.creator.user_id)] = effect.creator
+    return effect.team
+
+
+@_performs(LoadTeam)
+def _load_team(store: MemoryStore, effect: LoadTeam) -> Team | None:
+    return store.tenant(effect.project_id).teams.get(effect.team_id)
+
+
+@_performs(ListTeams)
+def _list_teams(store: MemoryStore, effect: ListTeams) -> tuple[Team, ...]:
+    tenant = store.tenant(effect.project_id)
+    teams = [t for t in tenant.teams.values() if effect.user_id is None or (t.id, effect.user_id) in tenant.memberships]
+    return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
+
+
+@_performs(UpdateTeam)
+def _update_team(store: MemoryStore, effect: UpdateTeam) -> Team | None:
+    tenant = store.tenant(effect.project_id)
+    team = tenant.teams.get(effect.team_id)
+    if team is None:
+        return None
+    team = dataclasses.replace(team, **dict(effect.changes))
+    tenant.teams[team.id] = team
+    return team
+
+
+@_performs(DeleteTeam)
+def _delete_team(store: MemoryStore, effect: DeleteTeam) -> bool:
+    tenant = store.tenant(effect.project_id)
+    if tenant.teams.pop(effect.team_id, None) is None:
+        return False
+    for key in [key for key in tenant.memberships if key[0] == effect.team_id]:
+        _drop_membership(tenant, *key)
+    return True
+
+
+def _drop_membership(tenant: Tenant, team_id: str, user_id: str) -> bool:
+    if tenant.memberships.pop((team_id, user_id), None) is None:
+        return False
+    user = tenant.users.get(user_id)
+    if user is not None and user.selected_team_id == team_id:
+        tenant.users[user_id] = dataclasses.replace(user, selected_team_id=None)
+    return True
+
+
+@_performs(AddMembership)
+def _add_membership(store: MemoryStore, effect: AddMembership) -> Membership | TeamWrite:
+    tenant = store.tenant(effect.project_id)
+    membership = effect.membership
+    if membership.user_id not in tenant.users:
+        return TeamWrite.USER_NOT_FOUND
+    if membership.team_id not in tenant.teams:
+        return TeamWrite.TEAM_NOT_FOUND
+    key = (membership.team_id, membership.user_id)
+    if key in tenant.memberships:
+        return TeamWrite.MEMBERSHIP_EXISTS
+    tenant.memberships[key] = membership
+    return membership
+
+
+@_performs(LoadMembership)
+def _load_membership(store: MemoryStore, effect: LoadMembership) -> Membership | None:
+    return store.tenant(effect.project_id).memberships.get((effect.team_id, effect.user_id))
+
+
+@_performs(ListMemberships)
+def _list_memberships(store: MemoryStore, effect: ListMemberships) -> tuple[Membership, ...]:
+    found = [
+        m
+        for m in store.tenant(effect.project_id).memberships.values()
+        if (effect.team_id is None or m.team_id == effect.team_id)
+        and (effect.user_id is None or m.user_id == effect.user_id)
+    ]
+    return tuple(found)  # the dict keeps insertion order, which is creation order
+
+
+@_performs(RemoveMembership)
+def _remove_membership(store: MemoryStore, effect: RemoveMembership) -> bool:
+    return _drop_membership(store.tenant(effect.project_id), effect.team_id, effect.user_id)
+
+
+@_performs(UpdateMembership)
+def _update_membership(store: MemoryStore, effect: UpdateMembership) -> Membership | None:
+    tenant = store.tenant(effect.project_id)
+    key = (effect.team_id, effect.user_id)
+    membership = tenant.memberships.get(key)
+    if membership is None:
+        return None
+    membership = dataclasses.replace(membership, **dict(effect.changes))
+    tenant.memberships[key] = membership
+    return membership
+
+
+@_performs(ChangePermission)
+def _change_permission(store: MemoryStore, effect: ChangePermission) -> Membership | None:
+    tenant = store.tenant(effect.project_id)
+    key = (effect.team_id, effect.user_id)
+    membership = tenant.memberships.get(key)
+    if membership is None:
+        return None
+    held = set(membership.permissions)
+    if effect.granted:
+        held.add(effect.permission_id)
+    else:
+        held.discard(effect.permission_id)
+    membership = dataclasses.replace(membership, permissions=tuple(sorted(held)))
+    tenant.memberships[key] = membership
+    return membership

@@ -1,0 +1,117 @@
+"""The memory store: users."""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+
+from backends.memory.sessions import _drop_session
+from backends.memory.store import MemoryStore, _performs
+from identity_proto.effects import (
+    CreateUser,
+    DeleteUser,
+    FindUserByAuthEmail,
+    ListUsers,
+    LoadUser,
+    LoadUserWithTeam,
+    UpdateUser,
+    UserWrite,
+)
+from identity_proto.records import Team, User
+
+
+@_performs(LoadUser)
+def _load_user(store: MemoryStore, effect: LoadUser) -> User | None:
+    return store.tenant(effect.project_id).users.get(effect.user_id)
+
+
+@_performs(LoadUserWithTeam)
+def _load_user_with_team(store: MemoryStore, effect: LoadUserWithTeam) -> tuple[User, Team | None] | None:
+    tenant = store.tenant(effect.project_id)
+    user = tenant.users.get(effect.user_id)
+    if user is None:
+        return None
+    team = tenant.teams.get(user.selected_team_id) if user.selected_team_id is not None else None
+    return user, team
+
+
+@_performs(FindUserByAuthEmail)
+def _find_user_by_auth_email(store: MemoryStore, effect: FindUserByAuthEmail) -> User | None:
+    tenant = store.tenant(effect.project_id)
+    user_id = tenant.email_index.get(effect.email)
+    return None if user_id is None else tenant.users.get(user_id)
+
+
+@_performs(CreateUser)
+def _create_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
+    tenant = store.tenant(effect.project_id)
+    user = effect.user
+    if user.id in tenant.users:
+        return UserWrite.ID_TAKEN
+    if user.auth_email is not None and user.auth_email in tenant.email_index:
+        return UserWrite.EMAIL_TAKEN
+    tenant.users[user.id] = user
+    bisect.insort(tenant.user_order, (user.signed_up_at_millis, user.id))
+    if user.auth_email is not None:
+        tenant.email_index[user.auth_email] = user.id
+    return user
+
+
+@_performs(UpdateUser)
+def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
+    tenant = store.tenant(effect.project_id)
+    stored = tenant.users.get(effect.user_id)
+    if stored is None:
+        return UserWrite.NOT_FOUND
+    updated = dataclasses.replace(stored, **dict(effect.changes))
+    old_email, new_email = stored.auth_email, updated.auth_email
+    if new_email != old_email:
+        if new_email is not None and tenant.email_index.get(new_email, updated.id) != updated.id:
+            return UserWrite.EMAIL_TAKEN
+        if old_email is not None:
+            tenant.email_index.pop(old_email, None)
+        if new_email is not None:
+            tenant.email_index[new_email] = updated.id
+    if updated.signed_up_at_millis != stored.signed_up_at_millis:
+        tenant.user_order.remove((stored.signed_up_at_millis, stored.id))
+        bisect.insort(tenant.user_order, (updated.signed_up_at_millis, updated.id))
+    tenant.users[updated.id] = updated
+    if effect.revoke_sessions:
+        for session_id in list(tenant.user_sessions.pop(updated.id, ())):
+            _drop_session(tenant, session_id)
+    return updated
+
+
+@_performs(DeleteUser)
+def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
+    tenant = store.tenant(effect.project_id)
+    user = tenant.users.pop(effect.user_id, None)
+    if user is None:
+        return False
+    tenant.user_order.remove((user.signed_up_at_millis, user.id))
+    if user.auth_email is not None and tenant.email_index.get(user.auth_email) == user.id:
+        del tenant.email_index[user.auth_email]
+    for session_id in list(tenant.user_sessions.pop(user.id, ())):
+        _drop_session(tenant, session_id)
+    for key in [key for key in tenant.memberships if key[1] == user.id]:
+        del tenant.memberships[key]
+    return True
+
+
+@_performs(ListUsers)
+def _list_users(store: MemoryStore, effect: ListUsers) -> tuple[User, ...]:
+    tenant = store.tenant(effect.project_id)
+    order = tenant.user_order
+    if effect.cursor is not None:
+        cursor_user = tenant.users.get(effect.cursor)
+        if cursor_user is None:
+            return ()
+        at = bisect.bisect_left(order, (cursor_user.signed_up_at_millis, cursor_user.id))
+    else:
+        at = len(order) - 1 if effect.descending else 0
+    step = -1 if effect.descending else 1
+    out: list[User] = []
+    while 0 <= at < len(order) and (effect.limit is None or len(out) < effect.limit):
+        out.append(tenant.users[order[at][1]])
+        at += step
+    return tuple(out)

@@ -1,0 +1,221 @@
+"""Records to and from Redis hashes (and outbox items): how a record is written as hash fields, and read back."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, TypeVar
+
+import orjson
+
+from identity_proto.records import (
+    Email,
+    Membership,
+    Project,
+    ProjectConfig,
+    Session,
+    Team,
+    User,
+    VerificationCode,
+    config_to_json,
+    project_from_json,
+    project_to_json,
+    user_from_json,
+    user_to_json,
+)
+
+T = TypeVar("T")
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _flat(pairs: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    return tuple(item for pair in pairs for item in pair)
+
+
+def _record_fields(project: Project) -> list[tuple[str, str]]:
+    data = project_to_json(project)
+    fields = [
+        ("id", data["id"]),
+        ("display_name", data["display_name"]),
+        ("created_at_millis", str(data["created_at_millis"])),
+        ("signing_key", data["signing_key"]),
+        ("keys", _json(data["keys"])),
+    ]
+    fields += [(f"config.{name}", _json(value)) for name, value in data["config"].items()]
+    return fields
+
+
+def _config_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
+    """The hash fields an UpdateProject sets; an unknown config name is a TypeError, as in the memory store."""
+    changed = dict(changes)
+    plain = config_to_json(dataclasses.replace(ProjectConfig(), **changed))
+    return [(f"config.{name}", _json(plain[name])) for name in changed]
+
+
+def _pairs(reply: Any) -> dict[str, str]:
+    """A hash as HGETALL (a dict) or a script (a flat list) returns it, in str; {} for nil or empty."""
+    if not reply:
+        return {}
+    items: Iterable[tuple[Any, Any]] = (
+        reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
+    )
+    return {_text(key): _text(value) for key, value in items}
+
+
+def _project(reply: Any) -> Project | None:
+    fields = _pairs(reply)
+    if not fields:
+        return None
+    prefix = "config."
+    return project_from_json(
+        {
+            "id": fields["id"],
+            "display_name": fields["display_name"],
+            "created_at_millis": int(fields["created_at_millis"]),
+            "signing_key": fields["signing_key"],
+            "config": {k[len(prefix) :]: orjson.loads(v) for k, v in fields.items() if k.startswith(prefix)},
+            "keys": orjson.loads(fields["keys"]),
+        }
+    )
+
+
+def _stored(reply: Any) -> Project:
+    project = _project(reply)
+    if project is None:
+        raise RuntimeError("the script returned no record")
+    return project
+
+
+def _json_fields(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """One hash field per record field, each holding the field's JSON."""
+    return [(name, _json(value)) for name, value in data.items()]
+
+
+def _decoded(reply: Any) -> dict[str, Any]:
+    """A hash of JSON fields (as `_pairs` reads it) decoded; {} for nil or empty. (orjson reads the values' bytes
+    as they come: no text is made of them first.)"""
+    if not reply:
+        return {}
+    items: Iterable[tuple[Any, Any]] = (
+        reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
+    )
+    return {_text(name): orjson.loads(value) for name, value in items}
+
+
+_Record = TypeVar("_Record", VerificationCode, Session, Team)
+
+
+def _plain_record(cls: type[_Record], reply: Any) -> _Record | None:
+    """A VerificationCode, Session or Team from its hash; fields it does not know are ignored, missing ones
+    default."""
+    data = _decoded(reply)
+    if not data:
+        return None
+    known = _field_names(cls)
+    return cls(**{name: value for name, value in data.items() if name in known})
+
+
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _user(reply: Any) -> User | None:
+    data = _decoded(reply)
+    return user_from_json(data) if data else None
+
+
+def _code(reply: Any) -> VerificationCode | None:
+    return _plain_record(VerificationCode, reply)
+
+
+def _session(reply: Any) -> Session | None:
+    return _plain_record(Session, reply)
+
+
+def _team(reply: Any) -> Team | None:
+    return _plain_record(Team, reply)
+
+
+def _membership(reply: Any) -> Membership | None:
+    data = _decoded(reply)
+    if not data:
+        return None
+    known = {f.name for f in dataclasses.fields(Membership)}
+    values = {name: value for name, value in data.items() if name in known}
+    if isinstance(values.get("permissions"), list):
+        values["permissions"] = tuple(values["permissions"])
+    return Membership(**values)
+
+
+def _required(record: T | None) -> T:
+    if record is None:
+        raise RuntimeError("the script returned no record")
+    return record
+
+
+#: A user whose fields are replaced by an UpdateUser's changes, to validate and encode them like whole records.
+_BLANK_USER: Final = User(id="", signed_up_at_millis=0, last_active_at_millis=0)
+
+
+def _user_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
+    """The hash fields an UpdateUser sets; an unknown field name is a TypeError, as in the memory store."""
+    changed = dict(changes)
+    if "id" in changed:
+        raise TypeError("UpdateUser cannot change a user's id")
+    plain = user_to_json(dataclasses.replace(_BLANK_USER, **changed))
+    return [(name, _json(plain[name])) for name in changed]
+
+
+_BLANK_TEAM: Final = Team(id="", display_name="", created_at_millis=0)
+_BLANK_MEMBERSHIP: Final = Membership(team_id="", user_id="", created_at_millis=0)
+
+
+def _team_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
+    """The hash fields an UpdateTeam sets; an unknown field name is a TypeError, as in the memory store."""
+    changed = dict(changes)
+    if "id" in changed:
+        raise TypeError("UpdateTeam cannot change a team's id")
+    plain = dataclasses.asdict(dataclasses.replace(_BLANK_TEAM, **changed))
+    return [(name, _json(plain[name])) for name in changed]
+
+
+def _membership_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
+    """The hash fields an UpdateMembership sets; an unknown field name is a TypeError, as in the memory store."""
+    changed = dict(changes)
+    if "team_id" in changed or "user_id" in changed:
+        raise TypeError("UpdateMembership cannot move a membership to another team or user")
+    plain = dataclasses.asdict(dataclasses.replace(_BLANK_MEMBERSHIP, **changed))
+    return [(name, _json(plain[name])) for name in changed]
+
+
+def _email_json(email: Email) -> str:
+    """An outbox item: the e-mail's JSON object with `to` first (ListOutbox matches on that prefix); the optional
+    `code` and `magic_link` only when the mail has them."""
+    data = dataclasses.asdict(email)
+    for name in ("code", "magic_link"):
+        if data[name] is None:
+            del data[name]
+    return _json({"to": data.pop("to"), **data})
+
+
+def _outbox_prefix(to: str) -> str:
+    return '{"to":' + _json(to) + ","
+
+
+def _email(item: str | bytes) -> Email:
+    data = orjson.loads(item)
+    known = {f.name for f in dataclasses.fields(Email)}
+    return Email(**{name: value for name, value in data.items() if name in known})

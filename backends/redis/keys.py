@@ -1,0 +1,208 @@
+"""Key layout: every key the Redis store uses is named here (`KeySpace`), and this is its table.
+
+Key layout. ``<ns>`` is the namespace prefix (``"identity:"`` by default) and ``<p>`` stands for
+``<ns>{p:<project_id>}:``, the prefix of every key of one project. Its hash tag ``{p:<project_id>}`` puts all of
+a project's keys in one Redis Cluster slot, so a multi-key script on one project is legal. Record fields marked
+JSON hold the JSON text of one field of the record (``"a@b.c"``, ``1700000000123``, ``true``, ``null``, objects).
+
+==============================  ======  ============================================  ===========================
+Key                             Type    Holds                                         TTL
+==============================  ======  ============================================  ===========================
+``<ns>{projects}:index``        SET     The ids of every project. Hash tag            none
+                                        ``{projects}``: its own slot, never in a
+                                        script together with a project's keys.
+``<p>project``                  HASH    The project record: ``id``,                   none
+                                        ``display_name``, ``created_at_millis``
+                                        (decimal), ``signing_key``, ``keys`` (JSON
+                                        object of key hashes), ``config.<name>``
+                                        (JSON) per config field.
+``<p>code:<code_hash>``         HASH    A one-time code: one JSON field per           PEXPIREAT its
+                                        `VerificationCode` field (``used`` is         ``expires_at_millis`` +
+                                        ``true``/``false``).                          `GRACE_MS`
+``<p>nonce:<nonce_hash>``       STRING  The attempt counter of a nonce (INCR; the     PEXPIREAT the latest
+                                        codes of that nonce create it at ``0``).      ``expires_at_millis`` of
+                                                                                      its codes + `GRACE_MS`;
+                                                                                      1 h (`ORPHAN_NONCE_TTL_MS`)
+                                                                                      when an attempt creates it
+``<p>user:<user_id>``           HASH    A user: one JSON field per `User` field       none
+                                        (``risk_scores`` a JSON object, metadata
+                                        any JSON).
+``<p>user-by-email``            HASH    The e-mail index: auth e-mail (plain text,    none
+                                        the primary e-mail of users whose
+                                        ``primary_email_auth_enabled``) -> user id.
+``<p>user-order``               ZSET    Every user id, scored by its                  none
+                                        ``signed_up_at_millis``. Equal scores order
+                                        by member, byte-wise: exactly the
+                                        (signed_up_at_millis, id) order of
+                                        ListUsers (ZRANK / ZREVRANK of the cursor,
+                                        then ZRANGE by rank: O(log n + limit)).
+``<p>session:<session_id>``     HASH    A session: one JSON field per `Session`       PEXPIREAT its
+                                        field.                                        ``expires_at_millis`` +
+                                                                                      `GRACE_MS`
+``<p>session-by-token:<hash>``  STRING  The id of the session whose refresh token     PEXPIREAT the session's
+                                        hashes to ``<hash>``.                         ``expires_at_millis`` +
+                                                                                      `GRACE_MS`
+``<p>user-sessions:<user_id>``  SET     The ids of the user's sessions (may hold ids  PEXPIREAT the latest
+                                        of sessions gone by TTL; ListSessions skips   ``expires_at_millis`` of
+                                        and removes those).                           its sessions + `GRACE_MS`
+``<p>outbox``                   LIST    Sent e-mail, newest first: each item the      none (LTRIM to ``keep``)
+                                        JSON object of an `Email`, ``to`` its first
+                                        member (``code``, ``magic_link`` only when
+                                        set).
+``<p>team:<team_id>``           HASH    A team: one JSON field per `Team` field       none
+                                        (metadata any JSON).
+``<p>team-order``               ZSET    Every team id, scored by its                  none
+                                        ``created_at_millis``.
+``<p>membership-seq``           STRING  The project's membership counter: INCR        none
+                                        numbers each new membership (its *seq*).
+``<p>membership:<seq>``         HASH    A membership: one JSON field per              none
+                                        `Membership` field (``permissions`` a JSON
+                                        array, kept sorted by ChangePermission).
+``<p>membership-order``         ZSET    Every membership's seq (decimal), scored by   none
+                                        itself: creation order, also within one
+                                        millisecond.
+``<p>team-members:<team_id>``   ZSET    The user ids of a team's members, each        none
+                                        scored by its membership's seq (ZSCORE
+                                        finds the membership of (team, user)).
+``<p>user-teams:<user_id>``     ZSET    The team ids of a user's memberships, each    none
+                                        scored by its membership's seq.
+==============================  ======  ============================================  ===========================
+
+Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
+by seq rather than by (team id, user id), so no id needs escaping to make a key unambiguous; the three membership
+indexes are ZSETs scored by seq, so each lists in creation order, never by timestamp.
+
+TTLs only collect garbage: the core judges expiry against the request's clock, and Redis expires keys against its
+own. Codes, their nonce counters and sessions are therefore kept `GRACE_MS` (24 h) past their
+``expires_at_millis``: in that time an expired code still answers EXPIRED (not NOT_FOUND) and an expired session is
+still returned by UseRefreshToken for the core to refuse, as in the memory store, whatever the skew between the two
+clocks. Only after the grace period is a code or session gone (NOT_FOUND, None) where the memory store would still
+hold it. Counters, sessions and codes are security state: run Redis with ``maxmemory-policy noeviction`` (a
+``volatile-*`` policy could evict a nonce counter and reset its attempts). Redis >= 7.0 (PEXPIREAT ... GT).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+DEFAULT_NAMESPACE: Final = "identity:"
+
+#: How long Redis keeps a code, its nonce counter and a session after their `expires_at_millis`. The core judges
+#: expiry against the request's clock; TTLs only collect garbage, and this grace keeps an expired record around
+#: long enough for the core to see it and answer EXPIRED (a code) or refuse it (a session), instead of NOT_FOUND,
+#: whatever the skew between the two clocks.
+GRACE_MS: Final = 24 * 3_600_000
+
+#: How long a nonce counter lives when an attempt (not a code) creates it: no live code has that nonce, so its
+#: count only matters if such a code is created soon after (then the code extends it to its own expiry).
+ORPHAN_NONCE_TTL_MS: Final = 3_600_000
+
+#: Rate-limit counters outlive their window by this much (Redis's clock may differ a little from the core's).
+RATE_COUNTER_GRACE_MS: Final = 60_000
+
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpace:
+    """The key names under one namespace (the table in the module docstring).
+
+    The per-record methods called without an id return the prefix that id is appended to (what a script that
+    follows a pointer is given in ARGV)."""
+
+    namespace: str = DEFAULT_NAMESPACE
+
+    def __post_init__(self) -> None:
+        if "{" in self.namespace or "}" in self.namespace:
+            raise ValueError("the namespace must not contain '{' or '}' (it would change the hash tags)")
+
+    @property
+    def index(self) -> str:
+        """The set of every project id (hash tag `{projects}`)."""
+        return f"{self.namespace}{{projects}}:index"
+
+    def rate_counter(self, key: str) -> str:
+        """A rate-limit counter (identity_proto.ratelimits); its own hash tag, so counters spread over a cluster."""
+        return f"{self.namespace}{{{key}}}"
+
+    def clock_override(self) -> str:
+        """Dev/test mode: the clock override shared by every worker (hash tag `{clock}`: its own slot)."""
+        return f"{self.namespace}{{clock}}:override"
+
+    def prefix(self, project_id: str) -> str:
+        """What every key of the project starts with (its hash tag `{p:<project_id>}` included)."""
+        return f"{self.namespace}{{p:{project_id}}}:"
+
+    def project_pattern(self, project_id: str) -> str:
+        """A SCAN MATCH pattern for every key of the project (glob characters of the prefix escaped)."""
+        return _GLOB_SPECIAL.sub(r"\\\1", self.prefix(project_id)) + "*"
+
+    def project(self, project_id: str) -> str:
+        """The project record (hash tag `{p:<project_id>}`, shared by all of the project's keys)."""
+        return self.prefix(project_id) + "project"
+
+    def code(self, project_id: str, code_hash: str) -> str:
+        """A one-time code."""
+        return f"{self.prefix(project_id)}code:{code_hash}"
+
+    def nonce(self, project_id: str, nonce_hash: str) -> str:
+        """The attempt counter of a nonce."""
+        return f"{self.prefix(project_id)}nonce:{nonce_hash}"
+
+    def user(self, project_id: str, user_id: str = "") -> str:
+        """A user record."""
+        return f"{self.prefix(project_id)}user:{user_id}"
+
+    def users_by_email(self, project_id: str) -> str:
+        """The e-mail index: auth e-mail -> user id."""
+        return self.prefix(project_id) + "user-by-email"
+
+    def session(self, project_id: str, session_id: str = "") -> str:
+        """A session record."""
+        return f"{self.prefix(project_id)}session:{session_id}"
+
+    def session_by_token(self, project_id: str, refresh_token_hash: str = "") -> str:
+        """The id of the session with this refresh token hash."""
+        return f"{self.prefix(project_id)}session-by-token:{refresh_token_hash}"
+
+    def user_sessions(self, project_id: str, user_id: str = "") -> str:
+        """The ids of a user's sessions."""
+        return f"{self.prefix(project_id)}user-sessions:{user_id}"
+
+    def outbox(self, project_id: str) -> str:
+        """The project's outbox."""
+        return self.prefix(project_id) + "outbox"
+
+    def user_order(self, project_id: str) -> str:
+        """Every user id, scored by signed_up_at_millis (the order of ListUsers)."""
+        return self.prefix(project_id) + "user-order"
+
+    def team(self, project_id: str, team_id: str = "") -> str:
+        """A team record."""
+        return f"{self.prefix(project_id)}team:{team_id}"
+
+    def team_order(self, project_id: str) -> str:
+        """Every team id, scored by created_at_millis."""
+        return self.prefix(project_id) + "team-order"
+
+    def membership(self, project_id: str, seq: int | str = "") -> str:
+        """A membership record, by its sequence number."""
+        return f"{self.prefix(project_id)}membership:{seq}"
+
+    def membership_seq(self, project_id: str) -> str:
+        """The counter that numbers the project's memberships."""
+        return self.prefix(project_id) + "membership-seq"
+
+    def membership_order(self, project_id: str) -> str:
+        """Every membership's sequence number, scored by itself (creation order)."""
+        return self.prefix(project_id) + "membership-order"
+
+    def team_members(self, project_id: str, team_id: str = "") -> str:
+        """The ids of a team's members, scored by their membership's sequence number."""
+        return f"{self.prefix(project_id)}team-members:{team_id}"
+
+    def user_teams(self, project_id: str, user_id: str = "") -> str:
+        """The ids of a user's teams, scored by their membership's sequence number."""
+        return f"{self.prefix(project_id)}user-teams:{user_id}"

@@ -1,0 +1,135 @@
+"""Lua functions several scripts share (each script is the concatenation of the functions it needs and its
+body: Redis runs it as one chunk)."""
+
+from __future__ import annotations
+
+#: Lua: make `key` live until at least `at` (ms since the epoch): set its expiry when it has none, else only
+#: push it later (GT). A missing key is left missing.
+_EXTEND_EXPIRY = """
+local function extend_expiry(key, at)
+  if redis.call('PTTL', key) == -1 then
+    redis.call('PEXPIREAT', key, at)
+  else
+    redis.call('PEXPIREAT', key, at, 'GT')
+  end
+end
+"""
+
+#: Lua: store a one-time code (replacing one with its hash) with its TTL, and create its nonce counter at 0 or push
+#: the counter's TTL to the code's. Needs `_EXTEND_EXPIRY`.
+_CREATE_CODE = """
+local function create_code(code_key, nonce_key, expires_at, items)
+  redis.call('DEL', code_key)
+  redis.call('HSET', code_key, unpack(items))
+  redis.call('PEXPIREAT', code_key, expires_at)
+  redis.call('SET', nonce_key, 0, 'NX')
+  extend_expiry(nonce_key, expires_at)
+end
+"""
+
+#: Lua: store a session (replacing one with its id), its token entry and its place in the user's set, each with
+#: its TTL. Needs `_EXTEND_EXPIRY`.
+_CREATE_SESSION = """
+local function create_session(session_key, token_key, set_key, session_id, expires_at, items)
+  redis.call('DEL', session_key)
+  redis.call('HSET', session_key, unpack(items))
+  redis.call('PEXPIREAT', session_key, expires_at)
+  redis.call('SET', token_key, session_id)
+  redis.call('PEXPIREAT', token_key, expires_at)
+  redis.call('SADD', set_key, session_id)
+  extend_expiry(set_key, expires_at)
+end
+"""
+
+#: Lua: store a team (replacing one with its id) and its creator's membership: the membership keeps the seq it had
+#: if the creator was a member already, else takes the next one and enters the three membership indexes. Needs
+#: `_SEQ`.
+_CREATE_TEAM = """
+local function create_team(team_key, order_key, team_id, created_at, team_items)
+  redis.call('DEL', team_key)
+  redis.call('HSET', team_key, unpack(team_items))
+  redis.call('ZADD', order_key, created_at, team_id)
+end
+local function add_creator(members_key, user_teams_key, morder_key, mseq_key, prefix, team_id, user_id, items)
+  local seq = redis.call('ZSCORE', members_key, user_id)
+  if seq then
+    seq = seq_text(seq)
+  else
+    seq = seq_text(redis.call('INCR', mseq_key))
+    redis.call('ZADD', members_key, seq, user_id)
+    redis.call('ZADD', user_teams_key, seq, team_id)
+    redis.call('ZADD', morder_key, seq, seq)
+  end
+  redis.call('DEL', prefix .. seq)
+  redis.call('HSET', prefix .. seq, unpack(items))
+end
+"""
+
+#: Lua: a record's fields as a table, from an HGETALL reply.
+_FIELDS = """
+local function fields(reply)
+  local t = {}
+  for i = 1, #reply, 2 do t[reply[i]] = reply[i + 1] end
+  return t
+end
+"""
+
+#: Lua: remove every session of a user (records, token entries, the set); returns how many records existed.
+_REVOKE_SESSIONS = """
+local function revoke_sessions(set_key, session_prefix, token_prefix)
+  local n = 0
+  for _, sid in ipairs(redis.call('SMEMBERS', set_key)) do
+    local skey = session_prefix .. sid
+    local token = redis.call('HGET', skey, 'refresh_token_hash')
+    if redis.call('DEL', skey) == 1 then
+      n = n + 1
+      if token then
+        local tkey = token_prefix .. cjson.decode(token)
+        if redis.call('GET', tkey) == sid then redis.call('DEL', tkey) end
+      end
+    end
+  end
+  redis.call('DEL', set_key)
+  return n
+end
+"""
+
+#: Lua: the auth e-mail of a user from its stored (JSON) `primary_email_auth_enabled` and `primary_email`, or false.
+_AUTH_EMAIL = """
+local function auth_email(enabled, email)
+  if enabled ~= 'true' or not email then return false end
+  local value = cjson.decode(email)
+  if type(value) ~= 'string' then return false end
+  return value
+end
+"""
+
+#: Lua: a membership's sequence number (an INCR reply, or a score as ZSCORE / WITHSCORES return it) as the decimal
+#: text its key and index members use.
+_SEQ = """
+local function seq_text(n)
+  return string.format('%.0f', tonumber(n))
+end
+"""
+
+#: Lua: clear the user's `selected_team_id` when it is `team_id` (a missing user is left missing).
+_DESELECT = """
+local function deselect(user_key, team_id)
+  local selected = redis.call('HGET', user_key, 'selected_team_id')
+  if selected and cjson.decode(selected) == team_id then
+    redis.call('HSET', user_key, 'selected_team_id', 'null')
+  end
+end
+"""
+
+#: Lua: byte-wise string order (Python's order of str, as UTF-8 byte order is code point order). Lua's own `<` on
+#: strings follows the server's LC_COLLATE, which Redis takes from its environment.
+_BYTE_LESS = """
+local function byte_less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+"""

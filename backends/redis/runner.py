@@ -1,0 +1,189 @@
+"""The runner core the two stores share: error translation, script loading, `Together` and cluster scans.
+
+Faults: every redis-py `ConnectionError` / `TimeoutError` and every `OSError` raised while talking to Redis is
+re-raised as `StorageUnavailable` (the message names the effect, never the URL or its password). `from_url`
+bounds connect and read time, pings idle connections before reuse (`health_check_interval`), and retries a
+*connection* error once (a dead pooled connection after a Redis restart), never a timeout (a slow server may have
+performed the command). A connection lost after a command was sent can thus repeat it once: every plan is
+idempotent in effect, except that a repeated AttemptVerificationCode counts one more attempt, and a repeated
+create, add, consume or delete reports the outcome of the second run (False, 0, EMAIL_TAKEN, MEMBERSHIP_EXISTS,
+ALREADY_USED) for a write that did happen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.cluster
+import redis.retry
+from redis.backoff import ExponentialBackoff
+
+from backends.redis.keys import KeySpace
+from backends.redis.plan import SCRIPTS, Batch, Call, Op, Plan, Script, _plan_for
+from identity_proto.effects import StorageEffect, Together
+from identity_proto.errors import StorageUnavailable
+
+#: SCAN page size for DeleteProject and ResetProjectData.
+_SCAN_COUNT: Final = 1000
+
+#: What "Redis could not be reached or did not answer" looks like from redis-py (asyncio's TimeoutError is OSError),
+#: and on a cluster: CLUSTERDOWN (MASTERDOWN), TRYAGAIN (a slot mid-migration), a slot no node serves.
+_UNAVAILABLE: Final = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
+)
+
+
+#: How redis-py's cluster client says that no node answered, or that no node serves some slot (a
+#: `RedisClusterException`, which otherwise means a misuse such as keys of several slots in one command).
+_CLUSTER_UNREACHABLE: Final = re.compile(
+    r"Redis Cluster cannot be connected|All slots are not covered|No targets were found"
+)
+
+
+def _cluster_unreachable(exc: redis.exceptions.RedisClusterException) -> bool:
+    return isinstance(exc, redis.exceptions.SlotNotCoveredError) or bool(_CLUSTER_UNREACHABLE.match(str(exc)))
+
+
+def _unavailable(effect: StorageEffect[Any], exc: BaseException) -> StorageUnavailable:
+    # The class name only: redis-py messages name the host, and a URL is never worth the risk of a password.
+    return StorageUnavailable(f"Redis unavailable during {type(effect).__name__} ({type(exc).__name__})")
+
+
+#: What the runners catch around every round trip: `_UNAVAILABLE`, and the cluster client's own exceptions.
+FAULTS: Final = (*_UNAVAILABLE, redis.exceptions.RedisClusterException)
+
+
+def storage_fault(effect: StorageEffect[Any], exc: BaseException) -> StorageUnavailable:
+    """The `StorageUnavailable` to raise for `exc` (one of `FAULTS`), raised while performing `effect`. Both
+    runners, sync and asyncio, translate errors here only: ``except FAULTS as exc: raise storage_fault(effect, exc)
+    from exc``. A `RedisClusterException` that does not say the cluster is unreachable is a misuse (keys of several
+    slots in one command, ...): it is re-raised as it is."""
+    if isinstance(exc, _UNAVAILABLE):
+        return _unavailable(effect, exc)
+    if isinstance(exc, redis.exceptions.RedisClusterException) and _cluster_unreachable(exc):
+        return _unavailable(effect, exc)
+    raise exc
+
+
+def register_scripts(client: Any) -> dict[str, Any]:
+    """Every Lua script of `SCRIPTS` registered with `client` (sync or asyncio): redis-py's `Script` objects run
+    EVALSHA and load the script when the server answers NOSCRIPT."""
+    return {name: client.register_script(source) for name, source in SCRIPTS.items()}
+
+
+#: Connections an asyncio store made by `AsyncRedisStore.from_url` opens at most (per process); more concurrent
+#: commands wait for one (up to the socket timeout).
+_ASYNC_MAX_CONNECTIONS = 100
+#: Idle connections an `AsyncRedisStore` holds for its scripts between calls, at most (see `_held_evalsha`).
+_HELD_IDLE_MAX = 16
+
+
+def _retry_backoff() -> ExponentialBackoff:
+    return ExponentialBackoff(cap=0.25, base=0.05)
+
+
+#: What a cluster client retries itself, after refreshing its map of the cluster: a refused or dropped connection,
+#: CLUSTERDOWN, a slot no node serves. Never a timeout (RedisCluster's default retries those too): a slow node may
+#: have performed the command.
+_CLUSTER_RETRIED: Final = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.SlotNotCoveredError,
+)
+
+
+class _Cluster(redis.cluster.RedisCluster):
+    """The sync cluster client `RedisStore.from_url(..., cluster=True)` makes."""
+
+    ERRORS_ALLOW_RETRY = _CLUSTER_RETRIED  # type: ignore[assignment]  # narrower on purpose: no timeouts
+
+
+class _AsyncCluster(redis.asyncio.cluster.RedisCluster):
+    """The asyncio cluster client `AsyncRedisStore.from_url(..., cluster=True)` makes."""
+
+    ERRORS_ALLOW_RETRY = _CLUSTER_RETRIED  # type: ignore[assignment]  # narrower on purpose: no timeouts
+
+
+def _scan_position(cursor: str, primaries: list[str]) -> tuple[str, int] | None:
+    """Where a cluster-wide `Scan` goes on: (a primary's name, its own SCAN cursor), or None when it is over.
+
+    The opaque cursor is ``"<node cursor>@<node name>"``, ``"0"`` the start of the first primary; primaries go by
+    name. A node gone since (failed over, removed) is skipped, its successors scanned: not atomic, like the rest of
+    a DeleteProject, which a repeat finishes."""
+    if cursor == "0":
+        return (primaries[0], 0) if primaries else None
+    at, _, name = cursor.partition("@")
+    if name in primaries:
+        return name, int(at)
+    later = [node for node in primaries if node > name]
+    return (later[0], 0) if later else None
+
+
+def _scan_cursor(name: str, node_cursor: int, primaries: list[str]) -> str:
+    """The opaque cursor after a SCAN of primary `name` answered `node_cursor`."""
+    if node_cursor != 0:
+        return f"{node_cursor}@{name}"
+    later = [node for node in primaries if node > name]
+    return f"0@{later[0]}" if later else "0"
+
+
+@dataclass
+class _Started:
+    """Plans of a `Together`, started: their first operations (pending) or, for plans that needed none, results."""
+
+    plans: list[Plan[Any]]
+    results: list[Any]
+    pending: list[tuple[int, Op]]
+
+
+def _start_together(effect: Together, keys: KeySpace, store: str) -> _Started:
+    plans = [_plan_for(inner, keys, store) for inner in effect.effects]
+    results: list[Any] = [None] * len(plans)
+    pending: list[tuple[int, Op]] = []
+    for index, plan in enumerate(plans):
+        try:
+            pending.append((index, next(plan)))
+        except StopIteration as stop:
+            results[index] = stop.value
+    return _Started(plans, results, pending)
+
+
+def queue(pipe: Any, op: Op, scripts: Mapping[str, Any]) -> Any:
+    """Queue one plan operation on a pipeline, sync or asyncio (a Batch queues each of its calls). Queuing a script
+    on an asyncio pipeline is a coroutine: it is returned, for the asyncio runner to await; else None."""
+    if isinstance(op, Script):
+        return scripts[op.name](keys=op.keys, args=op.args, client=pipe)
+    if isinstance(op, Call):
+        pipe.execute_command(op.command, *op.args)
+    elif isinstance(op, Batch):
+        for call in op.calls:
+            pipe.execute_command(call.command, *call.args)
+    else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
+        raise TypeError(f"{type(op).__name__} cannot be pipelined")
+    return None
+
+
+def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:
+    """The pipeline's replies regrouped per operation (a Batch gets the list of its calls' replies)."""
+    replies: list[Any] = []
+    at = 0
+    for _, op in pending:
+        if isinstance(op, Batch):
+            replies.append(raw[at : at + len(op.calls)])
+            at += len(op.calls)
+        else:
+            replies.append(raw[at])
+            at += 1
+    return replies

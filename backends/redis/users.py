@@ -1,0 +1,282 @@
+"""Users, their e-mail index and their order (ListUsers).
+
+Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
+`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
+"""
+
+from __future__ import annotations
+
+from backends.redis.codecs import _flat, _json_fields, _required, _team, _text, _user, _user_change_fields
+from backends.redis.keys import KeySpace
+from backends.redis.lua import _AUTH_EMAIL, _REVOKE_SESSIONS, _SEQ
+from backends.redis.plan import Call, Plan, Script, _plans, script
+from identity_proto.effects import (
+    CreateUser,
+    DeleteUser,
+    FindUserByAuthEmail,
+    ListUsers,
+    LoadUser,
+    LoadUserWithTeam,
+    UpdateUser,
+    UserWrite,
+)
+from identity_proto.records import Team, User, user_to_json
+
+
+@_plans(LoadUser)
+def _load_user(keys: KeySpace, effect: LoadUser) -> Plan[User | None]:
+    return _user((yield Call("HGETALL", keys.user(effect.project_id, effect.user_id))))
+
+
+# KEYS: user. ARGV: team key prefix. Returns {user fields, team fields} ({} when none), or false.
+script(
+    "load_user_with_team",
+    """
+local user = redis.call('HGETALL', KEYS[1])
+if #user == 0 then return false end
+local selected = redis.call('HGET', KEYS[1], 'selected_team_id')
+local team = {}
+if selected and selected ~= 'null' then team = redis.call('HGETALL', ARGV[1] .. cjson.decode(selected)) end
+return {user, team}
+""",
+)
+
+
+@_plans(LoadUserWithTeam)
+def _load_user_with_team(keys: KeySpace, effect: LoadUserWithTeam) -> Plan[tuple[User, Team | None] | None]:
+    # One round trip for what rendering a user needs (the team key is built in the script: same project slot).
+    reply = yield Script(
+        "load_user_with_team", (keys.user(effect.project_id, effect.user_id),), (keys.team(effect.project_id),)
+    )
+    if not reply:
+        return None
+    user = _user(reply[0])
+    return None if user is None else (user, _team(reply[1]) if reply[1] else None)
+
+
+# KEYS: e-mail index. ARGV: e-mail, user key prefix. Returns the user's record, or nil.
+script(
+    "find_user_by_email",
+    """
+local id = redis.call('HGET', KEYS[1], ARGV[1])
+if not id then return false end
+return redis.call('HGETALL', ARGV[2] .. id)
+""",
+)
+
+
+@_plans(FindUserByAuthEmail)
+def _find_user_by_auth_email(keys: KeySpace, effect: FindUserByAuthEmail) -> Plan[User | None]:
+    project_id = effect.project_id
+    reply = yield Script(
+        "find_user_by_email", (keys.users_by_email(project_id),), (effect.email, keys.user(project_id))
+    )
+    return _user(reply)
+
+
+# KEYS: user, e-mail index, user order. ARGV: user id, has auth e-mail (1/0), auth e-mail, signed_up_at_millis,
+# then field, value, ... Returns 1 if stored, 0 if the auth e-mail is another user's (nothing written).
+script(
+    "create_user",
+    """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+if ARGV[2] == '1' and redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+if ARGV[2] == '1' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[1]) end
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+return 1
+""",
+)
+
+
+@_plans(CreateUser)
+def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
+    user, project_id = effect.user, effect.project_id
+    email = user.auth_email
+    args = (
+        user.id,
+        0 if email is None else 1,
+        email or "",
+        user.signed_up_at_millis,
+        *_flat(_json_fields(user_to_json(user))),
+    )
+    created = yield Script(
+        "create_user",
+        (keys.user(project_id, user.id), keys.users_by_email(project_id), keys.user_order(project_id)),
+        args,
+    )
+    if created == -1:
+        return UserWrite.ID_TAKEN
+    return user if created else UserWrite.EMAIL_TAKEN
+
+
+# KEYS: user, e-mail index, user's session set, user order. ARGV: user id, revoke sessions (1/0), session key
+# prefix, token entry prefix, then field, value, ... (JSON values; maybe none).
+# Returns {'ok', record}, {'not_found'} or {'email_taken'} (nothing written).
+script(
+    "update_user",
+    _REVOKE_SESSIONS
+    + _AUTH_EMAIL
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
+local enabled, email = stored[1], stored[2]
+local old = auth_email(enabled, email)
+local signed_up = false
+for i = 5, #ARGV, 2 do
+  if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
+  elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
+  elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
+end
+local new = auth_email(enabled, email)
+if new ~= old then
+  if new then
+    local owner = redis.call('HGET', KEYS[2], new)
+    if owner and owner ~= ARGV[1] then return {'email_taken'} end
+  end
+  if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
+  if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
+end
+if #ARGV > 4 then redis.call('HSET', KEYS[1], unpack(ARGV, 5)) end
+if signed_up then redis.call('ZADD', KEYS[4], signed_up, ARGV[1]) end
+if ARGV[2] == '1' then revoke_sessions(KEYS[3], ARGV[3], ARGV[4]) end
+return {'ok', redis.call('HGETALL', KEYS[1])}
+""",
+)
+
+
+@_plans(UpdateUser)
+def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
+    project_id, user_id = effect.project_id, effect.user_id
+    fields = _user_change_fields(effect.changes)
+    reply = yield Script(
+        "update_user",
+        (
+            keys.user(project_id, user_id),
+            keys.users_by_email(project_id),
+            keys.user_sessions(project_id, user_id),
+            keys.user_order(project_id),
+        ),
+        (
+            user_id,
+            1 if effect.revoke_sessions else 0,
+            keys.session(project_id),
+            keys.session_by_token(project_id),
+            *_flat(fields),
+        ),
+    )
+    status = _text(reply[0])
+    if status == "not_found":
+        return UserWrite.NOT_FOUND
+    if status == "email_taken":
+        return UserWrite.EMAIL_TAKEN
+    return _required(_user(reply[1]))
+
+
+# KEYS: user, e-mail index, user's session set, user order, user's team index, membership order.
+# ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix.
+# Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
+script(
+    "delete_user",
+    _REVOKE_SESSIONS
+    + _AUTH_EMAIL
+    + _SEQ
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
+local email = auth_email(stored[1], stored[2])
+if email and redis.call('HGET', KEYS[2], email) == ARGV[1] then redis.call('HDEL', KEYS[2], email) end
+revoke_sessions(KEYS[3], ARGV[2], ARGV[3])
+local teams = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
+for i = 1, #teams, 2 do
+  local seq = seq_text(teams[i + 1])
+  redis.call('DEL', ARGV[4] .. seq)
+  redis.call('ZREM', ARGV[5] .. teams[i], ARGV[1])
+  redis.call('ZREM', KEYS[6], seq)
+end
+redis.call('DEL', KEYS[5])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('DEL', KEYS[1])
+return 1
+""",
+)
+
+
+@_plans(DeleteUser)
+def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
+    project_id, user_id = effect.project_id, effect.user_id
+    deleted = yield Script(
+        "delete_user",
+        (
+            keys.user(project_id, user_id),
+            keys.users_by_email(project_id),
+            keys.user_sessions(project_id, user_id),
+            keys.user_order(project_id),
+            keys.user_teams(project_id, user_id),
+            keys.membership_order(project_id),
+        ),
+        (
+            user_id,
+            keys.session(project_id),
+            keys.session_by_token(project_id),
+            keys.membership(project_id),
+            keys.team_members(project_id),
+        ),
+    )
+    return bool(deleted)
+
+
+# KEYS: user order. ARGV: user key prefix, cursor id, has cursor (1/0), descending (1/0), limit (> 0; -1: all).
+# Returns the users' records in (signed_up_at_millis, id) order from the cursor's rank on (O(log n) to find it,
+# then one ZRANGE by rank per page); members whose record is missing are skipped, never counted.
+script(
+    "list_users",
+    """
+local order, prefix, limit = KEYS[1], ARGV[1], tonumber(ARGV[5])
+local rev = ARGV[4] == '1'
+local start = 0
+if ARGV[3] == '1' then
+  local rank
+  if rev then rank = redis.call('ZREVRANK', order, ARGV[2]) else rank = redis.call('ZRANK', order, ARGV[2]) end
+  if not rank then return {} end
+  start = rank
+end
+local out = {}
+while limit < 0 or #out < limit do
+  local want = 256
+  if limit >= 0 then want = limit - #out end
+  local ids
+  if rev then
+    ids = redis.call('ZRANGE', order, start, start + want - 1, 'REV')
+  else
+    ids = redis.call('ZRANGE', order, start, start + want - 1)
+  end
+  for _, id in ipairs(ids) do
+    local user = redis.call('HGETALL', prefix .. id)
+    if #user > 0 then out[#out + 1] = user end
+  end
+  if #ids < want then break end
+  start = start + want
+end
+return out
+""",
+)
+
+
+@_plans(ListUsers)
+def _list_users(keys: KeySpace, effect: ListUsers) -> Plan[tuple[User, ...]]:
+    if effect.limit is not None and effect.limit <= 0:
+        return ()
+    project_id = effect.project_id
+    reply = yield Script(
+        "list_users",
+        (keys.user_order(project_id),),
+        (
+            keys.user(project_id),
+            effect.cursor or "",
+            0 if effect.cursor is None else 1,
+            1 if effect.descending else 0,
+            -1 if effect.limit is None else effect.limit,
+        ),
+    )
+    return tuple(_required(_user(item)) for item in reply)

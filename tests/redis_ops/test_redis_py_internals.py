@@ -1,0 +1,111 @@
+"""The redis-py internals the asyncio store's held connections use (`AsyncRedisStore._held_evalsha`) still have the
+shape that code relies on. redis-py does not promise these (connection and pool methods, `Script.sha`), so its
+version is pinned in pyproject.toml; these tests say what changed when a new redis-py breaks the pin's assumptions,
+before the held-connection tests fail in some less readable way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import tomllib
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio
+import redis.asyncio.connection
+import redis.asyncio.retry
+import redis.exceptions
+from packaging.requirements import Requirement
+from redis.commands.core import AsyncScript
+
+from backends.redis import AsyncRedisStore
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def _accepts(name: str, function: Callable[..., Any], *args: Any) -> None:
+    """`function` is a coroutine function that takes `args` (as `_held_evalsha` calls it)."""
+    assert inspect.iscoroutinefunction(function), f"redis-py changed: {name} is no longer a coroutine function"
+    try:
+        inspect.signature(function).bind(*args)
+    except TypeError as exc:
+        raise AssertionError(
+            f"redis-py changed: {name}{inspect.signature(function)} no longer takes {len(args)} positional "
+            f"argument(s) ({exc})"
+        ) from exc
+
+
+def test_the_installed_redis_py_is_in_the_range_pyproject_pins() -> None:
+    dependencies = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    pins = [Requirement(d) for d in dependencies if re.match(r"redis\b", d) and not d.startswith("redis-")]
+    assert len(pins) == 1, f"pyproject.toml should list redis once, with a version range: {pins}"
+    installed = version("redis")
+    assert pins[0].specifier.contains(installed), (
+        f"redis-py {installed} is outside the range {pins[0].specifier} the held-connection code was tested on"
+    )
+    assert pins[0].specifier.contains("999") is False, "the redis pin needs an upper bound"
+
+
+def test_a_store_from_url_gets_a_blocking_pool_it_can_hold_connections_from() -> None:
+    store = AsyncRedisStore.from_url("redis://127.0.0.1:1/0")  # never connects
+    client = store.client
+    assert isinstance(client, redis.asyncio.Redis)
+    assert hasattr(client, "connection"), "redis-py changed: redis.asyncio.Redis has no `connection` attribute"
+    assert client.connection is None, "redis-py changed: a pooled asyncio client now has a `connection` of its own"
+    pool = client.connection_pool
+    assert isinstance(pool, redis.asyncio.BlockingConnectionPool)
+    assert isinstance(getattr(pool, "max_connections", None), int), (
+        "redis-py changed: the pool's `max_connections` is gone or not an int"
+    )
+    assert store._held == [], "the store no longer takes the held-connection path over a plain client"
+    _accepts("BlockingConnectionPool.get_connection", pool.get_connection)
+    connection = pool.make_connection()
+    _accepts("ConnectionPool.release", pool.release, connection)
+
+
+def test_a_connection_sends_reads_and_retries_as_the_held_path_calls_it() -> None:
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        "redis://127.0.0.1:1/0",
+        retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 1),  # type: ignore[attr-defined]
+    )
+    connection = pool.make_connection()
+    _accepts("Connection.send_command", connection.send_command, "EVALSHA", "0" * 40, 1, "key", "arg")
+    _accepts("Connection.read_response", connection.read_response)
+    _accepts("Connection.disconnect", connection.disconnect)
+    retry = getattr(connection, "retry", None)
+    assert isinstance(retry, redis.asyncio.retry.Retry), (
+        f"redis-py changed: a connection's `retry` is {type(retry).__name__}, not redis.asyncio.retry.Retry"
+    )
+
+    async def do() -> None:
+        return None
+
+    _accepts("Retry.call_with_retry", retry.call_with_retry, do, lambda error: None)
+
+
+def test_a_registered_script_names_its_sha_and_source() -> None:
+    client = redis.asyncio.Redis.from_url("redis://127.0.0.1:1/0")
+    registered = client.register_script("return 1")
+    assert isinstance(registered, AsyncScript)
+    assert getattr(registered, "script", None) == "return 1", "redis-py changed: AsyncScript.script is not the source"
+    assert getattr(registered, "sha", None) == "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", (
+        "redis-py changed: AsyncScript.sha is not the SHA-1 of the source (what EVALSHA needs)"
+    )
+    assert issubclass(redis.exceptions.NoScriptError, redis.exceptions.ResponseError)
+
+
+@pytest.mark.parametrize("name", ["send_command", "read_response", "disconnect"])
+def test_the_connection_methods_are_the_abstract_connections(name: str) -> None:
+    """Every connection class a URL can make (TCP, TLS, unix socket) inherits the methods checked above."""
+    for cls in (
+        redis.asyncio.connection.Connection,
+        redis.asyncio.connection.SSLConnection,
+        redis.asyncio.connection.UnixDomainSocketConnection,
+    ):
+        assert getattr(cls, name) is getattr(redis.asyncio.connection.AbstractConnection, name), (
+            f"redis-py changed: {cls.__name__}.{name} now overrides AbstractConnection.{name}"
+        )
