@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar, cast
 
+from identity_proto.changes import MembershipChanges, ProjectConfigChanges, TeamChanges, UserChanges
 from identity_proto.records import (
     ClockOverride,
     CodePurpose,
@@ -133,7 +134,11 @@ class UpdateProject(StorageEffect["Project | None"]):
 
     project_id: str
     display_name: str | None = None
-    config: tuple[tuple[str, Any], ...] = ()
+    config: ProjectConfigChanges = field(default_factory=ProjectConfigChanges)
+
+    def __post_init__(self) -> None:
+        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
+        object.__setattr__(self, "config", ProjectConfigChanges.of(self.config))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +169,10 @@ def ensure_project(project: Project) -> Flow[Project]:
 
 
 def update_project(
-    project_id: str, *, display_name: str | None = None, config: tuple[tuple[str, Any], ...] = ()
+    project_id: str, *, display_name: str | None = None, config: ProjectConfigChanges | None = None
 ) -> Flow[Project | None]:
     """Implements `UpdateProject`."""
-    return (yield from perform(UpdateProject(project_id, display_name, config)))
+    return (yield from perform(UpdateProject(project_id, display_name, config or ProjectConfigChanges())))
 
 
 def list_projects() -> Flow[tuple[Project, ...]]:
@@ -294,16 +299,20 @@ class CreateUser(StorageEffect["User | UserWrite"]):
 
 @dataclass(frozen=True, slots=True)
 class UpdateUser(StorageEffect["User | UserWrite"]):
-    """Set the given (field, value) pairs of one user, leaving every other field as stored, and keep the e-mail
+    """Set the given fields of one user, leaving every other field as stored, and keep the e-mail
     index in step with `primary_email`/`primary_email_auth_enabled`. Returns the updated user, NOT_FOUND, or
     EMAIL_TAKEN (nothing written)."""
 
     project_id: str
     user_id: str
-    changes: tuple[tuple[str, Any], ...]
+    changes: UserChanges
     #: Also remove every session of the user, in the same atomic step (a password change: no old session may
     #: survive it, even if the process dies right after the write).
     revoke_sessions: bool = False
+
+    def __post_init__(self) -> None:
+        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
+        object.__setattr__(self, "changes", UserChanges.of(self.changes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,11 +496,15 @@ class ListTeams(StorageEffect[tuple[Team, ...]]):
 
 @dataclass(frozen=True, slots=True)
 class UpdateTeam(StorageEffect["Team | None"]):
-    """Set the given (field, value) pairs of a team; None when it does not exist."""
+    """Set the given fields of a team; None when it does not exist."""
 
     project_id: str
     team_id: str
-    changes: tuple[tuple[str, Any], ...]
+    changes: TeamChanges
+
+    def __post_init__(self) -> None:
+        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
+        object.__setattr__(self, "changes", TeamChanges.of(self.changes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,7 +561,11 @@ class UpdateMembership(StorageEffect["Membership | None"]):
     project_id: str
     team_id: str
     user_id: str
-    changes: tuple[tuple[str, Any], ...]
+    changes: MembershipChanges
+
+    def __post_init__(self) -> None:
+        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
+        object.__setattr__(self, "changes", MembershipChanges.of(self.changes))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from identity_proto.changes import ProjectConfigChanges
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.passwords import hash_cost_problem
 from identity_proto.records import RateLimitSetting, TrustedDomain
@@ -255,8 +256,8 @@ class ProjectConfigPatch(Body):
 
     _non_null = field_validator("*", mode="before")(_not_null)
 
-    def changes(self) -> tuple[tuple[str, Any], ...]:
-        """The (config field, stored value) pairs this patch sets."""
+    def changes(self) -> ProjectConfigChanges:
+        """The config changes this patch makes (stored values: tuples, records)."""
         out: list[tuple[str, Any]] = []
         for name in sorted(self.model_fields_set):
             value = getattr(self, name)
@@ -267,7 +268,7 @@ class ProjectConfigPatch(Body):
             elif isinstance(value, list):
                 value = tuple(value)
             out.append((name, value))
-        return tuple(out)
+        return ProjectConfigChanges(tuple(out))
 
 
 class ProjectCreateBody(Body):

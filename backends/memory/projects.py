@@ -40,7 +40,7 @@ def _update_project(store: MemoryStore, effect: UpdateProject) -> Project | None
     if effect.display_name is not None:
         changes["display_name"] = effect.display_name
     if effect.config:
-        changes["config"] = dataclasses.replace(stored.config, **dict(effect.config))
+        changes["config"] = effect.config.apply(stored.config)
     updated = dataclasses.replace(stored, **changes)
     store.projects[updated.id] = updated
     return updated

@@ -51,7 +51,7 @@ def _update_team(store: MemoryStore, effect: UpdateTeam) -> Team | None:
     team = tenant.teams.get(effect.team_id)
     if team is None:
         return None
-    team = dataclasses.replace(team, **dict(effect.changes))
+    team = effect.changes.apply(team)
     tenant.teams[team.id] = team
     return team
 
@@ -118,7 +118,7 @@ def _update_membership(store: MemoryStore, effect: UpdateMembership) -> Membersh
     membership = tenant.memberships.get(key)
     if membership is None:
         return None
-    membership = dataclasses.replace(membership, **dict(effect.changes))
+    membership = effect.changes.apply(membership)
     tenant.memberships[key] = membership
     return membership
 

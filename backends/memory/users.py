@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import dataclasses
 
 from backends.memory.sessions import _drop_session
 from backends.memory.store import MemoryStore, _performs
@@ -63,7 +62,7 @@ def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
     stored = tenant.users.get(effect.user_id)
     if stored is None:
         return UserWrite.NOT_FOUND
-    updated = dataclasses.replace(stored, **dict(effect.changes))
+    updated = effect.changes.apply(stored)
     old_email, new_email = stored.auth_email, updated.auth_email
     if new_email != old_email:
         if new_email is not None and tenant.email_index.get(new_email, updated.id) != updated.id:

@@ -8,7 +8,9 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
+from identity_proto.changes import MembershipChanges, ProjectConfigChanges, TeamChanges, UserChanges
 from identity_proto.records import (
+    CodePurpose,
     Email,
     Membership,
     Project,
@@ -52,10 +54,10 @@ def _record_fields(project: Project) -> list[tuple[str, str]]:
     return fields
 
 
-def _config_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
-    """The hash fields an UpdateProject sets; an unknown config name is a TypeError, as in the memory store."""
-    changed = dict(changes)
-    plain = config_to_json(dataclasses.replace(ProjectConfig(), **changed))
+def _config_fields(changes: ProjectConfigChanges) -> list[tuple[str, str]]:
+    """The hash fields an UpdateProject sets (the change set names only config fields: checked where it was made)."""
+    changed = changes.as_dict()
+    plain = config_to_json(changes.apply(ProjectConfig()))
     return [(f"config.{name}", _json(plain[name])) for name in changed]
 
 
@@ -138,7 +140,9 @@ def _user(reply: Any) -> User | None:
 
 
 def _code(reply: Any) -> VerificationCode | None:
-    return _plain_record(VerificationCode, reply)
+    code = _plain_record(VerificationCode, reply)
+    # Stored as its value; read back as the enum member, as the memory store holds it.
+    return None if code is None else dataclasses.replace(code, purpose=CodePurpose(code.purpose))
 
 
 def _session(reply: Any) -> Session | None:
@@ -170,12 +174,10 @@ def _required(record: T | None) -> T:
 _BLANK_USER: Final = User(id="", signed_up_at_millis=0, last_active_at_millis=0)
 
 
-def _user_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
-    """The hash fields an UpdateUser sets; an unknown field name is a TypeError, as in the memory store."""
-    changed = dict(changes)
-    if "id" in changed:
-        raise TypeError("UpdateUser cannot change a user's id")
-    plain = user_to_json(dataclasses.replace(_BLANK_USER, **changed))
+def _user_change_fields(changes: UserChanges) -> list[tuple[str, str]]:
+    """The hash fields an UpdateUser sets, encoded as the record's codec encodes them."""
+    changed = changes.as_dict()
+    plain = user_to_json(changes.apply(_BLANK_USER))
     return [(name, _json(plain[name])) for name in changed]
 
 
@@ -183,21 +185,17 @@ _BLANK_TEAM: Final = Team(id="", display_name="", created_at_millis=0)
 _BLANK_MEMBERSHIP: Final = Membership(team_id="", user_id="", created_at_millis=0)
 
 
-def _team_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
-    """The hash fields an UpdateTeam sets; an unknown field name is a TypeError, as in the memory store."""
-    changed = dict(changes)
-    if "id" in changed:
-        raise TypeError("UpdateTeam cannot change a team's id")
-    plain = dataclasses.asdict(dataclasses.replace(_BLANK_TEAM, **changed))
+def _team_change_fields(changes: TeamChanges) -> list[tuple[str, str]]:
+    """The hash fields an UpdateTeam sets, encoded as the record's codec encodes them."""
+    changed = changes.as_dict()
+    plain = dataclasses.asdict(changes.apply(_BLANK_TEAM))
     return [(name, _json(plain[name])) for name in changed]
 
 
-def _membership_change_fields(changes: tuple[tuple[str, Any], ...]) -> list[tuple[str, str]]:
-    """The hash fields an UpdateMembership sets; an unknown field name is a TypeError, as in the memory store."""
-    changed = dict(changes)
-    if "team_id" in changed or "user_id" in changed:
-        raise TypeError("UpdateMembership cannot move a membership to another team or user")
-    plain = dataclasses.asdict(dataclasses.replace(_BLANK_MEMBERSHIP, **changed))
+def _membership_change_fields(changes: MembershipChanges) -> list[tuple[str, str]]:
+    """The hash fields an UpdateMembership sets, encoded as the record's codec encodes them."""
+    changed = changes.as_dict()
+    plain = dataclasses.asdict(changes.apply(_BLANK_MEMBERSHIP))
     return [(name, _json(plain[name])) for name in changed]
 
 

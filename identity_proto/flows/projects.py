@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from identity_proto.auth import AccessType, check_project_admits
+from identity_proto.changes import ProjectConfigChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     Flow,
@@ -128,7 +129,7 @@ def disable_project(project_id: str) -> Flow[bool]:
     OAuth refresh grant) authenticates with it; its data is kept. Starting again with it configured gives it its
     configured keys again (clients then keep needing theirs: `require_publishable_client_key` stays on, as any
     config edit does). False when no such project is stored (nothing is created then)."""
-    updated = yield from update_project(project_id, config=(("require_publishable_client_key", True),))
+    updated = yield from update_project(project_id, config=ProjectConfigChanges.of(require_publishable_client_key=True))
     if updated is None:
         return False
     yield from ensure_project(dataclasses.replace(updated, keys=ProjectKeys()))
@@ -146,7 +147,7 @@ def update_current_project(ctx: RequestContext) -> Flow[Response]:
     """PATCH /projects/current (admin): display name and any subset of the config keys."""
     auth = ctx.require_auth()
     body: ProjectUpdateBody = ctx.body
-    changes = body.config.changes() if body.config is not None else ()
+    changes = body.config.changes() if body.config is not None else None
     updated = yield from update_project(auth.project.id, display_name=body.display_name, config=changes)
     ctx.forget_project(auth.project.id)
     if updated is None:  # deleted between authentication and now

@@ -7,6 +7,7 @@ import binascii
 
 import pyotp
 
+from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import CreateTeam, Flow, UpdateUser, perform
 from identity_proto.errors import ErrorCode, KnownError
@@ -57,7 +58,7 @@ def after_sign_up(ctx: RequestContext, project: Project, user: User) -> Flow[Use
     if team is None:
         return user
     yield from perform(CreateTeam(project.id, *team))
-    selected = yield from perform(UpdateUser(project.id, user.id, (("selected_team_id", team[0].id),)))
+    selected = yield from perform(UpdateUser(project.id, user.id, UserChanges.of(selected_team_id=team[0].id)))
     return selected if isinstance(selected, User) else user
 
 
@@ -94,7 +95,7 @@ def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_
     if user.totp_secret_base64 is not None:
         yield from require_second_factor(ctx, project, user, is_new_user=is_new_user)
     if user.last_active_at_millis < ctx.now_ms:  # signing in is activity
-        touched = yield from perform(UpdateUser(project.id, user.id, (("last_active_at_millis", ctx.now_ms),)))
+        touched = yield from perform(UpdateUser(project.id, user.id, UserChanges.of(last_active_at_millis=ctx.now_ms)))
         user = touched if isinstance(touched, User) else user
     tokens = yield from start_session(ctx, project, user)
     return signed_in(user, tokens, is_new_user=is_new_user)

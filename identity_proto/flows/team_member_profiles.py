@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from identity_proto.auth import AccessType
+from identity_proto.changes import MembershipChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     Flow,
@@ -77,7 +78,7 @@ def update_member_profile(ctx: RequestContext) -> Flow[Response]:
         # The user's own image rule, by access type: a client may set only a base64 data image, never a remote URL
         # that every member's client would fetch (the original applies the server rule to everyone here).
         changes.append(("profile_image_url", checked_profile_image(body.profile_image_url, auth.access_type)))
-    updated = yield from perform(UpdateMembership(project.id, team_id, user_id, tuple(changes)))
+    updated = yield from perform(UpdateMembership(project.id, team_id, user_id, MembershipChanges.of(changes)))
     if updated is None:
         raise _membership_not_found(team_id, user_id)
     return json_response(200, (yield from _rendered(ctx, project, updated)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from identity_proto.auth import AccessType
+from identity_proto.changes import TeamChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     AddMembership,
@@ -181,7 +182,7 @@ def update_team(ctx: RequestContext) -> Flow[Response]:
     changes: dict[str, Any] = {name: getattr(body, name) for name in body.model_fields_set}
     if "profile_image_url" in changes:
         changes["profile_image_url"] = checked_profile_image(body.profile_image_url, auth.access_type)
-    updated = yield from perform(UpdateTeam(auth.project.id, team_id, tuple(changes.items())))
+    updated = yield from perform(UpdateTeam(auth.project.id, team_id, TeamChanges.of(changes.items())))
     if updated is None:
         raise KnownError(ErrorCode.TEAM_NOT_FOUND, details={"team_id": team_id})
     return json_response(200, render_team(updated, auth.access_type))

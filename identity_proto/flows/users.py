@@ -7,11 +7,11 @@ on a password change, the revocation of every session), so a request that fails 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any
 
 from identity_proto.auth import AccessType
+from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     CreateUser,
@@ -217,16 +217,8 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
                 )
         changes["selected_team_id"] = body.selected_team_id
 
-    # 4. e-mail
-    changes.update(_email_changes(user, body, given, by_client=server_body is None))
-
-    # 5. sign-in methods
-    if "otp_auth_enabled" in given:
-        if body.otp_auth_enabled and not project.config.magic_link_enabled:
-            raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
-        changes["otp_auth_enabled"] = body.otp_auth_enabled
-    if body.passkey_auth_enabled:
-        raise KnownError(ErrorCode.PASSKEY_AUTH_CANNOT_BE_ENABLED)
+    # 4.-5. e-mail and sign-in methods (the rules creating a user follows too), then the password
+    changes.update(sign_in_changes(user, body, given, project))
     password_changed = server_body is not None and ("password" in given or "password_hash" in given)
     if server_body is not None and password_changed:
         changes["password_hash"] = yield from _new_password_hash(ctx, project, user, server_body)
@@ -236,23 +228,12 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         changes["is_anonymous"] = False
         changes["signed_up_at_millis"] = ctx.now_ms
 
-    # 7. restriction by an administrator (the schema already refused a reason without restricted_by_admin: true)
-    if server_body is not None and given & _RESTRICTION_FIELDS:
-        changes.update(_restriction_changes(user, server_body, given))
-
-    # 8. everything else, as given
-    if "profile_image_url" in given:
-        changes["profile_image_url"] = checked_profile_image(body.profile_image_url, auth.access_type)
-    for name in _PLAIN_FIELDS:
-        if name in given:
-            changes[name] = getattr(body, name)
-    if server_body is not None and server_body.risk_scores is not None:
-        scores = server_body.risk_scores.sign_up
-        changes["risk_scores"] = RiskScores(bot=scores.bot, free_trial_abuse=scores.free_trial_abuse)
+    # 7.-8. restriction, the profile image and the plain fields (shared with creating, too)
+    changes.update(profile_changes(user, body, given, auth.access_type))
 
     # 9. one atomic write (and, after a password change, no session survives)
     updated = yield from perform(
-        UpdateUser(project.id, user.id, tuple(changes.items()), revoke_sessions=password_changed)
+        UpdateUser(project.id, user.id, UserChanges.of(changes.items()), revoke_sessions=password_changed)
     )
     if updated is UserWrite.NOT_FOUND:
         raise KnownError(missing)
@@ -260,6 +241,40 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         raise email_taken(changes.get("primary_email") or user.primary_email or "")
     assert isinstance(updated, User)
     return json_response(200, (yield from load_rendered_user(ctx, project, updated)))
+
+
+def sign_in_changes(user: User, body: ClientUserUpdateBody, given: set[str], project: Project) -> dict[str, Any]:
+    """The first half of the field changes a user body (an update's or a creation's) asks of `user`: e-mail and
+    sign-in methods (reference §3.2 order). Pure: a rule that fails raises its KnownError. Creating and updating
+    share these rules and `profile_changes`; what needs storage or hashing (the selected team, a password) and
+    what differs between the two (anonymity) come between or before, in the callers."""
+    changes = _email_changes(user, body, given, by_client=not isinstance(body, ServerUserUpdateBody))
+    if "otp_auth_enabled" in given:
+        if body.otp_auth_enabled and not project.config.magic_link_enabled:
+            raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
+        changes["otp_auth_enabled"] = body.otp_auth_enabled
+    if body.passkey_auth_enabled:
+        raise KnownError(ErrorCode.PASSKEY_AUTH_CANNOT_BE_ENABLED)
+    return changes
+
+
+def profile_changes(user: User, body: ClientUserUpdateBody, given: set[str], access_type: AccessType) -> dict[str, Any]:
+    """The second half (see `sign_in_changes`): restriction by an administrator, the profile image, the plain
+    fields and risk scores."""
+    changes: dict[str, Any] = {}
+    server_body = body if isinstance(body, ServerUserUpdateBody) else None
+    if server_body is not None and given & _RESTRICTION_FIELDS:
+        # (the schema already refused a reason without restricted_by_admin: true)
+        changes.update(_restriction_changes(user, server_body, given))
+    if "profile_image_url" in given:
+        changes["profile_image_url"] = checked_profile_image(body.profile_image_url, access_type)
+    for name in _PLAIN_FIELDS:
+        if name in given:
+            changes[name] = getattr(body, name)
+    if server_body is not None and server_body.risk_scores is not None:
+        scores = server_body.risk_scores.sign_up
+        changes["risk_scores"] = RiskScores(bot=scores.bot, free_trial_abuse=scores.free_trial_abuse)
+    return changes
 
 
 def _check_password_fields(body: ServerUserUpdateBody, given: set[str]) -> None:
@@ -351,26 +366,12 @@ def create_user(ctx: RequestContext) -> Flow[Response]:
         provider = body.oauth_providers[0].get("id", "")
         raise KnownError(ErrorCode.OAUTH_PROVIDER_NOT_FOUND, context={"provider_id": provider})
     blank = User(id=new_uuid(ctx.entropy), signed_up_at_millis=ctx.now_ms, last_active_at_millis=ctx.now_ms)
-    changes = _email_changes(blank, body, given, by_client=False)
-    if body.otp_auth_enabled:
-        if not project.config.magic_link_enabled:
-            raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
-        changes["otp_auth_enabled"] = True
-    if body.passkey_auth_enabled:
-        raise KnownError(ErrorCode.PASSKEY_AUTH_CANNOT_BE_ENABLED)
+    changes = sign_in_changes(blank, body, given, project)
     if "password" in given or "password_hash" in given:
         changes["password_hash"] = yield from _new_password_hash(ctx, project, blank, body)
     changes["is_anonymous"] = bool(body.is_anonymous)
-    changes.update(_restriction_changes(blank, body, given))
-    if "profile_image_url" in given:
-        changes["profile_image_url"] = checked_profile_image(body.profile_image_url, auth.access_type)
-    for name in _PLAIN_FIELDS:
-        if name in given:
-            changes[name] = getattr(body, name)
-    if body.risk_scores is not None:
-        scores = body.risk_scores.sign_up
-        changes["risk_scores"] = RiskScores(bot=scores.bot, free_trial_abuse=scores.free_trial_abuse)
-    user = dataclasses.replace(blank, **changes)
+    changes.update(profile_changes(blank, body, given, auth.access_type))
+    user = UserChanges.of(changes.items()).apply(blank)
     created = yield from perform(CreateUser(project.id, user))
     if created is UserWrite.EMAIL_TAKEN:
         raise email_taken(user.primary_email or "")

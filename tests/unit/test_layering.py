@@ -83,12 +83,14 @@ def test_the_core_imports_no_backend_and_no_host() -> None:
 
 
 def test_backends_import_only_the_cores_storage_contract() -> None:
-    # The contract: effects, records, the store protocols, and StorageUnavailable, the one error a store raises.
+    # The contract: effects, records and change sets, the store protocols, and StorageUnavailable, the one error a
+    # store raises.
     allowed = (
         "backends",
         "identity_proto.effects",
         "identity_proto.records",
         "identity_proto.drivers",
+        "identity_proto.changes",
         "identity_proto.errors",
     )
     for module, targets in _graph().items():

@@ -1,0 +1,101 @@
+"""Change sets: which fields of one stored record a write sets, validated once, where the change is built.
+
+A field-level write (`UpdateUser`, `UpdateTeam`, `UpdateMembership`, `UpdateProject`) carries one of these rather
+than loose (name, value) pairs, so a store never has to ask whether a name is a field it may set: a change set
+that exists names only settable fields of its record, each once (an unknown or fixed field is a `TypeError` when
+it is built, in the core). Stores iterate it as (field, value) pairs, in the order given.
+
+| change set | record | fields it may not set |
+|---|---|---|
+| `UserChanges` | `User` | `id` |
+| `TeamChanges` | `Team` | `id` |
+| `MembershipChanges` | `Membership` | `team_id`, `user_id` |
+| `ProjectConfigChanges` | `ProjectConfig` | (none) |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar, Generic, TypeVar
+
+from identity_proto.records import Membership, ProjectConfig, Team, User
+
+__all__ = ["Changes", "MembershipChanges", "ProjectConfigChanges", "TeamChanges", "UserChanges"]
+
+RecordT = TypeVar("RecordT")
+Pairs = Iterable[tuple[str, Any]]
+
+
+def _settable(record: type[Any], *, fixed: set[str]) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(record)) - fixed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Changes(Generic[RecordT]):
+    """Validated (field, value) pairs of one record type; subclasses name the record and its fixed fields."""
+
+    #: The fields of the record a change may set (`_settable`: all but its identity).
+    settable: ClassVar[frozenset[str]] = frozenset()
+
+    pairs: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [name for name, _value in self.pairs]
+        unknown = [name for name in names if name not in self.settable]
+        if unknown:
+            raise TypeError(f"{type(self).__name__} cannot set {', '.join(map(repr, unknown))}")
+        if len(set(names)) != len(names):
+            raise TypeError(f"{type(self).__name__} sets a field twice: {names}")
+
+    @classmethod
+    def of(cls, pairs: Pairs | Changes[Any] = (), /, **fields: Any) -> Any:
+        """The change set of `pairs` (or an existing change set of this type, as it is) and `fields`."""
+        if isinstance(pairs, cls) and not fields:
+            return pairs
+        return cls((*tuple(pairs), *fields.items()))
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __contains__(self, name: object) -> bool:
+        return any(field == name for field, _value in self.pairs)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The changes by field name."""
+        return dict(self.pairs)
+
+    def apply(self, record: RecordT) -> RecordT:
+        """`record` with these changes made."""
+        return dataclasses.replace(record, **dict(self.pairs)) if self.pairs else record  # type: ignore[type-var]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UserChanges(Changes[User]):
+    """Changes of a `User` (any field but its id)."""
+
+    settable = _settable(User, fixed={"id"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TeamChanges(Changes[Team]):
+    """Changes of a `Team` (any field but its id)."""
+
+    settable = _settable(Team, fixed={"id"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MembershipChanges(Changes[Membership]):
+    """Changes of a `Membership`: its profile and permissions, never whose membership of which team it is."""
+
+    settable = _settable(Membership, fixed={"team_id", "user_id"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProjectConfigChanges(Changes[ProjectConfig]):
+    """Changes of a project's `ProjectConfig`."""
+
+    settable = _settable(ProjectConfig, fixed=set())
