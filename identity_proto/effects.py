@@ -316,6 +316,14 @@ class UpdateUser(StorageEffect["User | UserWrite"]):
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateUserWithTeam(StorageEffect["tuple[User, Team | None] | UserWrite"]):
+    """`update`, answering with the user and the team they have selected afterwards (None when none is, or it is
+    gone), read in the same atomic step: what a PATCH renders, without a second read."""
+
+    update: UpdateUser
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteUser(StorageEffect[bool]):
     """Remove a user with everything that points at them (sessions, e-mail index entry; team memberships once
     teams exist), at once. False when there was no such user."""

@@ -14,6 +14,7 @@ from identity_proto.effects import (
     LoadUser,
     LoadUserWithTeam,
     UpdateUser,
+    UpdateUserWithTeam,
     UserWrite,
 )
 from identity_proto.records import Team, User
@@ -32,6 +33,16 @@ def _load_user_with_team(store: MemoryStore, effect: LoadUserWithTeam) -> tuple[
         return None
     team = tenant.teams.get(user.selected_team_id) if user.selected_team_id is not None else None
     return user, team
+
+
+@_performs(UpdateUserWithTeam)
+def _update_user_with_team(store: MemoryStore, effect: UpdateUserWithTeam) -> tuple[User, Team | None] | UserWrite:
+    # Under the store's lock (as every effect): nothing lands between the write and the read of the team.
+    updated: User | UserWrite = _update_user(store, effect.update)
+    if not isinstance(updated, User):
+        return updated
+    teams = store.tenant(effect.update.project_id).teams
+    return updated, teams.get(updated.selected_team_id) if updated.selected_team_id is not None else None
 
 
 @_performs(FindUserByAuthEmail)

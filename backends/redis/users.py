@@ -18,6 +18,7 @@ from identity_proto.effects import (
     LoadUser,
     LoadUserWithTeam,
     UpdateUser,
+    UpdateUserWithTeam,
     UserWrite,
 )
 from identity_proto.records import Team, User, user_to_json
@@ -111,8 +112,8 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
 
 
 # KEYS: user, e-mail index, user's session set, user order. ARGV: user id, revoke sessions (1/0), session key
-# prefix, token entry prefix, then field, value, ... (JSON values; maybe none).
-# Returns {'ok', record}, {'not_found'} or {'email_taken'} (nothing written).
+# prefix, token entry prefix, team key prefix ('' to read no team), then field, value, ... (JSON values; maybe none).
+# Returns {'ok', record, selected team's record or {}}, {'not_found'} or {'email_taken'} (nothing written).
 script(
     "update_user",
     _REVOKE_SESSIONS
@@ -123,7 +124,7 @@ local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'prima
 local enabled, email = stored[1], stored[2]
 local old = auth_email(enabled, email)
 local signed_up = false
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
   elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
   elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
@@ -137,16 +138,35 @@ if new ~= old then
   if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
   if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
 end
-if #ARGV > 4 then redis.call('HSET', KEYS[1], unpack(ARGV, 5)) end
+if #ARGV > 5 then redis.call('HSET', KEYS[1], unpack(ARGV, 6)) end
 if signed_up then redis.call('ZADD', KEYS[4], signed_up, ARGV[1]) end
 if ARGV[2] == '1' then revoke_sessions(KEYS[3], ARGV[3], ARGV[4]) end
-return {'ok', redis.call('HGETALL', KEYS[1])}
+local team = {}
+if ARGV[5] ~= '' then
+  local selected = redis.call('HGET', KEYS[1], 'selected_team_id')
+  if selected and selected ~= 'null' then team = redis.call('HGETALL', ARGV[5] .. cjson.decode(selected)) end
+end
+return {'ok', redis.call('HGETALL', KEYS[1]), team}
 """,
 )
 
 
 @_plans(UpdateUser)
 def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
+    result = yield from _update_user_reading(keys, effect, with_team=False)
+    return result if isinstance(result, UserWrite) else result[0]
+
+
+@_plans(UpdateUserWithTeam)
+def _update_user_with_team(keys: KeySpace, effect: UpdateUserWithTeam) -> Plan[tuple[User, Team | None] | UserWrite]:
+    return (yield from _update_user_reading(keys, effect.update, with_team=True))
+
+
+def _update_user_reading(
+    keys: KeySpace, effect: UpdateUser, *, with_team: bool
+) -> Plan[tuple[User, Team | None] | UserWrite]:
+    """The `update_user` script; with `with_team`, it reads the selected team too (its key is built in the script
+    from the project's team prefix: the same slot)."""
     project_id, user_id = effect.project_id, effect.user_id
     fields = _user_change_fields(effect.changes)
     reply = yield Script(
@@ -162,6 +182,7 @@ def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
             1 if effect.revoke_sessions else 0,
             keys.session(project_id),
             keys.session_by_token(project_id),
+            keys.team(project_id) if with_team else "",
             *_flat(fields),
         ),
     )
@@ -170,7 +191,7 @@ def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
         return UserWrite.NOT_FOUND
     if status == "email_taken":
         return UserWrite.EMAIL_TAKEN
-    return _required(_user(reply[1]))
+    return _required(_user(reply[1])), _team(reply[2]) if reply[2] else None
 
 
 # KEYS: user, e-mail index, user's session set, user order, user's team index, membership order.

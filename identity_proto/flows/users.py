@@ -25,6 +25,7 @@ from identity_proto.effects import (
     LoadUser,
     LoadUserWithTeam,
     UpdateUser,
+    UpdateUserWithTeam,
     UserWrite,
     perform,
 )
@@ -231,16 +232,17 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     # 7.-8. restriction, the profile image and the plain fields (shared with creating, too)
     changes.update(profile_changes(user, body, given, auth.access_type))
 
-    # 9. one atomic write (and, after a password change, no session survives)
-    updated = yield from perform(
-        UpdateUser(project.id, user.id, UserChanges.of(changes.items()), revoke_sessions=password_changed)
-    )
+    # 9. one atomic write (and, after a password change, no session survives), answering what the response
+    #    renders: the user and their selected team (no second read)
+    update = UpdateUser(project.id, user.id, UserChanges.of(changes.items()), revoke_sessions=password_changed)
+    updated = yield from perform(UpdateUserWithTeam(update))
     if updated is UserWrite.NOT_FOUND:
         raise KnownError(missing)
     if updated is UserWrite.EMAIL_TAKEN:
         raise email_taken(changes.get("primary_email") or user.primary_email or "")
-    assert isinstance(updated, User)
-    return json_response(200, (yield from load_rendered_user(ctx, project, updated)))
+    assert not isinstance(updated, UserWrite)
+    rendered = render_user(updated[0], auth.access_type, project.config, updated[1], caller_id=auth.user_id)
+    return json_response(200, rendered)
 
 
 def sign_in_changes(user: User, body: ClientUserUpdateBody, given: set[str], project: Project) -> dict[str, Any]:

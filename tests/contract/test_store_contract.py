@@ -68,6 +68,7 @@ from identity_proto.effects import (
     UpdateProject,
     UpdateTeam,
     UpdateUser,
+    UpdateUserWithTeam,
     UseRefreshToken,
 )
 from identity_proto.errors import StorageUnavailable
@@ -535,6 +536,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     FindUserByAuthEmail,
     CreateUser,
     UpdateUser,
+    UpdateUserWithTeam,
     CreateSession,
     UseRefreshToken,
     LoadSession,

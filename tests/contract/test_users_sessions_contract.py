@@ -712,3 +712,38 @@ def test_redis_list_skips_a_set_member_whose_session_is_gone(redis_store: RedisS
 
     assert redis_store.apply(ListSessions(PROJECT, user.id)) == (session,)
     assert redis_store.client.smembers(redis_store.keys.user_sessions(PROJECT, user.id)) == {b"s-1"}
+
+
+# --- UpdateUserWithTeam: the write and what rendering it needs, in one step -------------------------------------
+
+
+def test_update_user_with_team_answers_the_user_and_the_team_selected_afterwards(store: Store) -> None:
+    from identity_proto.effects import CreateTeam, DeleteTeam, UpdateUserWithTeam
+    from tests.contract.factories import make_team
+
+    user = make_user("u-1", "ada@example.com")
+    store.apply(CreateUser(PROJECT, user))
+    first, second = make_team("team-1"), make_team("team-2")
+    store.apply(CreateTeam(PROJECT, first))
+    store.apply(CreateTeam(PROJECT, second))
+    renamed = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, (("display_name", "Ada"),))))
+    assert renamed == (dataclasses.replace(user, display_name="Ada"), None)
+    selected = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, (("selected_team_id", "team-2"),))))
+    assert selected == (dataclasses.replace(user, display_name="Ada", selected_team_id="team-2"), second)
+    again = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, (("display_name", "Ada L."),))))
+    assert again[1] == second  # the team selected before, read with the write
+    store.apply(DeleteTeam(PROJECT, "team-2"))
+    gone = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, ())))
+    assert gone == (store.apply(LoadUser(PROJECT, user.id)), None)
+
+
+def test_update_user_with_team_refuses_as_update_user_does(store: Store) -> None:
+    from identity_proto.effects import UpdateUserWithTeam
+
+    store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
+    store.apply(CreateUser(PROJECT, make_user("u-2", "bob@example.com")))
+    missing = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, "nobody", (("display_name", "X"),))))
+    assert missing is UserWrite.NOT_FOUND
+    taken = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, "u-2", (("primary_email", "ada@example.com"),))))
+    assert taken is UserWrite.EMAIL_TAKEN
+    assert store.apply(LoadUser(PROJECT, "u-2")) == make_user("u-2", "bob@example.com")
