@@ -27,13 +27,23 @@ token, which fails for a revoked session, and signs the user out.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from identity_proto.effects import Flow, LoadSession, load_project
+from identity_proto.effects import (
+    Flow,
+    LoadSession,
+    SessionGuard,
+    StorageEffect,
+    UpdateUser,
+    UpdateUserWithTeam,
+    UserWrite,
+    load_project,
+)
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.preconditions import Precondition
@@ -218,7 +228,17 @@ def session_precondition(auth: Auth | None, *, now_ms: int) -> Precondition[Sess
                 },
             )
 
-    return Precondition(LoadSession(auth.project.id, session_id), check)
+    guard = SessionGuard(session_id, user_id, now_ms)
+
+    def fold(write: StorageEffect[Any]) -> StorageEffect[Any] | None:
+        # The writes that can check the session in their own atomic step (a PATCH of a user: one trip in all).
+        if isinstance(write, UpdateUserWithTeam) and write.update.session_guard is None:
+            return UpdateUserWithTeam(dataclasses.replace(write.update, session_guard=guard))
+        if isinstance(write, UpdateUser) and write.session_guard is None:
+            return dataclasses.replace(write, session_guard=guard)
+        return None
+
+    return Precondition(LoadSession(auth.project.id, session_id), check, fold, UserWrite.SESSION_GONE)
 
 
 def check_project_admits(project_id: str, access_type: AccessType | None) -> None:

@@ -261,6 +261,19 @@ class UserWrite(Enum):
     EMAIL_TAKEN = "email_taken"
     #: A user with this id exists already (CreateUser never replaces one).
     ID_TAKEN = "id_taken"
+    #: The write's `SessionGuard` failed: its session is gone (nothing written).
+    SESSION_GONE = "session_gone"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionGuard:
+    """A write made only while a session lives: it exists, belongs to `user_id` and has not expired at `now_ms`.
+    How a request whose first step writes has its access token's session checked in that same atomic step
+    (`identity_proto.preconditions`: no separate trip to the store)."""
+
+    session_id: str
+    user_id: str
+    now_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +314,7 @@ class CreateUser(StorageEffect["User | UserWrite"]):
 class UpdateUser(StorageEffect["User | UserWrite"]):
     """Set the given fields of one user, leaving every other field as stored, and keep the e-mail
     index in step with `primary_email`/`primary_email_auth_enabled`. Returns the updated user, NOT_FOUND, or
-    EMAIL_TAKEN (nothing written)."""
+    EMAIL_TAKEN (nothing written), or with a `session_guard` that fails, SESSION_GONE (nothing written)."""
 
     project_id: str
     user_id: str
@@ -309,6 +322,8 @@ class UpdateUser(StorageEffect["User | UserWrite"]):
     #: Also remove every session of the user, in the same atomic step (a password change: no old session may
     #: survive it, even if the process dies right after the write).
     revoke_sessions: bool = False
+    #: Write only while this session lives; SESSION_GONE (nothing written) otherwise, before any other check.
+    session_guard: SessionGuard | None = None
 
     def __post_init__(self) -> None:
         # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).

@@ -7,8 +7,11 @@ to its lifetime otherwise). Each is a `Precondition`: a storage effect and a che
 
 - the flow's first effect only reads (`READ_EFFECTS`): preconditions and that read go in one `Together` (on Redis,
   one pipeline); a failed check discards the read;
-- the flow's first effect writes: the preconditions go alone first (together, one trip), so a request that fails
-  one never writes anything;
+- the flow's first effect writes and every precondition can be folded into it (`Precondition.fold`: the write
+  checks it in its own atomic step, and answers `refused` when it fails): the write goes alone, one trip, and
+  writes nothing when a check fails;
+- the flow's first effect writes otherwise: the preconditions go alone first (together, one trip), so a request
+  that fails one never writes anything;
 - the flow fails before its first effect, or needs none: the preconditions still run, and a failed check wins
   over the flow's own error (an over-limit caller sees 429, a signed-out one ACCESS_TOKEN_EXPIRED, whatever else
   was wrong with the request).
@@ -30,10 +33,16 @@ R = TypeVar("R")
 
 @dataclass(frozen=True, slots=True)
 class Precondition(Generic[R]):
-    """`effect`, then `check` of its result: `check` raises a `KnownError` when the request may not go on."""
+    """`effect`, then `check` of its result: `check` raises a `KnownError` when the request may not go on.
+
+    `fold`, when given, makes a write carry the check itself: it returns the write with the check inside (or None
+    when that write cannot carry it), and the folded write answers `refused` when the check fails (then `check`
+    is called with None, on which a foldable check must raise)."""
 
     effect: StorageEffect[R]
     check: Callable[[R], None]
+    fold: Callable[[StorageEffect[Any]], StorageEffect[Any] | None] | None = None
+    refused: Any = None
 
 
 def check_preconditions(preconditions: Sequence[Precondition[Any]]) -> Flow[None]:
@@ -64,16 +73,33 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
             flow.close()
             raise
         return (yield from _resume(flow, value))
+    folded = _fold(first, preconditions) if isinstance(first, StorageEffect) else None
+    if folded is None:
+        try:
+            yield from check_preconditions(preconditions)
+        except Exception:
+            flow.close()
+            raise
     try:
-        yield from check_preconditions(preconditions)
-    except Exception:
-        flow.close()
-        raise
-    try:
-        value = yield first
+        value = yield (first if folded is None else folded)
     except Exception as exc:
         return (yield from _resume(flow, None, exc))
+    if folded is not None:
+        for precondition in preconditions:
+            if value is precondition.refused:
+                flow.close()
+                precondition.check(cast(Any, None))  # a foldable check fails on None (the class's contract)
     return (yield from _resume(flow, value))
+
+
+def _fold(write: StorageEffect[Any], preconditions: Sequence[Precondition[Any]]) -> StorageEffect[Any] | None:
+    """`write` carrying every precondition, or None when one of them cannot be folded into it."""
+    folded: StorageEffect[Any] | None = write
+    for precondition in preconditions:
+        if precondition.fold is None or folded is None:
+            return None
+        folded = precondition.fold(folded)
+    return folded
 
 
 def _perform_all(effects: list[StorageEffect[Any]]) -> Flow[list[Any]]:

@@ -70,6 +70,11 @@ def _create_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
 @_performs(UpdateUser)
 def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
     tenant = store.tenant(effect.project_id)
+    guard = effect.session_guard
+    if guard is not None:
+        session = tenant.sessions.get(guard.session_id)
+        if session is None or session.user_id != guard.user_id or guard.now_ms >= session.expires_at_millis:
+            return UserWrite.SESSION_GONE
     stored = tenant.users.get(effect.user_id)
     if stored is None:
         return UserWrite.NOT_FOUND

@@ -6,7 +6,7 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-from backends.redis.codecs import _flat, _json_fields, _required, _team, _text, _user, _user_change_fields
+from backends.redis.codecs import _flat, _json, _json_fields, _required, _team, _text, _user, _user_change_fields
 from backends.redis.keys import KeySpace
 from backends.redis.lua import _AUTH_EMAIL, _REVOKE_SESSIONS, _SEQ
 from backends.redis.plan import Call, Plan, Script, _plans, script
@@ -111,20 +111,28 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
     return user if created else UserWrite.EMAIL_TAKEN
 
 
-# KEYS: user, e-mail index, user's session set, user order. ARGV: user id, revoke sessions (1/0), session key
-# prefix, token entry prefix, team key prefix ('' to read no team), then field, value, ... (JSON values; maybe none).
-# Returns {'ok', record, selected team's record or {}}, {'not_found'} or {'email_taken'} (nothing written).
+# KEYS: user, e-mail index, user's session set, user order, and with a session guard, the guard's session.
+# ARGV: user id, revoke sessions (1/0), session key prefix, token entry prefix, team key prefix ('' to read no
+# team), the guard's user id (JSON) and now_ms ('' without a guard), then field, value, ... (JSON values; maybe none).
+# Returns {'ok', record, selected team's record or {}}, {'session_gone'}, {'not_found'} or {'email_taken'} (the
+# last three: nothing written).
 script(
     "update_user",
     _REVOKE_SESSIONS
     + _AUTH_EMAIL
     + """
+if #KEYS > 4 then
+  local session = redis.call('HMGET', KEYS[5], 'user_id', 'expires_at_millis')
+  if not session[1] or session[1] ~= ARGV[6] or tonumber(session[2]) <= tonumber(ARGV[7]) then
+    return {'session_gone'}
+  end
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
 local enabled, email = stored[1], stored[2]
 local old = auth_email(enabled, email)
 local signed_up = false
-for i = 6, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
   elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
   elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
@@ -138,7 +146,7 @@ if new ~= old then
   if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
   if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
 end
-if #ARGV > 5 then redis.call('HSET', KEYS[1], unpack(ARGV, 6)) end
+if #ARGV > 7 then redis.call('HSET', KEYS[1], unpack(ARGV, 8)) end
 if signed_up then redis.call('ZADD', KEYS[4], signed_up, ARGV[1]) end
 if ARGV[2] == '1' then revoke_sessions(KEYS[3], ARGV[3], ARGV[4]) end
 local team = {}
@@ -169,24 +177,32 @@ def _update_user_reading(
     from the project's team prefix: the same slot)."""
     project_id, user_id = effect.project_id, effect.user_id
     fields = _user_change_fields(effect.changes)
+    guard = effect.session_guard
+    script_keys: tuple[str, ...] = (
+        keys.user(project_id, user_id),
+        keys.users_by_email(project_id),
+        keys.user_sessions(project_id, user_id),
+        keys.user_order(project_id),
+    )
+    if guard is not None:
+        script_keys += (keys.session(project_id, guard.session_id),)
     reply = yield Script(
         "update_user",
-        (
-            keys.user(project_id, user_id),
-            keys.users_by_email(project_id),
-            keys.user_sessions(project_id, user_id),
-            keys.user_order(project_id),
-        ),
+        script_keys,
         (
             user_id,
             1 if effect.revoke_sessions else 0,
             keys.session(project_id),
             keys.session_by_token(project_id),
             keys.team(project_id) if with_team else "",
+            _json(guard.user_id) if guard is not None else "",
+            guard.now_ms if guard is not None else "",
             *_flat(fields),
         ),
     )
     status = _text(reply[0])
+    if status == "session_gone":
+        return UserWrite.SESSION_GONE
     if status == "not_found":
         return UserWrite.NOT_FOUND
     if status == "email_taken":

@@ -17,12 +17,13 @@ import pytest
 
 from identity_proto import Request, Service, ServiceOptions, run
 from identity_proto.drivers import Store
-from identity_proto.effects import HitRateLimits, LoadSession, LoadUserWithTeam, Together, perform
+from identity_proto.effects import HitRateLimits, LoadSession, LoadUserWithTeam, Together, UpdateUserWithTeam, perform
 from identity_proto.ratelimits import address_bucket
 from tests.contract.conftest import BACKENDS, _open_sync
 from tests.support import Harness, Reply, admin_headers, client_headers, server_headers
 
 CALLBACK = "http://localhost:3000/handler/magic-link-callback"
+JSON = ("content-type", "application/json")
 
 
 @dataclass
@@ -296,3 +297,46 @@ def test_totp_guessing_is_limited_per_user(h: StoreHarness) -> None:
     assert (limited.status, limited.json["details"]["rule"]) == (429, "sign_in_failures")
     h.advance(600_000)
     assert mfa(attempt_code(), totp.at(h.now_ms // 1000)).status == 200
+
+
+def _effects_of(h: StoreHarness, request: Request) -> tuple[list[Any], Any]:
+    """Drive the service by hand: the effects it yields, and its response."""
+    flow = h.service.handle(request, h.now_ms, h.entropy)
+    effects: list[Any] = []
+    value: Any = None
+    while True:
+        try:
+            effect = flow.send(value)
+        except StopIteration as done:
+            return effects, done.value
+        effects.append(effect)
+        value = run(perform(effect), h.store)
+
+
+@pytest.fixture(params=BACKENDS)
+def unlimited(request: pytest.FixtureRequest) -> Iterator[StoreHarness]:
+    """A harness on each store with rate limits off (as load tests and other suites run it)."""
+    store: Store = _open_sync(request.param, request)
+    service = Service(ServiceOptions(password_rounds=4, rate_limits_enabled=False))
+    yield StoreHarness(service=service, store=store)  # type: ignore[arg-type]
+    store.close()
+
+
+def test_a_patch_checks_its_session_inside_its_one_write(unlimited: StoreHarness) -> None:
+    """With no counters to send first, a PATCH's session check is part of its write: one trip, and a signed-out
+    session's PATCH writes nothing."""
+    h = unlimited
+    tokens = h.sign_in("ada@example.com")
+    headers = (*client_headers(**{"x-service-access-token": tokens["access_token"]}).items(), JSON)
+    patch = Request("PATCH", "/api/v1/users/me", headers, b'{"display_name": "Ada"}', "", "192.0.2.1")
+    effects, response = _effects_of(h, patch)
+    assert response.status == 200
+    assert [type(e) for e in effects] == [UpdateUserWithTeam]
+    assert effects[0].update.session_guard is not None
+    _signed_out(h, tokens)
+    refused_patch = Request("PATCH", "/api/v1/users/me", headers, b'{"display_name": "Mallory"}', "", "192.0.2.1")
+    effects, refused = _effects_of(h, refused_patch)
+    assert (refused.status, dict(refused.headers)["x-service-known-error"]) == (401, "ACCESS_TOKEN_EXPIRED")
+    assert [type(e) for e in effects] == [UpdateUserWithTeam]
+    user = h.request("GET", f"/api/v1/users/{tokens['user_id']}", server_headers()).json
+    assert user["display_name"] == "Ada"

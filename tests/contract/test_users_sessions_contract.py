@@ -747,3 +747,42 @@ def test_update_user_with_team_refuses_as_update_user_does(store: Store) -> None
     taken = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, "u-2", (("primary_email", "ada@example.com"),))))
     assert taken is UserWrite.EMAIL_TAKEN
     assert store.apply(LoadUser(PROJECT, "u-2")) == make_user("u-2", "bob@example.com")
+
+
+# --- SessionGuard: a user's write made only while a session lives -----------------------------------------------
+
+
+def test_a_guarded_update_writes_only_while_its_session_lives(store: Store) -> None:
+    from identity_proto.effects import CreateSession, DeleteSession, SessionGuard
+    from tests.contract.factories import make_session
+
+    user = make_user("u-1", "ada@example.com")
+    store.apply(CreateUser(PROJECT, user))
+    session = make_session("s-1", user.id)
+    store.apply(CreateSession(PROJECT, session))
+    live = SessionGuard("s-1", user.id, session.created_at_millis)
+    assert store.apply(UpdateUser(PROJECT, user.id, (("display_name", "Ada"),), session_guard=live)) == (
+        dataclasses.replace(user, display_name="Ada")
+    )
+    # another user's session, an expired one, and a gone one guard nothing: nothing is written
+    other = SessionGuard("s-1", "u-2", session.created_at_millis)
+    expired = SessionGuard("s-1", user.id, session.expires_at_millis)
+    for guard in (other, expired):
+        refused = store.apply(UpdateUser(PROJECT, user.id, (("display_name", "X"),), session_guard=guard))
+        assert refused is UserWrite.SESSION_GONE
+    store.apply(DeleteSession(PROJECT, "s-1"))
+    gone = store.apply(UpdateUser(PROJECT, user.id, (("display_name", "X"),), session_guard=live))
+    assert gone is UserWrite.SESSION_GONE
+    assert store.apply(LoadUser(PROJECT, user.id)) == dataclasses.replace(user, display_name="Ada")
+
+
+def test_a_guarded_update_of_a_deleted_user_is_refused_for_its_session(store: Store) -> None:
+    from identity_proto.effects import CreateSession, DeleteUser, SessionGuard
+    from tests.contract.factories import make_session
+
+    store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
+    session = make_session("s-1", "u-1")
+    store.apply(CreateSession(PROJECT, session))
+    store.apply(DeleteUser(PROJECT, "u-1"))
+    guard = SessionGuard("s-1", "u-1", session.created_at_millis)
+    assert store.apply(UpdateUser(PROJECT, "u-1", (), session_guard=guard)) is UserWrite.SESSION_GONE
