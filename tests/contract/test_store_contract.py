@@ -516,7 +516,7 @@ def storage_effect_types() -> set[type[Any]]:
         if inspect.isclass(obj)
         and issubclass(obj, StorageEffect)
         and obj is not StorageEffect
-        and obj.__module__ == effects.__name__
+        and obj.__module__.startswith(f"{effects.__name__}.")  # its resource module in the package
     }
 
 

@@ -1,0 +1,192 @@
+"""The effect vocabulary: every operation a flow needs from the outside world, as a frozen value.
+
+A flow is a generator that *yields* effects and is resumed with their results (`Flow[R]` returns `R`). Drivers
+(`identity_proto.drivers`) perform the effects:
+
+- `StorageEffect`: performed by a store (backends/). Each one is **atomic by contract**: a backend performs it
+  all or not at all, and no other effect observes it half done. Two writes that must happen together are one
+  effect. Backends raise only `StorageUnavailable`; domain outcomes are return values.
+- `ComputeEffect`: CPU-heavy pure work (password hashing). `compute()` runs it; the async driver runs it in a
+  worker thread so the event loop never stalls.
+- `MailEffect`: hand an e-mail to the host's mailer (SMTP, console). Mail kept in the outbox is a storage effect.
+
+Secrets in effects (a password to hash) are excluded from `repr`, so an effect in a log line or a traceback never
+shows one.
+
+Each effect's docstring is its contract; each backend implements it once. The typed helpers (`effects.projects`)
+are what flows call: `project = yield from load_project(project_id)`.
+
+The vocabulary is split by resource, in modules named as the storage backends' (`backends/README.md`); `base`
+holds the effect kinds, `Flow`, `perform` and `Together`. Import from this package: it re-exports every name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
+from identity_proto.effects.codes import (
+    AcceptTotp,
+    AttemptVerificationCode,
+    CodeAttempt,
+    CodeOutcome,
+    ConsumeVerificationCode,
+    CreateVerificationCode,
+    TotpAcceptance,
+)
+from identity_proto.effects.email_sign_in import (
+    CreateSignInCode,
+    EmailRefusal,
+    EmailSignIn,
+    EmailSignInOutcome,
+    SignInByEmail,
+)
+from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
+from identity_proto.effects.passwords import HashPassword, VerifyPassword
+from identity_proto.effects.projects import (
+    CreateProject,
+    DeleteProject,
+    EnsureProject,
+    ListProjects,
+    LoadProject,
+    UpdateProject,
+    create_project,
+    delete_project,
+    ensure_project,
+    list_projects,
+    load_project,
+    update_project,
+)
+from identity_proto.effects.rate_limits import HitRateLimits, RateLimitHit
+from identity_proto.effects.sessions import (
+    CreateSession,
+    DeleteSession,
+    ListSessions,
+    LoadSession,
+    RevokeUserSessions,
+    UseRefreshToken,
+)
+from identity_proto.effects.teams import (
+    AddMembership,
+    ChangePermission,
+    CreateTeam,
+    DeleteTeam,
+    ListMemberships,
+    ListTeams,
+    LoadMembership,
+    LoadTeam,
+    RemoveMembership,
+    TeamWrite,
+    UpdateMembership,
+    UpdateTeam,
+)
+from identity_proto.effects.testing import LoadClockOverride, ResetProjectData, SetClockOverride
+from identity_proto.effects.users import (
+    CreateUser,
+    DeleteUser,
+    FindUserByAuthEmail,
+    ListUsers,
+    LoadUser,
+    LoadUserWithTeam,
+    SessionGuard,
+    UpdateUser,
+    UpdateUserWithTeam,
+    UserWrite,
+)
+
+__all__ = [
+    "READ_EFFECTS",
+    "AcceptTotp",
+    "AddMembership",
+    "AppendOutbox",
+    "AttemptVerificationCode",
+    "ChangePermission",
+    "CodeAttempt",
+    "CodeOutcome",
+    "ComputeEffect",
+    "ConsumeVerificationCode",
+    "CreateProject",
+    "CreateSession",
+    "CreateSignInCode",
+    "CreateTeam",
+    "CreateUser",
+    "CreateVerificationCode",
+    "DeleteProject",
+    "DeleteSession",
+    "DeleteTeam",
+    "DeleteUser",
+    "Effect",
+    "EmailRefusal",
+    "EmailSignIn",
+    "EmailSignInOutcome",
+    "EnsureProject",
+    "FindUserByAuthEmail",
+    "Flow",
+    "HashPassword",
+    "HitRateLimits",
+    "ListMemberships",
+    "ListOutbox",
+    "ListProjects",
+    "ListSessions",
+    "ListTeams",
+    "ListUsers",
+    "LoadClockOverride",
+    "LoadMembership",
+    "LoadProject",
+    "LoadSession",
+    "LoadTeam",
+    "LoadUser",
+    "LoadUserWithTeam",
+    "MailEffect",
+    "R",
+    "RateLimitHit",
+    "RemoveMembership",
+    "ResetProjectData",
+    "RevokeUserSessions",
+    "SendEmail",
+    "SessionGuard",
+    "SetClockOverride",
+    "SignInByEmail",
+    "StorageEffect",
+    "T",
+    "TeamWrite",
+    "Together",
+    "TotpAcceptance",
+    "UpdateMembership",
+    "UpdateProject",
+    "UpdateTeam",
+    "UpdateUser",
+    "UpdateUserWithTeam",
+    "UseRefreshToken",
+    "UserWrite",
+    "VerifyPassword",
+    "create_project",
+    "delete_project",
+    "ensure_project",
+    "list_projects",
+    "load_project",
+    "perform",
+    "update_project",
+]
+
+
+#: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
+#: out to be over its limit, nothing was written).
+READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
+    {
+        LoadProject,
+        ListProjects,
+        LoadUser,
+        LoadUserWithTeam,
+        FindUserByAuthEmail,
+        ListUsers,
+        LoadSession,
+        ListSessions,
+        LoadTeam,
+        ListTeams,
+        LoadMembership,
+        ListMemberships,
+        ListOutbox,
+        LoadClockOverride,
+    }
+)

@@ -1,0 +1,33 @@
+"""E-mail: the outbox of sent mail, and handing mail to the host's mailer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from identity_proto.effects.base import MailEffect, StorageEffect
+from identity_proto.records import Email
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutbox(StorageEffect[None]):
+    """Keep a sent e-mail in the project's outbox (the oldest go once a project holds `keep` of them)."""
+
+    project_id: str
+    email: Email
+    keep: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ListOutbox(StorageEffect[tuple[Email, ...]]):
+    """The project's outbox, newest first, only mail to `to` when given, at most `limit` items."""
+
+    project_id: str
+    to: str | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class SendEmail(MailEffect[None]):
+    """Deliver an e-mail through the host's mailer; a failure raises (the flow turns it into an error)."""
+
+    email: Email = field(repr=False)

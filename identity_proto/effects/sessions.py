@@ -1,0 +1,59 @@
+"""Sessions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from identity_proto.effects.base import StorageEffect
+from identity_proto.records import Session, User  # noqa: F401 (User is named only in a quoted result type)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSession(StorageEffect[None]):
+    """Store a new session."""
+
+    project_id: str
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class UseRefreshToken(StorageEffect["tuple[Session, User] | None"]):
+    """The session whose refresh token hashes to `refresh_token_hash`, with its user, recording `now_ms` as the
+    session's last use and (if later) the user's last activity; None when there is no such session or its user is
+    gone. Expiry is the caller's to judge."""
+
+    project_id: str
+    refresh_token_hash: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSession(StorageEffect["Session | None"]):
+    """The session with this id, or None."""
+
+    project_id: str
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListSessions(StorageEffect[tuple[Session, ...]]):
+    """Every session of one user, newest first (ties by id)."""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSession(StorageEffect[bool]):
+    """Remove one session; False when it did not exist."""
+
+    project_id: str
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeUserSessions(StorageEffect[int]):
+    """Remove every session of one user at once; returns how many there were."""
+
+    project_id: str
+    user_id: str

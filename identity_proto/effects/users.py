@@ -1,0 +1,117 @@
+"""Users."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from identity_proto.changes import UserChanges
+from identity_proto.effects.base import StorageEffect
+from identity_proto.records import Team, User  # noqa: F401 (Team is named only in quoted result types)
+
+
+class UserWrite(Enum):
+    """Why a user write did not happen."""
+
+    #: No user with that id.
+    NOT_FOUND = "not_found"
+    #: The user's auth e-mail would equal another user's auth e-mail in the project.
+    EMAIL_TAKEN = "email_taken"
+    #: A user with this id exists already (CreateUser never replaces one).
+    ID_TAKEN = "id_taken"
+    #: The write's `SessionGuard` failed: its session is gone (nothing written).
+    SESSION_GONE = "session_gone"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionGuard:
+    """A write made only while a session lives: it exists, belongs to `user_id` and has not expired at `now_ms`.
+    How a request whose first step writes has its access token's session checked in that same atomic step
+    (`identity_proto.preconditions`: no separate trip to the store)."""
+
+    session_id: str
+    user_id: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadUser(StorageEffect["User | None"]):
+    """The user with this id, or None."""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadUserWithTeam(StorageEffect["tuple[User, Team | None] | None"]):
+    """The user with this id and the team they have selected (None when none is, or it is gone), read together;
+    None when there is no such user. (What rendering a user needs, in one read.)"""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FindUserByAuthEmail(StorageEffect["User | None"]):
+    """The user whose auth-enabled primary e-mail is exactly `email` (already normalised), or None."""
+
+    project_id: str
+    email: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateUser(StorageEffect["User | UserWrite"]):
+    """Store a new user together with its e-mail index entry; ID_TAKEN or EMAIL_TAKEN (and nothing written) when
+    its id exists or its auth e-mail is another user's."""
+
+    project_id: str
+    user: User
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateUser(StorageEffect["User | UserWrite"]):
+    """Set the given fields of one user, leaving every other field as stored, and keep the e-mail
+    index in step with `primary_email`/`primary_email_auth_enabled`. Returns the updated user, NOT_FOUND, or
+    EMAIL_TAKEN (nothing written), or with a `session_guard` that fails, SESSION_GONE (nothing written)."""
+
+    project_id: str
+    user_id: str
+    changes: UserChanges
+    #: Also remove every session of the user, in the same atomic step (a password change: no old session may
+    #: survive it, even if the process dies right after the write).
+    revoke_sessions: bool = False
+    #: Write only while this session lives; SESSION_GONE (nothing written) otherwise, before any other check.
+    session_guard: SessionGuard | None = None
+
+    def __post_init__(self) -> None:
+        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
+        object.__setattr__(self, "changes", UserChanges.of(self.changes))
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateUserWithTeam(StorageEffect["tuple[User, Team | None] | UserWrite"]):
+    """`update`, answering with the user and the team they have selected afterwards (None when none is, or it is
+    gone), read in the same atomic step: what a PATCH renders, without a second read."""
+
+    update: UpdateUser
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteUser(StorageEffect[bool]):
+    """Remove a user with everything that points at them (sessions, e-mail index entry; team memberships once
+    teams exist), at once. False when there was no such user."""
+
+    project_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListUsers(StorageEffect[tuple[User, ...]]):
+    """Users ordered by (signed_up_at_millis, id), ascending or descending, starting at `cursor` (inclusive: the
+    user with that id comes first) when given, at most `limit` of them (None: all). Filtering by text or team is
+    the caller's; this is the ordered walk."""
+
+    project_id: str
+    limit: int | None = None
+    cursor: str | None = None
+    descending: bool = False
