@@ -1,0 +1,252 @@
+"""The models' bases, validating one input into a model or SCHEMA_ERROR lines, and the field rules models share."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
+from urllib.parse import urlsplit
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
+
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.urls import UnsafeURL, parse_web_url
+from identity_proto.users import checked_email
+
+M = TypeVar("M", bound=BaseModel)
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class Body(BaseModel):
+    """Base of every JSON body model: strict types, no unknown keys, immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Query(BaseModel):
+    """Base of every query model: values arrive as text and are coerced; no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EmptyBody(Body):
+    """The body of an endpoint that takes none: absent, or `{}`."""
+
+
+class EmptyQuery(Query):
+    """The query of an endpoint that takes none."""
+
+
+def is_uuid(value: str) -> bool:
+    """Whether `value` is a UUID in canonical lower-case form."""
+    return _UUID.match(value) is not None
+
+
+def _not_null(value: Any) -> Any:
+    """For optional fields that, when sent, must have a value: omit the key to keep the stored one; `null` is a
+    mistake, not a reset."""
+    if value is None:
+        raise ValueError("cannot be null")
+    return value
+
+
+def schema_error(method: str, path: str, lines: Sequence[str]) -> KnownError:
+    """The SCHEMA_ERROR for these problem lines, worded as the original words it."""
+    message = f"Request validation failed on {method} {path}:\n" + "\n".join(f"  - {line}" for line in lines)
+    return KnownError(ErrorCode.SCHEMA_ERROR, details={"message": message})
+
+
+#: model -> its instance from an empty input, for models that accept one (every model is frozen: one instance
+#: serves every request that sent nothing, such as each GET's absent query and body).
+_EMPTY_INSTANCES: dict[type[BaseModel], BaseModel] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Validated(Generic[M]):
+    """What validating one input gave: the model (`value`), or the problem lines (`problems`, never empty)."""
+
+    value: M | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the input was valid (`value` is set)."""
+        return not self.problems
+
+
+def validate_model(model: type[M], data: Any, location: str) -> Validated[M]:
+    """`data` validated as `model`, or its problem lines (prefixed with `location`: body, query)."""
+    if data is None or data == {}:
+        empty = _EMPTY_INSTANCES.get(model)
+        if empty is not None:
+            return Validated(cast(M, empty))
+        data = {}
+    if not isinstance(data, dict):
+        return Validated(problems=(f"{location} must be an object",))
+    try:
+        validated = model.model_validate(data)
+    except ValidationError as exc:
+        return Validated(problems=tuple(_problem_lines(exc.errors(include_url=False), location)))
+    if not data:
+        _EMPTY_INSTANCES[model] = validated
+    return Validated(validated)
+
+
+def _problem_lines(errors: list[ErrorDetails], location: str) -> list[str]:
+    lines: list[str] = []
+    unknown: dict[str, list[str]] = {}
+    for error in errors:
+        loc = error["loc"]
+        if error["type"] == "extra_forbidden":
+            unknown.setdefault(_path(location, loc[:-1]), []).append(str(loc[-1]))
+            continue
+        if not loc and error["type"] == "value_error":
+            # A rule about the whole object (a model validator): its message lines stand on their own.
+            lines.extend(str((error.get("ctx") or {}).get("error", error["msg"])).splitlines())
+            continue
+        lines.append(_message(_path(location, loc), error))
+    lines.extend(f"{parent} contains unknown properties: {', '.join(names)}" for parent, names in unknown.items())
+    return lines
+
+
+def _path(location: str, loc: tuple[int | str, ...]) -> str:
+    path = location
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _message(where: str, error: ErrorDetails) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return f"{where} must be defined"
+    if error.get("input", ...) is None and kind.endswith("_type"):
+        return f"{where} cannot be null"
+    simple = {
+        "string_type": "must be a string",
+        "bool_type": "must be a boolean",
+        "bool_parsing": "must be a boolean",
+        "int_type": "must be an integer",
+        "int_parsing": "must be an integer",
+        "int_from_float": "must be an integer",
+        "float_type": "must be a number",
+        "dict_type": "must be an object",
+        "model_type": "must be an object",
+        "model_attributes_type": "must be an object",
+        "list_type": "must be an array",
+        "tuple_type": "must be an array",
+        "uuid_parsing": "must be a valid UUID",
+        "uuid_type": "must be a valid UUID",
+    }
+    if kind in simple:
+        return f"{where} {simple[kind]}"
+    if kind == "string_too_long":
+        return f"{where} must be at most {ctx.get('max_length')} characters"
+    if kind == "string_too_short":
+        return f"{where} must be at least {ctx.get('min_length')} characters"
+    if kind == "less_than_equal":
+        return f"{where} must be less than or equal to {ctx.get('le')}"
+    if kind == "greater_than_equal":
+        return f"{where} must be greater than or equal to {ctx.get('ge')}"
+    if kind in {"literal_error", "enum"}:
+        expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        # Spelled as JSON, not Python: the caller wrote false, not False.
+        expected = ", ".join({"False": "false", "True": "true", "None": "null"}.get(v, v) for v in expected.split(", "))
+        return f"{where} must be one of the following values: {expected}"
+    if kind == "value_error":
+        # Our validators raise ValueError with a message written to follow the field path.
+        return f"{where} {ctx.get('error')}"
+    return f"{where} is invalid: {error['msg']}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shared field rules
+
+
+def _uuid_or_me(value: str) -> str:
+    if value != "me" and not is_uuid(value):
+        raise ValueError("must be a valid UUID")
+    return value
+
+
+def _url_without_spaces(value: str) -> str:
+    parts = urlsplit(value)
+    if not parts.scheme or not (parts.netloc or parts.path) or any(c.isspace() for c in value):
+        raise ValueError("is not a valid URL")
+    return value
+
+
+def _web_url(value: str | None) -> str | None:
+    """A callback or redirect URL: refused unless every parser reads it alike (identity_proto.urls), and kept in
+    its normalised form, so that what is checked is what is stored and mailed."""
+    if value is None:
+        return None
+    try:
+        return parse_web_url(value).href
+    except UnsafeURL:
+        raise ValueError("is not a valid URL") from None  # the original's words
+
+
+def _email(value: str | None) -> str | None:
+    """Every e-mail field of every route: the one rule of `identity_proto.users.checked_email`, whose stored
+    (normalised) form is what the flow sees. (`""` is worded as the original words it for primary_email.)"""
+    if value is None:
+        return None
+    if value.strip() == "":
+        raise ValueError("must not be empty")
+    return checked_email(value)
+
+
+def _no_nul(value: str | None) -> str | None:
+    # bcrypt cannot hash a NUL byte: refuse it as invalid input rather than fail while hashing.
+    if value is not None and "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+def _code_of_45(value: str) -> str:
+    if len(value) != 45:
+        raise ValueError("must be exactly 45 characters")
+    return value
+
+
+def _sign_in_code(value: str) -> str:
+    """A sign-in code: the mail's 6 characters are not enough on their own, and the message says what is."""
+    if len(value) != 45:
+        raise ValueError(
+            "must be exactly 45 characters: the 6-character code from the e-mail followed by the nonce returned "
+            "when it was sent (or the code parameter of the magic link)"
+        )
+    return value
+
+
+#: The spec: a profile image (URL or base64 data URL) is smaller than 100KB.
+MAX_PROFILE_IMAGE_BYTES = 100 * 1024
+
+
+#: The largest metadata object accepted (client_metadata, client_read_only_metadata, server_metadata of users and
+#: teams), as compact JSON: 64 KiB. Metadata is stored inline with its owner and sent back with every read of it,
+#: so without a cap of its own one client could make its user (or its team, read by every member) as large as a
+#: whole request body allows (1 MiB by default) and every read of it that slow. Larger objects are refused with
+#: SCHEMA_ERROR naming the field and this limit.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def _metadata(value: Any) -> Any:
+    # orjson is the service's JSON encoder (render.dump_json): the size counted is the size stored and sent.
+    if value is not None and len(orjson.dumps(value)) > MAX_METADATA_BYTES:
+        raise ValueError(f"must be at most {MAX_METADATA_BYTES} bytes as JSON (64 KiB)")
+    return value
+
+
+def _profile_image(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if len(value.encode()) >= MAX_PROFILE_IMAGE_BYTES:
+        raise ValueError("must be smaller than 100KB")
+    return _url_without_spaces(value)

@@ -1,0 +1,135 @@
+"""Projects, and the keys that sign a project's tokens."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from identity_proto.changes import ProjectConfigChanges
+from identity_proto.records import RateLimitSetting, TrustedDomain
+from identity_proto.schemas.base import Body, Query, _not_null, is_uuid
+from identity_proto.urls import UnsafeURL, parse_origin_pattern
+
+
+class DomainIn(Body):
+    """A trusted callback base: an http(s) URL with a host and nothing after the path."""
+
+    domain: str = Field(max_length=2048)
+    handler_path: str = Field(default="/handler", max_length=2048)
+
+    @field_validator("domain")
+    @classmethod
+    def _domain_is_url(cls, value: str) -> str:
+        # The one rule of identity_proto.urls: a domain that a browser might read differently is refused here.
+        try:
+            parse_origin_pattern(value)
+        except UnsafeURL:
+            raise ValueError("is not a valid URL") from None  # the original's words (why: UnsafeURL's message)
+        return value.rstrip("/")
+
+    @field_validator("handler_path")
+    @classmethod
+    def _path_is_absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with /")
+        return value
+
+
+class RateLimitIn(Body):
+    """One rate-limit rule's value: `limit` requests per `window_seconds` (limit 0: off)."""
+
+    limit: int = Field(ge=0, le=10_000_000)
+    window_seconds: int = Field(ge=1, le=86_400)
+
+
+class ProjectConfigPatch(Body):
+    """Any subset of the project's config keys; omitted keys keep their value."""
+
+    sign_up_enabled: bool | None = None
+    magic_link_enabled: bool | None = None
+    credential_enabled: bool | None = None
+    allow_localhost: bool | None = None
+    domains: list[DomainIn] | None = None
+    client_team_creation_enabled: bool | None = None
+    client_user_deletion_enabled: bool | None = None
+    create_team_on_sign_up: bool | None = None
+    require_email_verification: bool | None = None
+    require_publishable_client_key: bool | None = None
+    team_creator_default_permissions: list[str] | None = None
+    team_member_default_permissions: list[str] | None = None
+    #: The project's own rate-limit rules, by rule name (the whole set: rules left out take their defaults).
+    rate_limits: dict[str, RateLimitIn] | None = None
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _known_rules(cls, value: dict[str, RateLimitIn] | None) -> dict[str, RateLimitIn] | None:
+        from identity_proto.ratelimits import DEFAULT_RULES  # the rules live with the machinery that applies them
+
+        unknown = sorted(set(value or {}) - set(DEFAULT_RULES))
+        if unknown:
+            raise ValueError(f"has unknown rules: {', '.join(unknown)} (known: {', '.join(sorted(DEFAULT_RULES))})")
+        return value
+
+    _non_null = field_validator("*", mode="before")(_not_null)
+
+    def changes(self) -> ProjectConfigChanges:
+        """The config changes this patch makes (stored values: tuples, records)."""
+        out: list[tuple[str, Any]] = []
+        for name in sorted(self.model_fields_set):
+            value = getattr(self, name)
+            if name == "domains":
+                value = tuple(TrustedDomain(item.domain, item.handler_path) for item in value)
+            elif name == "rate_limits":
+                value = tuple(RateLimitSetting(rule, v.limit, v.window_seconds) for rule, v in sorted(value.items()))
+            elif isinstance(value, list):
+                value = tuple(value)
+            out.append((name, value))
+        return ProjectConfigChanges(tuple(out))
+
+
+class ProjectCreateBody(Body):
+    """POST /internal/projects."""
+
+    display_name: str = Field(min_length=1, max_length=256)
+    config: ProjectConfigPatch | None = None
+
+
+class ProjectUpdateBody(Body):
+    """PATCH /projects/current."""
+
+    display_name: str | None = Field(default=None, min_length=1, max_length=256)
+    config: ProjectConfigPatch | None = None
+
+    _non_null = field_validator("display_name", "config", mode="before")(_not_null)
+
+
+class ProjectIdParams(Query):
+    """Path parameters naming a project by id."""
+
+    project_id: str
+
+    @field_validator("project_id")
+    @classmethod
+    def _uuid(cls, value: str) -> str:
+        if not is_uuid(value):
+            raise ValueError("must be a valid UUID")
+        return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Keys
+
+
+class JwksQuery(Query):
+    """GET /projects/{project_id}/.well-known/jwks.json (the original's filters are accepted and change nothing:
+    one key signs every kind of token)."""
+
+    include_restricted: Literal["true", "false"] | None = None
+    include_anonymous: Literal["true", "false"] | None = None
+
+
+class AnyProjectIdParams(Query):
+    """Path parameters naming a project by id (a UUID or `internal`)."""
+
+    project_id: str = Field(max_length=64)
