@@ -1,15 +1,15 @@
-"""The service embedded under /auth in a user's application, served by real servers on loopback: a Starlette app
-under Hypercorn (ASGI `root_path`) and a Flask app under werkzeug's server (WSGI `SCRIPT_NAME`, through
-DispatcherMiddleware). Every URL the service makes follows the mount point: a code sign-in gives a token whose `iss`
-leads to the JWKS that verifies it (PyJWT), and the dashboard loads its files and talks to the API under /auth in
-headless Chromium. The apps are in tests/downstream/mounted_apps.py."""
+"""The service embedded under /auth in a user's application, served by real servers on loopback: a Starlette app and a
+FastAPI app under Hypercorn (ASGI `root_path`), a Flask app and a Django project under werkzeug's server (WSGI
+`SCRIPT_NAME`, through DispatcherMiddleware). Every URL the service makes follows the mount point: a code sign-in
+gives a token whose `iss` leads to the JWKS that verifies it (PyJWT), and the dashboard loads its files and talks to
+the API under /auth in headless Chromium. The apps are in tests/downstream/mounted_apps.py."""
 
 from __future__ import annotations
 
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from werkzeug.serving import make_server
 from identity_hosting.settings import DEV_KEYS, Settings
 from identity_hosting.wsgi import IdentityWSGI
 from tests.dashboard.conftest import Browser
-from tests.downstream.mounted_apps import MOUNT_POINT, create_flask_app
+from tests.downstream.mounted_apps import MOUNT_POINT, create_django_app, create_flask_app
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.support import PROJECT_ID, client_headers, server_headers
 
@@ -52,13 +52,21 @@ def starlette_mounted() -> Iterator[Mounted]:
 
 
 @pytest.fixture(scope="module")
-def flask_mounted() -> Iterator[Mounted]:
+def fastapi_mounted() -> Iterator[Mounted]:
+    server = start_hypercorn(target="tests.downstream.mounted_fastapi:app", ready_path=f"{MOUNT_POINT}/api/v1")
+    try:
+        yield Mounted("fastapi", server.base_url, "the todo app")
+    finally:
+        stop_server(server)
+
+
+def _wsgi_mounted(name: str, make_app: Callable[[IdentityWSGI], Any], home_page: str) -> Iterator[Mounted]:
     identity = IdentityWSGI(Settings(rate_limits=False))
-    server = make_server("127.0.0.1", 0, create_flask_app(identity), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="flask-mounted", daemon=True)
+    server = make_server("127.0.0.1", 0, make_app(identity), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name=f"{name}-mounted", daemon=True)
     thread.start()
     try:
-        yield Mounted("flask", f"http://127.0.0.1:{server.server_port}", "the shop")
+        yield Mounted(name, f"http://127.0.0.1:{server.server_port}", home_page)
     finally:
         server.shutdown()
         thread.join(timeout=10)
@@ -66,7 +74,17 @@ def flask_mounted() -> Iterator[Mounted]:
         identity.close()
 
 
-@pytest.fixture(params=["starlette", "flask"])
+@pytest.fixture(scope="module")
+def flask_mounted() -> Iterator[Mounted]:
+    yield from _wsgi_mounted("flask", create_flask_app, "the shop")
+
+
+@pytest.fixture(scope="module")
+def django_mounted() -> Iterator[Mounted]:
+    yield from _wsgi_mounted("django", create_django_app, "the blog")
+
+
+@pytest.fixture(params=["starlette", "fastapi", "flask", "django"])
 def mounted(request: pytest.FixtureRequest) -> Mounted:
     app: Mounted = request.getfixturevalue(f"{request.param}_mounted")
     return app
