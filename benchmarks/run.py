@@ -99,6 +99,8 @@ class Options:
     placement: Placement
     loadgen: str
     logdir: Path
+    #: Hypercorn options for the services under test only (the baselines keep the default command line).
+    service_hypercorn_args: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -318,7 +320,13 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
             redis_url = "" if backend != "redis" else redis.url[:-1] + ("1" if rate_limits else "0")
             env = service_env(backend=backend, redis_url=redis_url, rate_limits=rate_limits)
             server = start_hypercorn(
-                f"service-{name}", "asgi_app:app", env, opts.placement, ready_path="/api/v1", logdir=opts.logdir
+                f"service-{name}",
+                "asgi_app:app",
+                env,
+                opts.placement,
+                ready_path="/api/v1",
+                logdir=opts.logdir,
+                extra_args=opts.service_hypercorn_args,
             )
             servers.append(server)
             if name == "memory":
@@ -759,6 +767,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, argparse.Namespa
     parser.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server and load generator to CPUs")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--service-hypercorn-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a Hypercorn option for the services only (repeat for more; e.g. --service-hypercorn-arg=--worker-class"
+        " --service-hypercorn-arg=uvloop): the ratios then show what it is worth against the default baseline",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     loadgen = args.loadgen
@@ -778,6 +794,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, argparse.Namespa
         placement=Placement(not args.no_pin),
         loadgen=loadgen,
         logdir=Path(tempfile.mkdtemp(prefix="bench-logs-")),
+        service_hypercorn_args=tuple(args.service_hypercorn_arg),
     )
     return opts, args
 

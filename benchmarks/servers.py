@@ -137,9 +137,10 @@ class Hypercorn:
             self.process.stdout.close()
 
 
-def hypercorn_command(target: str, port: int) -> list[str]:
-    """The one command line both the service and the baseline are served with."""
-    return [PYTHON, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+def hypercorn_command(target: str, port: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """The one command line both the service and the baseline are served with (`extra`: options tried on the
+    service alone, e.g. `--worker-class uvloop`, so its ratio to the baseline shows what they are worth)."""
+    return [PYTHON, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--workers", "1", *extra]
 
 
 def start_hypercorn(
@@ -150,6 +151,7 @@ def start_hypercorn(
     *,
     ready_path: str,
     logdir: Path,
+    extra_args: tuple[str, ...] = (),
 ) -> Hypercorn:
     """Start Hypercorn serving `target`; return once `ready_path` answers 200 (process start to that first 200 is
     recorded). Polls every 5 ms."""
@@ -158,7 +160,7 @@ def start_hypercorn(
     with log.open("wb") as errors:
         started = time.perf_counter()
         process = subprocess.Popen(
-            placement.server(hypercorn_command(target, port)),
+            placement.server(hypercorn_command(target, port, extra_args)),
             cwd=ROOT,
             env=child_env(env),
             stdout=subprocess.PIPE,
