@@ -58,12 +58,6 @@ class Changes(Generic[RecordT]):
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return iter(self.pairs)
 
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-    def __contains__(self, name: object) -> bool:
-        return any(field == name for field, _value in self.pairs)
-
     def as_dict(self) -> dict[str, Any]:
         """The changes by field name."""
         return dict(self.pairs)
