@@ -27,7 +27,6 @@ token, which fails for a revoked session, and signs the user out.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from identity_proto.tokens import SigningKey, VerifiedTokenCache, secret_matches
 __all__ = [
     "AccessType",
     "Auth",
+    "AuthCache",
     "HeaderReader",
     "ProjectCache",
     "authenticate",
@@ -148,6 +148,13 @@ class ProjectCache:
                 self._entries[project_id] = (project, now_ms)
         return project
 
+    def fresh(self, project_id: str, now_ms: int) -> Project | None:
+        """The cached project while it is fresh, else None (nothing is loaded)."""
+        found = self._entries.get(project_id)
+        if found is None or not (0 <= now_ms - found[1] < self.ttl_ms):
+            return None
+        return found[0]
+
     def forget(self, project_id: str) -> None:
         """Drop a project this worker just changed or deleted."""
         with self._lock:
@@ -155,6 +162,61 @@ class ProjectCache:
 
 
 _KEY_HEADERS = ("publishable-client-key", "secret-server-key", "super-secret-admin-key", "admin-access-token")
+#: Every header `authenticate` reads (by suffix): its result is a function of these, the project and the clock.
+_AUTH_HEADERS = (
+    "access-type",
+    "project-id",
+    "access-token",
+    "branch-id",
+    "allow-anonymous-user",
+    "allow-restricted-user",
+    *_KEY_HEADERS,
+)
+
+
+class AuthCache:
+    """Successful authentications, by the exact authentication headers that produced them (thread-safe).
+
+    `authenticate` is a function of the headers it reads, the project and the clock. An entry is used only while
+    the `ProjectCache` still holds the very project object it was computed with (so a project this worker changed,
+    or one older than the project cache's ttl, recomputes it) and before its access token expires; failures are
+    never cached, so every error is decided afresh. A hit skips the key's SHA-256, the token's claims and the
+    header checks: a repeated request costs one tuple and one dictionary lookup. (Keys are compared by the
+    dictionary: hashing is randomised per process, so the lookup's timing says nothing about a key's bytes.)
+
+    The cache key holds only the headers authentication reads, never the others: the original's SDK sends a fresh
+    random nonce header with every request, which would make every key unique.
+    """
+
+    def __init__(self, prefixes: tuple[str, ...], max_entries: int = 4096) -> None:
+        self._names = frozenset(prefix + suffix for prefix in prefixes for suffix in _AUTH_HEADERS)
+        self._entries: dict[tuple[tuple[str, str], ...], tuple[Auth, int]] = {}
+        self._max_entries = max_entries
+        self._lock = threading.Lock()
+
+    def key(self, request: Request) -> tuple[tuple[str, str], ...]:
+        """The authentication headers of `request`, in order (repeats included: they change the outcome)."""
+        names = self._names
+        return tuple(item for item in request.headers if item[0] in names)
+
+    def get(self, key: tuple[tuple[str, str], ...], now_ms: int, projects: ProjectCache) -> Auth | None:
+        """The cached result for `key`, if it still holds at `now_ms`."""
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        auth, expires_ms = found
+        if now_ms >= expires_ms or projects.fresh(auth.project.id, now_ms) is not auth.project:
+            return None
+        return auth
+
+    def put(self, key: tuple[tuple[str, str], ...], auth: Auth) -> None:
+        """Remember a successful authentication (valid until its access token expires)."""
+        claims = auth.token_claims
+        expires_ms = claims["exp"] * 1000 if claims is not None else 2**63
+        with self._lock:
+            if len(self._entries) >= self._max_entries:
+                self._entries.clear()
+            self._entries[key] = (auth, expires_ms)
 
 
 def authenticate(
@@ -164,8 +226,21 @@ def authenticate(
     headers: HeaderReader,
     token_cache: VerifiedTokenCache,
     projects: ProjectCache | None = None,
+    cache: AuthCache | None = None,
 ) -> Flow[Auth | None]:
-    """Implements the decision procedure of reference §1.2 (see the module docstring)."""
+    """Implements the decision procedure of reference §1.2 (see the module docstring); with `cache` (and a
+    `projects` cache), a repeated success is answered from it."""
+    if cache is not None and projects is not None and projects.ttl_ms > 0:
+        key = cache.key(request)
+        hit = cache.get(key, now_ms, projects)
+        if hit is not None:
+            return hit
+        auth = yield from authenticate(
+            request, now_ms=now_ms, headers=headers, token_cache=token_cache, projects=projects
+        )
+        if auth is not None:
+            cache.put(key, auth)
+        return auth
     access_type_value = headers.get(request, "access-type")
     if access_type_value is None:
         if any(headers.get(request, name) is not None for name in _KEY_HEADERS):
@@ -233,9 +308,9 @@ def session_precondition(auth: Auth | None, *, now_ms: int) -> Precondition[Sess
     def fold(write: StorageEffect[Any]) -> StorageEffect[Any] | None:
         # The writes that can check the session in their own atomic step (a PATCH of a user: one trip in all).
         if isinstance(write, UpdateUserWithTeam) and write.update.session_guard is None:
-            return UpdateUserWithTeam(dataclasses.replace(write.update, session_guard=guard))
+            return UpdateUserWithTeam(write.update.guarded_by(guard))
         if isinstance(write, UpdateUser) and write.session_guard is None:
-            return dataclasses.replace(write, session_guard=guard)
+            return write.guarded_by(guard)
         return None
 
     return Precondition(LoadSession(auth.project.id, session_id), check, fold, UserWrite.SESSION_GONE)

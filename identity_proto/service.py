@@ -26,12 +26,12 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from identity_proto.auth import AccessType, Auth, ProjectCache, authenticate, session_precondition
+from identity_proto.auth import AccessType, Auth, AuthCache, ProjectCache, authenticate, session_precondition
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
-from identity_proto.http import Request, Response
+from identity_proto.http import Request, Response, check_headers
 from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers
@@ -59,9 +59,12 @@ class Service:
         self._router = Router(routes)
         self._token_cache = VerifiedTokenCache()
         self.projects = ProjectCache(self.options.project_cache_ms)
+        self._auth_cache = AuthCache(self.options.header_prefixes)
+        self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers
-        self._request_id_headers = self.options.request_id_headers
-        self._cors_headers = cors_headers(self.options.header_prefixes)
+        # Checked here once: `_stamp` appends them to every response unchecked.
+        self._request_id_headers = check_headers(tuple((n, "") for n in self.options.request_id_headers))
+        self._cors_headers = check_headers(cors_headers(self.options.header_prefixes))
 
     def handle(self, request: Request, now_ms: int, entropy: Entropy) -> Flow[Response]:
         """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`."""
@@ -119,7 +122,12 @@ class Service:
                 now_ms = override.now(now_ms)
         body = _parse_body(request) if request.method != "GET" else None
         auth = yield from authenticate(
-            request, now_ms=now_ms, headers=self.options.headers, token_cache=self._token_cache, projects=self.projects
+            request,
+            now_ms=now_ms,
+            headers=self.options.headers,
+            token_cache=self._token_cache,
+            projects=self.projects,
+            cache=self._auth_cache,
         )
         _check_access(route, auth)
         preconditions: list[Precondition[Any]] = []
@@ -132,7 +140,7 @@ class Service:
         if live_session is not None:
             preconditions.append(live_session)
         try:
-            params, query, parsed_body = _validate_inputs(route, request, auth, raw_params, body)
+            params, query, parsed_body = self._validate_inputs(route, request, auth, raw_params, body)
         except KnownError:
             yield from check_preconditions(preconditions)  # invalid requests count too (a 429 wins)
             raise
@@ -151,13 +159,27 @@ class Service:
         )
         return (yield from guarded(route.flow(ctx), preconditions))
 
+    def _validate_inputs(
+        self, route: Route, request: Request, auth: Auth | None, raw_params: dict[str, str], body: Any
+    ) -> tuple[Any, Any, Any]:
+        """Step 6. A request with no path parameters, query or body (most GETs) has the same valid inputs every
+        time: those are kept per route and access type (the models are frozen, so one instance serves all)."""
+        if raw_params or body is not None or request.query:
+            return _validate_inputs(route, request, auth, raw_params, body)
+        key = (route.method, route.pattern, None if auth is None else auth.access_type)
+        found = self._empty_inputs.get(key)
+        if found is None:
+            found = self._empty_inputs[key] = _validate_inputs(route, request, auth, raw_params, body)
+        return found
+
     def _error(self, error: KnownError) -> Response:
         return error_response(error, known_error_headers=self._known_error_headers)
 
     def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:
         """The headers every response gets here and nowhere else: the request id, and the CORS headers (once)."""
-        extra = tuple((name, request_id) for name in self._request_id_headers)
-        return response.with_headers(extra + self._cors_headers if cors else extra)
+        # Trusted: the names were checked in __init__, the id is ours (Crockford characters), the CORS headers too.
+        extra = tuple((name, request_id) for name, _ in self._request_id_headers)
+        return response.with_trusted_headers(extra + self._cors_headers if cors else extra)
 
     def _preflight(self, allowed: tuple[str, ...]) -> Response:
         """CORS preflight (reference §0.2): an empty 200 with what only a preflight says (`_stamp` adds the rest)."""
