@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
-__all__ = ["Headers", "MalformedRequest", "Request", "Response"]
+__all__ = ["Headers", "MalformedRequest", "Request", "Response", "check_headers"]
 
 Headers = tuple[tuple[str, str], ...]
 
@@ -40,6 +40,14 @@ def _headers_are_valid(headers: Headers) -> bool:
     # tab, which is allowed, or a non-printable letter) is judged by the exact pattern.
     values = " ".join(value for _, value in headers)
     return values.isprintable() or not _CONTROL_CHARS.search(values)
+
+
+def check_headers(headers: Headers) -> Headers:
+    """`headers`, after checking them as a `Response` would: for constants that are then used with
+    `Response.trusted` (checked once, when their module is imported)."""
+    if not _headers_are_valid(headers):
+        raise ValueError(f"invalid response headers {[name for name, _ in headers]!r}")
+    return headers
 
 
 class MalformedRequest(ValueError):
@@ -127,15 +135,27 @@ class Response:
             bad = next(name for name, value in self.headers if not _headers_are_valid(((name, value),)))
             raise ValueError(f"invalid response header {bad!r}")
 
+    @classmethod
+    def trusted(cls, status: int, headers: Headers, body: bytes) -> Response:
+        """A response the core builds from headers already known to be valid: constants checked once when their
+        module was imported, and values the core generated itself (request ids, lengths, its own error codes).
+        Nothing is checked again per response (h11 likewise trusts what it normalised once). A header value that
+        comes from a caller or from configuration goes through the constructor instead, which checks it."""
+        response = object.__new__(cls)
+        object.__setattr__(response, "status", status)
+        object.__setattr__(response, "headers", headers)
+        object.__setattr__(response, "body", body)
+        return response
+
     def with_headers(self, extra: Headers) -> Response:
         """This response with `extra` headers appended (only those are checked: the rest already were)."""
         if not _headers_are_valid(extra):
             raise ValueError(f"invalid response headers {[name for name, _ in extra]!r}")
-        response = object.__new__(Response)
-        object.__setattr__(response, "status", self.status)
-        object.__setattr__(response, "headers", self.headers + extra)
-        object.__setattr__(response, "body", self.body)
-        return response
+        return Response.trusted(self.status, self.headers + extra, self.body)
+
+    def with_trusted_headers(self, extra: Headers) -> Response:
+        """This response with `extra` appended unchecked: only for headers `trusted` would accept."""
+        return Response.trusted(self.status, self.headers + extra, self.body)
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (lower-case), or None."""

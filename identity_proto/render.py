@@ -7,6 +7,7 @@ record and the caller's access type, so no flow can leak a field by building JSO
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -14,7 +15,7 @@ import orjson
 
 from identity_proto.auth import AccessType
 from identity_proto.errors import KnownError
-from identity_proto.http import Headers, Response
+from identity_proto.http import Headers, Response, check_headers
 from identity_proto.records import Membership, Project, ProjectConfig, Team, User, config_to_json
 from identity_proto.users import restricted_reason
 
@@ -70,6 +71,10 @@ _ALLOWED_REQUEST_HEADER_SUFFIXES = (
 _EXPOSED_RESPONSE_HEADERS = ("retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset")
 
 
+#: What every JSON response starts with (checked once, so that `json_response` need not check it again).
+_JSON_HEADERS: Headers = check_headers((("content-type", JSON_CONTENT_TYPE), *BASE_HEADERS))
+
+
 def cors_headers(prefixes: tuple[str, ...]) -> Headers:
     """The CORS headers of every response to a cross-origin request, for the accepted header prefixes."""
     exposed = (
@@ -99,12 +104,11 @@ def dump_json(value: Any) -> bytes:
 
 
 def json_response(status: int, value: Any, headers: Headers = ()) -> Response:
-    """A JSON response with the base headers."""
-    return Response(
-        status=status,
-        headers=(("content-type", JSON_CONTENT_TYPE), *BASE_HEADERS, *headers),
-        body=dump_json(value),
-    )
+    """A JSON response with the base headers (`headers`, when given, are checked; the constant ones were checked
+    once, here, at import)."""
+    if headers:
+        return Response(status=status, headers=(*_JSON_HEADERS, *headers), body=dump_json(value))
+    return Response.trusted(status, _JSON_HEADERS, dump_json(value))
 
 
 def text_response(status: int, text: str, headers: Headers = ()) -> Response:
@@ -119,11 +123,19 @@ def text_response(status: int, text: str, headers: Headers = ()) -> Response:
 def error_response(error: KnownError, *, known_error_headers: tuple[str, ...] = ("x-service-known-error",)) -> Response:
     """A known error as `{"code", "error", "details"?}` with one known-error header per name given."""
     code = error.code.name
-    return json_response(
-        error.status,
-        error.to_json(),
-        headers=(*((name, code) for name in known_error_headers), *error.headers),
-    )
+    headers = (*_JSON_HEADERS, *((name, code) for name in _checked_names(known_error_headers)), *error.headers)
+    # The code is a member name of `ErrorCode` and the names were checked once: trusted. What the error itself
+    # adds (Allow, Retry-After) is checked.
+    if error.headers:
+        return Response(status=error.status, headers=headers, body=dump_json(error.to_json()))
+    return Response.trusted(error.status, headers, dump_json(error.to_json()))
+
+
+@functools.cache
+def _checked_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` after checking, once per tuple, that each is a valid header name."""
+    check_headers(tuple((name, "") for name in names))
+    return names
 
 
 def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
