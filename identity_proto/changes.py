@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar, Generic, TypeVar
 
-from identity_proto.records import Membership, ProjectConfig, Team, User
+from identity_proto.records import Membership, ProjectConfig, Team, User, replaced
 
 __all__ = ["Changes", "MembershipChanges", "ProjectConfigChanges", "TeamChanges", "UserChanges"]
 
@@ -64,7 +64,7 @@ class Changes(Generic[RecordT]):
 
     def apply(self, record: RecordT) -> RecordT:
         """`record` with these changes made."""
-        return dataclasses.replace(record, **dict(self.pairs)) if self.pairs else record  # type: ignore[type-var]
+        return replaced(record, dict(self.pairs)) if self.pairs else record
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,9 +8,12 @@ to (de)serialise records; `to_json`/`from_json` here are the one mapping between
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+_R = TypeVar("_R")
 
 __all__ = [
     "INTERNAL_PROJECT_ID",
@@ -32,6 +35,7 @@ __all__ = [
     "config_to_json",
     "project_from_json",
     "project_to_json",
+    "replaced",
     "user_from_json",
     "user_to_json",
 ]
@@ -323,3 +327,39 @@ class ClockOverride:
     def now(self, host_now_ms: int) -> int:
         """The service's time when the host's is `host_now_ms`."""
         return self.frozen_ms if self.frozen_ms is not None else host_now_ms + self.offset_ms
+
+
+def replaced(record: _R, changes: Mapping[str, Any]) -> _R:
+    """`record` with `changes` (field -> value) made: `dataclasses.replace`, without its per-field bookkeeping.
+
+    `dataclasses.replace` walks the fields, looks each up and calls the constructor with keywords: for a 24-field
+    `User` that is most of the cost of a PATCH's write. The function made here for each record type (once, as
+    `dataclasses` makes `__init__`) calls the constructor with every field positionally, so what the constructor
+    checks is still checked. A name that is not a field is a `TypeError`, as with `dataclasses.replace`."""
+    cls = type(record)
+    replace = _REPLACERS.get(cls)
+    if replace is None:
+        replace = _REPLACERS[cls] = _make_replacer(cls)
+    return replace(record, changes)  # type: ignore[no-any-return]
+
+
+_REPLACERS: dict[type[Any], Callable[[Any, Mapping[str, Any]], Any]] = {}
+
+
+def _make_replacer(cls: type[Any]) -> Callable[[Any, Mapping[str, Any]], Any]:
+    fields = dataclasses.fields(cls)
+    if any(not f.init for f in fields):
+        return lambda record, changes: dataclasses.replace(record, **changes)
+    names = frozenset(f.name for f in fields)
+    arguments = ", ".join(f"get({f.name!r}, r.{f.name})" for f in fields)
+    namespace: dict[str, Any] = {}
+    exec(f"def replace(r, get):\n    return cls({arguments})\n", {"cls": cls}, namespace)  # noqa: S102
+    make = namespace["replace"]
+
+    def replace(record: Any, changes: Mapping[str, Any]) -> Any:
+        unknown = changes.keys() - names
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+        return make(record, changes.get)
+
+    return replace

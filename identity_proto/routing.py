@@ -65,10 +65,12 @@ class Route:
         return self.body
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _PathEntry:
     regex: re.Pattern[str]
     methods: dict[str, Route] = field(default_factory=dict)
+    #: The methods, sorted (the `Allow` header and preflights): set once the table is built.
+    allowed: tuple[str, ...] = ()
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
@@ -94,6 +96,8 @@ class Router:
             if route.method in entry.methods:
                 raise ValueError(f"duplicate route {route.method} {route.pattern}")
             entry.methods[route.method] = route
+        for entry in (*self._static.values(), *self._dynamic.values()):
+            entry.allowed = tuple(sorted(entry.methods))
 
     def match(self, method: str, path: str) -> tuple[Route | None, dict[str, str], tuple[str, ...]]:
         """(route, path parameters, allowed methods) for a request.
@@ -113,7 +117,7 @@ class Router:
                     break
         if entry is None:
             raise KnownError(ErrorCode.ROUTE_NOT_FOUND, context={"method": method, "path": path})
-        allowed = tuple(sorted(entry.methods))
+        allowed = entry.allowed
         route = entry.methods.get(method)
         if route is None:
             if method == "OPTIONS":

@@ -101,5 +101,12 @@ class AsyncMemoryStore:
 
 @_performs(Together)
 def _together(store: MemoryStore, effect: Together) -> tuple[Any, ...]:
-    # Under the store's (re-entrant) lock, one after the other: each effect atomic, as its own contract says.
-    return tuple(store.apply(inner) for inner in effect.effects)
+    # Under the store's lock (held by `apply`), one after the other: each effect atomic, as its own contract says.
+    return tuple(_handler(inner)(store, inner) for inner in effect.effects)
+
+
+def _handler(effect: StorageEffect[Any]) -> _Handler:
+    handler = _HANDLERS.get(type(effect))
+    if handler is None:
+        raise TypeError(f"MemoryStore cannot perform {type(effect).__name__}")
+    return handler

@@ -87,6 +87,10 @@ class UpdateUser(StorageEffect["User | UserWrite"]):
         # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
         object.__setattr__(self, "changes", UserChanges.of(self.changes))
 
+    def guarded_by(self, guard: SessionGuard) -> UpdateUser:
+        """This write, made only while `guard`'s session lives."""
+        return UpdateUser(self.project_id, self.user_id, self.changes, self.revoke_sessions, guard)
+
 
 @dataclass(frozen=True, slots=True)
 class UpdateUserWithTeam(StorageEffect["tuple[User, Team | None] | UserWrite"]):

@@ -67,6 +67,8 @@ _NEEDS_CURRENT_USER = frozenset(
     }
 )
 
+_EMAIL_FIELDS = frozenset({"primary_email", "primary_email_verified", "primary_email_auth_enabled"})
+
 _RESTRICTION_FIELDS = frozenset(
     {"restricted_by_admin", "restricted_by_admin_reason", "restricted_by_admin_private_details"}
 )
@@ -89,6 +91,13 @@ def load_rendered_user(ctx: RequestContext, project: Project, user: User) -> Flo
         team = yield from perform(LoadTeam(project.id, user.selected_team_id))
     auth = ctx.require_auth()
     return render_user(user, auth.access_type, project.config, team, caller_id=auth.user_id)
+
+
+def _read(user: User | None) -> User:
+    """The user's current state, which a rule for a field of `_NEEDS_CURRENT_USER` reads (the flow loaded it)."""
+    if user is None:
+        raise AssertionError("a rule read the current user, which is loaded only for _NEEDS_CURRENT_USER fields")
+    return user
 
 
 def _my_id(ctx: RequestContext) -> str:
@@ -198,59 +207,60 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     # 2. the user, when a rule needs its current state (a PATCH of plain fields goes straight to the write: one
     #    round trip; the write itself says whether the user exists)
     missing = ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND
+    current: User | None = None  # read only when a rule needs it: the rules below take None otherwise
     if given & _NEEDS_CURRENT_USER:
         current = yield from perform(LoadUser(project.id, user_id))
         if current is None:  # through `me`, a deleted user is no "me" (reference §1.2 step 9)
             raise KnownError(missing)
-        user = current
-    else:
-        user = User(id=user_id, signed_up_at_millis=0, last_active_at_millis=0)  # only its id is read below
 
     changes: dict[str, Any] = {}
 
     # 3. the selected team must be one of the user's teams
     if "selected_team_id" in given:
         if body.selected_team_id is not None:
-            membership = yield from perform(LoadMembership(project.id, body.selected_team_id, user.id))
+            membership = yield from perform(LoadMembership(project.id, body.selected_team_id, user_id))
             if membership is None:
                 raise KnownError(
-                    ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": body.selected_team_id, "user_id": user.id}
+                    ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": body.selected_team_id, "user_id": user_id}
                 )
         changes["selected_team_id"] = body.selected_team_id
 
     # 4.-5. e-mail and sign-in methods (the rules creating a user follows too), then the password
-    changes.update(sign_in_changes(user, body, given, project))
+    changes.update(sign_in_changes(current, body, given, project))
     password_changed = server_body is not None and ("password" in given or "password_hash" in given)
     if server_body is not None and password_changed:
-        changes["password_hash"] = yield from _new_password_hash(ctx, project, user, server_body)
+        changes["password_hash"] = yield from _new_password_hash(ctx, project, _read(current), server_body)
 
     # 6. anonymous -> not anonymous: a fresh sign-up time
-    if server_body is not None and "is_anonymous" in given and user.is_anonymous:
+    if server_body is not None and "is_anonymous" in given and _read(current).is_anonymous:
         changes["is_anonymous"] = False
         changes["signed_up_at_millis"] = ctx.now_ms
 
     # 7.-8. restriction, the profile image and the plain fields (shared with creating, too)
-    changes.update(profile_changes(user, body, given, auth.access_type))
+    changes.update(profile_changes(current, body, given, auth.access_type))
 
     # 9. one atomic write (and, after a password change, no session survives), answering what the response
     #    renders: the user and their selected team (no second read)
-    update = UpdateUser(project.id, user.id, UserChanges.of(changes.items()), revoke_sessions=password_changed)
+    update = UpdateUser(project.id, user_id, UserChanges.of(changes.items()), revoke_sessions=password_changed)
     updated = yield from perform(UpdateUserWithTeam(update))
     if updated is UserWrite.NOT_FOUND:
         raise KnownError(missing)
     if updated is UserWrite.EMAIL_TAKEN:
-        raise email_taken(changes.get("primary_email") or user.primary_email or "")
+        raise email_taken(changes.get("primary_email") or (current.primary_email if current else None) or "")
     assert not isinstance(updated, UserWrite)
     rendered = render_user(updated[0], auth.access_type, project.config, updated[1], caller_id=auth.user_id)
     return json_response(200, rendered)
 
 
-def sign_in_changes(user: User, body: ClientUserUpdateBody, given: set[str], project: Project) -> dict[str, Any]:
+def sign_in_changes(user: User | None, body: ClientUserUpdateBody, given: set[str], project: Project) -> dict[str, Any]:
     """The first half of the field changes a user body (an update's or a creation's) asks of `user`: e-mail and
     sign-in methods (reference §3.2 order). Pure: a rule that fails raises its KnownError. Creating and updating
     share these rules and `profile_changes`; what needs storage or hashing (the selected team, a password) and
-    what differs between the two (anonymity) come between or before, in the callers."""
-    changes = _email_changes(user, body, given, by_client=not isinstance(body, ServerUserUpdateBody))
+    what differs between the two (anonymity) come between or before, in the callers. `user` is None when `given`
+    holds none of `_NEEDS_CURRENT_USER` (no rule here reads it then)."""
+    changes: dict[str, Any] = {}
+    if given & _EMAIL_FIELDS:
+        changes = _email_changes(_read(user), body, given, by_client=not isinstance(body, ServerUserUpdateBody))
     if "otp_auth_enabled" in given:
         if body.otp_auth_enabled and not project.config.magic_link_enabled:
             raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
@@ -260,14 +270,16 @@ def sign_in_changes(user: User, body: ClientUserUpdateBody, given: set[str], pro
     return changes
 
 
-def profile_changes(user: User, body: ClientUserUpdateBody, given: set[str], access_type: AccessType) -> dict[str, Any]:
+def profile_changes(
+    user: User | None, body: ClientUserUpdateBody, given: set[str], access_type: AccessType
+) -> dict[str, Any]:
     """The second half (see `sign_in_changes`): restriction by an administrator, the profile image, the plain
     fields and risk scores."""
     changes: dict[str, Any] = {}
     server_body = body if isinstance(body, ServerUserUpdateBody) else None
     if server_body is not None and given & _RESTRICTION_FIELDS:
         # (the schema already refused a reason without restricted_by_admin: true)
-        changes.update(_restriction_changes(user, server_body, given))
+        changes.update(_restriction_changes(_read(user), server_body, given))
     if "profile_image_url" in given:
         changes["profile_image_url"] = checked_profile_image(body.profile_image_url, access_type)
     for name in _PLAIN_FIELDS:
