@@ -35,6 +35,7 @@ subdomain (never the bare domain itself).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from ipaddress import AddressValueError, IPv6Address
@@ -102,14 +103,17 @@ class OriginPattern:
         return origin.host == self.host
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_web_url(url: str) -> WebURL:
     """`url` parsed as a browser would parse it, or `UnsafeURL` when a browser might read it differently from
-    us (see the module docstring for the rules)."""
+    us (see the module docstring for the rules). Memoised: a sign-in parses its callback three times (schema,
+    trust, link), and an app sends the same few callbacks again and again (refusals are not memoised)."""
     scheme, authority, rest = _split(url)
     host, port = _host_and_port(authority, scheme)
     return WebURL(Origin(scheme, _plain_host(host), port), rest if rest.startswith("/") else f"/{rest}")
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_origin_pattern(domain: str) -> OriginPattern:
     """A trusted domain such as `https://app.example.com` or `https://*.example.com:8443` (a path after it is
     allowed and ignored), or `UnsafeURL`."""
