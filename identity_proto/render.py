@@ -6,7 +6,6 @@ record and the caller's access type, so no flow can leak a field by building JSO
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -16,7 +15,7 @@ import orjson
 from identity_proto.auth import AccessType
 from identity_proto.errors import KnownError
 from identity_proto.http import Headers, Response, check_headers
-from identity_proto.records import Membership, Project, ProjectConfig, Team, User, config_to_json
+from identity_proto.records import Membership, Project, ProjectConfig, Team, User, config_to_json, replaced
 from identity_proto.users import restricted_reason
 
 __all__ = [
@@ -185,7 +184,7 @@ def render_user(
     otherwise both are null, as for a user with no selected team.
     """
     if access_type is AccessType.CLIENT and user.id != caller_id and user.selected_team_id not in caller_team_ids:
-        user, selected_team = dataclasses.replace(user, selected_team_id=None), None
+        user, selected_team = replaced(user, {"selected_team_id": None}), None
     reason = restricted_reason(user, config)
     rendered: dict[str, Any] = {
         "id": user.id,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from backends.memory.store import MemoryStore, _performs
 from identity_proto.effects import (
     AcceptTotp,
@@ -14,6 +12,7 @@ from identity_proto.effects import (
     CreateVerificationCode,
     TotpAcceptance,
 )
+from identity_proto.records import replaced
 
 #: Expired codes are swept every this many new codes (the core judges expiry; this only frees memory).
 _SWEEP_EVERY = 1024
@@ -48,7 +47,7 @@ def _attempt_code(store: MemoryStore, effect: AttemptVerificationCode) -> CodeAt
     if before >= effect.max_attempts:
         return CodeAttempt(CodeOutcome.MAX_ATTEMPTS_REACHED, code)
     if effect.consume:
-        tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+        tenant.codes[code.code_hash] = replaced(code, {"used": True})
     return CodeAttempt(CodeOutcome.OK, code)
 
 
@@ -58,7 +57,7 @@ def _consume_code(store: MemoryStore, effect: ConsumeVerificationCode) -> bool:
     code = tenant.codes.get(effect.code_hash)
     if code is None or code.used:
         return False
-    tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
+    tenant.codes[code.code_hash] = replaced(code, {"used": True})
     return True
 
 
@@ -73,6 +72,6 @@ def _accept_totp(store: MemoryStore, effect: AcceptTotp) -> TotpAcceptance:
         return TotpAcceptance.USER_NOT_FOUND
     if user.totp_last_step is not None and user.totp_last_step >= effect.step:
         return TotpAcceptance.STEP_USED
-    tenant.codes[code.code_hash] = dataclasses.replace(code, used=True)
-    tenant.users[user.id] = dataclasses.replace(user, totp_last_step=effect.step)
+    tenant.codes[code.code_hash] = replaced(code, {"used": True})
+    tenant.users[user.id] = replaced(user, {"totp_last_step": effect.step})
     return TotpAcceptance.ACCEPTED

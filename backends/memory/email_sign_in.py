@@ -3,7 +3,6 @@ and sessions)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from backends.memory.codes import _create_code
@@ -23,6 +22,7 @@ from identity_proto.effects import (
     FindUserByAuthEmail,
     SignInByEmail,
 )
+from identity_proto.records import replaced
 
 
 @_performs(CreateSignInCode)
@@ -50,10 +50,10 @@ def _sign_in_by_email(store: MemoryStore, effect: SignInByEmail) -> EmailSignIn:
         if user.totp_secret_base64 is None and user.last_active_at_millis < effect.now_ms:
             changes["last_active_at_millis"] = effect.now_ms
         if changes:  # neither field is indexed: the record alone changes
-            user = tenant.users[user.id] = dataclasses.replace(user, **changes)
+            user = tenant.users[user.id] = replaced(user, changes)
         if user.totp_secret_base64 is not None:
             return EmailSignIn(EmailSignInOutcome.MFA_REQUIRED, user)
-        _create_session(store, CreateSession(project_id, dataclasses.replace(effect.session, user_id=user.id)))
+        _create_session(store, CreateSession(project_id, replaced(effect.session, {"user_id": user.id})))
         return EmailSignIn(EmailSignInOutcome.SIGNED_IN, user)
     if not effect.sign_up_enabled:
         return EmailSignIn(EmailSignInOutcome.SIGN_UP_DISABLED)
@@ -64,5 +64,5 @@ def _sign_in_by_email(store: MemoryStore, effect: SignInByEmail) -> EmailSignIn:
     _create_user(store, CreateUser(project_id, new_user))
     if effect.personal_team is not None:
         _create_team(store, CreateTeam(project_id, *effect.personal_team))
-    _create_session(store, CreateSession(project_id, dataclasses.replace(effect.session, user_id=new_user.id)))
+    _create_session(store, CreateSession(project_id, replaced(effect.session, {"user_id": new_user.id})))
     return EmailSignIn(EmailSignInOutcome.SIGNED_UP, new_user)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from backends.memory.store import MemoryStore, _performs
 from identity_proto.effects import CreateProject, DeleteProject, EnsureProject, ListProjects, LoadProject, UpdateProject
-from identity_proto.records import Project
+from identity_proto.records import Project, replaced
 
 
 @_performs(LoadProject)
@@ -26,7 +25,7 @@ def _create_project(store: MemoryStore, effect: CreateProject) -> bool:
 @_performs(EnsureProject)
 def _ensure_project(store: MemoryStore, effect: EnsureProject) -> Project:
     stored = store.projects.get(effect.project.id)
-    result = effect.project if stored is None else dataclasses.replace(stored, keys=effect.project.keys)
+    result = effect.project if stored is None else replaced(stored, {"keys": effect.project.keys})
     store.projects[result.id] = result
     return result
 
@@ -41,7 +40,7 @@ def _update_project(store: MemoryStore, effect: UpdateProject) -> Project | None
         changes["display_name"] = effect.display_name
     if effect.config:
         changes["config"] = effect.config.apply(stored.config)
-    updated = dataclasses.replace(stored, **changes)
+    updated = replaced(stored, changes)
     store.projects[updated.id] = updated
     return updated
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     CreateSession,
@@ -13,7 +11,7 @@ from identity_proto.effects import (
     RevokeUserSessions,
     UseRefreshToken,
 )
-from identity_proto.records import Session, User
+from identity_proto.records import Session, User, replaced
 
 
 @_performs(CreateSession)
@@ -33,9 +31,9 @@ def _use_refresh_token(store: MemoryStore, effect: UseRefreshToken) -> tuple[Ses
     user = None if session is None else tenant.users.get(session.user_id)
     if session is None or user is None:
         return None
-    session = dataclasses.replace(session, last_used_at_millis=effect.now_ms)
+    session = replaced(session, {"last_used_at_millis": effect.now_ms})
     tenant.sessions[session.id] = session
-    user = dataclasses.replace(user, last_active_at_millis=max(user.last_active_at_millis, effect.now_ms))
+    user = replaced(user, {"last_active_at_millis": max(user.last_active_at_millis, effect.now_ms)})
     tenant.users[user.id] = user
     return session, user
 

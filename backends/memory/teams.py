@@ -19,7 +19,7 @@ from identity_proto.effects import (
     UpdateMembership,
     UpdateTeam,
 )
-from identity_proto.records import Membership, Team
+from identity_proto.records import Membership, Team, replaced
 
 
 @_performs(CreateTeam)
@@ -71,7 +71,7 @@ def _drop_membership(tenant: Tenant, team_id: str, user_id: str) -> bool:
         return False
     user = tenant.users.get(user_id)
     if user is not None and user.selected_team_id == team_id:
-        tenant.users[user_id] = dataclasses.replace(user, selected_team_id=None)
+        tenant.users[user_id] = replaced(user, {"selected_team_id": None})
     return True
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from identity_proto.context import RequestContext
@@ -22,7 +21,7 @@ from identity_proto.flows.sessions import IssuedTokens, issue_access_token, new_
 from identity_proto.flows.signin import personal_team, require_second_factor, signed_in
 from identity_proto.http import Response
 from identity_proto.ratelimits import check_under_limit, count_event, rule_for
-from identity_proto.records import CodePurpose, Project, ProjectConfig, User
+from identity_proto.records import CodePurpose, Project, ProjectConfig, User, replaced
 from identity_proto.render import json_response
 from identity_proto.schemas import CodeBody, SendSignInCodeBody
 from identity_proto.tokens import new_uuid
@@ -145,7 +144,7 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
     )
     team = personal_team(ctx, project, new_user)
     if team is not None:
-        new_user = dataclasses.replace(new_user, selected_team_id=team[0].id)
+        new_user = replaced(new_user, {"selected_team_id": team[0].id})
     refresh_token, session = new_session(ctx, user_id="")  # the store makes it the signed-in user's
     result = yield from perform(
         SignInByEmail(
@@ -167,7 +166,7 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
         raise RuntimeError(f"signing in by e-mail: {outcome.value}")  # a random id collided: a 500, logged
     if outcome is EmailSignInOutcome.MFA_REQUIRED:
         yield from require_second_factor(ctx, project, user, is_new_user=False)
-    session = dataclasses.replace(session, user_id=user.id)
+    session = replaced(session, {"user_id": user.id})
     tokens = IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
     return signed_in(user, tokens, is_new_user=outcome is EmailSignInOutcome.SIGNED_UP)
 
