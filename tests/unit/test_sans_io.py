@@ -286,3 +286,28 @@ def test_signed_tokens_are_what_joserfc_jwt_encode_makes() -> None:
     assert key.verify(ours) == claims
     assert dict(jwt.decode(ours, key.key, algorithms=["ES256"]).claims) == claims
     assert key.verify(SigningKey.from_scalar(new_signing_key(SeededEntropy(4))).sign(claims)) is None
+
+
+def test_records_replaced_equals_dataclasses_replace() -> None:
+    import dataclasses
+
+    from identity_proto.records import Session, User, replaced
+
+    user = User(id="u", signed_up_at_millis=1, last_active_at_millis=2, display_name="A", client_metadata={"k": 1})
+    for changes in ({}, {"display_name": None}, {"primary_email": "a@example.com", "primary_email_verified": True}):
+        assert replaced(user, changes) == dataclasses.replace(user, **changes)
+    session = Session("s", "u", "hash", 1, 2, 3)
+    assert replaced(session, {"user_id": "v"}) == dataclasses.replace(session, user_id="v")
+    with pytest.raises(TypeError, match="no field"):
+        replaced(user, {"not_a_field": 1})
+
+
+def test_headers_of_trusted_responses_are_checked_where_they_are_made() -> None:
+    from identity_proto.http import check_headers
+    from identity_proto.render import json_response
+
+    with pytest.raises(ValueError, match="invalid response headers"):
+        check_headers((("x-ok", "fine"), ("x-bad", "line\r\nbreak")))
+    with pytest.raises(ValueError, match="invalid response header"):
+        json_response(200, {}, (("x-bad", "line\nbreak"),))
+    assert json_response(200, {"a": 1}).headers[0] == ("content-type", "application/json; charset=utf-8")
