@@ -35,6 +35,7 @@ from identity_hosting.settings import (
     Dashboard,
     Settings,
     SystemEntropy,
+    body_too_large,
     build_async_store,
     configure_logging,
     declared_body_length,
@@ -199,13 +200,12 @@ class IdentityASGI:
         else (chunked, or a length the server did not check) as soon as the bytes received pass the limit. The
         server hands the body over in chunks of its choosing, so at most one chunk past the limit is received."""
         limit = self.settings.max_body_bytes
-        too_large = KnownError(ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": limit})
         declared = {value for name, value in scope.get("headers", ()) if name == b"content-length"}
         if len(declared) > 1:
             raise MalformedRequest("the request has Content-Length headers that disagree")
         length = declared_body_length(declared.pop().decode("latin-1")) if declared else None
         if length is not None and length > limit:
-            raise too_large
+            raise body_too_large(limit)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -215,7 +215,7 @@ class IdentityASGI:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                raise too_large
+                raise body_too_large(limit)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break

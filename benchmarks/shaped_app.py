@@ -12,17 +12,31 @@ from typing import Any
 from benchmarks.baseline_app import app as baseline
 from identity_proto.render import BASE_HEADERS, JSON_CONTENT_TYPE
 
-#: Between the rendered users the service answers `GET` (~720 B) and `PATCH /users/me` (~970 B) with here.
-BODY_BYTES = 850
-BODY = b'{"padding":"' + b"x" * (BODY_BYTES - 14) + b'"}'
-assert len(BODY) == BODY_BYTES
-#: A service answer's headers: JSON content type, the base headers, a request id, the length.
-HEADERS = [
-    (b"content-type", JSON_CONTENT_TYPE.encode()),
-    *((name.encode(), value.encode()) for name, value in BASE_HEADERS),
-    (b"x-service-request-id", b"0123456789abcdef"),
-    (b"content-length", str(len(BODY)).encode()),
-]
+
+def _json_of_size(size: int) -> bytes:
+    body = b'{"padding":"' + b"x" * (size - 14) + b'"}'
+    assert len(body) == size
+    return body
+
+
+def _headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """A service answer's headers: JSON content type, the base headers, a request id, the length."""
+    return [
+        (b"content-type", JSON_CONTENT_TYPE.encode()),
+        *((name.encode(), value.encode()) for name, value in BASE_HEADERS),
+        (b"x-service-request-id", b"0123456789abcdef"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+
+
+#: Between the rendered users the service answers `GET` (~720 B) and `PATCH /users/me` (~970 B) with.
+BODY = _json_of_size(850)
+HEADERS = _headers(BODY)
+#: The OTP sign-in's two answers: the code's nonce (51 B), and the tokens with the user id (~1,050 B).
+ANSWERS = {
+    "/api/v1/auth/otp/send-sign-in-code": (_headers(_json_of_size(51)), _json_of_size(51)),
+    "/api/v1/auth/otp/sign-in": (_headers(_json_of_size(1050)), _json_of_size(1050)),
+}
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -31,5 +45,6 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     while (await receive()).get("more_body"):
         pass
-    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    await send({"type": "http.response.body", "body": BODY})
+    headers, body = ANSWERS.get(scope["path"], (HEADERS, BODY))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -28,6 +28,7 @@ from pathlib import Path
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.mailers import MailerPair, mailer_from_url
 from identity_proto import AsyncStore, IssuedKeys, MalformedRequest, ProjectSeed, Response, ServiceOptions, Store
+from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import Project
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Dashboard",
     "Settings",
     "SystemEntropy",
+    "body_too_large",
     "build_async_store",
     "build_sync_store",
     "configure_logging",
@@ -288,6 +290,11 @@ def declared_body_length(value: str | None) -> int | None:
     if len(text) > _MAX_LENGTH_DIGITS:
         return sys.maxsize
     return int(text)
+
+
+def body_too_large(limit: int) -> KnownError:
+    """The error a host raises for a body over `limit` bytes (made only when one is: most requests never are)."""
+    return KnownError(ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": limit})
 
 
 def build_async_store(settings: Settings) -> AsyncStore:

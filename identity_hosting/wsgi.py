@@ -21,6 +21,7 @@ from identity_hosting.settings import (
     Dashboard,
     Settings,
     SystemEntropy,
+    body_too_large,
     build_sync_store,
     configure_logging,
     declared_body_length,
@@ -149,16 +150,15 @@ class IdentityWSGI:
         length (the client went away) is malformed. Without a Content-Length there is a body only when the server
         says its stream ends where the body does (PEP 3333's `wsgi.input_terminated`, e.g. a chunked body)."""
         limit = self.settings.max_body_bytes
-        too_large = KnownError(ErrorCode.REQUEST_BODY_TOO_LARGE, context={"max_bytes": limit})
         length = declared_body_length(environ.get("CONTENT_LENGTH") or None)
         stream = environ["wsgi.input"]
         if length is None:
             body = _read_at_most(stream, limit + 1) if environ.get("wsgi.input_terminated") else b""
             if len(body) > limit:
-                raise too_large
+                raise body_too_large(limit)
             return body
         if length > limit:
-            raise too_large
+            raise body_too_large(limit)
         body = _read_at_most(stream, length)
         if len(body) != length:
             raise MalformedRequest("the body is shorter than its Content-Length")
