@@ -64,7 +64,7 @@ class Changes(Generic[RecordT]):
 
     def apply(self, record: RecordT) -> RecordT:
         """`record` with these changes made."""
-        return replaced(record, dict(self.pairs)) if self.pairs else record
+        return replaced(record, dict(self.pairs), known=True) if self.pairs else record
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

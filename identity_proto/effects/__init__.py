@@ -22,6 +22,7 @@ holds the effect kinds, `Flow`, `perform` and `Together`. Import from this packa
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
@@ -93,6 +94,7 @@ from identity_proto.effects.users import (
     UpdateUserWithTeam,
     UserWrite,
 )
+from identity_proto.quickinit import quick_init
 
 __all__ = [
     "READ_EFFECTS",
@@ -190,3 +192,20 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         LoadClockOverride,
     }
 )
+
+
+def _effect_classes() -> list[type[Any]]:
+    found: list[type[Any]] = []
+    pending: list[type[Any]] = [Effect]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            if sub not in found:
+                found.append(sub)
+                pending.append(sub)
+    return found
+
+
+# Every concrete effect is a frozen dataclass made per request: each gets the cheaper `__init__`.
+for _effect in _effect_classes():
+    if dataclasses.is_dataclass(_effect) and "__init__" in vars(_effect):
+        quick_init(_effect)
