@@ -10,6 +10,7 @@ from urllib.parse import quote
 from identity_proto.auth import AccessType, Auth, HeaderReader, ProjectCache
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
+from identity_proto.quickinit import quick_init
 from identity_proto.tokens import Entropy
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class RequestContext:
         if self.auth is None:
             raise KnownError(ErrorCode.ACCESS_TYPE_REQUIRED)
         return self.auth
+
+
+quick_init(RequestContext)  # made per request (identity_proto.quickinit)
 
 
 def client_address(request: Request, options: ServiceOptions) -> str | None:

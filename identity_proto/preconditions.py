@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from identity_proto.effects import READ_EFFECTS, Flow, StorageEffect, Together, perform
+from identity_proto.quickinit import quick_init
 
 __all__ = ["Precondition", "check_preconditions", "guarded"]
 
@@ -43,6 +44,9 @@ class Precondition(Generic[R]):
     check: Callable[[R], None]
     fold: Callable[[StorageEffect[Any]], StorageEffect[Any] | None] | None = None
     refused: Any = None
+
+
+quick_init(Precondition)  # made per request (identity_proto.quickinit)
 
 
 def check_preconditions(preconditions: Sequence[Precondition[Any]]) -> Flow[None]:

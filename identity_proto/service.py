@@ -178,7 +178,7 @@ class Service:
     def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:
         """The headers every response gets here and nowhere else: the request id, and the CORS headers (once)."""
         # Trusted: the names were checked in __init__, the id is ours (Crockford characters), the CORS headers too.
-        extra = tuple((name, request_id) for name, _ in self._request_id_headers)
+        extra = tuple([(name, request_id) for name, _ in self._request_id_headers])
         return response.with_trusted_headers(extra + self._cors_headers if cors else extra)
 
     def _preflight(self, allowed: tuple[str, ...]) -> Response:
@@ -199,14 +199,11 @@ def _parse_body(request: Request) -> Any:
         )
     if content_type == "application/octet-stream":
         return raw
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Request body cannot be parsed as UTF-8") from None
     if content_type == "application/json":
         try:
-            parsed = orjson.loads(text)
+            parsed = orjson.loads(raw)  # orjson checks the UTF-8 itself: no decoded copy first
         except orjson.JSONDecodeError:
+            _utf8(raw)  # which of the two it was
             raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Invalid JSON in request body") from None
         # Deeper than the limit takes more opening brackets than the limit: most bodies skip the walk.
         if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and _depth_exceeds(parsed, MAX_JSON_DEPTH):
@@ -216,10 +213,17 @@ def _parse_body(request: Request) -> Any:
             )
         return parsed
     if content_type == "application/x-www-form-urlencoded":
-        return dict(parse_qsl(text, keep_blank_values=True))
+        return dict(parse_qsl(_utf8(raw), keep_blank_values=True))
     if content_type == "text/plain":
-        return text
+        return _utf8(raw)
     raise KnownError(ErrorCode.BODY_PARSING_ERROR, message=f"Unknown content type in request body: {content_type}")
+
+
+def _utf8(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KnownError(ErrorCode.BODY_PARSING_ERROR, message="Request body cannot be parsed as UTF-8") from None
 
 
 #: Deepest nesting of objects and arrays a JSON body may have (metadata included): deeper bodies are refused before

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.quickinit import quick_init
 from identity_proto.urls import UnsafeURL, parse_web_url
 from identity_proto.users import checked_email
 
@@ -76,6 +77,9 @@ class Validated(Generic[M]):
     def ok(self) -> bool:
         """Whether the input was valid (`value` is set)."""
         return not self.problems
+
+
+quick_init(Validated)  # made per request (identity_proto.quickinit)
 
 
 def validate_model(model: type[M], data: Any, location: str) -> Validated[M]:
