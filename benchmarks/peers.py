@@ -94,7 +94,8 @@ def install(say: Callable[[str], None], prefix: Path = PEERS_DIR) -> Path:
     except subprocess.TimeoutExpired:
         raise PeerUnavailable(f"npm install did not finish within {INSTALL_TIMEOUT_S:.0f} s") from None
     if out.returncode or not script.exists():
-        tail = (out.stderr or out.stdout).strip()[-600:]
+        said = [line for line in (out.stderr or out.stdout).splitlines() if "complete log of this run" not in line]
+        tail = " ".join(" ".join(said).split())[-400:]
         raise PeerUnavailable(f"npm install firebase-tools@{FIREBASE_TOOLS_VERSION} failed ({out.returncode}): {tail}")
     _installed_marker(prefix).write_text(FIREBASE_TOOLS_VERSION + "\n")
     return script
@@ -448,7 +449,7 @@ def add_to_report(report: dict[str, Any], rec: Recorder, info: dict[str, Any]) -
     if not info:
         return
     m = rec.median
-    section = SECTION.format(version=info.get("emulator", "?").removeprefix("firebase-tools "))
+    section = SECTION.format(version=info.get("emulator", FIREBASE_TOOLS_VERSION).removeprefix("firebase-tools "))
     rows: list[dict[str, Any]] = report["rows"]
     targets: list[dict[str, Any]] = report["targets"]
 
@@ -484,7 +485,11 @@ def add_to_report(report: dict[str, Any], rec: Recorder, info: dict[str, Any]) -
         rows.append(entry)
 
     if "error" in info:
-        row(f"not measured: {info['error']}")
+        row("not measured", detail=" ".join(str(info["error"]).split())[-600:])
+    if not any(name.startswith("peers.") for name in rec.runs):
+        target("start-up to first answer: Firebase Auth emulator / ours", math.nan, 15.0)
+        target("PATCH /users/me req/s / the emulator's accounts:update req/s", math.nan, 2.0)
+        return
     startup = target("start-up to first answer: Firebase Auth emulator / ours", m("peers.startup.ratio"), 15.0)
     row(
         "start-up, emulator: process start to first 200 (s)",
