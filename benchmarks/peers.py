@@ -3,9 +3,9 @@ test author would otherwise pick.
 
 The emulator is `firebase-tools` from npm, installed once into `benchmarks/.peers/` (git-ignored; reused while its
 version is the pinned one), started alone (`firebase emulators:start --only auth`) on free loopback ports with a
-`demo-` project, which needs no credentials and reaches no Google service. It runs in a process group of its own,
-with HOME, XDG_CONFIG_HOME and TMPDIR in a temporary directory (so no login or state of the user's is read or
-written), and that group is what is stopped, always, Ctrl-C included. Measured:
+`demo-` project, which needs no credentials (the CLI treats demo- projects as offline). It runs in a process
+group of its own, with HOME, XDG_CONFIG_HOME and TMPDIR in a temporary directory (so no login or state of the
+user's is read or written), and that group is what is stopped, always, Ctrl-C included. Measured:
 
 - start-up: process start to the first 200, polled every 5 ms: the emulator's `GET /` (its readiness answer) and
   the service's `GET /api/v1` (Hypercorn, memory store, the command line of the HTTP section), alternating, one
@@ -16,7 +16,9 @@ written), and that group is what is stopped, always, Ctrl-C included. Measured:
   each of ours against the mean of the emulator runs around it, median over the repeats. The emulator's answer
   to the loaded request is checked (200, the name written) before any load, and the load generator's error count
   (non-2xx answers included) of every run is part of the result: a run with errors gives no ratio.
-  CPU per request of each side's whole process tree. Target: ours / emulator >= 2.
+  CPU per request of each side's whole process tree. Target: ours / emulator >= 2. (The emulator's ID tokens are
+  unsigned, `alg: none`; the service verifies an ES256 access token on every request.) The floor of the HTTP
+  section is measured in the same alternation: the most any application could reach on Hypercorn.
 
 When firebase-tools cannot be installed or started, the section says why and its targets read "not measured".
 """
