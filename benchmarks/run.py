@@ -47,7 +47,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks import growth
+from benchmarks import growth, peers
 from benchmarks.common import (
     CALLBACK_URL,
     CLIENT_PATCH_BODY,
@@ -836,6 +836,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, argparse.Namespa
     parser.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server and load generator to CPUs")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--peers", action="store_true", help="also the Firebase Auth emulator side by side (npm)")
     parser.add_argument(
         "--service-hypercorn-arg",
         action="append",
@@ -859,7 +860,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, argparse.Namespa
         inproc_duration=0.5 if quick else 1.0,
         growth_duration=0.5 if quick else 1.5,
         max_users=args.max_users or (100_000 if quick else 1_000_000),
-        sections={s.strip() for s in args.only.split(",") if s.strip()},
+        sections={s.strip() for s in args.only.split(",") if s.strip()} | ({"peers"} if args.peers else set()),
         placement=Placement(not args.no_pin),
         loadgen=loadgen,
         logdir=Path(tempfile.mkdtemp(prefix="bench-logs-")),
@@ -898,6 +899,7 @@ def main(argv: list[str] | None = None) -> None:
     if "growth" in opts.sections:
         say(f"growth up to {opts.max_users:,} users")
         grow = growth.run_growth(opts, rec, say)
+    peer = peers.run_peers(opts, rec, say) if "peers" in opts.sections else {}
     say("done")
 
     header = (
@@ -906,6 +908,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{opts.loadgen}; {opts.placement.describe()}; {time.perf_counter() - started:.0f} s in all"
     )
     report = build_report(opts, rec, trips, grow)
+    peers.add_to_report(report, rec, peer)
     print_report(opts, report, header)
     document = {
         "header": header,
@@ -926,6 +929,7 @@ def main(argv: list[str] | None = None) -> None:
         "targets": report["targets"],
         "roundtrips": trips,
         "growth": grow,
+        "peers": peer,
         "median": {name: rec.median(name) for name in rec.runs},
         "runs": rec.runs,
     }
