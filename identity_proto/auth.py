@@ -226,21 +226,9 @@ def authenticate(
     headers: HeaderReader,
     token_cache: VerifiedTokenCache,
     projects: ProjectCache | None = None,
-    cache: AuthCache | None = None,
 ) -> Flow[Auth | None]:
-    """Implements the decision procedure of reference §1.2 (see the module docstring); with `cache` (and a
-    `projects` cache), a repeated success is answered from it."""
-    if cache is not None and projects is not None and projects.ttl_ms > 0:
-        key = cache.key(request)
-        hit = cache.get(key, now_ms, projects)
-        if hit is not None:
-            return hit
-        auth = yield from authenticate(
-            request, now_ms=now_ms, headers=headers, token_cache=token_cache, projects=projects
-        )
-        if auth is not None:
-            cache.put(key, auth)
-        return auth
+    """Implements the decision procedure of reference §1.2 (see the module docstring). (`AuthCache` keeps its
+    successes: the service looks there first.)"""
     access_type_value = headers.get(request, "access-type")
     if access_type_value is None:
         if any(headers.get(request, name) is not None for name in _KEY_HEADERS):

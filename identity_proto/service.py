@@ -60,6 +60,11 @@ class Service:
         self._token_cache = VerifiedTokenCache()
         self.projects = ProjectCache(self.options.project_cache_ms)
         self._auth_cache = AuthCache(self.options.header_prefixes)
+        self._auth_args: dict[str, Any] = {
+            "headers": self.options.headers,
+            "token_cache": self._token_cache,
+            "projects": self.projects,
+        }
         self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers
         # Checked here once: `_stamp` appends them to every response unchecked.
@@ -121,14 +126,7 @@ class Service:
             if override is not None:
                 now_ms = override.now(now_ms)
         body = _parse_body(request) if request.method != "GET" else None
-        auth = yield from authenticate(
-            request,
-            now_ms=now_ms,
-            headers=self.options.headers,
-            token_cache=self._token_cache,
-            projects=self.projects,
-            cache=self._auth_cache,
-        )
+        auth = yield from self._authenticate(request, now_ms)
         _check_access(route, auth)
         preconditions: list[Precondition[Any]] = []
         if self.options.rate_limits_enabled:
@@ -158,6 +156,19 @@ class Service:
             routes=self._router.routes,
         )
         return (yield from guarded(route.flow(ctx), preconditions))
+
+    def _authenticate(self, request: Request, now_ms: int) -> Flow[Auth | None]:
+        """Step 3, answered from the `AuthCache` when the same authentication headers succeeded before (and the
+        project and token they were checked against are still current)."""
+        if self.projects.ttl_ms <= 0:  # no project cache: nothing tells a cached success is still current
+            return (yield from authenticate(request, **self._auth_args, now_ms=now_ms))
+        key = self._auth_cache.key(request)
+        auth = self._auth_cache.get(key, now_ms, self.projects)
+        if auth is None:
+            auth = yield from authenticate(request, **self._auth_args, now_ms=now_ms)
+            if auth is not None:
+                self._auth_cache.put(key, auth)
+        return auth
 
     def _validate_inputs(
         self, route: Route, request: Request, auth: Auth | None, raw_params: dict[str, str], body: Any
