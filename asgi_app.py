@@ -235,22 +235,16 @@ def _request_from_scope(scope: Scope, body: bytes) -> Request:
     root_path: str = scope.get("root_path", "").rstrip("/")
     if root_path and (path == root_path or path.startswith(root_path + "/")):  # mounted under a prefix
         path = path[len(root_path) :] or "/"
-    try:
-        headers = tuple(
-            [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope.get("headers", ())]
-        )
-    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes every byte
-        raise MalformedRequest(str(exc)) from None
     client = scope.get("client")
-    return Request(
-        method=scope["method"],
-        path=path,
-        headers=headers,
-        body=body,
-        query=scope.get("query_string", b"").decode("latin-1"),
-        client=client[0] if client else None,
-        root_path=root_path,
-        scheme=scope.get("scheme", "http"),
+    return Request.from_wire(
+        scope["method"],
+        path,
+        scope.get("headers", ()),
+        body,
+        scope.get("query_string", b"").decode("latin-1"),
+        client[0] if client else None,
+        root_path,
+        scope.get("scheme", "http"),
     )
 
 

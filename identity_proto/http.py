@@ -11,6 +11,7 @@ Rules of this module (the h11 way):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
@@ -24,6 +25,9 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9a-z]+$")
 #: Header names joined by newlines, each a lower-case token: one match checks every name of a message.
 _TOKEN_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9a-z]+\n)*")
 _METHOD = re.compile(r"^[A-Z]+$")
+#: The same two rules on a server's raw header bytes (`Request.from_wire`).
+_TOKEN_LINES_BYTES = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9a-z]+\n)*")
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _SCHEMES = frozenset({"http", "https"})
 
 
@@ -48,6 +52,17 @@ def check_headers(headers: Headers) -> Headers:
     if not _headers_are_valid(headers):
         raise ValueError(f"invalid response headers {[name for name, _ in headers]!r}")
     return headers
+
+
+def _index(headers: Headers) -> dict[str, str]:
+    index = dict(headers)
+    if len(index) < len(headers):
+        # Repeated headers are joined as RFC 9110 allows for list-valued fields; for the single-valued headers the
+        # core reads, a repeat makes the value invalid, which the reader then rejects.
+        index = {}
+        for name, value in headers:
+            index[name] = f"{index[name]}, {value}" if name in index else value
+    return index
 
 
 class MalformedRequest(ValueError):
@@ -77,6 +92,57 @@ class Request:
     _index: dict[str, str] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        self._check_target()
+        if not _headers_are_valid(self.headers):
+            for name, value in self.headers:  # the slow path names the first offender
+                if not _TOKEN.match(name):
+                    raise MalformedRequest(f"invalid header name {name!r} (names are lower-case tokens)")
+                if _CONTROL_CHARS.search(value):
+                    raise MalformedRequest(f"header {name} contains control characters")
+        object.__setattr__(self, "_index", _index(self.headers))
+
+    @classmethod
+    def from_wire(
+        cls,
+        method: str,
+        path: str,
+        raw_headers: Sequence[tuple[bytes, bytes]],
+        body: bytes = b"",
+        query: str = "",
+        client: str | None = None,
+        root_path: str = "",
+        scheme: str = "http",
+    ) -> Request:
+        """A request from the header bytes a server received (ASGI's `headers`), checked once, on those bytes:
+        names are lower-cased and must be tokens, values must hold no control character (tab aside); then
+        decoded as Latin-1 (every byte is a character: no failure, no check left to make)."""
+        names = b"\n".join([name for name, _ in raw_headers]).lower() + b"\n"
+        values = b" ".join([value for _, value in raw_headers])
+        if raw_headers and (
+            names.count(b"\n") != len(raw_headers)
+            or _TOKEN_LINES_BYTES.fullmatch(names) is None
+            or _CONTROL_BYTES.search(values) is not None
+        ):
+            headers = tuple([(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in raw_headers])
+            return cls(method, path, headers, body, query, client, root_path, scheme)  # names the offender
+        headers = tuple([(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in raw_headers])
+        request = object.__new__(cls)
+        for name, value in (
+            ("method", method),
+            ("path", path),
+            ("headers", headers),
+            ("body", body),
+            ("query", query),
+            ("client", client),
+            ("root_path", root_path),
+            ("scheme", scheme),
+            ("_index", _index(headers)),
+        ):
+            object.__setattr__(request, name, value)
+        request._check_target()
+        return request
+
+    def _check_target(self) -> None:
         if not _METHOD.match(self.method):
             raise MalformedRequest(f"invalid method {self.method!r}")
         if not self.path.startswith("/") or _CONTROL_CHARS.search(self.path):
@@ -87,20 +153,6 @@ class Request:
             raise MalformedRequest("invalid mount point (root path)")
         if self.scheme not in _SCHEMES:
             raise MalformedRequest(f"invalid scheme {self.scheme!r}")
-        if not _headers_are_valid(self.headers):
-            for name, value in self.headers:  # the slow path names the first offender
-                if not _TOKEN.match(name):
-                    raise MalformedRequest(f"invalid header name {name!r} (names are lower-case tokens)")
-                if _CONTROL_CHARS.search(value):
-                    raise MalformedRequest(f"header {name} contains control characters")
-        index = dict(self.headers)
-        if len(index) < len(self.headers):
-            # Repeated headers are joined as RFC 9110 allows for list-valued fields; for the single-valued
-            # headers the core reads, a repeat makes the value invalid, which the reader then rejects.
-            index = {}
-            for name, value in self.headers:
-                index[name] = f"{index[name]}, {value}" if name in index else value
-        object.__setattr__(self, "_index", index)
 
     def header(self, name: str) -> str | None:
         """The value of header `name` (lower-case), or None when it is absent."""

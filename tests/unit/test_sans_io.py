@@ -9,8 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from identity_proto import Request, Response, SeededEntropy, Service
+from identity_proto import MalformedRequest, Request, Response, SeededEntropy, Service
 from identity_proto.effects import HitRateLimits, LoadProject, StorageEffect
 from identity_proto.flows.projects import new_project
 from identity_proto.records import Project
@@ -311,3 +313,24 @@ def test_headers_of_trusted_responses_are_checked_where_they_are_made() -> None:
     with pytest.raises(ValueError, match="invalid response header"):
         json_response(200, {}, (("x-bad", "line\nbreak"),))
     assert json_response(200, {"a": 1}).headers[0] == ("content-type", "application/json; charset=utf-8")
+
+
+_HEADER_BYTES = st.binary(max_size=12) | st.sampled_from([b"x-service-access-type", b"Content-Type", b"a b", b""])
+
+
+@given(st.lists(st.tuples(_HEADER_BYTES, st.binary(max_size=16)), max_size=5))
+def test_requests_from_wire_bytes_are_checked_as_the_constructor_checks_them(raw: list[tuple[bytes, bytes]]) -> None:
+    # from_wire checks the raw bytes once; it must accept and refuse exactly what the constructor does.
+    decoded = tuple((n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in raw)
+    try:
+        expected: Request | None = Request("GET", "/p", decoded)
+    except MalformedRequest:
+        expected = None
+    try:
+        got: Request | None = Request.from_wire("GET", "/p", raw)
+    except MalformedRequest:
+        got = None
+    assert got == expected
+    if got is not None and expected is not None:
+        assert got.headers == expected.headers
+        assert all(got.header(name) == expected.header(name) for name, _ in decoded)
