@@ -86,8 +86,6 @@ def register_scripts(client: Any) -> dict[str, Any]:
 #: Connections an asyncio store made by `AsyncRedisStore.from_url` opens at most (per process); more concurrent
 #: commands wait for one (up to the socket timeout).
 _ASYNC_MAX_CONNECTIONS = 100
-#: Idle connections an `AsyncRedisStore` holds for its scripts between calls, at most (see `_held_evalsha`).
-_HELD_IDLE_MAX = 16
 
 
 def _retry_backoff() -> ExponentialBackoff:
