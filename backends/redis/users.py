@@ -6,7 +6,7 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-from backends.redis.codecs import _flat, _json, _json_fields, _required, _team, _text, _user, _user_change_fields
+from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _team, _text, _user
 from backends.redis.keys import KeySpace
 from backends.redis.lua import _AUTH_EMAIL, _REVOKE_SESSIONS, _SEQ
 from backends.redis.plan import Call, Plan, Script, _plans, script
@@ -176,7 +176,7 @@ def _update_user_reading(
     """The `update_user` script; with `with_team`, it reads the selected team too (its key is built in the script
     from the project's team prefix: the same slot)."""
     project_id, user_id = effect.project_id, effect.user_id
-    fields = _user_change_fields(effect.changes)
+    fields = _change_fields(effect.changes)
     guard = effect.session_guard
     script_keys: tuple[str, ...] = (
         keys.user(project_id, user_id),
