@@ -100,10 +100,14 @@ def _json_fields(data: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _decoded(reply: Any) -> dict[str, Any]:
-    """A hash of JSON fields (as `_pairs` reads it) decoded; {} for nil or empty. (orjson reads the values' bytes
-    as they come: no text is made of them first.)"""
+    """A hash of JSON fields (as `_pairs` reads it) decoded; {} for nil or empty. A script may return the record
+    as the text of one JSON object instead (`record_json` in `backends.redis.lua`). (orjson reads the values'
+    bytes as they come: no text is made of them first.)"""
     if not reply:
         return {}
+    if isinstance(reply, (bytes, str)):
+        data: dict[str, Any] = orjson.loads(reply)
+        return data
     items: Iterable[tuple[Any, Any]] = (
         reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
     )
