@@ -38,7 +38,9 @@ from backends.redis.runner import (
     _scan_position,
     _split,
     _start_together,
+    forgotten_scripts,
     queue,
+    raise_first_error,
     register_scripts,
     storage_fault,
 )
@@ -66,7 +68,7 @@ class AsyncRedisStore:
         #: On one server (not a cluster, not a single-connection client), every command but SCAN is pipelined
         #: with those of concurrent requests (see `backends.redis.autopipe`).
         self._pipeline: AutoPipeline | None = None
-        if isinstance(client, redis.asyncio.Redis) and client.connection is None:
+        if isinstance(client, redis.asyncio.Redis) and not client.single_connection_client:
             self._pipeline = AutoPipeline(client.connection_pool)
 
     @classmethod
@@ -147,11 +149,13 @@ class AsyncRedisStore:
             return list(await asyncio.gather(*(self._execute(op) for _, op in pending)))
         async with self.client.pipeline(transaction=False) as pipe:
             for _, op in pending:
-                queued = queue(pipe, op, self._scripts)
-                if queued is not None:
-                    await queued
-            raw = await pipe.execute()
-        return _split(raw, pending)
+                queue(pipe, op, self._scripts)
+            replies = _split(await pipe.execute(raise_on_error=False), pending)
+        ops = [op for _, op in pending]
+        for at in forgotten_scripts(replies, ops):
+            replies[at] = await self._execute(ops[at])
+        raise_first_error(replies, ops)
+        return replies
 
     async def _execute(self, op: Op) -> Any:
         if self._pipeline is not None and not isinstance(op, Scan):
@@ -180,10 +184,9 @@ class AsyncRedisStore:
             if isinstance(reply, redis.exceptions.NoScriptError) and at in sources:
                 loaded, again = await pipeline.execute((("SCRIPT", "LOAD", sources[at]), commands[at]))
                 raw[at] = again if not isinstance(loaded, redis.exceptions.ResponseError) else loaded
-        for reply in raw:
-            if isinstance(reply, redis.exceptions.ResponseError):
-                raise reply
-        return _split(raw, [(0, op) for op in ops])
+        replies = _split(raw, [(0, op) for op in ops])
+        raise_first_error(replies, ops)
+        return replies
 
     async def _scan(self, op: Scan) -> tuple[str, list[Any]]:
         client = self.client

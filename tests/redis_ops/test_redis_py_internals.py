@@ -54,8 +54,9 @@ def test_a_store_from_url_gets_a_blocking_pool_it_can_take_a_connection_from() -
     store = AsyncRedisStore.from_url("redis://127.0.0.1:1/0")  # never connects
     client = store.client
     assert isinstance(client, redis.asyncio.Redis)
-    assert hasattr(client, "connection"), "redis-py changed: redis.asyncio.Redis has no `connection` attribute"
-    assert client.connection is None, "redis-py changed: a pooled asyncio client now has a `connection` of its own"
+    assert client.single_connection_client is False, (
+        "redis-py changed: redis.asyncio.Redis no longer says whether it is a single-connection client"
+    )
     pool = client.connection_pool
     assert isinstance(pool, redis.asyncio.BlockingConnectionPool)
     assert isinstance(getattr(pool, "max_connections", None), int), (
