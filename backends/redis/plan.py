@@ -19,7 +19,9 @@ Arg: TypeAlias = str | bytes | int | float
 
 @dataclass(frozen=True, slots=True, init=False)
 class Call:
-    """One command; the plan is sent its reply as redis-py parses it."""
+    """One command; the plan is sent its reply as redis-py parses it: through the client's response callbacks
+    (`RedisStore`), or as the connection reads it (`AsyncRedisStore`'s pipeline): plans read both (HGETALL as a
+    dict or a flat list, SMEMBERS as a set or a list, SET's OK as True or b"OK")."""
 
     command: str
     args: tuple[Arg, ...]

@@ -86,8 +86,6 @@ def register_scripts(client: Any) -> dict[str, Any]:
 #: Connections an asyncio store made by `AsyncRedisStore.from_url` opens at most (per process); more concurrent
 #: commands wait for one (up to the socket timeout).
 _ASYNC_MAX_CONNECTIONS = 100
-#: Idle connections an `AsyncRedisStore` holds for its scripts between calls, at most (see `_held_evalsha`).
-_HELD_IDLE_MAX = 16
 
 
 def _retry_backoff() -> ExponentialBackoff:
@@ -160,19 +158,40 @@ def _start_together(effect: Together, keys: KeySpace, store: str) -> _Started:
     return _Started(plans, results, pending)
 
 
-def queue(pipe: Any, op: Op, scripts: Mapping[str, Any]) -> Any:
-    """Queue one plan operation on a pipeline, sync or asyncio (a Batch queues each of its calls). Queuing a script
-    on an asyncio pipeline is a coroutine: it is returned, for the asyncio runner to await; else None."""
+def queue(pipe: Any, op: Op, scripts: Mapping[str, Any]) -> None:
+    """Queue one plan operation on a pipeline, sync or asyncio (a Batch queues each of its calls). A script is
+    queued as its EVALSHA: redis-py's `Script` on a pipeline makes the pipeline ask SCRIPT EXISTS first, a round
+    trip of its own; a script the server does not know answers NOSCRIPT instead (see `forgotten_scripts`)."""
     if isinstance(op, Script):
-        return scripts[op.name](keys=op.keys, args=op.args, client=pipe)
-    if isinstance(op, Call):
+        pipe.execute_command("EVALSHA", scripts[op.name].sha, len(op.keys), *op.keys, *op.args)
+    elif isinstance(op, Call):
         pipe.execute_command(op.command, *op.args)
     elif isinstance(op, Batch):
         for call in op.calls:
             pipe.execute_command(call.command, *call.args)
     else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
         raise TypeError(f"{type(op).__name__} cannot be pipelined")
-    return None
+
+
+def forgotten_scripts(replies: list[Any], ops: list[Op]) -> list[int]:
+    """The indexes of the scripts among `ops` the server answered NOSCRIPT for (it did not run them: they are to be
+    run again, through their `Script`, which loads them), given the replies of a pipeline run with
+    ``raise_on_error=False`` as `_split` regroups them."""
+    return [
+        at
+        for at, (op, reply) in enumerate(zip(ops, replies, strict=True))
+        if isinstance(op, Script) and isinstance(reply, redis.exceptions.NoScriptError)
+    ]
+
+
+def raise_first_error(replies: list[Any], ops: list[Op]) -> None:
+    """Raise the first error reply among the replies to `ops` (as `_split` regroups them: a Batch's is the list of
+    its calls' replies) of a pipeline run with ``raise_on_error=False``, as ``raise_on_error=True`` would have
+    (after the forgotten scripts ran again)."""
+    for op, reply in zip(ops, replies, strict=True):
+        for one in reply if isinstance(op, Batch) else (reply,):
+            if isinstance(one, redis.exceptions.ResponseError):
+                raise one
 
 
 def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:

@@ -24,7 +24,9 @@ from backends.redis.runner import (
     _scan_position,
     _split,
     _start_together,
+    forgotten_scripts,
     queue,
+    raise_first_error,
     register_scripts,
     storage_fault,
 )
@@ -121,8 +123,12 @@ class RedisStore:
         with self.client.pipeline(transaction=False) as pipe:
             for _, op in pending:
                 queue(pipe, op, self._scripts)
-            raw = pipe.execute()
-        return _split(raw, pending)
+            replies = _split(pipe.execute(raise_on_error=False), pending)
+        ops = [op for _, op in pending]
+        for at in forgotten_scripts(replies, ops):
+            replies[at] = self._execute(ops[at])
+        raise_first_error(replies, ops)
+        return replies
 
     def _execute(self, op: Op) -> Any:
         if isinstance(op, Call):

@@ -10,13 +10,12 @@ import dataclasses
 from typing import Final
 
 from backends.redis.codecs import (
+    _change_fields,
     _flat,
     _json_fields,
     _membership,
-    _membership_change_fields,
     _required,
     _team,
-    _team_change_fields,
     _text,
 )
 from backends.redis.keys import KeySpace
@@ -127,7 +126,7 @@ return redis.call('HGETALL', KEYS[1])
 @_plans(UpdateTeam)
 def _update_team(keys: KeySpace, effect: UpdateTeam) -> Plan[Team | None]:
     project_id = effect.project_id
-    fields = _team_change_fields(effect.changes)
+    fields = _change_fields(effect.changes)
     reply = yield Script(
         "update_team",
         (keys.team(project_id, effect.team_id), keys.team_order(project_id)),
@@ -332,7 +331,7 @@ return redis.call('HGETALL', key)
 @_plans(UpdateMembership)
 def _update_membership(keys: KeySpace, effect: UpdateMembership) -> Plan[Membership | None]:
     project_id = effect.project_id
-    fields = _membership_change_fields(effect.changes)
+    fields = _change_fields(effect.changes)
     reply = yield Script(
         "update_membership",
         (keys.team_members(project_id, effect.team_id),),

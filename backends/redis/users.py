@@ -6,9 +6,9 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-from backends.redis.codecs import _flat, _json, _json_fields, _required, _team, _text, _user, _user_change_fields
+from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _team, _text, _user
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _AUTH_EMAIL, _REVOKE_SESSIONS, _SEQ
+from backends.redis.lua import _AUTH_EMAIL, _RECORD_JSON, _REVOKE_SESSIONS, _SEQ
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     CreateUser,
@@ -29,16 +29,17 @@ def _load_user(keys: KeySpace, effect: LoadUser) -> Plan[User | None]:
     return _user((yield Call("HGETALL", keys.user(effect.project_id, effect.user_id))))
 
 
-# KEYS: user. ARGV: team key prefix. Returns {user fields, team fields} ({} when none), or false.
+# KEYS: user. ARGV: team key prefix. Returns {user record as JSON, team fields} ({} when none), or false.
 script(
     "load_user_with_team",
-    """
+    _RECORD_JSON
+    + """
 local user = redis.call('HGETALL', KEYS[1])
 if #user == 0 then return false end
 local selected = redis.call('HGET', KEYS[1], 'selected_team_id')
 local team = {}
 if selected and selected ~= 'null' then team = redis.call('HGETALL', ARGV[1] .. cjson.decode(selected)) end
-return {user, team}
+return {record_json(user), team}
 """,
 )
 
@@ -114,12 +115,13 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
 # KEYS: user, e-mail index, user's session set, user order, and with a session guard, the guard's session.
 # ARGV: user id, revoke sessions (1/0), session key prefix, token entry prefix, team key prefix ('' to read no
 # team), the guard's user id (JSON) and now_ms ('' without a guard), then field, value, ... (JSON values; maybe none).
-# Returns {'ok', record, selected team's record or {}}, {'session_gone'}, {'not_found'} or {'email_taken'} (the
+# Returns {'ok', record as JSON, selected team's record or {}}, {'session_gone'}, {'not_found'} or {'email_taken'} (the
 # last three: nothing written).
 script(
     "update_user",
     _REVOKE_SESSIONS
     + _AUTH_EMAIL
+    + _RECORD_JSON
     + """
 if #KEYS > 4 then
   local session = redis.call('HMGET', KEYS[5], 'user_id', 'expires_at_millis')
@@ -154,7 +156,7 @@ if ARGV[5] ~= '' then
   local selected = redis.call('HGET', KEYS[1], 'selected_team_id')
   if selected and selected ~= 'null' then team = redis.call('HGETALL', ARGV[5] .. cjson.decode(selected)) end
 end
-return {'ok', redis.call('HGETALL', KEYS[1]), team}
+return {'ok', record_json(redis.call('HGETALL', KEYS[1])), team}
 """,
 )
 
@@ -176,7 +178,7 @@ def _update_user_reading(
     """The `update_user` script; with `with_team`, it reads the selected team too (its key is built in the script
     from the project's team prefix: the same slot)."""
     project_id, user_id = effect.project_id, effect.user_id
-    fields = _user_change_fields(effect.changes)
+    fields = _change_fields(effect.changes)
     guard = effect.session_guard
     script_keys: tuple[str, ...] = (
         keys.user(project_id, user_id),

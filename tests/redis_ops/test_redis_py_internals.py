@@ -1,7 +1,7 @@
-"""The redis-py internals the asyncio store's held connections use (`AsyncRedisStore._held_evalsha`) still have the
-shape that code relies on. redis-py does not promise these (connection and pool methods, `Script.sha`), so its
+"""The redis-py internals the asyncio store's auto-pipeline uses (`backends.redis.autopipe.AutoPipeline`) still have
+the shape that code relies on. redis-py does not promise these (connection and pool methods, `Script.sha`), so its
 version is pinned in pyproject.toml; these tests say what changed when a new redis-py breaks the pin's assumptions,
-before the held-connection tests fail in some less readable way.
+before the auto-pipeline tests fail in some less readable way.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def _accepts(name: str, function: Callable[..., Any], *args: Any) -> None:
-    """`function` is a coroutine function that takes `args` (as `_held_evalsha` calls it)."""
+    """`function` is a coroutine function that takes `args` (as `AutoPipeline` calls it)."""
     assert inspect.iscoroutinefunction(function), f"redis-py changed: {name} is no longer a coroutine function"
     try:
         inspect.signature(function).bind(*args)
@@ -45,46 +45,43 @@ def test_the_installed_redis_py_is_in_the_range_pyproject_pins() -> None:
     assert len(pins) == 1, f"pyproject.toml should list redis once, with a version range: {pins}"
     installed = version("redis")
     assert pins[0].specifier.contains(installed), (
-        f"redis-py {installed} is outside the range {pins[0].specifier} the held-connection code was tested on"
+        f"redis-py {installed} is outside the range {pins[0].specifier} the auto-pipeline was tested on"
     )
     assert pins[0].specifier.contains("999") is False, "the redis pin needs an upper bound"
 
 
-def test_a_store_from_url_gets_a_blocking_pool_it_can_hold_connections_from() -> None:
+def test_a_store_from_url_gets_a_blocking_pool_it_can_take_a_connection_from() -> None:
     store = AsyncRedisStore.from_url("redis://127.0.0.1:1/0")  # never connects
     client = store.client
     assert isinstance(client, redis.asyncio.Redis)
-    assert hasattr(client, "connection"), "redis-py changed: redis.asyncio.Redis has no `connection` attribute"
-    assert client.connection is None, "redis-py changed: a pooled asyncio client now has a `connection` of its own"
+    assert client.single_connection_client is False, (
+        "redis-py changed: redis.asyncio.Redis no longer says whether it is a single-connection client"
+    )
     pool = client.connection_pool
     assert isinstance(pool, redis.asyncio.BlockingConnectionPool)
     assert isinstance(getattr(pool, "max_connections", None), int), (
         "redis-py changed: the pool's `max_connections` is gone or not an int"
     )
-    assert store._held == [], "the store no longer takes the held-connection path over a plain client"
+    assert store._pipeline is not None, "the store no longer pipelines over a plain client"
     _accepts("BlockingConnectionPool.get_connection", pool.get_connection)
     connection = pool.make_connection()
     _accepts("ConnectionPool.release", pool.release, connection)
 
 
-def test_a_connection_sends_reads_and_retries_as_the_held_path_calls_it() -> None:
-    pool = redis.asyncio.BlockingConnectionPool.from_url(
-        "redis://127.0.0.1:1/0",
-        retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 1),  # type: ignore[attr-defined]
-    )
+def test_a_connection_packs_sends_and_reads_as_the_auto_pipeline_calls_it() -> None:
+    pool = redis.asyncio.BlockingConnectionPool.from_url("redis://127.0.0.1:1/0")
     connection = pool.make_connection()
-    _accepts("Connection.send_command", connection.send_command, "EVALSHA", "0" * 40, 1, "key", "arg")
+    packed = connection.pack_command("EVALSHA", "0" * 40, 1, "key", "arg")
+    assert isinstance(packed, list), "redis-py changed: Connection.pack_command no longer returns a list"
+    assert all(isinstance(chunk, bytes) for chunk in packed), "redis-py changed: pack_command's chunks"
+    assert b"".join(packed).startswith(b"*5\r\n$7\r\nEVALSHA\r\n"), "redis-py changed: pack_command's output"
+    _accepts("Connection.send_packed_command", connection.send_packed_command, packed, False)
+    assert "check_health" in inspect.signature(connection.send_packed_command).parameters, (
+        "redis-py changed: send_packed_command has no check_health parameter"
+    )
     _accepts("Connection.read_response", connection.read_response)
     _accepts("Connection.disconnect", connection.disconnect)
-    retry = getattr(connection, "retry", None)
-    assert isinstance(retry, redis.asyncio.retry.Retry), (
-        f"redis-py changed: a connection's `retry` is {type(retry).__name__}, not redis.asyncio.retry.Retry"
-    )
-
-    async def do() -> None:
-        return None
-
-    _accepts("Retry.call_with_retry", retry.call_with_retry, do, lambda error: None)
+    assert connection.is_connected is False, "redis-py changed: Connection.is_connected"
 
 
 def test_a_registered_script_names_its_sha_and_source() -> None:
@@ -98,7 +95,7 @@ def test_a_registered_script_names_its_sha_and_source() -> None:
     assert issubclass(redis.exceptions.NoScriptError, redis.exceptions.ResponseError)
 
 
-@pytest.mark.parametrize("name", ["send_command", "read_response", "disconnect"])
+@pytest.mark.parametrize("name", ["pack_command", "send_packed_command", "read_response", "disconnect"])
 def test_the_connection_methods_are_the_abstract_connections(name: str) -> None:
     """Every connection class a URL can make (TCP, TLS, unix socket) inherits the methods checked above."""
     for cls in (
