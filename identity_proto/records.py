@@ -283,12 +283,36 @@ def user_to_json(user: User) -> dict[str, Any]:
 
 
 def user_from_json(data: dict[str, Any]) -> User:
-    """Inverse of `user_to_json`; unknown keys are ignored, missing ones take their defaults."""
-    values = {k: v for k, v in data.items() if k in _USER_FIELDS}
-    scores = values.get("risk_scores")
-    if isinstance(scores, dict):
-        values["risk_scores"] = RiskScores(**scores)
-    return User(**values)
+    """Inverse of `user_to_json`; unknown keys are ignored, missing ones take their defaults (a missing id or
+    time is a `TypeError`, as the constructor would raise). Every user a Redis store reads comes through here:
+    the constructor is called positionally by a function written once for `User` (as `replaced` does)."""
+    try:
+        return _user_from_json(data, data.get)
+    except KeyError as missing:
+        raise TypeError(f"a stored user has no {missing}") from None
+
+
+def _scores(value: Any) -> RiskScores:
+    return RiskScores(**value) if isinstance(value, dict) else value if value is not None else RiskScores()
+
+
+def _make_user_reader() -> Callable[[dict[str, Any], Any], User]:
+    arguments = []
+    namespace: dict[str, Any] = {"User": User, "_scores": _scores}
+    for f in dataclasses.fields(User):
+        if f.name == "risk_scores":
+            arguments.append("_scores(get('risk_scores'))")
+        elif f.default is dataclasses.MISSING:
+            arguments.append(f"data[{f.name!r}]")
+        else:
+            namespace[f"_default_{f.name}"] = f.default
+            arguments.append(f"get({f.name!r}, _default_{f.name})")
+    local: dict[str, Any] = {}
+    exec(f"def read(data, get):\n    return User({', '.join(arguments)})\n", namespace, local)  # noqa: S102
+    return local["read"]  # type: ignore[no-any-return]
+
+
+_user_from_json = _make_user_reader()
 
 
 @dataclass(frozen=True, slots=True)
