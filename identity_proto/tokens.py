@@ -11,6 +11,10 @@ Access tokens are ES256 JWTs made and checked with joserfc (on `cryptography`); 
 Each project has its own P-256 key, stored with the project as its private scalar, so every worker sharing a
 store signs and verifies with the same key. Verifying ES256 costs about 100 µs, so verified signatures are
 cached (bounded); the expiry is checked against the request's `now` on every use, never cached.
+
+joserfc and `cryptography` are imported when a key is first built (`SigningKey.from_scalar`), not with this
+module: importing them costs more CPU than everything else a first response needs, and a service answering with
+API keys alone (or a test that signs nothing) never uses them. Making a key pair's scalar needs neither.
 """
 
 from __future__ import annotations
@@ -23,13 +27,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
-from cryptography.hazmat.primitives.asymmetric import ec
-from joserfc import jws, jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import ECKey
+
+if TYPE_CHECKING:
+    from joserfc.jwk import ECKey
 
 __all__ = [
     "CROCKFORD_ALPHABET",
@@ -150,11 +153,16 @@ class SigningKey:
         payload encoded by orjson: `jwt.encode` goes through the standard library's `json`, which cost about a
         sixth of a signature. joserfc still builds and signs the JWS; `tests/unit/test_sans_io.py` pins the
         equality with `jwt.encode`."""
+        from joserfc import jws  # loaded with the key already: this is a lookup in sys.modules
+
         header = {"typ": "JWT", "alg": "ES256", "kid": self.kid}
         return jws.serialize_compact(header, orjson.dumps(claims), self.key, algorithms=_ES256)
 
     def verify(self, token: str) -> dict[str, Any] | None:
         """The claims if `token` carries a valid signature by this key, else None. Expiry is not checked."""
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+
         try:
             return dict(jwt.decode(token, self.key, algorithms=["ES256"]).claims)
         except (JoseError, ValueError, TypeError):
@@ -171,6 +179,9 @@ def _signing_key(scalar_hex: str) -> SigningKey:
     found = _signing_keys.get(scalar_hex)
     if found is not None:
         return found
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from joserfc.jwk import ECKey
+
     private = ec.derive_private_key(int(scalar_hex, 16), ec.SECP256R1())
     key = ECKey.import_key(private)
     built = SigningKey(kid=key.thumbprint()[:12], key=key)
