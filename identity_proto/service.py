@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 import orjson
 
+import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType, Auth, ProjectCache, authenticate, session_precondition
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import Flow, LoadClockOverride, perform
@@ -37,8 +38,11 @@ from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
-from identity_proto.schemas import Validated, schema_error, validate_model
+from identity_proto.schemas import Validated, schema_error, validate_nothing
 from identity_proto.tokens import Entropy, VerifiedTokenCache, new_request_id
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["Service"]
 
@@ -243,14 +247,20 @@ def _validate_inputs(
 ) -> tuple[Any, Any, Any]:
     """Step 5: every input validated, every problem reported at once."""
     params: Validated[Any] = Validated(raw_params)
-    if route.params is not None:
-        params = validate_model(route.params, raw_params, "params")
-    query = validate_model(route.query, _query_dict(request), "query")
-    parsed = validate_model(route.body_model(auth.access_type if auth else None), body, "body")
+    params_model = route.params_model()
+    if params_model is not None:
+        params = schemas.validate_model(params_model, raw_params, "params")
+    query = _validated(route.query_model(), _query_dict(request), "query")
+    parsed = _validated(route.body_model(auth.access_type if auth else None), body, "body")
     problems = params.problems + query.problems + parsed.problems
     if problems:
         raise schema_error(request.method, request.path, problems)
     return params.value, query.value, parsed.value
+
+
+def _validated(model: type[BaseModel] | None, data: Any, location: str) -> Validated[Any]:
+    # `schemas.validate_model` is loaded (with pydantic) by the first route that has a model.
+    return validate_nothing(data, location) if model is None else schemas.validate_model(model, data, location)
 
 
 def _query_dict(request: Request) -> dict[str, str]:

@@ -8,8 +8,9 @@ on a password change, the revocation of every session), so a request that fails 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
@@ -35,9 +36,11 @@ from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
 from identity_proto.records import Project, RiskScores, Team, User
 from identity_proto.render import json_response, render_user
-from identity_proto.schemas import ClientUserUpdateBody, ListUsersQuery, ServerUserUpdateBody, UserCreateBody
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import ClientUserUpdateBody, ListUsersQuery, ServerUserUpdateBody, UserCreateBody
 
 __all__ = [
     "create_user",
@@ -189,7 +192,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     auth = ctx.require_auth()
     project = auth.project
     given = body.model_fields_set
-    server_body = body if isinstance(body, ServerUserUpdateBody) else None
+    server_body = body if isinstance(body, schemas.ServerUserUpdateBody) else None
 
     # 1. password checks, before anything is looked up (reference §3.2 order)
     if server_body is not None:
@@ -250,7 +253,7 @@ def sign_in_changes(user: User, body: ClientUserUpdateBody, given: set[str], pro
     sign-in methods (reference §3.2 order). Pure: a rule that fails raises its KnownError. Creating and updating
     share these rules and `profile_changes`; what needs storage or hashing (the selected team, a password) and
     what differs between the two (anonymity) come between or before, in the callers."""
-    changes = _email_changes(user, body, given, by_client=not isinstance(body, ServerUserUpdateBody))
+    changes = _email_changes(user, body, given, by_client=not isinstance(body, schemas.ServerUserUpdateBody))
     if "otp_auth_enabled" in given:
         if body.otp_auth_enabled and not project.config.magic_link_enabled:
             raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
@@ -264,7 +267,7 @@ def profile_changes(user: User, body: ClientUserUpdateBody, given: set[str], acc
     """The second half (see `sign_in_changes`): restriction by an administrator, the profile image, the plain
     fields and risk scores."""
     changes: dict[str, Any] = {}
-    server_body = body if isinstance(body, ServerUserUpdateBody) else None
+    server_body = body if isinstance(body, schemas.ServerUserUpdateBody) else None
     if server_body is not None and given & _RESTRICTION_FIELDS:
         # (the schema already refused a reason without restricted_by_admin: true)
         changes.update(_restriction_changes(user, server_body, given))
