@@ -39,7 +39,7 @@ from identity_proto.render import BASE_HEADERS, cors_headers, error_response, pr
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import Validated, schema_error, validate_nothing
-from identity_proto.tokens import Entropy, VerifiedTokenCache, new_request_id
+from identity_proto.tokens import Entropy, VerifiedTokenCache, load_signing, new_request_id
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -66,6 +66,17 @@ class Service:
         self._known_error_headers = self.options.known_error_headers
         self._request_id_headers = self.options.request_id_headers
         self._cors_headers = cors_headers(self.options.header_prefixes)
+
+    def prepare(self) -> None:
+        """Build now what first requests otherwise build on their way: every model the route table names (see
+        `identity_proto.schemas`) and the token signing code (`tokens.load_signing`). Serving hosts call it at
+        start-up so that no request waits for it; a core used in process can leave each to its first use."""
+        for route in self._router.routes:
+            for access in (None, *_ACCESS_ORDER):
+                route.body_model(access)
+            route.query_model()
+            route.params_model()
+        load_signing()
 
     def handle(self, request: Request, now_ms: int, entropy: Entropy) -> Flow[Response]:
         """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`."""

@@ -14,7 +14,8 @@ cached (bounded); the expiry is checked against the request's `now` on every use
 
 joserfc and `cryptography` are imported when a key is first built (`SigningKey.from_scalar`), not with this
 module: importing them costs more CPU than everything else a first response needs, and a service answering with
-API keys alone (or a test that signs nothing) never uses them. Making a key pair's scalar needs neither.
+API keys alone (or a test that signs nothing) never uses them. Making a key pair's scalar needs neither. Serving
+hosts import them at start-up instead (`load_signing`, through `Service.prepare`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import importlib
 import random
 import threading
 from collections import OrderedDict
@@ -41,6 +43,7 @@ __all__ = [
     "SigningKey",
     "VerifiedTokenCache",
     "hash_secret",
+    "load_signing",
     "new_api_key",
     "new_request_id",
     "new_signing_key",
@@ -173,6 +176,18 @@ _ES256 = ["ES256"]
 
 _signing_keys: dict[str, SigningKey] = {}
 _signing_keys_lock = threading.Lock()
+
+
+def load_signing() -> None:
+    """Import what building keys, signing and verifying need now, rather than when the first key is built."""
+    for module in (
+        "cryptography.hazmat.primitives.asymmetric.ec",
+        "cryptography.hazmat.backends.openssl",  # loaded by the first key derived
+        "joserfc.errors",
+        "joserfc.jwk",
+        "joserfc.jwt",
+    ):
+        importlib.import_module(module)
 
 
 def _signing_key(scalar_hex: str) -> SigningKey:
