@@ -33,6 +33,7 @@ from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response
+from identity_proto.passwords import load_hashing
 from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers
@@ -69,14 +70,16 @@ class Service:
 
     def prepare(self) -> None:
         """Build now what first requests otherwise build on their way: every model the route table names (see
-        `identity_proto.schemas`) and the token signing code (`tokens.load_signing`). Serving hosts call it at
-        start-up so that no request waits for it; a core used in process can leave each to its first use."""
+        `identity_proto.schemas`), the token machinery (`tokens.load_signing`) and password hashing
+        (`passwords.load_hashing`). Serving hosts call it at start-up so that no request waits for it; a core used
+        in process can leave each to its first use."""
         for route in self._router.routes:
             for access in (None, *_ACCESS_ORDER):
                 route.body_model(access)
             route.query_model()
             route.params_model()
         load_signing()
+        load_hashing()
 
     def handle(self, request: Request, now_ms: int, entropy: Entropy) -> Flow[Response]:
         """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`."""

@@ -80,7 +80,10 @@ PREPARED = """
         assert response.status in (200, 201), response
         return json.loads(response.body)
 
-    user = call("POST", "/api/v1/users", "server", b'{"primary_email": "ada@example.com"}')
+    ada = {"primary_email": "ada@example.com", "primary_email_auth_enabled": True, "password": "correct horse"}
+    user = call("POST", "/api/v1/users", "server", json.dumps(ada).encode())
+    signing_in = {"email": "ada@example.com", "password": "correct horse"}
+    call("POST", "/api/v1/auth/password/sign-in", "client", json.dumps(signing_in).encode())
     token = call("POST", "/api/v1/auth/sessions", "server", b'{"user_id": "%s"}' % user["id"].encode())["access_token"]
     call("PATCH", "/api/v1/users/me", "client", b'{"display_name": "Ada"}', token=token)
     call("GET", "/api/v1/users", "server", query="limit=5")
@@ -90,7 +93,8 @@ PREPARED = """
 
 
 def test_a_prepared_service_imports_nothing_more_to_answer() -> None:
-    # Signing (a session), verifying (a token), and body, query and update models of several resources.
+    # Hashing and checking a password, signing (a session), verifying (a token), and body, query and update models
+    # of several resources.
     assert _run(PREPARED) == []
 
 
