@@ -16,7 +16,7 @@ name.
 Built on first use: each name below `_LAZY` is loaded the first time something asks the package for it (PEP 562),
 which imports the module defining it and so builds that module's models. Importing the core therefore imports no
 pydantic and builds no model; a route's models are built by its first request (routes name their models, see
-`identity_proto.routes`). Hosts that would rather pay that before serving can ask for every name in `__all__`.
+`identity_proto.routes`), or by `Service.prepare` when a serving host starts.
 """
 
 from __future__ import annotations
