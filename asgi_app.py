@@ -9,8 +9,9 @@ standard error naming the variable, and the server does not start (non-zero exit
 It translates ASGI messages into a `Request`, runs the core's flow with the async driver, and writes the
 `Response`. It adds nothing of its own but three edge duties:
 
-- the lifespan protocol (start-up bootstraps the projects; shutdown closes the store). Embedders whose framework
-  does not forward lifespan to mounted apps lose nothing: the first request starts the service lazily.
+- the lifespan protocol (start-up prepares the service and bootstraps the projects; shutdown closes the store).
+  Embedders whose framework does not forward lifespan to mounted apps lose nothing: the first request starts the
+  service lazily.
 - the request body limit: past `IDENTITY_MAX_BODY_BYTES` the answer is 413 and the rest is not read; a malformed
   or negative Content-Length is 400 before any of the body is read.
 - a last guard: whatever goes wrong in this host, the client gets a 500 known-error body with a request id,
@@ -117,6 +118,7 @@ class IdentityASGI:
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             self.settings.announce()
+            self.service.prepare()  # what first requests would otherwise build (models, token signing)
             disabled = await arun(
                 self.service.bootstrap(
                     self.settings.default_project,

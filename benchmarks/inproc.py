@@ -4,7 +4,8 @@ Run as subprocesses by `benchmarks.run` (each task in a fresh interpreter, pinne
 
     python -m benchmarks.inproc rates --duration 1.0          # operations per second, memory store
     python -m benchmarks.inproc roundtrips --redis-url URL    # Redis round trips per operation, counted
-    python -m benchmarks.inproc startup                       # import to first response, seconds
+    python -m benchmarks.inproc startup --runs 5              # import to first response, seconds (medians)
+    python -m benchmarks.inproc plugin-overhead --runs 7      # CPU seconds the pytest plugin adds to a run
     python -m benchmarks.inproc growth-worker --store memory --users 1000000   # see benchmarks.growth
 
 Each prints one JSON document (growth workers speak a line protocol on stdin/stdout instead).
@@ -19,11 +20,15 @@ import itertools
 import os
 import random
 import re
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,6 +38,7 @@ from benchmarks.common import (
     CLIENT_PATCH_BODY,
     PROJECT_ID,
     SERVER_PATCH_BODY,
+    child_env,
     client_headers,
     server_headers,
     service_env,
@@ -347,6 +353,58 @@ def startup_script() -> str:
     and CPU time."""
     headers = tuple(client_headers().items())
     return f"ENV = {service_env()!r}\nHEADERS = {headers!r}\n" + STARTUP_SCRIPT
+
+
+def task_startup(args: argparse.Namespace) -> dict[str, Any]:
+    """`startup_script` in `args.runs` fresh interpreters: medians and every run's CPU seconds."""
+    runs = []
+    for _ in range(args.runs):
+        out = subprocess.run(
+            [sys.executable, "-c", startup_script()], env=child_env(), capture_output=True, text=True, check=True
+        )
+        wall, cpu = out.stdout.split()
+        runs.append((float(wall), float(cpu)))
+    return {
+        "wall_s": statistics.median(wall for wall, _ in runs),
+        "cpu_s": statistics.median(cpu for _, cpu in runs),
+        "cpu_runs_s": [cpu for _, cpu in runs],
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the pytest plugin's cost to a suite that does not use it
+
+_TRIVIAL_TEST = "def test_trivial():\n    assert 1 + 1 == 2\n"
+
+
+def _child_cpu_seconds(command: list[str], cwd: str, env: dict[str, str]) -> float:
+    """CPU seconds (user + system) a child process spends running `command` to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def task_plugin_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    """CPU seconds the pytest plugin (entry point `identity`) adds to a run that uses none of its fixtures: one
+    trivial test in a scratch directory, run by fresh interpreters without and with the plugin, alternately,
+    `args.runs` times each; medians. The other installed plugins are left out of both runs
+    (PYTEST_DISABLE_PLUGIN_AUTOLOAD; `-p identity` loads ours by its entry point name): they cost the same either
+    way and would only add noise to the difference."""
+    env = {**child_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_trivial.py"]
+    without: list[float] = []
+    with_plugin: list[float] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        Path(scratch, "test_trivial.py").write_text(_TRIVIAL_TEST)
+        for _ in range(args.runs):
+            without.append(_child_cpu_seconds(command, scratch, env))
+            with_plugin.append(_child_cpu_seconds([*command, "-p", "identity"], scratch, env))
+    return {
+        "without_cpu_s": statistics.median(without),
+        "with_cpu_s": statistics.median(with_plugin),
+        "added_cpu_s": statistics.median(b - a for a, b in zip(without, with_plugin, strict=True)),
+    }
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -684,6 +742,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="task", required=True)
     rates = sub.add_parser("rates")
     rates.add_argument("--duration", type=float, default=1.0)
+    sub.add_parser("startup").add_argument("--runs", type=int, default=5)
+    sub.add_parser("plugin-overhead").add_argument("--runs", type=int, default=7)
     trips = sub.add_parser("roundtrips")
     trips.add_argument("--redis-url", required=True)
     worker = sub.add_parser("growth-worker")
@@ -699,6 +759,10 @@ def main() -> None:
         print(orjson.dumps(task_rates(args)).decode())
     elif args.task == "roundtrips":
         print(orjson.dumps(task_roundtrips(args)).decode())
+    elif args.task == "startup":
+        print(orjson.dumps(task_startup(args)).decode())
+    elif args.task == "plugin-overhead":
+        print(orjson.dumps(task_plugin_overhead(args)).decode())
     else:
         task_growth_worker(args)
 

@@ -17,7 +17,8 @@ same Hypercorn command (one worker) and loaded by the same load generator on loo
 - Redis round trips per operation, counted on the redis-py client (the second identical request: caches warm);
 - growth: GET and PATCH /users/me with 1k, 100k and 1M users in the store (memory and Redis), and the memory each
   stored user takes;
-- start-up: import to first response in process; process start to first 200 for Hypercorn (service, baseline).
+- start-up: import to first response in process; process start to first 200 for Hypercorn (service, baseline); the
+  CPU the pytest plugin adds to a run that does not use it.
 
 Baseline and service measurements alternate (B S1 B S2 B ...); each service figure is divided by the mean of the
 two baseline figures around it, so load from other processes on the machine hits both sides alike. The
@@ -500,6 +501,16 @@ def inproc_startup(opts: Options) -> tuple[float, float]:
     return float(wall), float(cpu)
 
 
+def plugin_overhead(opts: Options) -> float:
+    """CPU seconds the pytest plugin adds to a run that does not use it (benchmarks.inproc plugin-overhead)."""
+    command = opts.placement.server([PYTHON, "-m", "benchmarks.inproc", "plugin-overhead", "--runs", "7"])
+    out = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=300)
+    if out.returncode:
+        raise RuntimeError(f"plugin overhead failed: {out.stderr[-3000:]}")
+    added: float = json.loads(out.stdout)["added_cpu_s"]
+    return added
+
+
 def roundtrips(opts: Options) -> dict[str, Any]:
     redis = start_redis(opts.placement)
     try:
@@ -756,14 +767,21 @@ def build_report(opts: Options, rec: Recorder, trips: dict[str, Any], grow: dict
 
     if "startup" in opts.sections:
         sec = "Start-up (seconds)"
-        value = m("startup.inproc_s")
+        row(sec, "in process: import to first response", m("startup.inproc_s"))
+        value = m("startup.inproc_cpu_s")
         row(
             sec,
-            "in process: import to first response",
+            "in process: the same, CPU seconds (immune to other load)",
             value,
-            tgt=target("in-process import to first response, s", value, "<", 0.5, "startup"),
+            tgt=target("in-process import to first response, CPU s", value, "<", 0.3, "startup"),
         )
-        row(sec, "in process: the same, CPU seconds (immune to other load)", m("startup.inproc_cpu_s"))
+        value = m("startup.plugin_added_cpu_s")
+        row(
+            sec,
+            "pytest plugin: CPU seconds added to a run that does not use it",
+            value,
+            tgt=target("pytest plugin's cost to a run without its fixtures, CPU s", value, "<", 0.05, "startup"),
+        )
         if "http" in opts.sections:
             row(
                 sec,
@@ -891,6 +909,9 @@ def main(argv: list[str] | None = None) -> None:
             wall, cpu = inproc_startup(opts)
             rec.add("startup.inproc_s", wall)
             rec.add("startup.inproc_cpu_s", cpu)
+    if "startup" in opts.sections:
+        say("pytest plugin overhead")
+        rec.add("startup.plugin_added_cpu_s", plugin_overhead(opts))
     trips: dict[str, Any] = {}
     if "roundtrips" in opts.sections:
         say("Redis round trips")

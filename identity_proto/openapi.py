@@ -10,13 +10,15 @@ known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic.json_schema import models_json_schema
 
 from identity_proto.auth import AccessType
 from identity_proto.routing import Route
-from identity_proto.schemas import Body, EmptyBody, EmptyQuery, Query
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import Body, Query
 
 __all__ = ["openapi_document"]
 
@@ -71,10 +73,11 @@ def openapi_document(routes: Sequence[Route], *, title: str = "Identity service"
 
 
 def _body_models(route: Route) -> list[type[Body]]:
-    models = [route.body_model(access) for access in AccessType] if isinstance(route.body, Mapping) else [route.body]
+    accesses = list(AccessType) if isinstance(route.body, Mapping) else [None]
     unique: list[type[Body]] = []
-    for model in models:
-        if model is not EmptyBody and model not in unique:
+    for access in accesses:
+        model = route.body_model(access)
+        if model is not None and model not in unique:
             unique.append(model)
     return unique
 
@@ -111,14 +114,16 @@ _JSON = "application/json"
 
 def _parameters(route: Route) -> list[dict[str, Any]]:
     parameters: list[dict[str, Any]] = []
-    path_schema = _properties(route.params) if route.params is not None else {}
+    params = route.params_model()
+    path_schema = _properties(params) if params is not None else {}
     for name in _path_names(route.pattern):
         schema = path_schema.get(name, {"type": "string"})
         parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
     for header in route.required_headers:
         parameters.append({"name": header, "in": "header", "required": True, "schema": {"type": "string"}})
-    if route.query is not EmptyQuery:
-        full = route.query.model_json_schema(ref_template=_REF)
+    query = route.query_model()
+    if query is not None:
+        full = query.model_json_schema(ref_template=_REF)
         required = set(full.get("required", ()))
         for name, schema in full.get("properties", {}).items():
             parameters.append({"name": name, "in": "query", "required": name in required, "schema": schema})

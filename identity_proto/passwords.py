@@ -1,22 +1,29 @@
 """Password rules and hash identification (hashing itself runs as `HashPassword`/`VerifyPassword` effects).
 
 libpass (the maintained passlib fork) hashes with bcrypt and verifies bcrypt and argon2 hashes in Modular Crypt
-Format, so hashes imported from other systems keep working.
+Format, so hashes imported from other systems keep working. Its context is built on first use
+(`password_context`), and libpass loads bcrypt's backend on the first hash: together about 55 ms of CPU that only
+the routes taking or checking a password need. Serving hosts pay it at start-up instead (`load_hashing`, through
+`Service.prepare`).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import re
+from typing import TYPE_CHECKING
 
-from passlib.context import CryptContext
+if TYPE_CHECKING:
+    from passlib.context import CryptContext
 
 __all__ = [
     "MAX_PASSWORD_LENGTH",
     "MIN_PASSWORD_LENGTH",
-    "PASSWORD_CONTEXT",
     "hash_cost_problem",
     "is_supported_hash",
+    "load_hashing",
+    "password_context",
     "timing_decoy_hash",
     "too_long",
 ]
@@ -27,7 +34,20 @@ MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 70
 _BCRYPT_MAX_BYTES = 72
 
-PASSWORD_CONTEXT = CryptContext(schemes=["bcrypt", "argon2"])
+
+@functools.cache
+def password_context() -> CryptContext:
+    """libpass's context for bcrypt and argon2 hashes (one per process, built on first use)."""
+    from passlib.context import CryptContext
+
+    return CryptContext(schemes=["bcrypt", "argon2"])
+
+
+def load_hashing() -> None:
+    """Build the context and load what libpass loads on the first hash (bcrypt's backend, `passlib.hash`) now."""
+    password_context().handler("bcrypt").get_backend()
+    importlib.import_module("passlib.hash")
+
 
 # reference §3.2: $2a$/$2b$/$2y$, a two-digit cost up to 16, then exactly 53 characters (60 in total).
 _BCRYPT_MCF = re.compile(r"^\$2[aby]\$(0[4-9]|1[0-6])\$[./A-Za-z0-9]{53}$")
@@ -67,8 +87,8 @@ def is_supported_hash(password_hash: str) -> bool:
     """Whether `password_hash` is a bcrypt (cost <= 16) or argon2 hash in Modular Crypt Format."""
     # The patterns bound what we accept (bcrypt cost <= 16, reference §3.2); libpass confirms it can read it.
     if _BCRYPT_MCF.match(password_hash):
-        return bool(PASSWORD_CONTEXT.identify(password_hash) == "bcrypt")
-    return bool(_ARGON2_MCF.match(password_hash)) and PASSWORD_CONTEXT.identify(password_hash) == "argon2"
+        return bool(password_context().identify(password_hash) == "bcrypt")
+    return bool(_ARGON2_MCF.match(password_hash)) and password_context().identify(password_hash) == "argon2"
 
 
 # The salt and checksum of a bcrypt hash of a random secret that was thrown away: no password is known to match

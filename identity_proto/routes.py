@@ -1,6 +1,7 @@
 """The route table: (method, path pattern) -> flow, with who may call it and how its inputs are validated.
 
-Paths are relative to the service root; every endpoint lives under /api/v1.
+Paths are relative to the service root; every endpoint lives under /api/v1. Models are named, not imported: each
+is built on its route's first use (see `identity_proto.routing`).
 """
 
 from __future__ import annotations
@@ -20,41 +21,6 @@ from identity_proto.flows import (
     users,
 )
 from identity_proto.routing import ADMIN_ONLY, SERVER_AND_ADMIN, Route
-from identity_proto.schemas import (
-    AnyProjectIdParams,
-    Body,
-    ClientTeamCreateBody,
-    ClientTeamUpdateBody,
-    ClientUserUpdateBody,
-    ClockBody,
-    CodeBody,
-    CreateSessionBody,
-    ImportBody,
-    JwksQuery,
-    ListMembershipsQuery,
-    ListSessionsQuery,
-    ListTeamsQuery,
-    ListUsersQuery,
-    MemberProfileUpdateBody,
-    MembershipParams,
-    MfaSignInBody,
-    OAuthTokenBody,
-    OutboxQuery,
-    PasswordSignInBody,
-    PasswordSignUpBody,
-    PermissionParams,
-    ProjectCreateBody,
-    ProjectIdParams,
-    ProjectUpdateBody,
-    SendSignInCodeBody,
-    ServerTeamCreateBody,
-    ServerTeamUpdateBody,
-    ServerUserUpdateBody,
-    SessionIdParams,
-    TeamIdParams,
-    UserCreateBody,
-    UserIdParams,
-)
 
 __all__ = ["API_PREFIX", "ROUTES", "TESTING_ROUTES"]
 
@@ -62,47 +28,52 @@ API_PREFIX = "/api/v1"
 V1 = API_PREFIX
 
 
-def _by_access(client: type[Body], server: type[Body]) -> dict[AccessType, type[Body]]:
+def _by_access(client: str, server: str) -> dict[AccessType, str]:
     """One body model for client access, another for server and admin (which may write more fields)."""
     return {AccessType.CLIENT: client, AccessType.SERVER: server, AccessType.ADMIN: server}
 
 
-USER_UPDATE = _by_access(ClientUserUpdateBody, ServerUserUpdateBody)
-TEAM_CREATE = _by_access(ClientTeamCreateBody, ServerTeamCreateBody)
-TEAM_UPDATE = _by_access(ClientTeamUpdateBody, ServerTeamUpdateBody)
+USER_UPDATE = _by_access("ClientUserUpdateBody", "ServerUserUpdateBody")
+TEAM_CREATE = _by_access("ClientTeamCreateBody", "ServerTeamCreateBody")
+TEAM_UPDATE = _by_access("ClientTeamUpdateBody", "ServerTeamUpdateBody")
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", V1, meta.welcome, access=None, produces="text/plain"),
     Route("GET", f"{V1}/openapi.json", meta.openapi, access=None),
     # projects
     Route("GET", f"{V1}/projects/current", projects.get_current_project),
-    Route("PATCH", f"{V1}/projects/current", projects.update_current_project, ADMIN_ONLY, ProjectUpdateBody),
+    Route("PATCH", f"{V1}/projects/current", projects.update_current_project, ADMIN_ONLY, "ProjectUpdateBody"),
     Route(
         "GET",
         f"{V1}/projects/{{project_id}}/.well-known/jwks.json",
         projects.jwks,
         access=None,
-        query=JwksQuery,
-        params=AnyProjectIdParams,
+        query="JwksQuery",
+        params="AnyProjectIdParams",
     ),
     Route("GET", f"{V1}/internal/projects", projects.list_projects_endpoint, ADMIN_ONLY),
     Route(
-        "POST", f"{V1}/internal/projects", projects.create_project_endpoint, ADMIN_ONLY, ProjectCreateBody, success=201
+        "POST",
+        f"{V1}/internal/projects",
+        projects.create_project_endpoint,
+        ADMIN_ONLY,
+        "ProjectCreateBody",
+        success=201,
     ),
     Route(
         "DELETE",
         f"{V1}/internal/projects/{{project_id}}",
         projects.delete_project_endpoint,
         ADMIN_ONLY,
-        params=ProjectIdParams,
+        params="ProjectIdParams",
     ),
     # sign-in
-    Route("POST", f"{V1}/auth/otp/send-sign-in-code", otp.send_sign_in_code, body=SendSignInCodeBody),
-    Route("POST", f"{V1}/auth/otp/sign-in", otp.sign_in_with_code, body=CodeBody),
-    Route("POST", f"{V1}/auth/otp/sign-in/check-code", otp.check_sign_in_code, body=CodeBody),
-    Route("POST", f"{V1}/auth/mfa/sign-in", mfa.mfa_sign_in, body=MfaSignInBody),
-    Route("POST", f"{V1}/auth/password/sign-up", password.sign_up_with_password, body=PasswordSignUpBody),
-    Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body=PasswordSignInBody),
+    Route("POST", f"{V1}/auth/otp/send-sign-in-code", otp.send_sign_in_code, body="SendSignInCodeBody"),
+    Route("POST", f"{V1}/auth/otp/sign-in", otp.sign_in_with_code, body="CodeBody"),
+    Route("POST", f"{V1}/auth/otp/sign-in/check-code", otp.check_sign_in_code, body="CodeBody"),
+    Route("POST", f"{V1}/auth/mfa/sign-in", mfa.mfa_sign_in, body="MfaSignInBody"),
+    Route("POST", f"{V1}/auth/password/sign-up", password.sign_up_with_password, body="PasswordSignUpBody"),
+    Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body="PasswordSignInBody"),
     # sessions
     Route(
         "POST",
@@ -115,53 +86,55 @@ ROUTES: tuple[Route, ...] = (
         f"{V1}/auth/oauth/token",
         sessions.oauth_token,
         access=None,
-        body=OAuthTokenBody,
+        body="OAuthTokenBody",
         consumes="application/x-www-form-urlencoded",
     ),
     Route("DELETE", f"{V1}/auth/sessions/current", sessions.sign_out, checks_own_session=True),
-    Route("POST", f"{V1}/auth/sessions", sessions.create_session_endpoint, SERVER_AND_ADMIN, CreateSessionBody),
-    Route("GET", f"{V1}/auth/sessions", sessions.list_sessions_endpoint, query=ListSessionsQuery),
-    Route("DELETE", f"{V1}/auth/sessions/{{session_id}}", sessions.delete_session_endpoint, params=SessionIdParams),
+    Route("POST", f"{V1}/auth/sessions", sessions.create_session_endpoint, SERVER_AND_ADMIN, "CreateSessionBody"),
+    Route("GET", f"{V1}/auth/sessions", sessions.list_sessions_endpoint, query="ListSessionsQuery"),
+    Route("DELETE", f"{V1}/auth/sessions/{{session_id}}", sessions.delete_session_endpoint, params="SessionIdParams"),
     # e-mail
-    Route("GET", f"{V1}/emails/outbox", emails.list_outbox, SERVER_AND_ADMIN, query=OutboxQuery),
+    Route("GET", f"{V1}/emails/outbox", emails.list_outbox, SERVER_AND_ADMIN, query="OutboxQuery"),
     # users
     Route("GET", f"{V1}/users/me", users.get_me),
     Route("PATCH", f"{V1}/users/me", users.update_me, body=USER_UPDATE),
     Route("DELETE", f"{V1}/users/me", users.delete_me),
-    Route("GET", f"{V1}/users", users.list_users, SERVER_AND_ADMIN, query=ListUsersQuery),
-    Route("POST", f"{V1}/users", users.create_user, SERVER_AND_ADMIN, UserCreateBody, success=201),
-    Route("GET", f"{V1}/users/{{user_id}}", users.get_user, SERVER_AND_ADMIN, params=UserIdParams),
+    Route("GET", f"{V1}/users", users.list_users, SERVER_AND_ADMIN, query="ListUsersQuery"),
+    Route("POST", f"{V1}/users", users.create_user, SERVER_AND_ADMIN, "UserCreateBody", success=201),
+    Route("GET", f"{V1}/users/{{user_id}}", users.get_user, SERVER_AND_ADMIN, params="UserIdParams"),
     Route(
         "PATCH",
         f"{V1}/users/{{user_id}}",
         users.update_user,
         SERVER_AND_ADMIN,
-        ServerUserUpdateBody,
-        params=UserIdParams,
+        "ServerUserUpdateBody",
+        params="UserIdParams",
     ),
-    Route("DELETE", f"{V1}/users/{{user_id}}", users.delete_user, SERVER_AND_ADMIN, params=UserIdParams),
+    Route("DELETE", f"{V1}/users/{{user_id}}", users.delete_user, SERVER_AND_ADMIN, params="UserIdParams"),
     # teams
     Route("POST", f"{V1}/teams", teams.create_team, body=TEAM_CREATE, success=201),
-    Route("GET", f"{V1}/teams", teams.list_teams, query=ListTeamsQuery),
-    Route("GET", f"{V1}/teams/{{team_id}}", teams.get_team, params=TeamIdParams),
-    Route("PATCH", f"{V1}/teams/{{team_id}}", teams.update_team, body=TEAM_UPDATE, params=TeamIdParams),
-    Route("DELETE", f"{V1}/teams/{{team_id}}", teams.delete_team, params=TeamIdParams),
+    Route("GET", f"{V1}/teams", teams.list_teams, query="ListTeamsQuery"),
+    Route("GET", f"{V1}/teams/{{team_id}}", teams.get_team, params="TeamIdParams"),
+    Route("PATCH", f"{V1}/teams/{{team_id}}", teams.update_team, body=TEAM_UPDATE, params="TeamIdParams"),
+    Route("DELETE", f"{V1}/teams/{{team_id}}", teams.delete_team, params="TeamIdParams"),
     Route(
         "POST",
         f"{V1}/team-memberships/{{team_id}}/{{user_id}}",
         teams.add_membership,
         SERVER_AND_ADMIN,
-        params=MembershipParams,
+        params="MembershipParams",
         success=201,
     ),
-    Route("DELETE", f"{V1}/team-memberships/{{team_id}}/{{user_id}}", teams.remove_membership, params=MembershipParams),
-    Route("GET", f"{V1}/team-permissions", teams.list_permissions, query=ListMembershipsQuery),
+    Route(
+        "DELETE", f"{V1}/team-memberships/{{team_id}}/{{user_id}}", teams.remove_membership, params="MembershipParams"
+    ),
+    Route("GET", f"{V1}/team-permissions", teams.list_permissions, query="ListMembershipsQuery"),
     Route(
         "POST",
         f"{V1}/team-permissions/{{team_id}}/{{user_id}}/{{permission_id}}",
         teams.grant_permission,
         SERVER_AND_ADMIN,
-        params=PermissionParams,
+        params="PermissionParams",
         success=201,
     ),
     Route(
@@ -169,22 +142,22 @@ ROUTES: tuple[Route, ...] = (
         f"{V1}/team-permissions/{{team_id}}/{{user_id}}/{{permission_id}}",
         teams.revoke_permission,
         SERVER_AND_ADMIN,
-        params=PermissionParams,
+        params="PermissionParams",
     ),
     # team member profiles
-    Route("GET", f"{V1}/team-member-profiles", team_member_profiles.list_member_profiles, query=ListMembershipsQuery),
+    Route("GET", f"{V1}/team-member-profiles", team_member_profiles.list_member_profiles, query="ListMembershipsQuery"),
     Route(
         "GET",
         f"{V1}/team-member-profiles/{{team_id}}/{{user_id}}",
         team_member_profiles.get_member_profile,
-        params=MembershipParams,
+        params="MembershipParams",
     ),
     Route(
         "PATCH",
         f"{V1}/team-member-profiles/{{team_id}}/{{user_id}}",
         team_member_profiles.update_member_profile,
-        body=MemberProfileUpdateBody,
-        params=MembershipParams,
+        body="MemberProfileUpdateBody",
+        params="MembershipParams",
     ),
 )
 
@@ -192,27 +165,27 @@ ROUTES: tuple[Route, ...] = (
 #: Dev/test mode only (see identity_proto.flows.testing).
 TESTING_ROUTES: tuple[Route, ...] = (
     Route("GET", f"{V1}/testing/clock", testing.get_clock, ADMIN_ONLY),
-    Route("POST", f"{V1}/testing/clock", testing.set_clock, ADMIN_ONLY, ClockBody),
+    Route("POST", f"{V1}/testing/clock", testing.set_clock, ADMIN_ONLY, "ClockBody"),
     Route(
         "POST",
         f"{V1}/testing/projects/{{project_id}}/reset",
         testing.reset_project,
         ADMIN_ONLY,
-        params=AnyProjectIdParams,
+        params="AnyProjectIdParams",
     ),
     Route(
         "GET",
         f"{V1}/testing/projects/{{project_id}}/export",
         testing.export_project,
         ADMIN_ONLY,
-        params=AnyProjectIdParams,
+        params="AnyProjectIdParams",
     ),
     Route(
         "POST",
         f"{V1}/testing/projects/{{project_id}}/import",
         testing.import_project,
         ADMIN_ONLY,
-        ImportBody,
-        params=AnyProjectIdParams,
+        "ImportBody",
+        params="AnyProjectIdParams",
     ),
 )

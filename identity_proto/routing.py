@@ -6,6 +6,8 @@ Rules:
   405 METHOD_NOT_ALLOWED with `Allow`; OPTIONS on a known path is a CORS preflight (reference §0.2).
 - A route says who may call it (`access`: None for endpoints that need no authentication), and which models
   validate its path parameters, query and body (one body model per access type where the allowed fields differ).
+  It names its models (their names in `identity_proto.schemas`) rather than holding them, so that a model is
+  built when its route is first used, not when the route table is; no name: the route takes no such input.
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.schemas import Body, EmptyBody, EmptyQuery, Query
 
 if TYPE_CHECKING:
     from identity_proto.context import RequestContext
     from identity_proto.effects import Flow
     from identity_proto.http import Response
+    from identity_proto.schemas import Body, Query
 
 __all__ = ["ALL_ACCESS_TYPES", "SERVER_AND_ADMIN", "Route", "Router"]
 
@@ -42,9 +45,12 @@ class Route:
     flow: Callable[[RequestContext], Flow[Response]]
     #: Access types allowed; None when the endpoint needs no authentication at all.
     access: frozenset[AccessType] | None = ALL_ACCESS_TYPES
-    body: type[Body] | Mapping[AccessType, type[Body]] = EmptyBody
-    query: type[Query] = EmptyQuery
-    params: type[Query] | None = None
+    #: The body's model (a `schemas.Body`) by name, or one per access type; None: the endpoint takes no body.
+    body: str | Mapping[AccessType, str] | None = None
+    #: The query's model (a `schemas.Query`) by name; None: the endpoint takes no query.
+    query: str | None = None
+    #: The path parameters' model (a `schemas.Query`) by name; None: the parameters are passed on as matched.
+    params: str | None = None
     #: For the OpenAPI document: the success status, and the media types of the body and the answer.
     success: int = 200
     consumes: str = "application/json"
@@ -56,13 +62,25 @@ class Route:
     #: before its flow runs (`auth.session_precondition`).
     checks_own_session: bool = False
 
-    def body_model(self, access_type: AccessType | None) -> type[Body]:
-        """The body model for this caller."""
-        if isinstance(self.body, Mapping):
-            if access_type is None:
-                return next(iter(self.body.values()))
-            return self.body[access_type]
-        return self.body
+    def body_model(self, access_type: AccessType | None) -> type[Body] | None:
+        """The body model for this caller (built on first use); None when the endpoint takes no body."""
+        name = self.body
+        if isinstance(name, Mapping):
+            name = next(iter(name.values())) if access_type is None else name[access_type]
+        return None if name is None else _model(name)
+
+    def query_model(self) -> type[Query] | None:
+        """The query model (built on first use); None when the endpoint takes no query."""
+        return None if self.query is None else _model(self.query)
+
+    def params_model(self) -> type[Query] | None:
+        """The path parameters' model (built on first use); None when they are not validated."""
+        return None if self.params is None else _model(self.params)
+
+
+def _model(name: str) -> Any:
+    """The model `name` of `identity_proto.schemas`: after the first request of a route, an attribute lookup."""
+    return getattr(schemas, name)
 
 
 @dataclass(slots=True)

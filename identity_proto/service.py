@@ -21,24 +21,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 import orjson
 
+import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType, Auth, AuthCache, ProjectCache, authenticate, session_precondition
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response, check_headers
+from identity_proto.passwords import load_hashing
 from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
-from identity_proto.schemas import Validated, schema_error, validate_model
-from identity_proto.tokens import Entropy, VerifiedTokenCache, new_request_id
+from identity_proto.schemas import Validated, schema_error, validate_nothing
+from identity_proto.tokens import Entropy, VerifiedTokenCache, load_signing, new_request_id
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["Service"]
 
@@ -70,6 +75,19 @@ class Service:
         # Checked here once: `_stamp` appends them to every response unchecked.
         self._request_id_headers = check_headers(tuple((n, "") for n in self.options.request_id_headers))
         self._cors_headers = check_headers(cors_headers(self.options.header_prefixes))
+
+    def prepare(self) -> None:
+        """Build now what first requests otherwise build on their way: every model the route table names (see
+        `identity_proto.schemas`), the token machinery (`tokens.load_signing`) and password hashing
+        (`passwords.load_hashing`). Serving hosts call it at start-up so that no request waits for it; a core used
+        in process can leave each to its first use."""
+        for route in self._router.routes:
+            for access in (None, *_ACCESS_ORDER):
+                route.body_model(access)
+            route.query_model()
+            route.params_model()
+        load_signing()
+        load_hashing()
 
     def handle(self, request: Request, now_ms: int, entropy: Entropy) -> Flow[Response]:
         """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`."""
@@ -280,14 +298,20 @@ def _validate_inputs(
 ) -> tuple[Any, Any, Any]:
     """Step 5: every input validated, every problem reported at once."""
     params: Validated[Any] = Validated(raw_params)
-    if route.params is not None:
-        params = validate_model(route.params, raw_params, "params")
-    query = validate_model(route.query, _query_dict(request), "query")
-    parsed = validate_model(route.body_model(auth.access_type if auth else None), body, "body")
+    params_model = route.params_model()
+    if params_model is not None:
+        params = schemas.validate_model(params_model, raw_params, "params")
+    query = _validated(route.query_model(), _query_dict(request), "query")
+    parsed = _validated(route.body_model(auth.access_type if auth else None), body, "body")
     problems = params.problems + query.problems + parsed.problems
     if problems:
         raise schema_error(request.method, request.path, problems)
     return params.value, query.value, parsed.value
+
+
+def _validated(model: type[BaseModel] | None, data: Any, location: str) -> Validated[Any]:
+    # `schemas.validate_model` is loaded (with pydantic) by the first route that has a model.
+    return validate_nothing(data, location) if model is None else schemas.validate_model(model, data, location)
 
 
 def _query_dict(request: Request) -> dict[str, str]:

@@ -11,6 +11,11 @@ Access tokens are ES256 JWTs made and checked with joserfc (on `cryptography`); 
 Each project has its own P-256 key, stored with the project as its private scalar, so every worker sharing a
 store signs and verifies with the same key. Verifying ES256 costs about 100 µs, so verified signatures are
 cached (bounded); the expiry is checked against the request's `now` on every use, never cached.
+
+joserfc and `cryptography` are imported when a key is first built (`SigningKey.from_scalar`), not with this
+module: importing them costs more CPU than everything else a first response needs, and a service answering with
+API keys alone (or a test that signs nothing) never uses them. Making a key pair's scalar needs neither. Serving
+hosts import them at start-up instead (`load_signing`, through `Service.prepare`).
 """
 
 from __future__ import annotations
@@ -18,19 +23,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import importlib
 import random
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
-from cryptography.hazmat.primitives.asymmetric import ec
-from joserfc import jws, jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import ECKey
-from joserfc.util import json_b64encode
+
+if TYPE_CHECKING:
+    from joserfc.jwk import ECKey
 
 __all__ = [
     "CROCKFORD_ALPHABET",
@@ -39,6 +43,7 @@ __all__ = [
     "SigningKey",
     "VerifiedTokenCache",
     "hash_secret",
+    "load_signing",
     "new_api_key",
     "new_request_id",
     "new_signing_key",
@@ -136,6 +141,8 @@ class SigningKey:
     key: ECKey
     #: The first segment of every token this key signs: its JWS protected header, base64url (the same each time).
     header_segment: bytes
+    #: joserfc's ES256 algorithm, which signs (held here: joserfc is imported only when a key is first built).
+    algorithm: Any
 
     @classmethod
     def from_scalar(cls, scalar_hex: str) -> SigningKey:
@@ -157,18 +164,18 @@ class SigningKey:
         pins the header and payload byte for byte against `jwt.encode` and verifies the result with joserfc and
         PyJWT."""
         signing_input = self.header_segment + b"." + _b64(orjson.dumps(claims))
-        signature = _ES256_ALGORITHM.sign(signing_input, self.key)
+        signature = self.algorithm.sign(signing_input, self.key)
         return (signing_input + b"." + _b64(signature)).decode("ascii")
 
     def verify(self, token: str) -> dict[str, Any] | None:
         """The claims if `token` carries a valid signature by this key, else None. Expiry is not checked."""
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+
         try:
             return dict(jwt.decode(token, self.key, algorithms=["ES256"]).claims)
         except (JoseError, ValueError, TypeError):
             return None
-
-
-_ES256_ALGORITHM = jws.JWSRegistry.algorithms["ES256"]
 
 
 def _b64(data: bytes) -> bytes:
@@ -179,14 +186,38 @@ _signing_keys: dict[str, SigningKey] = {}
 _signing_keys_lock = threading.Lock()
 
 
+def load_signing() -> None:
+    """Import what building keys, signing and verifying need now, rather than when the first key is built."""
+    for module in (
+        "cryptography.hazmat.primitives.asymmetric.ec",
+        "cryptography.hazmat.backends.openssl",  # loaded by the first key derived
+        "joserfc.errors",
+        "joserfc.jwk",
+        "joserfc.jws",
+        "joserfc.jwt",
+        "joserfc.util",
+    ):
+        importlib.import_module(module)
+
+
 def _signing_key(scalar_hex: str) -> SigningKey:
     found = _signing_keys.get(scalar_hex)
     if found is not None:
         return found
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from joserfc.jwk import ECKey
+    from joserfc.jws import JWSRegistry
+    from joserfc.util import json_b64encode
+
     private = ec.derive_private_key(int(scalar_hex, 16), ec.SECP256R1())
     key = ECKey.import_key(private)
     kid = key.thumbprint()[:12]
-    built = SigningKey(kid=kid, key=key, header_segment=json_b64encode({"typ": "JWT", "alg": "ES256", "kid": kid}))
+    built = SigningKey(
+        kid=kid,
+        key=key,
+        header_segment=json_b64encode({"typ": "JWT", "alg": "ES256", "kid": kid}),
+        algorithm=JWSRegistry.algorithms["ES256"],
+    )
     with _signing_keys_lock:
         if len(_signing_keys) >= 4096:  # bounded: one entry per project seen by this process
             _signing_keys.clear()

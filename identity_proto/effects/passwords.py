@@ -30,9 +30,9 @@ class VerifyPassword(ComputeEffect[bool]):
 
     def compute(self) -> bool:
         """Verify with libpass; an unknown or malformed hash never matches."""
-        from identity_proto.passwords import PASSWORD_CONTEXT
+        from identity_proto.passwords import password_context
 
         try:
-            return bool(PASSWORD_CONTEXT.verify(self.password, self.password_hash))
+            return bool(password_context().verify(self.password, self.password_hash))
         except (ValueError, TypeError):
             return False

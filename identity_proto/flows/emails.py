@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import AppendOutbox, Flow, ListOutbox, SendEmail, perform
@@ -10,9 +11,11 @@ from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.http import Response
 from identity_proto.records import Email
 from identity_proto.render import json_response
-from identity_proto.schemas import OutboxQuery
 from identity_proto.tokens import new_uuid
 from identity_proto.users import normalize_email
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import OutboxQuery
 
 __all__ = ["deliver", "list_outbox", "new_email"]
 

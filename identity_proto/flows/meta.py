@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow
 from identity_proto.http import Response
-from identity_proto.openapi import openapi_document
 from identity_proto.render import json_response, text_response
-from identity_proto.routing import Route
+
+if TYPE_CHECKING:
+    from identity_proto.routing import Route
 
 __all__ = ["openapi", "welcome"]
 
@@ -43,9 +44,12 @@ _documents_lock = threading.Lock()
 
 
 def _document(routes: tuple[Route, ...]) -> dict[str, Any]:
-    """Built once per route table: a table does not change while the process runs."""
+    """Built once per route table: a table does not change while the process runs. (Building it imports pydantic's
+    JSON Schema generator and builds every model the table names: left to the first request for the document.)"""
     found = _documents.get(id(routes))
     if found is None or found[0] is not routes:
+        from identity_proto.openapi import openapi_document
+
         with _documents_lock:
             found = _documents[id(routes)] = (routes, openapi_document(routes))
     return found[1]

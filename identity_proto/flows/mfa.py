@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from identity_proto.context import RequestContext
 from identity_proto.effects import AcceptTotp, Flow, LoadUser, TotpAcceptance, perform
 from identity_proto.errors import ErrorCode, KnownError
@@ -12,8 +14,10 @@ from identity_proto.http import Response
 from identity_proto.ratelimits import FailureLimit
 from identity_proto.records import CodePurpose
 from identity_proto.render import json_response
-from identity_proto.schemas import MfaSignInBody
 from identity_proto.tokens import hash_secret
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import MfaSignInBody
 
 __all__ = ["mfa_sign_in"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from identity_proto.context import RequestContext
@@ -23,10 +24,12 @@ from identity_proto.http import Response
 from identity_proto.ratelimits import check_under_limit, count_event, rule_for
 from identity_proto.records import CodePurpose, Project, ProjectConfig, User, replaced
 from identity_proto.render import json_response
-from identity_proto.schemas import CodeBody, SendSignInCodeBody
 from identity_proto.tokens import new_uuid
 from identity_proto.urls import UnsafeURL, WebURL, parse_origin_pattern, parse_web_url
 from identity_proto.users import normalize_email
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import CodeBody, SendSignInCodeBody
 
 __all__ = ["callback_is_trusted", "check_sign_in_code", "send_sign_in_code", "sign_in_with_code"]
 

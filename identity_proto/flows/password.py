@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     CreateUser,
@@ -18,9 +20,11 @@ from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, timing_decoy_hash, too_long
 from identity_proto.ratelimits import FailureLimit
 from identity_proto.records import Project, User
-from identity_proto.schemas import PasswordSignInBody, PasswordSignUpBody
 from identity_proto.tokens import new_uuid
 from identity_proto.users import email_taken, normalize_email
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import PasswordSignInBody, PasswordSignUpBody
 
 __all__ = ["sign_in_with_password", "sign_up_with_password"]
 

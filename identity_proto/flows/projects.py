@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from identity_proto.auth import AccessType, check_project_admits
 from identity_proto.changes import ProjectConfigChanges
@@ -22,8 +23,10 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
 from identity_proto.records import INTERNAL_PROJECT_ID, Project, ProjectConfig, ProjectKeys
 from identity_proto.render import json_response, render_project
-from identity_proto.schemas import ProjectCreateBody, ProjectUpdateBody
 from identity_proto.tokens import Entropy, SigningKey, hash_secret, new_api_key, new_signing_key, new_uuid
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import ProjectCreateBody, ProjectUpdateBody
 
 __all__ = [
     "IssuedKeys",

@@ -8,7 +8,7 @@ validates (official-sdk §4), signed with the project's key; they live 10 minute
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.auth import AccessType, check_project_admits
 from identity_proto.context import RequestContext
@@ -27,15 +27,12 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
 from identity_proto.records import Project, Session, User
 from identity_proto.render import json_response
-from identity_proto.schemas import (
-    CreateSessionBody,
-    ListSessionsQuery,
-    OAuthTokenBody,
-    SessionIdParams,
-    schema_error,
-)
+from identity_proto.schemas import schema_error
 from identity_proto.tokens import SigningKey, hash_secret, new_uuid, random_string, secret_matches
 from identity_proto.users import restricted_reason
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import CreateSessionBody, ListSessionsQuery, OAuthTokenBody, SessionIdParams
 
 __all__ = [
     "IssuedTokens",

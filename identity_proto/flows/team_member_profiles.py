@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from identity_proto.auth import AccessType
 from identity_proto.changes import MembershipChanges
 from identity_proto.context import RequestContext
@@ -19,8 +21,10 @@ from identity_proto.flows.teams import require_permission
 from identity_proto.http import Response
 from identity_proto.records import Membership, Project, Team
 from identity_proto.render import json_response, render_member_profile
-from identity_proto.schemas import ListMembershipsQuery, MemberProfileUpdateBody
 from identity_proto.users import checked_profile_image
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import ListMembershipsQuery, MemberProfileUpdateBody
 
 __all__ = ["get_member_profile", "list_member_profiles", "update_member_profile"]
 

@@ -8,7 +8,7 @@ creator and its other members receive.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges
@@ -32,9 +32,11 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
 from identity_proto.records import Membership, Project, Team
 from identity_proto.render import json_response, render_team
-from identity_proto.schemas import ClientTeamCreateBody, ClientTeamUpdateBody, ListMembershipsQuery, ListTeamsQuery
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import ClientTeamCreateBody, ClientTeamUpdateBody, ListMembershipsQuery, ListTeamsQuery
 
 __all__ = [
     "PERMISSION_DEFINITIONS",

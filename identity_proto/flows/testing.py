@@ -4,6 +4,8 @@ admin may call them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow, LoadClockOverride, ResetProjectData, SetClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError
@@ -11,7 +13,9 @@ from identity_proto.flows.portability import export_project_data, import_project
 from identity_proto.http import Response
 from identity_proto.records import INTERNAL_PROJECT_ID, ClockOverride
 from identity_proto.render import json_response
-from identity_proto.schemas import ClockBody
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import ClockBody
 
 __all__ = ["export_project", "get_clock", "import_project", "reset_project", "set_clock"]
 

@@ -8,8 +8,9 @@ on a password change, the revocation of every session), so a request that fails 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
@@ -35,9 +36,11 @@ from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
 from identity_proto.records import Project, RiskScores, Team, User
 from identity_proto.render import json_response, render_user
-from identity_proto.schemas import ClientUserUpdateBody, ListUsersQuery, ServerUserUpdateBody, UserCreateBody
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import ClientUserUpdateBody, ListUsersQuery, ServerUserUpdateBody, UserCreateBody
 
 __all__ = [
     "create_user",
@@ -198,7 +201,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     auth = ctx.require_auth()
     project = auth.project
     given = body.model_fields_set
-    server_body = body if isinstance(body, ServerUserUpdateBody) else None
+    server_body = body if isinstance(body, schemas.ServerUserUpdateBody) else None
 
     # 1. password checks, before anything is looked up (reference §3.2 order)
     if server_body is not None:
@@ -260,7 +263,8 @@ def sign_in_changes(user: User | None, body: ClientUserUpdateBody, given: set[st
     holds none of `_NEEDS_CURRENT_USER` (no rule here reads it then)."""
     changes: dict[str, Any] = {}
     if given & _EMAIL_FIELDS:
-        changes = _email_changes(_read(user), body, given, by_client=not isinstance(body, ServerUserUpdateBody))
+        by_client = not isinstance(body, schemas.ServerUserUpdateBody)
+        changes = _email_changes(_read(user), body, given, by_client=by_client)
     if "otp_auth_enabled" in given:
         if body.otp_auth_enabled and not project.config.magic_link_enabled:
             raise KnownError(ErrorCode.OTP_AUTH_NOT_ENABLED)
@@ -276,7 +280,7 @@ def profile_changes(
     """The second half (see `sign_in_changes`): restriction by an administrator, the profile image, the plain
     fields and risk scores."""
     changes: dict[str, Any] = {}
-    server_body = body if isinstance(body, ServerUserUpdateBody) else None
+    server_body = body if isinstance(body, schemas.ServerUserUpdateBody) else None
     if server_body is not None and given & _RESTRICTION_FIELDS:
         # (the schema already refused a reason without restricted_by_admin: true)
         changes.update(_restriction_changes(_read(user), server_body, given))

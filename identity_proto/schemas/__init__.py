@@ -1,4 +1,4 @@
-"""Request schemas (pydantic models, built once at import) and their translation into SCHEMA_ERROR.
+"""Request schemas (pydantic models) and their translation into SCHEMA_ERROR.
 
 Rules:
 - Unknown keys are never dropped: every model forbids extra keys, at every nesting level, and the error reads
@@ -6,73 +6,135 @@ Rules:
 - JSON bodies are validated strictly (no "123" for a number); query strings, which are text by nature, laxly.
 - All errors of one request are collected into one SCHEMA_ERROR whose `details.message` starts with
   `Request validation failed on <METHOD> <path>:` and lists one `  - <message>` line per problem.
+- A route that takes no query or no body has no model for it: `validate_nothing` checks that input, in the words
+  a model without fields would use, without pydantic.
 
-The models are split by resource (`base` holds the bases, the validation and the field rules models share).
-Import from this package: it re-exports every name.
+The models are split by resource (`base` holds the bases, the validation and the field rules models share;
+`problems` what validating gives and its wording, free of pydantic). Import from this package: it re-exports every
+name.
+
+Built on first use: each name below `_LAZY` is loaded the first time something asks the package for it (PEP 562),
+which imports the module defining it and so builds that module's models. Importing the core therefore imports no
+pydantic and builds no model; a route's models are built by its first request (routes name their models, see
+`identity_proto.routes`), or by `Service.prepare` when a serving host starts.
 """
 
 from __future__ import annotations
 
-from identity_proto.schemas.base import (
-    MAX_METADATA_BYTES,
-    MAX_PROFILE_IMAGE_BYTES,
-    Body,
-    EmptyBody,
-    EmptyQuery,
-    M,
-    Query,
-    Validated,
-    is_uuid,
-    schema_error,
-    validate_model,
-)
-from identity_proto.schemas.outbox import OutboxQuery
-from identity_proto.schemas.projects import (
-    AnyProjectIdParams,
-    DomainIn,
-    JwksQuery,
-    ProjectConfigPatch,
-    ProjectCreateBody,
-    ProjectIdParams,
-    ProjectUpdateBody,
-    RateLimitIn,
-)
-from identity_proto.schemas.sessions import (
-    MAX_SESSION_LIFETIME_MS,
-    CreateSessionBody,
-    ListSessionsQuery,
-    OAuthTokenBody,
-    SessionIdParams,
-)
-from identity_proto.schemas.sign_in import (
-    CodeBody,
-    MfaSignInBody,
-    PasswordSignInBody,
-    PasswordSignUpBody,
-    SendSignInCodeBody,
-)
-from identity_proto.schemas.teams import (
-    ClientTeamCreateBody,
-    ClientTeamUpdateBody,
-    ListMembershipsQuery,
-    ListTeamsQuery,
-    MemberProfileUpdateBody,
-    MembershipParams,
-    PermissionParams,
-    ServerTeamCreateBody,
-    ServerTeamUpdateBody,
-    TeamIdParams,
-)
-from identity_proto.schemas.testing import ClockBody, ImportBody
-from identity_proto.schemas.users import (
-    ClientUserUpdateBody,
-    ListUsersQuery,
-    RiskScoresIn,
-    ServerUserUpdateBody,
-    SignUpRiskScores,
-    UserCreateBody,
-    UserIdParams,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from identity_proto.schemas.problems import Validated, schema_error, validate_nothing
+
+if TYPE_CHECKING:
+    from identity_proto.schemas.base import (
+        MAX_METADATA_BYTES,
+        MAX_PROFILE_IMAGE_BYTES,
+        Body,
+        M,
+        Query,
+        is_uuid,
+        validate_model,
+    )
+    from identity_proto.schemas.outbox import (
+        OutboxQuery,
+    )
+    from identity_proto.schemas.projects import (
+        AnyProjectIdParams,
+        DomainIn,
+        JwksQuery,
+        ProjectConfigPatch,
+        ProjectCreateBody,
+        ProjectIdParams,
+        ProjectUpdateBody,
+        RateLimitIn,
+    )
+    from identity_proto.schemas.sessions import (
+        MAX_SESSION_LIFETIME_MS,
+        CreateSessionBody,
+        ListSessionsQuery,
+        OAuthTokenBody,
+        SessionIdParams,
+    )
+    from identity_proto.schemas.sign_in import (
+        CodeBody,
+        MfaSignInBody,
+        PasswordSignInBody,
+        PasswordSignUpBody,
+        SendSignInCodeBody,
+    )
+    from identity_proto.schemas.teams import (
+        ClientTeamCreateBody,
+        ClientTeamUpdateBody,
+        ListMembershipsQuery,
+        ListTeamsQuery,
+        MemberProfileUpdateBody,
+        MembershipParams,
+        PermissionParams,
+        ServerTeamCreateBody,
+        ServerTeamUpdateBody,
+        TeamIdParams,
+    )
+    from identity_proto.schemas.testing import (
+        ClockBody,
+        ImportBody,
+    )
+    from identity_proto.schemas.users import (
+        ClientUserUpdateBody,
+        ListUsersQuery,
+        RiskScoresIn,
+        ServerUserUpdateBody,
+        SignUpRiskScores,
+        UserCreateBody,
+        UserIdParams,
+    )
+
+#: module of this package -> the names it defines that the package re-exports, loaded on first use.
+_LAZY: dict[str, tuple[str, ...]] = {
+    "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
+    "outbox": ("OutboxQuery",),
+    "projects": (
+        "AnyProjectIdParams",
+        "DomainIn",
+        "JwksQuery",
+        "ProjectConfigPatch",
+        "ProjectCreateBody",
+        "ProjectIdParams",
+        "ProjectUpdateBody",
+        "RateLimitIn",
+    ),
+    "sessions": (
+        "MAX_SESSION_LIFETIME_MS",
+        "CreateSessionBody",
+        "ListSessionsQuery",
+        "OAuthTokenBody",
+        "SessionIdParams",
+    ),
+    "sign_in": ("CodeBody", "MfaSignInBody", "PasswordSignInBody", "PasswordSignUpBody", "SendSignInCodeBody"),
+    "teams": (
+        "ClientTeamCreateBody",
+        "ClientTeamUpdateBody",
+        "ListMembershipsQuery",
+        "ListTeamsQuery",
+        "MemberProfileUpdateBody",
+        "MembershipParams",
+        "PermissionParams",
+        "ServerTeamCreateBody",
+        "ServerTeamUpdateBody",
+        "TeamIdParams",
+    ),
+    "testing": ("ClockBody", "ImportBody"),
+    "users": (
+        "ClientUserUpdateBody",
+        "ListUsersQuery",
+        "RiskScoresIn",
+        "ServerUserUpdateBody",
+        "SignUpRiskScores",
+        "UserCreateBody",
+        "UserIdParams",
+    ),
+}
+_HOMES = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "MAX_METADATA_BYTES",
@@ -87,8 +149,6 @@ __all__ = [
     "CodeBody",
     "CreateSessionBody",
     "DomainIn",
-    "EmptyBody",
-    "EmptyQuery",
     "ImportBody",
     "JwksQuery",
     "ListMembershipsQuery",
@@ -124,4 +184,17 @@ __all__ = [
     "is_uuid",
     "schema_error",
     "validate_model",
+    "validate_nothing",
 ]
+
+
+if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error
+
+    def __getattr__(name: str) -> Any:
+        """`name` from the module that defines it, imported (its models built) on first use."""
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+        globals()[name] = value  # from now on a plain attribute: __getattr__ is not called again
+        return value

@@ -1,19 +1,16 @@
-"""The models' bases, validating one input into a model or SCHEMA_ERROR lines, and the field rules models share."""
+"""The models' bases, validating one input into a model or its problem lines, and the field rules models share."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
-from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.quickinit import quick_init
+from identity_proto.schemas.problems import Validated, not_an_object, unknown_properties
 from identity_proto.urls import UnsafeURL, parse_web_url
 from identity_proto.users import checked_email
 
@@ -34,14 +31,6 @@ class Query(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class EmptyBody(Body):
-    """The body of an endpoint that takes none: absent, or `{}`."""
-
-
-class EmptyQuery(Query):
-    """The query of an endpoint that takes none."""
-
-
 def is_uuid(value: str) -> bool:
     """Whether `value` is a UUID in canonical lower-case form."""
     return _UUID.match(value) is not None
@@ -55,31 +44,9 @@ def _not_null(value: Any) -> Any:
     return value
 
 
-def schema_error(method: str, path: str, lines: Sequence[str]) -> KnownError:
-    """The SCHEMA_ERROR for these problem lines, worded as the original words it."""
-    message = f"Request validation failed on {method} {path}:\n" + "\n".join(f"  - {line}" for line in lines)
-    return KnownError(ErrorCode.SCHEMA_ERROR, details={"message": message})
-
-
 #: model -> its instance from an empty input, for models that accept one (every model is frozen: one instance
-#: serves every request that sent nothing, such as each GET's absent query and body).
+#: serves every request that sent nothing, such as a listing's absent query).
 _EMPTY_INSTANCES: dict[type[BaseModel], BaseModel] = {}
-
-
-@dataclass(frozen=True, slots=True)
-class Validated(Generic[M]):
-    """What validating one input gave: the model (`value`), or the problem lines (`problems`, never empty)."""
-
-    value: M | None = None
-    problems: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Whether the input was valid (`value` is set)."""
-        return not self.problems
-
-
-quick_init(Validated)  # made per request (identity_proto.quickinit)
 
 
 def validate_model(model: type[M], data: Any, location: str) -> Validated[M]:
@@ -90,7 +57,7 @@ def validate_model(model: type[M], data: Any, location: str) -> Validated[M]:
             return Validated(cast(M, empty))
         data = {}
     if not isinstance(data, dict):
-        return Validated(problems=(f"{location} must be an object",))
+        return Validated(problems=(not_an_object(location),))
     try:
         validated = model.model_validate(data)
     except ValidationError as exc:
@@ -113,7 +80,7 @@ def _problem_lines(errors: list[ErrorDetails], location: str) -> list[str]:
             lines.extend(str((error.get("ctx") or {}).get("error", error["msg"])).splitlines())
             continue
         lines.append(_message(_path(location, loc), error))
-    lines.extend(f"{parent} contains unknown properties: {', '.join(names)}" for parent, names in unknown.items())
+    lines.extend(unknown_properties(parent, names) for parent, names in unknown.items())
     return lines
 
 

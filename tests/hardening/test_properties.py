@@ -40,10 +40,9 @@ from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore, MemoryStore, Tenant
 from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings
 from identity_hosting.wsgi import IdentityWSGI
-from identity_proto import MalformedRequest, Request, SeededEntropy, Service, ServiceOptions, run
+from identity_proto import AccessType, MalformedRequest, Request, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route
-from identity_proto.schemas import Body, EmptyBody
 from tests.hardening._results import write_results
 from tests.support import (
     PROJECT_ID,
@@ -287,10 +286,10 @@ json_values = st.recursive(
 
 
 def body_fields(route: Route) -> list[str]:
-    models: list[type[Body]] = list(route.body.values()) if isinstance(route.body, dict) else [route.body]
     names: set[str] = set()
-    for model in models:
-        if model is not EmptyBody:
+    for access in (None, *AccessType):
+        model = route.body_model(access)
+        if model is not None:
             names |= set(model.model_fields)
     return sorted(names)
 

@@ -1,0 +1,110 @@
+"""What start-up imports, read from `sys.modules` in fresh interpreters (no timing here; benchmarks.inproc measures):
+
+- answering with API keys needs neither pydantic (a route that takes no input has no model) nor the token machinery
+  (joserfc, cryptography: no token is signed or verified), so neither is imported;
+- `Service.prepare` (what a serving host calls at start-up) leaves nothing for the requests it prepares for to
+  import: a request then builds no model and loads no module;
+- the pytest plugin, which pytest loads in every suite where the package is installed, imports none of the service.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str) -> object:
+    """What `script` prints as JSON, run by a fresh interpreter in the repository's root."""
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+FIRST_RESPONSE = """
+    import json, sys
+    from backends.memory import MemoryStore
+    from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+    from identity_proto import Request, SeededEntropy, Service, run
+
+    service, store, entropy = Service(), MemoryStore(), SeededEntropy(1)
+    run(service.bootstrap(DEV_PROJECT, DEV_INTERNAL_ADMIN_KEY, now_ms=1, entropy=entropy), store)
+    headers = (
+        ("x-service-access-type", "client"),
+        ("x-service-project-id", DEV_PROJECT.id),
+        ("x-service-publishable-client-key", DEV_PROJECT.keys.publishable_client_key),
+    )
+    response = run(service.handle(Request("GET", "/api/v1/projects/current", headers), 2, entropy), store)
+    assert response.status == 200, response
+    print(json.dumps(sorted({name.split(".")[0] for name in sys.modules} & {"pydantic", "joserfc", "cryptography"})))
+"""
+
+
+def test_a_first_response_with_api_keys_imports_no_pydantic_and_no_token_machinery() -> None:
+    assert _run(FIRST_RESPONSE) == []
+
+
+PREPARED = """
+    import json, sys
+    from backends.memory import MemoryStore
+    from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+    from identity_proto import Request, SeededEntropy, Service, ServiceOptions, run
+
+    service, store, entropy = Service(ServiceOptions(password_rounds=4)), MemoryStore(), SeededEntropy(1)
+    run(service.bootstrap(DEV_PROJECT, DEV_INTERNAL_ADMIN_KEY, now_ms=1, entropy=entropy), store)
+    service.prepare()
+    loaded = set(sys.modules)
+
+    def call(method, path, access, body=b"", query="", token=None):
+        key = {"client": "publishable-client-key", "server": "secret-server-key"}[access]
+        headers = {
+            "x-service-access-type": access,
+            "x-service-project-id": DEV_PROJECT.id,
+            f"x-service-{key}": getattr(DEV_PROJECT.keys, key.replace("-", "_")),
+            "content-type": "application/json",
+        }
+        if token is not None:
+            headers["x-service-access-token"] = token
+        response = run(service.handle(Request(method, path, tuple(headers.items()), body, query), 2, entropy), store)
+        assert response.status in (200, 201), response
+        return json.loads(response.body)
+
+    ada = {"primary_email": "ada@example.com", "primary_email_auth_enabled": True, "password": "correct horse"}
+    user = call("POST", "/api/v1/users", "server", json.dumps(ada).encode())
+    signing_in = {"email": "ada@example.com", "password": "correct horse"}
+    call("POST", "/api/v1/auth/password/sign-in", "client", json.dumps(signing_in).encode())
+    token = call("POST", "/api/v1/auth/sessions", "server", b'{"user_id": "%s"}' % user["id"].encode())["access_token"]
+    call("PATCH", "/api/v1/users/me", "client", b'{"display_name": "Ada"}', token=token)
+    call("GET", "/api/v1/users", "server", query="limit=5")
+    call("GET", "/api/v1/teams", "client", query="user_id=me", token=token)
+    print(json.dumps(sorted(set(sys.modules) - loaded)))
+"""
+
+
+def test_a_prepared_service_imports_nothing_more_to_answer() -> None:
+    # Hashing and checking a password, signing (a session), verifying (a token), and body, query and update models
+    # of several resources.
+    assert _run(PREPARED) == []
+
+
+def test_the_pytest_plugin_imports_none_of_the_service() -> None:
+    imported = _run(
+        """
+        import json, sys
+        import identity_testing.pytest_plugin
+        ours = ("identity_proto", "identity_hosting", "backends", "asgi_app", "identity_testing.fake")
+        print(json.dumps(sorted(name for name in sys.modules if name.startswith(ours))))
+        """
+    )
+    assert imported == []
