@@ -25,9 +25,10 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9a-z]+$")
 #: Header names joined by newlines, each a lower-case token: one match checks every name of a message.
 _TOKEN_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9a-z]+\n)*")
 _METHOD = re.compile(r"^[A-Z]+$")
-#: The same two rules on a server's raw header bytes (`Request.from_wire`).
-_TOKEN_LINES_BYTES = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9a-z]+\n)*")
-_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+#: The same two rules on a server's raw header bytes (`Request.from_wire`): the bytes of a lower-case token (and
+#: the newline that separates names), and the control bytes a value may not hold.
+_TOKEN_BYTES = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz\n"
+_CONTROL_BYTES = bytes([*range(0x09), *range(0x0A, 0x20), 0x7F])
 _SCHEMES = frozenset({"http", "https"})
 
 
@@ -52,6 +53,9 @@ def check_headers(headers: Headers) -> Headers:
     if not _headers_are_valid(headers):
         raise ValueError(f"invalid response headers {[name for name, _ in headers]!r}")
     return headers
+
+
+_set = object.__setattr__
 
 
 def _index(headers: Headers) -> dict[str, str]:
@@ -118,27 +122,32 @@ class Request:
         decoded as Latin-1 (every byte is a character: no failure, no check left to make)."""
         names = b"\n".join([name for name, _ in raw_headers]).lower() + b"\n"
         values = b" ".join([value for _, value in raw_headers])
+        # `bytes.translate` deleting the allowed bytes (names) or the forbidden ones (values) decides each rule in
+        # one pass in C: a regex walks a 1 KB access token byte by byte in Python's engine, ten times slower.
         if raw_headers and (
             names.count(b"\n") != len(raw_headers)
-            or _TOKEN_LINES_BYTES.fullmatch(names) is None
-            or _CONTROL_BYTES.search(values) is not None
+            or names.translate(None, _TOKEN_BYTES)
+            or b"\n\n" in names
+            or names.startswith(b"\n")
+            or len(values.translate(None, _CONTROL_BYTES)) != len(values)
         ):
             headers = tuple([(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in raw_headers])
             return cls(method, path, headers, body, query, client, root_path, scheme)  # names the offender
-        headers = tuple([(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in raw_headers])
+        # The names were lower-cased and checked joined: decoded and split once.
+        headers: Headers = ()
+        if raw_headers:
+            decoded_values = [value.decode("latin-1") for _, value in raw_headers]
+            headers = tuple(zip(names[:-1].decode("latin-1").split("\n"), decoded_values, strict=True))
         request = object.__new__(cls)
-        for name, value in (
-            ("method", method),
-            ("path", path),
-            ("headers", headers),
-            ("body", body),
-            ("query", query),
-            ("client", client),
-            ("root_path", root_path),
-            ("scheme", scheme),
-            ("_index", _index(headers)),
-        ):
-            object.__setattr__(request, name, value)
+        _set(request, "method", method)
+        _set(request, "path", path)
+        _set(request, "headers", headers)
+        _set(request, "body", body)
+        _set(request, "query", query)
+        _set(request, "client", client)
+        _set(request, "root_path", root_path)
+        _set(request, "scheme", scheme)
+        _set(request, "_index", _index(headers))
         request._check_target()
         return request
 
