@@ -131,8 +131,8 @@ class Request:
             or names.startswith(b"\n")
             or len(values.translate(None, _CONTROL_BYTES)) != len(values)
         ):
-            headers = tuple([(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in raw_headers])
-            return cls(method, path, headers, body, query, client, root_path, scheme)  # names the offender
+            offered = tuple([(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in raw_headers])
+            return cls(method, path, offered, body, query, client, root_path, scheme)  # names the offender
         # The names were lower-cased and checked joined: decoded and split once.
         headers: Headers = ()
         if raw_headers:
