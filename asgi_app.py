@@ -91,6 +91,7 @@ class IdentityASGI:
         #: logging to the embedding application.
         self._configure_logs = configure_logs
         self._start_lock = asyncio.Lock()
+        self._preparing: asyncio.Future[None] | None = None
 
     @classmethod
     def from_env(cls) -> IdentityASGI:
@@ -118,7 +119,6 @@ class IdentityASGI:
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             self.settings.announce()
-            self.service.prepare()  # what first requests would otherwise build (models, token signing)
             disabled = await arun(
                 self.service.bootstrap(
                     self.settings.default_project,
@@ -134,9 +134,17 @@ class IdentityASGI:
                 default = await arun(perform(LoadProject(self.settings.default_project.id)), self._store)
                 self.settings.warn_about_production_risks(default)
             self._started = True
+            # What first requests would otherwise build (models, token signing, hashing), built in a thread once the
+            # service answers: about 0.2 s of CPU that would otherwise delay the first answer (a readiness probe, a
+            # test suite waiting for its server) by as much. A request that needs a model sooner builds it itself
+            # (imports are locked per module: never twice, never half).
+            self._preparing = asyncio.get_running_loop().run_in_executor(None, self.service.prepare)
 
     async def shutdown(self) -> None:
-        """Close the store."""
+        """Close the store (after the start-up's preparation, if it is still running)."""
+        if self._preparing is not None:
+            await self._preparing
+            self._preparing = None
         if self._store is not None:
             await self._store.aclose()
         self._started = False

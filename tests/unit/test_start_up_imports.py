@@ -108,3 +108,37 @@ def test_the_pytest_plugin_imports_none_of_the_service() -> None:
         """
     )
     assert imported == []
+
+
+ASGI_START = """
+    import asyncio, json, sys
+    from asgi_app import IdentityASGI
+    from identity_hosting.settings import Settings
+
+    async def main():
+        app = IdentityASGI(Settings.from_env({"IDENTITY_DEV": "1"}))
+        messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+        sent = []
+
+        async def receive():
+            return next(messages)
+
+        async def send(message):
+            sent.append(message)
+
+        await app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+        after = sorted({n.split(".")[0] for n in sys.modules} & {"pydantic", "joserfc"})
+        print(json.dumps({"sent": [m["type"] for m in sent], "after_shutdown": after}))
+
+    asyncio.run(main())
+"""
+
+
+def test_the_asgi_host_has_prepared_by_the_time_shutdown_returns() -> None:
+    # The preparation runs in a thread once start-up is complete (the first answer does not wait for it), and
+    # shutdown waits for it: models and the token machinery are loaded by then.
+    result = _run(ASGI_START)
+    assert result == {
+        "sent": ["lifespan.startup.complete", "lifespan.shutdown.complete"],
+        "after_shutdown": ["joserfc", "pydantic"],
+    }
