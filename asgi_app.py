@@ -9,7 +9,8 @@ standard error naming the variable, and the server does not start (non-zero exit
 It translates ASGI messages into a `Request`, runs the core's flow with the async driver, and writes the
 `Response`. It adds nothing of its own but three edge duties:
 
-- the lifespan protocol (start-up prepares the service and bootstraps the projects; shutdown closes the store).
+- the lifespan protocol (start-up bootstraps the projects, then prepares the service in a thread; shutdown waits
+  for that and closes the store).
   Embedders whose framework does not forward lifespan to mounted apps lose nothing: the first request starts the
   service lazily.
 - the request body limit: past `IDENTITY_MAX_BODY_BYTES` the answer is 413 and the rest is not read; a malformed
