@@ -10,12 +10,13 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createHmac, randomBytes, randomUUID } from "node:crypto";
-import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { StackClientApp, StackServerApp, stackAppInternalsSymbol } from "@stackframe/js";
+
+import { freePort } from "./support.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const PYTHON = path.join(REPO, ".venv", "bin", "python");
@@ -63,17 +64,6 @@ function describeRequests(list) {
 let server = null; // the Hypercorn child process
 let serverOutput = ""; // the tail of its stdout + stderr, shown when something fails
 let baseUrl = "";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitUntilUp(child) {
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
