@@ -73,7 +73,8 @@ class Service:
         self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers
         # Checked here once: `_stamp` appends them to every response unchecked.
-        self._request_id_headers = check_headers(tuple((n, "") for n in self.options.request_id_headers))
+        self._request_id_names = self.options.request_id_headers
+        check_headers(tuple((name, "") for name in self._request_id_names))
         self._cors_headers = check_headers(cors_headers(self.options.header_prefixes))
 
     def prepare(self) -> None:
@@ -207,7 +208,7 @@ class Service:
     def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:
         """The headers every response gets here and nowhere else: the request id, and the CORS headers (once)."""
         # Trusted: the names were checked in __init__, the id is ours (Crockford characters), the CORS headers too.
-        extra = tuple([(name, request_id) for name, _ in self._request_id_headers])
+        extra = tuple([(name, request_id) for name in self._request_id_names])
         return response.with_trusted_headers(extra + self._cors_headers if cors else extra)
 
     def _preflight(self, allowed: tuple[str, ...]) -> Response:
