@@ -47,7 +47,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.preconditions import Precondition
 from identity_proto.records import INTERNAL_PROJECT_ID, Project, Session
-from identity_proto.tokens import SigningKey, VerifiedTokenCache, secret_matches, unverified_claims
+from identity_proto.tokens import VerifiedTokenCache, access_token_key, secret_matches, unverified_claims
 
 __all__ = [
     "AccessType",
@@ -336,7 +336,8 @@ def _verify_access_token(
     """
     # A token verified before names its project in claims already decoded; only a new one is decoded unverified.
     seen = token_cache.seen(token)
-    token_project_id = _token_project_id(seen if seen is not None else unverified_claims(token))
+    unverified = seen if seen is not None else unverified_claims(token)
+    token_project_id = _token_project_id(unverified)
     if token_project_id is None:
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     if token_project_id == header_project_id:
@@ -347,7 +348,10 @@ def _verify_access_token(
         signer = yield from projects.load(token_project_id, now_ms)
         if signer is None:
             raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
-    claims = token_cache.verify(SigningKey.from_scalar(signer.signing_key), token)
+    # An anonymous user's token is signed with their own key (`tokens.anonymous_users_scalar`), named by its
+    # audience: a token whose audience says otherwise than its key fails here.
+    anonymous = _is_anonymous_audience(unverified)
+    claims = token_cache.verify(access_token_key(signer.signing_key, anonymous=anonymous), token)
     if claims is None or not isinstance(claims.get("sub"), str) or not isinstance(claims.get("exp"), int):
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     if now_ms >= claims["exp"] * 1000:
@@ -374,6 +378,10 @@ def _token_project_id(claims: Mapping[str, Any] | None) -> str | None:
         return None
     project_id = claims["aud"].split(":", 1)[0]
     return project_id or None
+
+
+def _is_anonymous_audience(claims: Mapping[str, Any] | None) -> bool:
+    return claims is not None and isinstance(claims.get("aud"), str) and claims["aud"].endswith(":anon")
 
 
 def _check_user_kind(claims: Mapping[str, Any], request: Request, headers: HeaderReader) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from identity_proto.auth import AccessType
 from identity_proto.flows import (
+    anonymous,
     emails,
     meta,
     mfa,
@@ -74,6 +75,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/mfa/sign-in", mfa.mfa_sign_in, body="MfaSignInBody"),
     Route("POST", f"{V1}/auth/password/sign-up", password.sign_up_with_password, body="PasswordSignUpBody"),
     Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body="PasswordSignInBody"),
+    # anonymous users
+    Route("POST", f"{V1}/auth/anonymous/sign-up", anonymous.sign_up_anonymously),
     # sessions
     Route(
         "POST",

@@ -21,6 +21,7 @@ hosts import them at start-up instead (`load_signing`, through `Service.prepare`
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import importlib
@@ -42,6 +43,8 @@ __all__ = [
     "SeededEntropy",
     "SigningKey",
     "VerifiedTokenCache",
+    "access_token_key",
+    "anonymous_users_scalar",
     "hash_secret",
     "load_signing",
     "new_api_key",
@@ -131,6 +134,27 @@ def new_signing_key(entropy: Entropy) -> str:
     """A fresh P-256 private scalar, hex, for a project's token signing key."""
     scalar = int.from_bytes(entropy.token_bytes(40)) % (_P256_ORDER - 1) + 1
     return f"{scalar:064x}"
+
+
+@functools.lru_cache(maxsize=4096)
+def anonymous_users_scalar(scalar_hex: str) -> str:
+    """The private scalar of the key that signs a project's anonymous users' tokens, derived from the project's
+    own scalar (HMAC-SHA256 with a fixed label, 512 bits reduced into [1, n - 1]): every worker sharing a store
+    derives the same key, nothing more is stored, and rotating the project's key rotates this one.
+
+    The original signs anonymous users' tokens with a key of their own (another `kid`, reference part 2 §4) that
+    its JWKS lists only with `?include_anonymous=true`; so does this service. A backend that verifies tokens
+    against the plain JWKS and forgets to check `aud` or `iss` then still never takes an anonymous visitor for a
+    signed-up user."""
+    secret = bytes.fromhex(scalar_hex)
+    wide = b"".join(hmac.digest(secret, b"anonymous-users" + bytes([i]), "sha256") for i in (1, 2))
+    return f"{int.from_bytes(wide) % (_P256_ORDER - 1) + 1:064x}"
+
+
+def access_token_key(project_scalar_hex: str, *, anonymous: bool) -> SigningKey:
+    """The key that signs and verifies a project's access tokens: its own, or for anonymous users' tokens (those
+    whose `aud` is `<project id>:anon`) the one derived for them (`anonymous_users_scalar`)."""
+    return SigningKey.from_scalar(anonymous_users_scalar(project_scalar_hex) if anonymous else project_scalar_hex)
 
 
 @dataclass(frozen=True, slots=True)

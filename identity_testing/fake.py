@@ -255,6 +255,18 @@ class TestProject:
             body["expires_in_millis"] = expires_in_millis
         return dict(self._server("POST", "/api/v1/auth/sessions", json=body))
 
+    # anonymous users
+    def sign_up_anonymous(self) -> dict[str, str]:
+        """A new anonymous user, signed up as the SDK's `getUser({or: "anonymous"})` does (POST
+        /auth/anonymous/sign-up, client access): `{access_token, refresh_token, user_id}`. Requests with its
+        access token need the header `x-service-allow-anonymous-user: true`; a sign-up sent with it (password, or
+        a code to a new address) upgrades that same user."""
+        with self.client("client") as http:
+            response = http.post("/api/v1/auth/anonymous/sign-up")
+        if response.status_code >= 400:
+            raise AssertionError(f"POST /api/v1/auth/anonymous/sign-up -> {response.status_code}: {response.text}")
+        return dict(response.json())
+
     def outbox(self, to: str | None = None) -> list[dict[str, Any]]:
         """Mail the service sent for this project, newest first."""
         params = {"to": to} if to else {}

@@ -10,13 +10,15 @@ Expiry is decided by the core against the request's clock; this store keeps what
 Layout: `store` (`Tenant`, `MemoryStore`, `AsyncMemoryStore`, the handler registry) and one module per resource
 holding its handlers, named as in `backends.redis`: `projects`, `codes` (one-time codes, TOTP acceptance), `users`,
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `testing` (clock override, project reset),
-`rate_limits`. backends/README.md says how to find an effect's handler.
+`rate_limits`, `anonymous` (anonymous users' sign-up and upgrade). backends/README.md says how to find an
+effect's handler.
 """
 
 from __future__ import annotations
 
 # The resource modules register their handlers as they are imported.
 from backends.memory import (  # noqa: F401
+    anonymous,
     codes,
     email_sign_in,
     outbox,

@@ -15,7 +15,7 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 - `lua`: Lua functions several scripts share;
 - one module per resource, each holding its plans with their Lua scripts right above them: `projects`, `codes`
   (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`, `outbox`, `teams` (and memberships),
-  `rate_limits`, `testing` (clock override, project reset);
+  `rate_limits`, `testing` (clock override, project reset), `anonymous` (anonymous users' sign-up and upgrade);
 - `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store`
   (`RedisStore`, sync) and `store_async` (`AsyncRedisStore`, asyncio).
 
@@ -54,6 +54,11 @@ ListTeams, LoadMembership, ListMemberships) are one script too, so none observes
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
 no limit is O(users): they block the server for that long, like any script.
 
+Anonymous users: SignUpAnonymously (the user as by CreateUser, its personal team as by CreateTeam and a session as by
+CreateSession) and UpgradeAnonymousUser (only while the user exists and is anonymous; the changes and the e-mail index
+entry as by UpdateUser, refused EMAIL_TAKEN before writing anything; then each team of the user's team index still
+named "Personal Team" renamed) are one script each, too.
+
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to
 key names in Lua from a key prefix passed in ARGV, as they cannot be known beforehand. Those keys carry the project's
@@ -83,6 +88,7 @@ from __future__ import annotations
 
 # The resource modules register their plans and scripts as they are imported.
 from backends.redis import (  # noqa: F401
+    anonymous,
     codes,
     email_sign_in,
     outbox,

@@ -25,6 +25,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from identity_proto.effects.anonymous import (
+    ANONYMOUS_PERSONAL_TEAM_NAME,
+    SignUpAnonymously,
+    UpgradeAnonymousUser,
+    UpgradeRefusal,
+)
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
 from identity_proto.effects.codes import (
     AcceptTotp,
@@ -97,6 +103,7 @@ from identity_proto.effects.users import (
 from identity_proto.quickinit import quick_init
 
 __all__ = [
+    "ANONYMOUS_PERSONAL_TEAM_NAME",
     "READ_EFFECTS",
     "AcceptTotp",
     "AddMembership",
@@ -149,6 +156,7 @@ __all__ = [
     "SessionGuard",
     "SetClockOverride",
     "SignInByEmail",
+    "SignUpAnonymously",
     "StorageEffect",
     "T",
     "TeamWrite",
@@ -159,6 +167,8 @@ __all__ = [
     "UpdateTeam",
     "UpdateUser",
     "UpdateUserWithTeam",
+    "UpgradeAnonymousUser",
+    "UpgradeRefusal",
     "UseRefreshToken",
     "UserWrite",
     "VerifyPassword",

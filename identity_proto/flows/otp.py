@@ -16,10 +16,11 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.anonymous import anonymous_caller, upgrade_anonymous_user
 from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import deliver, new_email
 from identity_proto.flows.sessions import IssuedTokens, issue_access_token, new_session
-from identity_proto.flows.signin import personal_team, require_second_factor, signed_in
+from identity_proto.flows.signin import finish_sign_in, personal_team, require_second_factor, signed_in
 from identity_proto.http import Response
 from identity_proto.ratelimits import check_under_limit, count_event, rule_for
 from identity_proto.records import CodePurpose, Project, ProjectConfig, User, replaced
@@ -127,7 +128,8 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
 
 def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/otp/sign-in: consume the code, then sign in the user whose auth e-mail it was sent to, or
-    create them (is_new_user) when there is none and sign-up is enabled.
+    create them (is_new_user) when there is none and sign-up is enabled; an anonymous caller is upgraded in place
+    instead of a new user being made (`flows.anonymous`).
 
     Two storage steps: consuming the code, then `SignInByEmail` (find or create the user, mark and touch them,
     start the session: one atomic step, so a sign-up racing another of the same address signs in as its user).
@@ -136,6 +138,23 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
     body: CodeBody = ctx.body
     code = yield from check_code(ctx, project.id, body.code, CodePurpose.SIGN_IN, consume=True)
     email = code.email or ""
+    # anonymous users: an anonymous caller becomes the user of an address nobody holds, keeping its id (reference
+    # part 2 §4); when someone holds it, they sign in below and the anonymous user is left alone.
+    anonymous = (yield from anonymous_caller(ctx, project)) if project.config.sign_up_enabled else None
+    if anonymous is not None:
+        upgraded = yield from upgrade_anonymous_user(
+            ctx,
+            project,
+            anonymous,
+            {
+                "primary_email": email,
+                "primary_email_verified": True,
+                "primary_email_auth_enabled": True,
+                "otp_auth_enabled": True,
+            },
+        )
+        if isinstance(upgraded, User):
+            return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True))
     new_user = User(
         id=new_uuid(ctx.entropy),
         signed_up_at_millis=ctx.now_ms,

@@ -10,11 +10,13 @@ from identity_proto.effects import (
     FindUserByAuthEmail,
     Flow,
     HashPassword,
+    UpgradeRefusal,
     UserWrite,
     VerifyPassword,
     perform,
 )
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.anonymous import anonymous_caller, upgrade_anonymous_user
 from identity_proto.flows.signin import after_sign_up, finish_sign_in
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, timing_decoy_hash, too_long
@@ -43,7 +45,8 @@ def check_new_password(password: str) -> None:
 
 
 def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
-    """POST /auth/password/sign-up {email, password}: a new user whose (unverified) e-mail signs them in."""
+    """POST /auth/password/sign-up {email, password}: a new user whose (unverified) e-mail signs them in; or,
+    when the caller is an anonymous user, that user, upgraded in place (`flows.anonymous`)."""
     project = ctx.require_auth().project
     body: PasswordSignUpBody = ctx.body
     _require_password_auth(project)
@@ -54,6 +57,25 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
     if (yield from perform(FindUserByAuthEmail(project.id, email))) is not None:
         raise email_taken(email)
     password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
+    # anonymous users: an anonymous caller becomes this user, keeping its id (reference part 2 §4)
+    anonymous = yield from anonymous_caller(ctx, project)
+    if anonymous is not None:
+        upgraded = yield from upgrade_anonymous_user(
+            ctx,
+            project,
+            anonymous,
+            {
+                "primary_email": email,
+                "primary_email_verified": False,
+                "primary_email_auth_enabled": True,
+                "password_hash": password_hash,
+            },
+        )
+        if upgraded is UpgradeRefusal.EMAIL_TAKEN:
+            raise email_taken(email)
+        if isinstance(upgraded, User):
+            return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True))
+        # upgraded or deleted meanwhile: its token is ignored, as a non-anonymous one is
     user = User(
         id=new_uuid(ctx.entropy),
         signed_up_at_millis=ctx.now_ms,

@@ -23,7 +23,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
 from identity_proto.records import INTERNAL_PROJECT_ID, Project, ProjectConfig, ProjectKeys
 from identity_proto.render import json_response, render_project
-from identity_proto.tokens import Entropy, SigningKey, hash_secret, new_api_key, new_signing_key, new_uuid
+from identity_proto.tokens import Entropy, access_token_key, hash_secret, new_api_key, new_signing_key, new_uuid
 
 if TYPE_CHECKING:
     from identity_proto.schemas import ProjectCreateBody, ProjectUpdateBody
@@ -204,12 +204,16 @@ def _require_internal(ctx: RequestContext) -> None:
 
 
 def jwks(ctx: RequestContext) -> Flow[Response]:
-    """GET /projects/{project_id}/.well-known/jwks.json (no authentication): the public key that verifies the
-    project's access tokens; 404 for an unknown project."""
+    """GET /projects/{project_id}/.well-known/jwks.json?include_anonymous= (no authentication): the public key that
+    verifies the project's access tokens, and with `include_anonymous=true` also the key of its anonymous users'
+    tokens (reference part 2 §4: so a backend verifying against the plain set never accepts an anonymous user);
+    404 for an unknown project."""
     project_id: str = ctx.params.project_id
     check_project_admits(project_id, None)
     project = yield from load_project(project_id)
     if project is None:
         raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
-    key = SigningKey.from_scalar(project.signing_key)
-    return json_response(200, {"keys": [key.public_jwk()]}, headers=(("cache-control", "public, max-age=3600"),))
+    keys = [access_token_key(project.signing_key, anonymous=False).public_jwk()]
+    if ctx.query.include_anonymous == "true":
+        keys.append(access_token_key(project.signing_key, anonymous=True).public_jwk())
+    return json_response(200, {"keys": keys}, headers=(("cache-control", "public, max-age=3600"),))

@@ -28,7 +28,7 @@ from identity_proto.http import Response
 from identity_proto.records import Project, Session, User
 from identity_proto.render import json_response
 from identity_proto.schemas import schema_error
-from identity_proto.tokens import SigningKey, hash_secret, new_uuid, random_string, secret_matches
+from identity_proto.tokens import access_token_key, hash_secret, new_uuid, random_string, secret_matches
 from identity_proto.users import restricted_reason
 
 if TYPE_CHECKING:
@@ -105,7 +105,9 @@ def issue_access_token(ctx: RequestContext, project: Project, user: User, sessio
         lifetime_ms=ctx.options.access_token_lifetime_ms,
         base_url=ctx.base_url,
     )
-    return SigningKey.from_scalar(project.signing_key).sign(claims)
+    # Anonymous users' tokens are signed with a key of their own, listed in the JWKS only on request (see
+    # `tokens.anonymous_users_scalar`).
+    return access_token_key(project.signing_key, anonymous=user.is_anonymous).sign(claims)
 
 
 def new_session(

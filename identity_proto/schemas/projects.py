@@ -122,8 +122,9 @@ class ProjectIdParams(Query):
 
 
 class JwksQuery(Query):
-    """GET /projects/{project_id}/.well-known/jwks.json (the original's filters are accepted and change nothing:
-    one key signs every kind of token)."""
+    """GET /projects/{project_id}/.well-known/jwks.json: `include_anonymous=true` adds the key of anonymous users'
+    tokens; `include_restricted` is accepted and changes nothing (restricted users' tokens are signed with the
+    project's own key)."""
 
     include_restricted: Literal["true", "false"] | None = None
     include_anonymous: Literal["true", "false"] | None = None

@@ -62,6 +62,7 @@ from identity_proto.effects import (
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
+    SignUpAnonymously,
     StorageEffect,
     Together,
     UpdateMembership,
@@ -69,6 +70,7 @@ from identity_proto.effects import (
     UpdateTeam,
     UpdateUser,
     UpdateUserWithTeam,
+    UpgradeAnonymousUser,
     UseRefreshToken,
 )
 from identity_proto.errors import StorageUnavailable
@@ -567,6 +569,8 @@ CONTRACT_TESTED: set[type[Any]] = {
     CreateSignInCode,  # test_email_sign_in_contract.py
     SignInByEmail,
     AcceptTotp,  # test_totp_contract.py
+    SignUpAnonymously,  # test_anonymous_contract.py
+    UpgradeAnonymousUser,
 }
 
 

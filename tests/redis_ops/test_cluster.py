@@ -74,6 +74,7 @@ from identity_proto.effects import (
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
+    SignUpAnonymously,
     StorageEffect,
     TeamWrite,
     Together,
@@ -82,11 +83,12 @@ from identity_proto.effects import (
     UpdateProject,
     UpdateTeam,
     UpdateUser,
+    UpgradeAnonymousUser,
     UseRefreshToken,
     UserWrite,
 )
 from identity_proto.errors import StorageUnavailable
-from identity_proto.records import ClockOverride, CodePurpose, Membership, Project, ProjectKeys, User
+from identity_proto.records import ClockOverride, CodePurpose, Membership, Project, ProjectKeys, Team, User
 from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
@@ -352,6 +354,22 @@ def _signing_in_by_email(store: RedisStore, p: str) -> None:
     assert {s.id for s in store.apply(ListSessions(p, newcomer.id))} == {"s-up", "s-in"}
 
 
+def _anonymous_users(store: RedisStore, p: str) -> None:
+    team = Team(id="t-anon", display_name="Personal Team", created_at_millis=T0)
+    anonymous = dataclasses.replace(make_user("anon"), is_anonymous=True, selected_team_id=team.id)
+    session = make_session("s-anon", anonymous.id)
+    signed_up = store.apply(SignUpAnonymously(p, anonymous, session, (team, make_membership(team.id, anonymous.id))))
+    assert signed_up == anonymous
+    changes = (("primary_email", "anon@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
+    upgraded = store.apply(UpgradeAnonymousUser(p, anonymous.id, changes, "anon@example.com's Team"))
+    assert isinstance(upgraded, User)
+    assert store.apply(FindUserByAuthEmail(p, "anon@example.com")) == upgraded
+    assert store.apply(LoadUserWithTeam(p, anonymous.id)) == (
+        upgraded,
+        dataclasses.replace(team, display_name="anon@example.com's Team"),
+    )
+
+
 def _outbox(store: RedisStore, p: str) -> None:
     mails = [make_email(n, "ada@example.com" if n % 2 else "bob@example.com") for n in range(1, 5)]
     for mail in mails:
@@ -369,6 +387,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _sessions(checked, p)
     _teams_and_memberships(checked, p)
     _signing_in_by_email(checked, p)
+    _anonymous_users(checked, p)
     _outbox(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))

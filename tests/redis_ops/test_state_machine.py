@@ -68,11 +68,13 @@ from identity_proto.effects import (
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
+    SignUpAnonymously,
     StorageEffect,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
     UpdateUser,
+    UpgradeAnonymousUser,
     UseRefreshToken,
 )
 from identity_proto.records import (
@@ -341,10 +343,25 @@ class StoresAgree(RuleBasedStateMachine):
     def users(self, data: st.DataObject, project_id: str) -> None:
         grow = len(self._tenant(project_id).users) < 2
         n, op = self.step(
-            ("create", "update", "email", "email", "select", "select", "select", "delete", "sign_in", "sign_in"),
+            (
+                "create",
+                "update",
+                "email",
+                "email",
+                "select",
+                "select",
+                "select",
+                "delete",
+                "sign_in",
+                "sign_in",
+                "anonymous",
+                "upgrade",
+            ),
             grow=grow,
         )
-        if op == "create":
+        if op in {"anonymous", "upgrade"}:
+            self.anonymous_users(data, project_id, n, op)
+        elif op == "create":
             email = data.draw(st.none() | st.sampled_from(EMAILS), label="email")
             signed_up = data.draw(st.sampled_from(TIMES), label="signed_up_at_millis")
             user = User(
@@ -409,6 +426,35 @@ class StoresAgree(RuleBasedStateMachine):
             self.both(UpdateUser(project_id, user_id, (("selected_team_id", selected),)))
         else:
             self.both(DeleteUser(project_id, self.user(project_id)))
+
+    def anonymous_users(self, data: st.DataObject, project_id: str, n: int, op: str) -> None:
+        """An anonymous sign-up (maybe with a "Personal Team" from the pool: an existing team is replaced, as
+        CreateTeam does), or an upgrade to an address from the pool (renaming the user's "Personal Team"s)."""
+        now = data.draw(st.sampled_from(TIMES), label="now_ms")
+        if op == "anonymous":
+            team_id = data.draw(st.none() | st.sampled_from(TEAMS), label="personal team")
+            user = User(
+                id=self.random.choice(USERS),
+                signed_up_at_millis=now,
+                last_active_at_millis=now,
+                is_anonymous=True,
+                selected_team_id=team_id,
+            )
+            team = None
+            if team_id is not None:
+                creator = Membership(team_id, user.id, now, permissions=("team_admin",))
+                team = (Team(id=team_id, display_name="Personal Team", created_at_millis=now), creator)
+            session = Session(f"s{n}", user.id, f"token-{n}", now, now, now + 30 * 86_400_000)
+            self.both(SignUpAnonymously(project_id, user, session, team))
+            return
+        email = data.draw(st.sampled_from(EMAILS), label="email")
+        changes = (
+            ("primary_email", email),
+            ("primary_email_auth_enabled", data.draw(st.booleans(), label="auth")),
+            ("is_anonymous", False),
+            ("signed_up_at_millis", now),
+        )
+        self.both(UpgradeAnonymousUser(project_id, self.user(project_id), changes, f"{email}'s Team"))
 
     def list_users(self, data: st.DataObject, project_id: str) -> None:
         descending = self.random.random() < 0.5

@@ -1,0 +1,52 @@
+"""The memory store: anonymous users (each one step under the lock, made of the handlers of users, teams and
+sessions)."""
+
+from __future__ import annotations
+
+from backends.memory.sessions import _create_session
+from backends.memory.store import MemoryStore, _performs
+from backends.memory.teams import _create_team
+from backends.memory.users import _create_user, _update_user
+from identity_proto.effects import (
+    ANONYMOUS_PERSONAL_TEAM_NAME,
+    CreateSession,
+    CreateTeam,
+    CreateUser,
+    SignUpAnonymously,
+    UpdateUser,
+    UpgradeAnonymousUser,
+    UpgradeRefusal,
+    UserWrite,
+)
+from identity_proto.records import User, replaced
+
+
+@_performs(SignUpAnonymously)
+def _sign_up_anonymously(store: MemoryStore, effect: SignUpAnonymously) -> User | None:
+    project_id = effect.project_id
+    if effect.user.id in store.tenant(project_id).users:
+        return None
+    _create_user(store, CreateUser(project_id, effect.user))  # no auth e-mail: nothing else can refuse it
+    if effect.personal_team is not None:
+        _create_team(store, CreateTeam(project_id, *effect.personal_team))
+    _create_session(store, CreateSession(project_id, effect.session))
+    return effect.user
+
+
+@_performs(UpgradeAnonymousUser)
+def _upgrade_anonymous_user(store: MemoryStore, effect: UpgradeAnonymousUser) -> User | UpgradeRefusal:
+    tenant = store.tenant(effect.project_id)
+    stored = tenant.users.get(effect.user_id)
+    if stored is None:
+        return UpgradeRefusal.NOT_FOUND
+    if not stored.is_anonymous:
+        return UpgradeRefusal.NOT_ANONYMOUS
+    updated = _update_user(store, UpdateUser(effect.project_id, effect.user_id, effect.changes))
+    if not isinstance(updated, User):  # EMAIL_TAKEN, checked before anything is written
+        assert updated is UserWrite.EMAIL_TAKEN
+        return UpgradeRefusal.EMAIL_TAKEN
+    for team_id, user_id in tenant.memberships:
+        team = tenant.teams.get(team_id)
+        if user_id == updated.id and team is not None and team.display_name == ANONYMOUS_PERSONAL_TEAM_NAME:
+            tenant.teams[team_id] = replaced(team, {"display_name": effect.personal_team_name})
+    return updated

@@ -1,0 +1,156 @@
+"""Anonymous users: the sign-up (the user, its personal team and its session in one script) and the upgrade in
+place (the user becomes non-anonymous and takes its address only if the address is still free, its "Personal
+Team" renamed, in one script).
+
+Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
+`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _text, _user
+from backends.redis.keys import GRACE_MS, KeySpace
+from backends.redis.lua import _AUTH_EMAIL, _CREATE_SESSION, _CREATE_TEAM, _EXTEND_EXPIRY, _RECORD_JSON, _SEQ
+from backends.redis.plan import Plan, Script, _plans, script
+from identity_proto.effects import (
+    ANONYMOUS_PERSONAL_TEAM_NAME,
+    SignUpAnonymously,
+    UpgradeAnonymousUser,
+    UpgradeRefusal,
+)
+from identity_proto.records import User, user_to_json
+
+# KEYS: user, user order, session, token entry, the user's session set, and with a personal team: team, team
+# order, the team's member index, the user's team index, membership order, membership sequence.
+# ARGV: user id, signed_up_at_millis, session id, session expiry, membership key prefix, team id, team
+# created_at_millis, then the counts nu, ns, nt and nu items field, value, ... of the user, ns of the session, nt of
+# the team, and the rest: the creator's membership. Returns 1 if stored, 0 if the user's id is taken (nothing
+# written).
+script(
+    "sign_up_anonymously",
+    _EXTEND_EXPIRY
+    + _SEQ
+    + _CREATE_SESSION
+    + _CREATE_TEAM
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local nu, ns, nt = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+redis.call('HSET', KEYS[1], unpack(ARGV, 11, 10 + nu))
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+if #KEYS > 5 then
+  create_team(KEYS[6], KEYS[7], ARGV[6], ARGV[7], {unpack(ARGV, 11 + nu + ns, 10 + nu + ns + nt)})
+  add_creator(KEYS[8], KEYS[9], KEYS[10], KEYS[11], ARGV[5], ARGV[6], ARGV[1], {unpack(ARGV, 11 + nu + ns + nt)})
+end
+create_session(KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4], {unpack(ARGV, 11 + nu, 10 + nu + ns)})
+return 1
+""",
+)
+
+
+@_plans(SignUpAnonymously)
+def _sign_up_anonymously(keys: KeySpace, effect: SignUpAnonymously) -> Plan[User | None]:
+    p, user, session = effect.project_id, effect.user, effect.session
+    user_items = _flat(_json_fields(user_to_json(user)))
+    session_items = _flat(_json_fields(dataclasses.asdict(session)))
+    script_keys = [
+        keys.user(p, user.id),
+        keys.user_order(p),
+        keys.session(p, session.id),
+        keys.session_by_token(p, session.refresh_token_hash),
+        keys.user_sessions(p, user.id),
+    ]
+    team_id, team_created_at = "", 0
+    team_items: tuple[str, ...] = ()
+    membership_items: tuple[str, ...] = ()
+    if effect.personal_team is not None:
+        team, creator = effect.personal_team
+        team_id, team_created_at = team.id, team.created_at_millis
+        team_items = _flat(_json_fields(dataclasses.asdict(team)))
+        membership_items = _flat(_json_fields(dataclasses.asdict(creator)))
+        script_keys += [
+            keys.team(p, team.id),
+            keys.team_order(p),
+            keys.team_members(p, team.id),
+            keys.user_teams(p, user.id),
+            keys.membership_order(p),
+            keys.membership_seq(p),
+        ]
+    stored = yield Script(
+        "sign_up_anonymously",
+        tuple(script_keys),
+        (
+            user.id,
+            user.signed_up_at_millis,
+            session.id,
+            session.expires_at_millis + GRACE_MS,
+            keys.membership(p),
+            team_id,
+            team_created_at,
+            len(user_items),
+            len(session_items),
+            len(team_items),
+            *user_items,
+            *session_items,
+            *team_items,
+            *membership_items,
+        ),
+    )
+    return user if stored else None
+
+
+# KEYS: user, e-mail index, user order, the user's team index. ARGV: user id, team key prefix, the new personal
+# team name (JSON), then field, value, ... (JSON values) of the changes.
+# Returns {'ok', record as JSON}, or {'not_found'} / {'not_anonymous'} / {'email_taken'} (nothing written).
+script(
+    "upgrade_anonymous_user",
+    _AUTH_EMAIL
+    + _RECORD_JSON
+    + """
+local stored = redis.call('HMGET', KEYS[1], 'id', 'is_anonymous', 'primary_email_auth_enabled', 'primary_email')
+if not stored[1] then return {'not_found'} end
+if stored[2] ~= 'true' then return {'not_anonymous'} end
+local enabled, email = stored[3], stored[4]
+local old = auth_email(enabled, email)
+local signed_up = false
+for i = 4, #ARGV, 2 do
+  if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
+  elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
+  elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
+end
+local new = auth_email(enabled, email)
+if new ~= old then
+  if new then
+    local owner = redis.call('HGET', KEYS[2], new)
+    if owner and owner ~= ARGV[1] then return {'email_taken'} end
+  end
+  if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
+  if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+if signed_up then redis.call('ZADD', KEYS[3], signed_up, ARGV[1]) end
+for _, team_id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  local tkey = ARGV[2] .. team_id
+  local name = redis.call('HGET', tkey, 'display_name')
+  if name and cjson.decode(name) == '"""
+    + ANONYMOUS_PERSONAL_TEAM_NAME
+    + """' then redis.call('HSET', tkey, 'display_name', ARGV[3]) end
+end
+return {'ok', record_json(redis.call('HGETALL', KEYS[1]))}
+""",
+)
+
+
+@_plans(UpgradeAnonymousUser)
+def _upgrade_anonymous_user(keys: KeySpace, effect: UpgradeAnonymousUser) -> Plan[User | UpgradeRefusal]:
+    p, user_id = effect.project_id, effect.user_id
+    reply = yield Script(
+        "upgrade_anonymous_user",
+        (keys.user(p, user_id), keys.users_by_email(p), keys.user_order(p), keys.user_teams(p, user_id)),
+        (user_id, keys.team(p), _json(effect.personal_team_name), *_flat(_change_fields(effect.changes))),
+    )
+    status = _text(reply[0])
+    if status != "ok":
+        return UpgradeRefusal(status)
+    return _required(_user(reply[1]))
