@@ -13,6 +13,7 @@ from identity_proto.flows import (
     mfa,
     otp,
     password,
+    permissions,
     projects,
     sessions,
     team_member_profiles,
@@ -128,22 +129,90 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "DELETE", f"{V1}/team-memberships/{{team_id}}/{{user_id}}", teams.remove_membership, params="MembershipParams"
     ),
-    Route("GET", f"{V1}/team-permissions", teams.list_permissions, query="ListMembershipsQuery"),
+    # --- permissions (reference part 2 §6) ---
+    Route("GET", f"{V1}/team-permissions", permissions.list_team_permissions, query="ListTeamPermissionsQuery"),
     Route(
         "POST",
         f"{V1}/team-permissions/{{team_id}}/{{user_id}}/{{permission_id}}",
-        teams.grant_permission,
+        permissions.grant_team_permission,
         SERVER_AND_ADMIN,
-        params="PermissionParams",
+        params="TeamPermissionParams",
         success=201,
     ),
     Route(
         "DELETE",
         f"{V1}/team-permissions/{{team_id}}/{{user_id}}/{{permission_id}}",
-        teams.revoke_permission,
+        permissions.revoke_team_permission,
         SERVER_AND_ADMIN,
-        params="PermissionParams",
+        params="TeamPermissionParams",
     ),
+    Route(
+        "GET", f"{V1}/project-permissions", permissions.list_project_permissions, query="ListProjectPermissionsQuery"
+    ),
+    Route(
+        "POST",
+        f"{V1}/project-permissions/{{user_id}}/{{permission_id}}",
+        permissions.grant_project_permission,
+        SERVER_AND_ADMIN,
+        params="ProjectPermissionParams",
+        success=201,
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/project-permissions/{{user_id}}/{{permission_id}}",
+        permissions.revoke_project_permission,
+        SERVER_AND_ADMIN,
+        params="ProjectPermissionParams",
+    ),
+    Route("GET", f"{V1}/team-permission-definitions", permissions.list_team_permission_definitions, ADMIN_ONLY),
+    Route(
+        "POST",
+        f"{V1}/team-permission-definitions",
+        permissions.create_team_permission_definition,
+        ADMIN_ONLY,
+        "PermissionDefinitionCreateBody",
+        success=201,
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/team-permission-definitions/{{permission_id}}",
+        permissions.update_team_permission_definition,
+        ADMIN_ONLY,
+        "PermissionDefinitionUpdateBody",
+        params="PermissionDefinitionParams",
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/team-permission-definitions/{{permission_id}}",
+        permissions.delete_team_permission_definition,
+        ADMIN_ONLY,
+        params="PermissionDefinitionParams",
+    ),
+    Route("GET", f"{V1}/project-permission-definitions", permissions.list_project_permission_definitions, ADMIN_ONLY),
+    Route(
+        "POST",
+        f"{V1}/project-permission-definitions",
+        permissions.create_project_permission_definition,
+        ADMIN_ONLY,
+        "PermissionDefinitionCreateBody",
+        success=201,
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/project-permission-definitions/{{permission_id}}",
+        permissions.update_project_permission_definition,
+        ADMIN_ONLY,
+        "PermissionDefinitionUpdateBody",
+        params="PermissionDefinitionParams",
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/project-permission-definitions/{{permission_id}}",
+        permissions.delete_project_permission_definition,
+        ADMIN_ONLY,
+        params="PermissionDefinitionParams",
+    ),
+    # --- end permissions ---
     # team member profiles
     Route("GET", f"{V1}/team-member-profiles", team_member_profiles.list_member_profiles, query="ListMembershipsQuery"),
     Route(

@@ -86,6 +86,7 @@ from backends.redis import (  # noqa: F401
     codes,
     email_sign_in,
     outbox,
+    permissions,
     projects,
     rate_limits,
     sessions,

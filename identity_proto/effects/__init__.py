@@ -44,6 +44,17 @@ from identity_proto.effects.email_sign_in import (
 )
 from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
 from identity_proto.effects.passwords import HashPassword, VerifyPassword
+
+# --- permissions ---
+from identity_proto.effects.permissions import (
+    ChangePermissionDefinitions,
+    DefinitionsWrite,
+    GrantProjectPermissions,
+    ListProjectPermissions,
+    RevokeProjectPermission,
+)
+
+# --- end permissions ---
 from identity_proto.effects.projects import (
     CreateProject,
     DeleteProject,
@@ -103,6 +114,7 @@ __all__ = [
     "AppendOutbox",
     "AttemptVerificationCode",
     "ChangePermission",
+    "ChangePermissionDefinitions",
     "CodeAttempt",
     "CodeOutcome",
     "ComputeEffect",
@@ -113,6 +125,7 @@ __all__ = [
     "CreateTeam",
     "CreateUser",
     "CreateVerificationCode",
+    "DefinitionsWrite",
     "DeleteProject",
     "DeleteSession",
     "DeleteTeam",
@@ -124,10 +137,12 @@ __all__ = [
     "EnsureProject",
     "FindUserByAuthEmail",
     "Flow",
+    "GrantProjectPermissions",
     "HashPassword",
     "HitRateLimits",
     "ListMemberships",
     "ListOutbox",
+    "ListProjectPermissions",
     "ListProjects",
     "ListSessions",
     "ListTeams",
@@ -144,6 +159,7 @@ __all__ = [
     "RateLimitHit",
     "RemoveMembership",
     "ResetProjectData",
+    "RevokeProjectPermission",
     "RevokeUserSessions",
     "SendEmail",
     "SessionGuard",
@@ -190,6 +206,7 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListMemberships,
         ListOutbox,
         LoadClockOverride,
+        ListProjectPermissions,  # permissions
     }
 )
 
