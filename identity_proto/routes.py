@@ -130,7 +130,13 @@ ROUTES: tuple[Route, ...] = (
         "DELETE", f"{V1}/team-memberships/{{team_id}}/{{user_id}}", teams.remove_membership, params="MembershipParams"
     ),
     # --- permissions (reference part 2 §6) ---
-    Route("GET", f"{V1}/team-permissions", permissions.list_team_permissions, query="ListTeamPermissionsQuery"),
+    Route(
+        "GET",
+        f"{V1}/team-permissions",
+        permissions.list_team_permissions,
+        query="ListTeamPermissionsQuery",
+        plain_errors=(403,),
+    ),
     Route(
         "POST",
         f"{V1}/team-permissions/{{team_id}}/{{user_id}}/{{permission_id}}",
@@ -147,7 +153,11 @@ ROUTES: tuple[Route, ...] = (
         params="TeamPermissionParams",
     ),
     Route(
-        "GET", f"{V1}/project-permissions", permissions.list_project_permissions, query="ListProjectPermissionsQuery"
+        "GET",
+        f"{V1}/project-permissions",
+        permissions.list_project_permissions,
+        query="ListProjectPermissionsQuery",
+        plain_errors=(403,),
     ),
     Route(
         "POST",
