@@ -163,7 +163,20 @@ class ErrorCode(Enum):
     )
     CANNOT_UPDATE_OTHER_USERS_PROFILE = (403, "Cannot update another user's profile")
     TEAM_ID_REQUIRED_FOR_CLIENT = (400, "team_id is required for access type client")
-    UNKNOWN_TEAM_PERMISSION = (400, "Permission {permission_id} is not defined in this project.")
+
+    # --- permissions (reference part 2 §6, §9) ---
+    PERMISSION_NOT_FOUND = (404, 'Permission "{permission_id}" not found. Make sure you created it on the dashboard.')
+    WRONG_PERMISSION_SCOPE = (
+        404,
+        'Permission "{permission_id}" not found. (It was found for a different scope "{actual_scope}", but scope '
+        '"{expected_scope}" was expected.)',
+    )
+    CONTAINED_PERMISSION_NOT_FOUND = (
+        400,
+        'Contained permission with ID "{permission_id}" not found. Make sure you created it on the dashboard.',
+    )
+    PERMISSION_ID_ALREADY_EXISTS = (400, 'Permission with ID "{permission_id}" already exists. Choose a different ID.')
+    # --- end permissions ---
 
     # --- one-time codes and sign-in (reference §2) ---
     OTP_SIGN_IN_NOT_ENABLED = (403, "OTP sign-in is not enabled for this project.")

@@ -100,6 +100,11 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
             },
         },
     }
+    for status in route.plain_errors:
+        operation["responses"][str(status)] = {
+            "description": "A plain-text error (no known-error code)",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
     if route.access is not None:
         operation["security"] = [_SECURITY_BY_ACCESS[t] for t in AccessType if t in route.access]
     if body_refs:

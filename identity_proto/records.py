@@ -18,11 +18,13 @@ from identity_proto.quickinit import quick_init
 _R = TypeVar("_R")
 
 __all__ = [
+    "BUILT_IN_PERMISSION_DEFINITIONS",
     "INTERNAL_PROJECT_ID",
     "ClockOverride",
     "CodePurpose",
     "Email",
     "Membership",
+    "PermissionDefinition",
     "Project",
     "ProjectConfig",
     "ProjectKeys",
@@ -64,6 +66,44 @@ class RateLimitSetting:
     window_seconds: int
 
 
+# --- permissions: definitions (reference part 2 §6) ---
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDefinition:
+    """A permission a project defines (reference part 2 §6: the config's `rbac.permissions`): its id (unique
+    across both scopes), its scope (`team` or `project`), an optional description, and the ids it contains,
+    sorted (a team permission may contain the system `$` ids)."""
+
+    id: str
+    scope: str
+    description: str | None = None
+    contained_permission_ids: tuple[str, ...] = ()
+
+
+#: The definitions every project is created with (reference part 2 §6, "Built-ins"): `team_admin` holds the six
+#: system permissions, `team_member` two of them. They are ordinary definitions afterwards (editable, deletable).
+BUILT_IN_PERMISSION_DEFINITIONS: tuple[PermissionDefinition, ...] = (
+    PermissionDefinition(
+        "team_admin",
+        "team",
+        "Default permission for team admins",
+        (
+            "$delete_team",
+            "$invite_members",
+            "$manage_api_keys",
+            "$read_members",
+            "$remove_members",
+            "$update_team",
+        ),
+    ),
+    PermissionDefinition(
+        "team_member", "team", "Default permission for team members", ("$invite_members", "$read_members")
+    ),
+)
+# --- end permissions ---
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """A project's configuration. Defaults suit a service developers run locally with code sign-in first."""
@@ -81,6 +121,13 @@ class ProjectConfig:
     require_publishable_client_key: bool = False
     team_creator_default_permissions: tuple[str, ...] = ("team_admin",)
     team_member_default_permissions: tuple[str, ...] = ("team_member",)
+    # --- permissions ---
+    #: Project permissions every new user is granted at sign-up (direct grants; reference: `user_default_permissions`).
+    user_default_permissions: tuple[str, ...] = ()
+    #: The project's permission definitions of both scopes, sorted by id (changed only through the definition
+    #: endpoints: one atomic effect each, `ChangePermissionDefinitions`).
+    permission_definitions: tuple[PermissionDefinition, ...] = BUILT_IN_PERMISSION_DEFINITIONS
+    # --- end permissions ---
     #: Rate-limit rules this project sets itself (the others keep their defaults).
     rate_limits: tuple[RateLimitSetting, ...] = ()
 
@@ -125,6 +172,16 @@ def config_from_json(data: dict[str, Any]) -> ProjectConfig:
             continue
         if name == "domains":
             values[name] = tuple(TrustedDomain(**item) for item in value)
+        elif name == "permission_definitions":
+            values[name] = tuple(
+                PermissionDefinition(
+                    item["id"],
+                    item["scope"],
+                    item.get("description"),
+                    tuple(item.get("contained_permission_ids", ())),
+                )
+                for item in value
+            )
         elif name == "rate_limits":
             items = [{"name": k, **v} for k, v in value.items()] if isinstance(value, dict) else value
             values[name] = tuple(sorted((RateLimitSetting(**item) for item in items), key=lambda r: r.name))

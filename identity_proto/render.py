@@ -159,8 +159,14 @@ def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
         "id": project.id,
         "display_name": project.display_name,
         "created_at_millis": project.created_at_millis,
-        "config": {**public_config, **config_to_json(config)},
+        # The permission definitions have endpoints of their own (/…-permission-definitions), as in the original.
+        "config": {**public_config, **_without_definitions(config_to_json(config))},
     }
+
+
+def _without_definitions(config: dict[str, Any]) -> dict[str, Any]:
+    config.pop("permission_definitions", None)
+    return config
 
 
 def render_user(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -300,6 +300,34 @@ class TestProject:
             raise LookupError(f"user {user_id} has no TOTP secret")
         secret = base64.b32encode(base64.b64decode(user.totp_secret_base64)).decode()
         return str(pyotp.TOTP(secret).at(self.fake.clock.now_ms() // 1000))
+
+    # --- permissions ---
+
+    def define_permission(
+        self,
+        permission_id: str,
+        *,
+        scope: str = "project",
+        contained: Sequence[str] = (),
+        description: str | None = None,
+    ) -> dict[str, Any]:
+        """Define a permission of `scope` (`project` or `team`) containing `contained` (POST
+        /<scope>-permission-definitions, admin); returns the definition."""
+        body: dict[str, Any] = {"id": permission_id, "contained_permission_ids": list(contained)}
+        if description is not None:
+            body["description"] = description
+        with self.client("admin") as http:
+            response = http.post(f"/api/v1/{scope}-permission-definitions", json=body)
+        if response.status_code >= 400:
+            raise AssertionError(f"defining {permission_id} -> {response.status_code}: {response.text}")
+        return dict(response.json())
+
+    def grant_project_permission(self, user_id: str, permission_id: str) -> None:
+        """Grant a user a project permission (POST /project-permissions/{user_id}/{permission_id}, server); the
+        permission must be defined (`define_permission`)."""
+        self._server("POST", f"/api/v1/project-permissions/{user_id}/{permission_id}", json={})
+
+    # --- end permissions ---
 
     def reset(self) -> None:
         """Remove every user, team, session, code and mail of this project; other projects are untouched."""

@@ -50,6 +50,10 @@ class Tenant:
     #: (team id, user id) -> membership, in creation order (dicts keep insertion order).
     memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
     codes_created: int = 0
+    # --- permissions ---
+    #: user id -> the project permission ids they hold directly (only users holding any).
+    project_grants: dict[str, set[str]] = field(default_factory=dict)
+    # --- end permissions ---
 
 
 class MemoryStore:

@@ -110,6 +110,7 @@ def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
         _drop_session(tenant, session_id)
     for key in [key for key in tenant.memberships if key[1] == user.id]:
         del tenant.memberships[key]
+    tenant.project_grants.pop(user.id, None)  # permissions
     return True
 
 

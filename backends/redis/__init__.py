@@ -48,7 +48,12 @@ when ``created_at_millis`` changes), DeleteTeam (the team, its order entry, ever
 membership in the contract's order before writing anything; of concurrent adds of one membership exactly one
 succeeds), RemoveMembership (the membership, its index entries, and the user's selection of that team),
 UpdateMembership (HSET just the given fields), ChangePermission (read, add or remove one id, sort byte-wise, write:
-concurrent grants of different permissions all survive). Reads of one key are one command (LoadUser, LoadSession,
+concurrent grants of different permissions all survive); GrantProjectPermissions (refused before writing anything
+if the user is missing; the user's set and the set of holders), RevokeProjectPermission,
+ChangePermissionDefinitions (compare each expected config field's stored JSON, a missing field comparing as its
+default, then HSET the new ones, then rename or strip the id in every project grant and every membership: O(holders
++ memberships), a rare admin write), and DeleteUser takes the user's project grants too. Reads of one key are one
+command (LoadUser, LoadSession,
 LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
 ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
@@ -92,6 +97,7 @@ from backends.redis import (  # noqa: F401
     codes,
     email_sign_in,
     outbox,
+    permissions,
     projects,
     rate_limits,
     sessions,

@@ -66,6 +66,12 @@ Key                             Type    Holds                                   
                                         finds the membership of (team, user)).
 ``<p>user-teams:<user_id>``     ZSET    The team ids of a user's memberships, each    none
                                         scored by its membership's seq.
+``<p>user-permissions:<uid>``   SET     The project permission ids the user holds     none
+                                        directly (permissions group; gone with the
+                                        user).
+``<p>permission-users``         SET     The ids of users holding any project          none
+                                        permission (what a definition's rename or
+                                        removal walks).
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
@@ -206,3 +212,15 @@ class KeySpace:
     def user_teams(self, project_id: str, user_id: str = "") -> str:
         """The ids of a user's teams, scored by their membership's sequence number."""
         return f"{self.prefix(project_id)}user-teams:{user_id}"
+
+    # --- permissions ---
+
+    def user_permissions(self, project_id: str, user_id: str = "") -> str:
+        """The project permission ids a user holds directly."""
+        return f"{self.prefix(project_id)}user-permissions:{user_id}"
+
+    def permission_users(self, project_id: str) -> str:
+        """The ids of users holding any project permission."""
+        return self.prefix(project_id) + "permission-users"
+
+    # --- end permissions ---

@@ -212,7 +212,8 @@ def _update_user_reading(
     return _required(_user(reply[1])), _team(reply[2]) if reply[2] else None
 
 
-# KEYS: user, e-mail index, user's session set, user order, user's team index, membership order.
+# KEYS: user, e-mail index, user's session set, user order, user's team index, membership order, the user's
+# project permission set, permission users.
 # ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix.
 # Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
 script(
@@ -234,6 +235,10 @@ for i = 1, #teams, 2 do
   redis.call('ZREM', KEYS[6], seq)
 end
 redis.call('DEL', KEYS[5])
+-- permissions: the user's project permission grants
+redis.call('DEL', KEYS[7])
+redis.call('SREM', KEYS[8], ARGV[1])
+-- end permissions
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('DEL', KEYS[1])
 return 1
@@ -253,6 +258,9 @@ def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
             keys.user_order(project_id),
             keys.user_teams(project_id, user_id),
             keys.membership_order(project_id),
+            # permissions
+            keys.user_permissions(project_id, user_id),
+            keys.permission_users(project_id),
         ),
         (
             user_id,

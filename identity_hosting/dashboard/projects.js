@@ -1,6 +1,7 @@
 // The current project's config (read and edit), and the internal project's list of projects (list and create).
 
 import { DEV, INTERNAL_PROJECT_ID, api, credentials, internalCredentials, isLocalhost } from "./api.js";
+import { permissionDefinitionsCard } from "./permissions.js";
 import { busy, empty, errorBox, field, fieldList, fill, form, formatTime, h, notice, section } from "./ui.js";
 
 /** Config keys PATCH /projects/current accepts: booleans as checkboxes, lists as JSON. Others are read-only. */
@@ -19,6 +20,7 @@ const JSON_KEYS = [
   ["domains", "Trusted domains", 'A JSON array of {"domain": "https://app.example.com", "handler_path": "/handler"}.'],
   ["team_creator_default_permissions", "Team creator's default permissions", 'A JSON array of permission ids, e.g. ["team_admin"].'],
   ["team_member_default_permissions", "Team member's default permissions", 'A JSON array of permission ids, e.g. ["team_member"].'],
+  ["user_default_permissions", "New users' project permissions", 'A JSON array of project permission ids, e.g. ["read_reports"].'],
 ];
 
 // ----------------------------------------------------------------------------------------------------------
@@ -122,7 +124,10 @@ function projectPage(view, initial) {
   }
 
   show(project);
-  return h("div", { class: "grid" }, h("div", { class: "column" }, summary), h("div", { class: "column" }, editor));
+  return [
+    h("div", { class: "grid" }, h("div", { class: "column" }, summary), h("div", { class: "column" }, editor)),
+    permissionDefinitionsCard(view), // permissions
+  ];
 }
 
 // ----------------------------------------------------------------------------------------------------------

@@ -50,6 +50,17 @@ from identity_proto.effects.email_sign_in import (
 )
 from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
 from identity_proto.effects.passwords import HashPassword, VerifyPassword
+
+# --- permissions ---
+from identity_proto.effects.permissions import (
+    ChangePermissionDefinitions,
+    DefinitionsWrite,
+    GrantProjectPermissions,
+    ListProjectPermissions,
+    RevokeProjectPermission,
+)
+
+# --- end permissions ---
 from identity_proto.effects.projects import (
     CreateProject,
     DeleteProject,
@@ -110,6 +121,7 @@ __all__ = [
     "AppendOutbox",
     "AttemptVerificationCode",
     "ChangePermission",
+    "ChangePermissionDefinitions",
     "CodeAttempt",
     "CodeOutcome",
     "ComputeEffect",
@@ -120,6 +132,7 @@ __all__ = [
     "CreateTeam",
     "CreateUser",
     "CreateVerificationCode",
+    "DefinitionsWrite",
     "DeleteProject",
     "DeleteSession",
     "DeleteTeam",
@@ -131,10 +144,12 @@ __all__ = [
     "EnsureProject",
     "FindUserByAuthEmail",
     "Flow",
+    "GrantProjectPermissions",
     "HashPassword",
     "HitRateLimits",
     "ListMemberships",
     "ListOutbox",
+    "ListProjectPermissions",
     "ListProjects",
     "ListSessions",
     "ListTeams",
@@ -151,6 +166,7 @@ __all__ = [
     "RateLimitHit",
     "RemoveMembership",
     "ResetProjectData",
+    "RevokeProjectPermission",
     "RevokeUserSessions",
     "SendEmail",
     "SessionGuard",
@@ -200,6 +216,7 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListMemberships,
         ListOutbox,
         LoadClockOverride,
+        ListProjectPermissions,  # permissions
     }
 )
 

@@ -19,6 +19,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.anonymous import anonymous_caller, upgrade_anonymous_user
 from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import deliver, new_email
+from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import IssuedTokens, issue_access_token, new_session
 from identity_proto.flows.signin import finish_sign_in, personal_team, require_second_factor, signed_in
 from identity_proto.http import Response
@@ -186,6 +187,8 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
         raise _refused(EmailRefusal.SIGN_UP_DISABLED, email)
     if user is None or outcome is EmailSignInOutcome.ID_TAKEN:
         raise RuntimeError(f"signing in by e-mail: {outcome.value}")  # a random id collided: a 500, logged
+    if outcome is EmailSignInOutcome.SIGNED_UP:
+        yield from grant_sign_up_permissions(project, user.id)  # permissions
     if outcome is EmailSignInOutcome.MFA_REQUIRED:
         yield from require_second_factor(ctx, project, user, is_new_user=False)
     session = replaced(session, {"user_id": user.id})

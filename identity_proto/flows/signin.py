@@ -12,6 +12,7 @@ from identity_proto.context import RequestContext
 from identity_proto.effects import CreateTeam, Flow, UpdateUser, perform
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import create_code
+from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import IssuedTokens, start_session
 from identity_proto.http import Response
 from identity_proto.records import CodePurpose, Membership, Project, Team, User
@@ -53,7 +54,9 @@ def personal_team(ctx: RequestContext, project: Project, user: User) -> tuple[Te
 
 
 def after_sign_up(ctx: RequestContext, project: Project, user: User) -> Flow[User]:
-    """What a new user gets: with `create_team_on_sign_up`, a personal team they created and have selected."""
+    """What a new user gets: their default project permissions, and with `create_team_on_sign_up`, a personal
+    team they created and have selected."""
+    yield from grant_sign_up_permissions(project, user.id)  # permissions
     team = personal_team(ctx, project, user)
     if team is None:
         return user

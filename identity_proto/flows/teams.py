@@ -1,9 +1,11 @@
-"""Teams, memberships and team permissions (reference §5.1-5.2).
+"""Teams and memberships (reference §5.1-5.2), and the team permission check the endpoints make.
 
-Permissions: a membership holds permission ids. The system permissions (`$read_members`, `$update_team`,
-`$delete_team`, `$remove_members`, `$invite_members`) are what the endpoints check; `team_admin` holds all of them
-and `team_member` holds `$read_members` and `$invite_members`. The project's config says which ids a team's
-creator and its other members receive.
+Permissions: a membership holds permission ids directly; what it has is those and what their definitions contain
+(`identity_proto.permissions`; the project's definitions are in its config). The system permissions
+(`$read_members`, `$update_team`, `$delete_team`, `$remove_members`, `$invite_members`, `$manage_api_keys`) are
+what the endpoints check; the built-in `team_admin` contains all of them and `team_member` `$read_members` and
+`$invite_members`. The project's config says which ids a team's creator and its other members receive. Granting,
+revoking and listing team permissions is `flows.permissions`.
 """
 
 from __future__ import annotations
@@ -15,11 +17,9 @@ from identity_proto.changes import TeamChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     AddMembership,
-    ChangePermission,
     CreateTeam,
     DeleteTeam,
     Flow,
-    ListMemberships,
     ListTeams,
     LoadMembership,
     LoadTeam,
@@ -30,54 +30,31 @@ from identity_proto.effects import (
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
-from identity_proto.records import Membership, Project, Team
+from identity_proto.permissions import definitions_by_id, held_permissions
+from identity_proto.records import Membership, ProjectConfig, Team
 from identity_proto.render import json_response, render_team
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ClientTeamCreateBody, ClientTeamUpdateBody, ListMembershipsQuery, ListTeamsQuery
+    from identity_proto.schemas import ClientTeamCreateBody, ClientTeamUpdateBody, ListTeamsQuery
 
 __all__ = [
-    "PERMISSION_DEFINITIONS",
-    "SYSTEM_PERMISSIONS",
     "add_membership",
     "create_team",
     "delete_team",
     "effective_permissions",
     "get_team",
-    "grant_permission",
-    "list_permissions",
     "list_teams",
     "remove_membership",
     "require_permission",
-    "revoke_permission",
     "update_team",
 ]
 
-SYSTEM_PERMISSIONS = ("$read_members", "$update_team", "$delete_team", "$remove_members", "$invite_members")
-PERMISSION_DEFINITIONS: dict[str, tuple[str, ...]] = {
-    "team_admin": SYSTEM_PERMISSIONS,
-    "team_member": ("$read_members", "$invite_members"),
-}
 
-
-def effective_permissions(membership: Membership) -> frozenset[str]:
-    """Every permission id the membership holds, directly or through the ids it holds."""
-    held = set(membership.permissions)
-    for permission_id in membership.permissions:
-        held.update(PERMISSION_DEFINITIONS.get(permission_id, ()))
-    return frozenset(held)
-
-
-def _known_permission(project: Project, permission_id: str) -> bool:
-    config = project.config
-    return (
-        permission_id in SYSTEM_PERMISSIONS
-        or permission_id in PERMISSION_DEFINITIONS
-        or permission_id in config.team_creator_default_permissions
-        or permission_id in config.team_member_default_permissions
-    )
+def effective_permissions(config: ProjectConfig, membership: Membership) -> frozenset[str]:
+    """Every team permission id the membership holds, directly or contained (recursively) in what it holds."""
+    return held_permissions(membership.permissions, definitions_by_id(config, "team"), recursive=True)
 
 
 def require_permission(ctx: RequestContext, team_id: str, permission_id: str) -> Flow[Membership]:
@@ -86,7 +63,7 @@ def require_permission(ctx: RequestContext, team_id: str, permission_id: str) ->
     auth = ctx.require_auth()
     user_id = _require_user(ctx)
     membership = yield from perform(LoadMembership(auth.project.id, team_id, user_id))
-    if membership is None or permission_id not in effective_permissions(membership):
+    if membership is None or permission_id not in effective_permissions(auth.project.config, membership):
         raise KnownError(
             ErrorCode.TEAM_PERMISSION_REQUIRED,
             details={"team_id": team_id, "user_id": user_id, "permission_id": permission_id},
@@ -238,59 +215,3 @@ def remove_membership(ctx: RequestContext) -> Flow[Response]:
     if not (yield from perform(RemoveMembership(auth.project.id, team_id, user_id))):
         raise _membership_not_found(team_id, user_id)
     return json_response(200, {"success": True})
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Permissions
-
-
-def grant_permission(ctx: RequestContext) -> Flow[Response]:
-    """POST /team-permissions/{team_id}/{user_id}/{permission_id} (server, admin) -> 201."""
-    return (yield from _change_permission(ctx, granted=True))
-
-
-def revoke_permission(ctx: RequestContext) -> Flow[Response]:
-    """DELETE /team-permissions/{team_id}/{user_id}/{permission_id} (server, admin)."""
-    return (yield from _change_permission(ctx, granted=False))
-
-
-def _change_permission(ctx: RequestContext, *, granted: bool) -> Flow[Response]:
-    auth = ctx.require_auth()
-    team_id: str = ctx.params.team_id
-    user_id = ctx.resolve_user_id(ctx.params.user_id)
-    permission_id: str = ctx.params.permission_id
-    if not _known_permission(auth.project, permission_id):
-        raise KnownError(ErrorCode.UNKNOWN_TEAM_PERMISSION, context={"permission_id": permission_id})
-    membership = yield from perform(LoadMembership(auth.project.id, team_id, user_id))
-    if membership is None:
-        raise _membership_not_found(team_id, user_id)
-    if not granted and permission_id not in membership.permissions:
-        raise KnownError(
-            ErrorCode.TEAM_PERMISSION_NOT_FOUND,
-            details={"team_id": team_id, "user_id": user_id, "permission_id": permission_id},
-        )
-    changed = yield from perform(ChangePermission(auth.project.id, team_id, user_id, permission_id, granted))
-    if changed is None:
-        raise _membership_not_found(team_id, user_id)
-    if granted:
-        return json_response(201, {"id": permission_id, "team_id": team_id, "user_id": user_id})
-    return json_response(200, {"success": True})
-
-
-def list_permissions(ctx: RequestContext) -> Flow[Response]:
-    """GET /team-permissions?team_id=&user_id=&recursive=: the permissions of memberships (a client: only its
-    own); with recursive=true, what held ids contain is listed too."""
-    auth = ctx.require_auth()
-    query: ListMembershipsQuery = ctx.query
-    user_id = ctx.resolve_user_id(query.user_id) if query.user_id else None
-    if auth.access_type is AccessType.CLIENT:
-        me = _require_user(ctx)
-        if user_id is not None and user_id != me:
-            raise KnownError(ErrorCode.CLIENT_CAN_ONLY_LIST_OWN_TEAMS)
-        user_id = me
-    memberships = yield from perform(ListMemberships(auth.project.id, team_id=query.team_id, user_id=user_id))
-    items = []
-    for membership in memberships:
-        held = effective_permissions(membership) if query.recursive == "true" else frozenset(membership.permissions)
-        items += [{"id": p, "team_id": membership.team_id, "user_id": membership.user_id} for p in sorted(held)]
-    return json_response(200, {"items": items, "is_paginated": False})

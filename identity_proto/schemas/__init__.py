@@ -39,6 +39,15 @@ if TYPE_CHECKING:
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
+    from identity_proto.schemas.permissions import (
+        ListProjectPermissionsQuery,
+        ListTeamPermissionsQuery,
+        PermissionDefinitionCreateBody,
+        PermissionDefinitionParams,
+        PermissionDefinitionUpdateBody,
+        ProjectPermissionParams,
+        TeamPermissionParams,
+    )
     from identity_proto.schemas.projects import (
         AnyProjectIdParams,
         DomainIn,
@@ -93,6 +102,15 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, ...]] = {
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
     "outbox": ("OutboxQuery",),
+    "permissions": (
+        "ListProjectPermissionsQuery",
+        "ListTeamPermissionsQuery",
+        "PermissionDefinitionCreateBody",
+        "PermissionDefinitionParams",
+        "PermissionDefinitionUpdateBody",
+        "ProjectPermissionParams",
+        "TeamPermissionParams",
+    ),
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -152,7 +170,9 @@ __all__ = [
     "ImportBody",
     "JwksQuery",
     "ListMembershipsQuery",
+    "ListProjectPermissionsQuery",
     "ListSessionsQuery",
+    "ListTeamPermissionsQuery",
     "ListTeamsQuery",
     "ListUsersQuery",
     "M",
@@ -163,10 +183,14 @@ __all__ = [
     "OutboxQuery",
     "PasswordSignInBody",
     "PasswordSignUpBody",
+    "PermissionDefinitionCreateBody",
+    "PermissionDefinitionParams",
+    "PermissionDefinitionUpdateBody",
     "PermissionParams",
     "ProjectConfigPatch",
     "ProjectCreateBody",
     "ProjectIdParams",
+    "ProjectPermissionParams",
     "ProjectUpdateBody",
     "Query",
     "RateLimitIn",
@@ -178,6 +202,7 @@ __all__ = [
     "SessionIdParams",
     "SignUpRiskScores",
     "TeamIdParams",
+    "TeamPermissionParams",
     "UserCreateBody",
     "UserIdParams",
     "Validated",

@@ -58,6 +58,8 @@ class ProjectConfigPatch(Body):
     require_publishable_client_key: bool | None = None
     team_creator_default_permissions: list[str] | None = None
     team_member_default_permissions: list[str] | None = None
+    #: Project permissions granted to every new user (permissions group).
+    user_default_permissions: list[str] | None = None
     #: The project's own rate-limit rules, by rule name (the whole set: rules left out take their defaults).
     rate_limits: dict[str, RateLimitIn] | None = None
 

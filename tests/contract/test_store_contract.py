@@ -29,6 +29,7 @@ from identity_proto.effects import (
     AppendOutbox,
     AttemptVerificationCode,
     ChangePermission,
+    ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeVerificationCode,
     CreateProject,
@@ -43,9 +44,11 @@ from identity_proto.effects import (
     DeleteUser,
     EnsureProject,
     FindUserByAuthEmail,
+    GrantProjectPermissions,
     HitRateLimits,
     ListMemberships,
     ListOutbox,
+    ListProjectPermissions,
     ListProjects,
     ListSessions,
     ListTeams,
@@ -59,6 +62,7 @@ from identity_proto.effects import (
     LoadUserWithTeam,
     RemoveMembership,
     ResetProjectData,
+    RevokeProjectPermission,
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
@@ -571,6 +575,12 @@ CONTRACT_TESTED: set[type[Any]] = {
     AcceptTotp,  # test_totp_contract.py
     SignUpAnonymously,  # test_anonymous_contract.py
     UpgradeAnonymousUser,
+    # --- permissions: test_permissions_contract.py ---
+    GrantProjectPermissions,
+    RevokeProjectPermission,
+    ListProjectPermissions,
+    ChangePermissionDefinitions,
+    # --- end permissions ---
 }
 
 

@@ -39,6 +39,7 @@ from identity_proto.effects import (
     AppendOutbox,
     AttemptVerificationCode,
     ChangePermission,
+    ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeVerificationCode,
     CreateProject,
@@ -55,9 +56,11 @@ from identity_proto.effects import (
     EmailSignInOutcome,
     EnsureProject,
     FindUserByAuthEmail,
+    GrantProjectPermissions,
     HitRateLimits,
     ListMemberships,
     ListOutbox,
+    ListProjectPermissions,
     ListProjects,
     ListSessions,
     ListTeams,
@@ -71,6 +74,7 @@ from identity_proto.effects import (
     RateLimitHit,
     RemoveMembership,
     ResetProjectData,
+    RevokeProjectPermission,
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
@@ -88,7 +92,16 @@ from identity_proto.effects import (
     UserWrite,
 )
 from identity_proto.errors import StorageUnavailable
-from identity_proto.records import ClockOverride, CodePurpose, Membership, Project, ProjectKeys, Team, User
+from identity_proto.records import (
+    ClockOverride,
+    CodePurpose,
+    Membership,
+    PermissionDefinition,
+    Project,
+    ProjectKeys,
+    Team,
+    User,
+)
 from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
@@ -378,6 +391,28 @@ def _outbox(store: RedisStore, p: str) -> None:
     assert store.apply(ListOutbox(p, to="ada@example.com")) == (mails[2],)
 
 
+# --- permissions ---
+def _permissions(store: RedisStore, p: str) -> None:
+    store.apply(CreateUser(p, make_user("g1")))
+    assert store.apply(GrantProjectPermissions(p, "g1", ("read", "write"))) is True
+    assert store.apply(ListProjectPermissions(p)) == (("g1", ("read", "write")),)
+    assert store.apply(RevokeProjectPermission(p, "g1", "write")) is True
+    project = store.apply(LoadProject(p))
+    assert project is not None
+    definitions = (*project.config.permission_definitions, PermissionDefinition("reader", "project"))
+    expected = (("permission_definitions", project.config.permission_definitions),)
+    changed = store.apply(
+        ChangePermissionDefinitions(p, expected, (("permission_definitions", definitions),), renamed=("read", "reader"))
+    )
+    assert isinstance(changed, Project)
+    assert store.apply(ListProjectPermissions(p, "g1")) == (("g1", ("reader",)),)
+    assert store.apply(DeleteUser(p, "g1")) is True
+    assert store.apply(ListProjectPermissions(p)) == ()
+
+
+# --- end permissions ---
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -389,6 +424,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _signing_in_by_email(checked, p)
     _anonymous_users(checked, p)
     _outbox(checked, p)
+    _permissions(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

@@ -42,6 +42,7 @@ from identity_proto.effects import (
     AppendOutbox,
     AttemptVerificationCode,
     ChangePermission,
+    ChangePermissionDefinitions,
     ConsumeVerificationCode,
     CreateProject,
     CreateSession,
@@ -55,8 +56,10 @@ from identity_proto.effects import (
     DeleteUser,
     EnsureProject,
     FindUserByAuthEmail,
+    GrantProjectPermissions,
     ListMemberships,
     ListOutbox,
+    ListProjectPermissions,
     ListProjects,
     ListSessions,
     ListTeams,
@@ -65,6 +68,7 @@ from identity_proto.effects import (
     LoadMembership,
     RemoveMembership,
     ResetProjectData,
+    RevokeProjectPermission,
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
@@ -82,6 +86,7 @@ from identity_proto.records import (
     CodePurpose,
     Email,
     Membership,
+    PermissionDefinition,
     Project,
     ProjectKeys,
     RiskScores,
@@ -111,8 +116,8 @@ TIMES = (T0, T0 + 1, T0 + 2)
 NONCES = ("n0", "n1")
 
 #: The families of effects a step draws from, and how often.
-FAMILIES = ("users", "list_users", "sessions", "codes", "teams", "memberships", "outbox", "projects")
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1)
+FAMILIES = ("users", "list_users", "sessions", "codes", "teams", "memberships", "outbox", "projects", "permissions")
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -605,6 +610,34 @@ class StoresAgree(RuleBasedStateMachine):
             by_team, by_user = data.draw(st.booleans(), label="by team"), data.draw(st.booleans(), label="by user")
             self.both(ListMemberships(project_id, team_id if by_team else None, user_id if by_user else None))
 
+    # ---- permissions: project grants, definition changes (the definitions as a compare-and-set)
+
+    def permissions(self, data: st.DataObject, project_id: str) -> None:
+        n, op = self.step(("grant", "grant", "revoke", "list", "rename", "remove", "stale"))
+        permission = data.draw(st.sampled_from(PERMISSIONS), label="permission")
+        if op == "grant":
+            held = data.draw(PERMISSION_SETS, label="permissions")
+            self.both(GrantProjectPermissions(project_id, self.user(project_id), (permission, *held)))
+        elif op == "revoke":
+            self.both(RevokeProjectPermission(project_id, self.user(project_id), permission))
+        elif op == "list":
+            self.both(ListProjectPermissions(project_id, data.draw(st.none() | st.just(self.user(project_id)))))
+        else:
+            project = self.memory.projects.get(project_id)
+            current = project.config.permission_definitions if project is not None else ()
+            definitions = (PermissionDefinition(f"d{n}", "project", None, (permission,)),)
+            expected = definitions if op == "stale" else current  # stale: a read that another change overtook
+            new = data.draw(st.sampled_from(PERMISSIONS), label="new id")
+            self.both(
+                ChangePermissionDefinitions(
+                    project_id,
+                    (("permission_definitions", expected),),
+                    (("permission_definitions", definitions), ("user_default_permissions", (new,))),
+                    renamed=(permission, new) if op == "rename" else None,
+                    removed=permission if op == "remove" else None,
+                )
+            )
+
     # ---- outbox
 
     def outbox(self, data: st.DataObject, project_id: str) -> None:
@@ -630,6 +663,7 @@ class StoresAgree(RuleBasedStateMachine):
             self.both(ListOutbox(project_id, limit=10))
             for email in EMAILS:
                 self.both(FindUserByAuthEmail(project_id, email))
+            self.both(ListProjectPermissions(project_id))  # permissions
             for user_id in USERS:
                 self.both(ListSessions(project_id, user_id))
                 self.both(ListTeams(project_id, user_id=user_id))

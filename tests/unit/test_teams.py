@@ -202,9 +202,12 @@ def test_permissions_are_granted_listed_and_revoked() -> None:
     )
     missing = w.h.request("DELETE", f"{base}/$update_team", server_headers())
     assert (missing.status, missing.known_error) == (401, "TEAM_PERMISSION_NOT_FOUND")
-    assert w.h.request("POST", f"{base}/made_up", server_headers(), json={}).known_error == "UNKNOWN_TEAM_PERMISSION"
+    # Reference part 2 §6: an id nothing defines is 404 PERMISSION_NOT_FOUND (it was 400 UNKNOWN_TEAM_PERMISSION).
+    unknown = w.h.request("POST", f"{base}/made_up", server_headers(), json={})
+    assert (unknown.status, unknown.known_error) == (404, "PERMISSION_NOT_FOUND")
     assert w.as_bob("POST", f"{base}/$update_team", json={}).known_error == "INSUFFICIENT_ACCESS_TYPE"
-    own = w.as_bob("GET", "/api/v1/team-permissions", query=f"team_id={w.team_id}").json["items"]
+    # A client names itself (`me` or its id): reference part 2 §6.
+    own = w.as_bob("GET", "/api/v1/team-permissions", query=f"team_id={w.team_id}&user_id=me").json["items"]
     assert [p["id"] for p in own] == ["team_member"]
 
 

@@ -1,0 +1,74 @@
+"""Permissions: project permission grants, and changes of the project's permission definitions (reference part 2
+§6). Team permission grants live on memberships (`effects.teams.ChangePermission`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from identity_proto.changes import ProjectConfigChanges
+from identity_proto.effects.base import StorageEffect
+from identity_proto.records import Project
+
+
+@dataclass(frozen=True, slots=True)
+class GrantProjectPermissions(StorageEffect[bool]):
+    """Grant `permission_ids` to the user directly (granting one held already changes nothing), at once. False
+    when the user does not exist (nothing written): a grant never points at a missing user."""
+
+    project_id: str
+    user_id: str
+    permission_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeProjectPermission(StorageEffect[bool]):
+    """Remove the user's direct grant of `permission_id`. False when they did not hold it."""
+
+    project_id: str
+    user_id: str
+    permission_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListProjectPermissions(StorageEffect[tuple[tuple[str, tuple[str, ...]], ...]]):
+    """Direct project grants as (user id, the ids they hold, sorted), sorted by user id, for users who hold any:
+    every such user's, or only `user_id`'s when given."""
+
+    project_id: str
+    user_id: str | None = None
+
+
+class DefinitionsWrite(Enum):
+    """Why `ChangePermissionDefinitions` wrote nothing."""
+
+    #: There is no such project.
+    PROJECT_NOT_FOUND = "project_not_found"
+    #: A config field named in `expected` no longer holds the value given there (someone changed it since it was
+    #: read): read again and retry.
+    CONFLICT = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangePermissionDefinitions(StorageEffect[Project | DefinitionsWrite]):
+    """One change of the permission definitions, with everything it implies, as one atomic step.
+
+    Compare-and-set: when every config field of `expected` still holds its value there, set the config fields of
+    `config` (the new definitions, and the default-permission lists the change rewrote); then, with `renamed`
+    (old id, new id), rename that id in every direct grant (team memberships and project grants: ids are unique
+    across scopes), or with `removed`, strip that id from every direct grant. Returns the updated project, else
+    CONFLICT or PROJECT_NOT_FOUND (nothing written). The core decides what the change is (`flows.permissions`);
+    stores only compare, set and rewrite."""
+
+    project_id: str
+    expected: ProjectConfigChanges
+    config: ProjectConfigChanges
+    renamed: tuple[str, str] | None = None
+    removed: str | None = None
+
+    def __post_init__(self) -> None:
+        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
+        object.__setattr__(self, "expected", ProjectConfigChanges.of(self.expected))
+        object.__setattr__(self, "config", ProjectConfigChanges.of(self.config))
+        if self.renamed is not None and self.removed is not None:
+            raise ValueError("a definition change renames or removes one id, not both")
