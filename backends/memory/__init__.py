@@ -17,6 +17,7 @@ from __future__ import annotations
 
 # The resource modules register their handlers as they are imported.
 from backends.memory import (  # noqa: F401
+    api_keys,
     codes,
     email_sign_in,
     outbox,

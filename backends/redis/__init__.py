@@ -54,6 +54,11 @@ ListTeams, LoadMembership, ListMemberships) are one script too, so none observes
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
 no limit is O(users): they block the server for that long, like any script.
 
+API keys (one script each): CreateApiKey (refused before writing anything when the owner's user or team is missing;
+else the record, its hash index entry and its owner index entry together), UpdateApiKey (the description, and the
+revocation time only where none is stored), FindApiKeyByHash and ListApiKeys (pointer-following reads); DeleteUser
+and DeleteTeam remove the owner's keys in their own script.
+
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to
 key names in Lua from a key prefix passed in ARGV, as they cannot be known beforehand. Those keys carry the project's
@@ -83,6 +88,7 @@ from __future__ import annotations
 
 # The resource modules register their plans and scripts as they are imported.
 from backends.redis import (  # noqa: F401
+    api_keys,
     codes,
     email_sign_in,
     outbox,

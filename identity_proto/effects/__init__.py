@@ -25,6 +25,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+# API keys
+from identity_proto.effects.api_keys import (
+    ApiKeyWrite,
+    CreateApiKey,
+    FindApiKeyByHash,
+    ListApiKeys,
+    LoadApiKey,
+    UpdateApiKey,
+)
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
 from identity_proto.effects.codes import (
     AcceptTotp,
@@ -170,6 +179,8 @@ __all__ = [
     "perform",
     "update_project",
 ]
+# API keys
+__all__ += ["ApiKeyWrite", "CreateApiKey", "FindApiKeyByHash", "ListApiKeys", "LoadApiKey", "UpdateApiKey"]
 
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
@@ -190,6 +201,10 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListMemberships,
         ListOutbox,
         LoadClockOverride,
+        # API keys
+        LoadApiKey,
+        FindApiKeyByHash,
+        ListApiKeys,
     }
 )
 

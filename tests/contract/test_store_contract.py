@@ -31,6 +31,7 @@ from identity_proto.effects import (
     ChangePermission,
     CodeOutcome,
     ConsumeVerificationCode,
+    CreateApiKey,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -42,14 +43,17 @@ from identity_proto.effects import (
     DeleteTeam,
     DeleteUser,
     EnsureProject,
+    FindApiKeyByHash,
     FindUserByAuthEmail,
     HitRateLimits,
+    ListApiKeys,
     ListMemberships,
     ListOutbox,
     ListProjects,
     ListSessions,
     ListTeams,
     ListUsers,
+    LoadApiKey,
     LoadClockOverride,
     LoadMembership,
     LoadProject,
@@ -64,6 +68,7 @@ from identity_proto.effects import (
     SignInByEmail,
     StorageEffect,
     Together,
+    UpdateApiKey,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -567,6 +572,12 @@ CONTRACT_TESTED: set[type[Any]] = {
     CreateSignInCode,  # test_email_sign_in_contract.py
     SignInByEmail,
     AcceptTotp,  # test_totp_contract.py
+    # API keys: test_api_keys_contract.py
+    CreateApiKey,
+    LoadApiKey,
+    FindApiKeyByHash,
+    ListApiKeys,
+    UpdateApiKey,
 }
 
 

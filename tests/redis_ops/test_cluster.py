@@ -36,11 +36,13 @@ from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.effects import (
     AcceptTotp,
     AddMembership,
+    ApiKeyWrite,
     AppendOutbox,
     AttemptVerificationCode,
     ChangePermission,
     CodeOutcome,
     ConsumeVerificationCode,
+    CreateApiKey,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -54,14 +56,17 @@ from identity_proto.effects import (
     EmailRefusal,
     EmailSignInOutcome,
     EnsureProject,
+    FindApiKeyByHash,
     FindUserByAuthEmail,
     HitRateLimits,
+    ListApiKeys,
     ListMemberships,
     ListOutbox,
     ListProjects,
     ListSessions,
     ListTeams,
     ListUsers,
+    LoadApiKey,
     LoadClockOverride,
     LoadMembership,
     LoadProject,
@@ -78,6 +83,7 @@ from identity_proto.effects import (
     TeamWrite,
     Together,
     TotpAcceptance,
+    UpdateApiKey,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -86,7 +92,16 @@ from identity_proto.effects import (
     UserWrite,
 )
 from identity_proto.errors import StorageUnavailable
-from identity_proto.records import ClockOverride, CodePurpose, Membership, Project, ProjectKeys, User
+from identity_proto.records import (
+    ApiKey,
+    ApiKeyType,
+    ClockOverride,
+    CodePurpose,
+    Membership,
+    Project,
+    ProjectKeys,
+    User,
+)
 from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
@@ -360,6 +375,26 @@ def _outbox(store: RedisStore, p: str) -> None:
     assert store.apply(ListOutbox(p, to="ada@example.com")) == (mails[2],)
 
 
+def _api_keys(store: RedisStore, p: str) -> None:
+    store.apply(CreateUser(p, make_user("key-owner")))
+    store.apply(CreateTeam(p, make_team("key-team")))
+    user_key = ApiKey("k-user", ApiKeyType.USER, "key-owner", "d", False, T0, "hash-user", "abcd")
+    team_key = ApiKey("k-team", ApiKeyType.TEAM, "key-team", "d", True, T0, "hash-team", "efgh")
+    assert store.apply(CreateApiKey(p, user_key)) == user_key
+    assert store.apply(CreateApiKey(p, team_key)) == team_key
+    assert store.apply(CreateApiKey(p, dataclasses.replace(user_key, id="k-x", owner_id="nobody"))) is (
+        ApiKeyWrite.OWNER_NOT_FOUND
+    )
+    assert store.apply(FindApiKeyByHash(p, "hash-user")) == user_key
+    assert store.apply(ListApiKeys(p, ApiKeyType.USER, "key-owner")) == (user_key,)
+    revoked = store.apply(UpdateApiKey(p, "k-user", description="e", revoke_at_millis=T0 + 1))
+    assert revoked == dataclasses.replace(user_key, description="e", manually_revoked_at_millis=T0 + 1)
+    assert store.apply(DeleteUser(p, "key-owner")) is True
+    assert store.apply(DeleteTeam(p, "key-team")) is True
+    assert store.apply(FindApiKeyByHash(p, "hash-user")) is None
+    assert store.apply(LoadApiKey(p, "k-team")) is None
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -370,6 +405,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _teams_and_memberships(checked, p)
     _signing_in_by_email(checked, p)
     _outbox(checked, p)
+    _api_keys(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None
