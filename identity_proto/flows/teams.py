@@ -1,9 +1,9 @@
 """Teams, memberships and team permissions (reference §5.1-5.2).
 
 Permissions: a membership holds permission ids. The system permissions (`$read_members`, `$update_team`,
-`$delete_team`, `$remove_members`, `$invite_members`) are what the endpoints check; `team_admin` holds all of them
-and `team_member` holds `$read_members` and `$invite_members`. The project's config says which ids a team's
-creator and its other members receive.
+`$delete_team`, `$remove_members`, `$invite_members`, `$manage_api_keys`) are what the endpoints check; `team_admin`
+holds all of them and `team_member` holds `$read_members` and `$invite_members`. The project's config says which ids
+a team's creator and its other members receive.
 """
 
 from __future__ import annotations
@@ -55,7 +55,14 @@ __all__ = [
     "update_team",
 ]
 
-SYSTEM_PERMISSIONS = ("$read_members", "$update_team", "$delete_team", "$remove_members", "$invite_members")
+SYSTEM_PERMISSIONS = (
+    "$read_members",
+    "$update_team",
+    "$delete_team",
+    "$remove_members",
+    "$invite_members",
+    "$manage_api_keys",  # API keys: creating, listing, reading and revoking the team's keys
+)
 PERMISSION_DEFINITIONS: dict[str, tuple[str, ...]] = {
     "team_admin": SYSTEM_PERMISSIONS,
     "team_member": ("$read_members", "$invite_members"),
