@@ -86,8 +86,12 @@ class _Refusal(Exception):
 _Endpoint = Callable[[RequestContext, ApiKeyType], Flow[Response]]
 
 
-def _answering_refusals(endpoint: _Endpoint, key_type: ApiKeyType) -> Callable[[RequestContext], Flow[Response]]:
-    """The route's flow: `endpoint` for one family of keys, a `_Refusal` answered as its plain-text response."""
+def _answering_refusals(
+    endpoint: _Endpoint, key_type: ApiKeyType, name: str
+) -> Callable[[RequestContext], Flow[Response]]:
+    """The route's flow `name`: `endpoint` for one family of keys, a `_Refusal` answered as its plain-text
+    response. Its `plain_errors` attribute lists their statuses (for the OpenAPI document): 400 (the switch), and
+    403 (another user's keys) where a client names a user's keys."""
 
     def flow(ctx: RequestContext) -> Flow[Response]:
         try:
@@ -96,7 +100,9 @@ def _answering_refusals(endpoint: _Endpoint, key_type: ApiKeyType) -> Callable[[
             return text_response(refusal.status, refusal.text)
 
     functools.update_wrapper(flow, endpoint)
-    flow.__name__ = flow.__qualname__ = f"{endpoint.__name__.strip('_')}_{key_type.value}_api_key"
+    flow.__name__ = flow.__qualname__ = name
+    other_users = key_type is ApiKeyType.USER and endpoint is not _check
+    flow.__dict__["plain_errors"] = (400, 403) if other_users else (400,)
     return flow
 
 
@@ -283,13 +289,13 @@ def _check(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
     return json_response(200, render_api_key(key))
 
 
-create_user_api_key = _answering_refusals(_create, ApiKeyType.USER)
-create_team_api_key = _answering_refusals(_create, ApiKeyType.TEAM)
-list_user_api_keys = _answering_refusals(_list, ApiKeyType.USER)
-list_team_api_keys = _answering_refusals(_list, ApiKeyType.TEAM)
-get_user_api_key = _answering_refusals(_get, ApiKeyType.USER)
-get_team_api_key = _answering_refusals(_get, ApiKeyType.TEAM)
-update_user_api_key = _answering_refusals(_update, ApiKeyType.USER)
-update_team_api_key = _answering_refusals(_update, ApiKeyType.TEAM)
-check_user_api_key = _answering_refusals(_check, ApiKeyType.USER)
-check_team_api_key = _answering_refusals(_check, ApiKeyType.TEAM)
+create_user_api_key = _answering_refusals(_create, ApiKeyType.USER, "create_user_api_key")
+create_team_api_key = _answering_refusals(_create, ApiKeyType.TEAM, "create_team_api_key")
+list_user_api_keys = _answering_refusals(_list, ApiKeyType.USER, "list_user_api_keys")
+list_team_api_keys = _answering_refusals(_list, ApiKeyType.TEAM, "list_team_api_keys")
+get_user_api_key = _answering_refusals(_get, ApiKeyType.USER, "get_user_api_key")
+get_team_api_key = _answering_refusals(_get, ApiKeyType.TEAM, "get_team_api_key")
+update_user_api_key = _answering_refusals(_update, ApiKeyType.USER, "update_user_api_key")
+update_team_api_key = _answering_refusals(_update, ApiKeyType.TEAM, "update_team_api_key")
+check_user_api_key = _answering_refusals(_check, ApiKeyType.USER, "check_user_api_key")
+check_team_api_key = _answering_refusals(_check, ApiKeyType.TEAM, "check_team_api_key")
