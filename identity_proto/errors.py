@@ -215,6 +215,15 @@ class ErrorCode(Enum):
     SESSION_NOT_FOUND = (404, "Session not found.")
     CLIENT_CAN_ONLY_LIST_OWN_SESSIONS = (403, "Client can only list sessions for their own user.")
 
+    # --- API keys (reference part 2 §5, §9) ---
+    API_KEY_NOT_FOUND = (404, "API key not found.")
+    API_KEY_REVOKED = (401, "API key has been revoked.")
+    API_KEY_EXPIRED = (401, "API key has expired.")
+    WRONG_API_KEY_TYPE = (
+        400,
+        "This endpoint is for {expected_type} API keys, but a {actual_type} API key was provided.",
+    )
+
     @property
     def status(self) -> int:
         """The HTTP status this code is sent with."""

@@ -4,7 +4,8 @@ every rule a validator checks is expressed yet: UUID formats, code lengths and n
 looser in the document than in the service; tests/hardening pins each such difference.)
 
 Success bodies are described as JSON objects (their shapes are documented in the README); every error is a
-known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header.
+known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header, but for the statuses a flow
+lists in `plain_errors`, which may also be refusals in plain text (as the original sends them).
 """
 
 from __future__ import annotations
@@ -100,10 +101,15 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
             },
         },
     }
-    for status in route.plain_errors:
+    # Refusals the original answers in plain text, without a known error: the route names their statuses
+    # (`Route.plain_errors`), or the flow does (its `plain_errors` attribute); those statuses may be either kind.
+    for status in (*route.plain_errors, *route.flow.__dict__.get("plain_errors", ())):
         operation["responses"][str(status)] = {
-            "description": "A plain-text error (no known-error code)",
-            "content": {"text/plain": {"schema": {"type": "string"}}},
+            "description": "A known error, or a refusal in plain text (then without X-Service-Known-Error)",
+            "content": {
+                _JSON: {"schema": {"$ref": _REF.format(model="KnownError")}},
+                "text/plain": {"schema": {"type": "string"}},
+            },
         }
     if route.access is not None:
         operation["security"] = [_SECURITY_BY_ACCESS[t] for t in AccessType if t in route.access]

@@ -15,6 +15,7 @@ limit: it always applies.
 | `send_code_email` | sign-in codes mailed (any access; only when a mail goes out) | project and address | 5 / 600 s |
 | `sign_in_failures` | failed password and MFA sign-ins (any access) | project and account | 10 / 600 s |
 | `anonymous_sign_up_ip` | anonymous sign-ups (client access or none) | client address | 10 / 60 s |
+| `api_key_check_ip` | API key checks (any access: server and admin only reach them) | client address | 3000 / 60 s |
 
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,
@@ -40,6 +41,7 @@ from identity_proto.records import ProjectConfig
 __all__ = [
     "DEFAULT_RULES",
     "ROUTE_RULES",
+    "SECRET_CHECK_RULES",
     "FailureLimit",
     "RateLimitRule",
     "address_bucket",
@@ -73,6 +75,7 @@ DEFAULT_RULES: dict[str, RateLimitRule] = {
         RateLimitRule("sign_in_failures", 10, 600_000),
         # anonymous users: each sign-up creates a user
         RateLimitRule("anonymous_sign_up_ip", 10, 60_000),
+        RateLimitRule("api_key_check_ip", 3000, 60_000),
     )
 }
 
@@ -86,6 +89,15 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/password/sign-up"): "send_code_ip",
     # anonymous users
     ("POST", "/api/v1/auth/anonymous/sign-up"): "anonymous_sign_up_ip",
+}
+
+
+#: API keys: routes that check a secret for a trusted backend (server or admin access), counted per client address
+#: whatever the access type. The address is the backend's, so the default is generous; the SDK caches what a check
+#: answered.
+SECRET_CHECK_RULES: dict[tuple[str, str], str] = {
+    ("POST", "/api/v1/user-api-keys/check"): "api_key_check_ip",
+    ("POST", "/api/v1/team-api-keys/check"): "api_key_check_ip",
 }
 
 
@@ -210,6 +222,9 @@ def request_checks(
         sensitive = ROUTE_RULES.get(route_key)
         if sensitive is not None:
             checks.append((rule_for(sensitive, config), bucket))
+    secret_check = SECRET_CHECK_RULES.get(route_key)  # API keys
+    if secret_check is not None and client:
+        checks.append((rule_for(secret_check, config), address_bucket(client)))
     if auth is not None:
         # The app's own backend has a budget of its own: a flood of client requests cannot starve it.
         rule = "project" if untrusted else "project_server"

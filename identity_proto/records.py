@@ -20,6 +20,8 @@ _R = TypeVar("_R")
 __all__ = [
     "BUILT_IN_PERMISSION_DEFINITIONS",
     "INTERNAL_PROJECT_ID",
+    "ApiKey",
+    "ApiKeyType",
     "ClockOverride",
     "CodePurpose",
     "Email",
@@ -130,6 +132,9 @@ class ProjectConfig:
     # --- end permissions ---
     #: Rate-limit rules this project sets itself (the others keep their defaults).
     rate_limits: tuple[RateLimitSetting, ...] = ()
+    # --- API keys (reference part 2 §5: the legacy names of `apiKeys.enabled.user|team`; off by default) ---
+    allow_user_api_keys: bool = False
+    allow_team_api_keys: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +415,35 @@ class ClockOverride:
     def now(self, host_now_ms: int) -> int:
         """The service's time when the host's is `host_now_ms`."""
         return self.frozen_ms if self.frozen_ms is not None else host_now_ms + self.offset_ms
+
+
+# --------------------------------------------------------------------------------------------------------------
+# API keys
+
+
+class ApiKeyType(StrEnum):
+    """Whose an API key is (the values are stored, and are the key's `type` and the fourth part of its text)."""
+
+    USER = "user"
+    TEAM = "team"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """A user or team API key (reference part 2 §5). The key itself is never stored: only its SHA-256 hex digest
+    (`key_hash`, what `check` looks it up by) and its last four characters (what lists show)."""
+
+    id: str
+    type: ApiKeyType
+    #: The user id (a user key) or team id (a team key) the key belongs to.
+    owner_id: str
+    description: str
+    is_public: bool
+    created_at_millis: int
+    key_hash: str
+    last_four: str
+    expires_at_millis: int | None = None
+    manually_revoked_at_millis: int | None = None
 
 
 # Records made on every request get the cheaper frozen `__init__` (identity_proto.quickinit).

@@ -15,7 +15,17 @@ import orjson
 from identity_proto.auth import AccessType
 from identity_proto.errors import KnownError
 from identity_proto.http import Headers, Response, check_headers
-from identity_proto.records import Membership, Project, ProjectConfig, Team, User, config_to_json, replaced
+from identity_proto.records import (
+    ApiKey,
+    ApiKeyType,
+    Membership,
+    Project,
+    ProjectConfig,
+    Team,
+    User,
+    config_to_json,
+    replaced,
+)
 from identity_proto.users import restricted_reason
 
 __all__ = [
@@ -26,6 +36,7 @@ __all__ = [
     "error_response",
     "json_response",
     "preflight_headers",
+    "render_api_key",
     "render_member_profile",
     "render_project",
     "render_team",
@@ -149,8 +160,8 @@ def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
         "client_user_deletion_enabled": config.client_user_deletion_enabled,
         "allow_localhost": config.allow_localhost,
         "domains": [{"domain": d.domain, "handler_path": d.handler_path} for d in config.domains],
-        "allow_team_api_keys": False,
-        "allow_user_api_keys": False,
+        "allow_team_api_keys": config.allow_team_api_keys,
+        "allow_user_api_keys": config.allow_user_api_keys,
         "enabled_oauth_providers": [],
     }
     if access_type is not AccessType.ADMIN:
@@ -273,4 +284,32 @@ def render_member_profile(
     rendered["user"] = render_user(
         user, access_type, config, selected_team, caller_id=caller_id, caller_team_ids=caller_team_ids
     )
+    return rendered
+
+
+# --------------------------------------------------------------------------------------------------------------
+# API keys
+
+
+def render_api_key(key: ApiKey, *, full_key: str | None = None) -> dict[str, Any]:
+    """An API key, the same for every access type (reference part 2 §5): optional times absent rather than null;
+    `value` its last four characters, or, in the answer to its creation only, the whole key (`full_key`), without
+    `manually_revoked_at_millis`."""
+    owner = "user_id" if key.type is ApiKeyType.USER else "team_id"
+    rendered: dict[str, Any] = {
+        "id": key.id,
+        "description": key.description,
+        "is_public": key.is_public,
+        "created_at_millis": key.created_at_millis,
+        "type": key.type.value,
+        owner: key.owner_id,
+    }
+    if key.expires_at_millis is not None:
+        rendered["expires_at_millis"] = key.expires_at_millis
+    if full_key is not None:
+        rendered["value"] = full_key
+        return rendered
+    if key.manually_revoked_at_millis is not None:
+        rendered["manually_revoked_at_millis"] = key.manually_revoked_at_millis
+    rendered["value"] = {"last_four": key.last_four}
     return rendered

@@ -9,6 +9,7 @@ from __future__ import annotations
 from identity_proto.auth import AccessType
 from identity_proto.flows import (
     anonymous,
+    api_keys,
     emails,
     meta,
     mfa,
@@ -240,6 +241,43 @@ ROUTES: tuple[Route, ...] = (
         team_member_profiles.update_member_profile,
         body="MemberProfileUpdateBody",
         params="MembershipParams",
+    ),
+    # API keys (reference part 2 §5)
+    Route("POST", f"{V1}/user-api-keys", api_keys.create_user_api_key, body="UserApiKeyCreateBody"),
+    Route("GET", f"{V1}/user-api-keys", api_keys.list_user_api_keys, query="UserApiKeysQuery"),
+    Route("POST", f"{V1}/user-api-keys/check", api_keys.check_user_api_key, SERVER_AND_ADMIN, "ApiKeyCheckBody"),
+    Route(
+        "GET",
+        f"{V1}/user-api-keys/{{api_key_id}}",
+        api_keys.get_user_api_key,
+        query="UserApiKeysQuery",
+        params="ApiKeyIdParams",
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/user-api-keys/{{api_key_id}}",
+        api_keys.update_user_api_key,
+        body="ApiKeyUpdateBody",
+        query="UserApiKeysQuery",
+        params="ApiKeyIdParams",
+    ),
+    Route("POST", f"{V1}/team-api-keys", api_keys.create_team_api_key, body="TeamApiKeyCreateBody"),
+    Route("GET", f"{V1}/team-api-keys", api_keys.list_team_api_keys, query="TeamApiKeysQuery"),
+    Route("POST", f"{V1}/team-api-keys/check", api_keys.check_team_api_key, SERVER_AND_ADMIN, "ApiKeyCheckBody"),
+    Route(
+        "GET",
+        f"{V1}/team-api-keys/{{api_key_id}}",
+        api_keys.get_team_api_key,
+        query="TeamApiKeysQuery",
+        params="ApiKeyIdParams",
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/team-api-keys/{{api_key_id}}",
+        api_keys.update_team_api_key,
+        body="ApiKeyUpdateBody",
+        query="TeamApiKeysQuery",
+        params="ApiKeyIdParams",
     ),
 )
 

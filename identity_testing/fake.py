@@ -18,6 +18,8 @@ from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Setti
 from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import Entropy, IssuedKeys, SeededEntropy, Service, run
 from identity_proto.effects import (
+    ApiKeyWrite,
+    CreateApiKey,
     CreateProject,
     DeleteProject,
     LoadClockOverride,
@@ -26,9 +28,10 @@ from identity_proto.effects import (
     SetClockOverride,
     perform,
 )
+from identity_proto.flows.api_keys import new_api_key
 from identity_proto.flows.portability import export_project_data, import_project_data
 from identity_proto.flows.projects import new_project
-from identity_proto.records import ClockOverride, ProjectConfig, TrustedDomain
+from identity_proto.records import ApiKeyType, ClockOverride, ProjectConfig, TrustedDomain
 
 if TYPE_CHECKING:
     import jwt
@@ -328,6 +331,39 @@ class TestProject:
         self._server("POST", f"/api/v1/project-permissions/{user_id}/{permission_id}", json={})
 
     # --- end permissions ---
+
+    # --- API keys ---
+
+    def create_api_key(
+        self,
+        *,
+        user_id: str | None = None,
+        team_id: str | None = None,
+        description: str = "Test key",
+        expires_at_millis: int | None = None,
+        is_public: bool = False,
+    ) -> str:
+        """A new API key of the user `user_id` or of the team `team_id` (give exactly one), returned whole: the
+        text `POST /user-api-keys/check` (or `/team-api-keys/check`) takes. Made directly in the store, whether or
+        not the project allows API keys; checking it needs the project's `allow_user_api_keys` (or
+        `allow_team_api_keys`), e.g. `fake.create_project(allow_user_api_keys=True)`."""
+        if (user_id is None) == (team_id is None):
+            raise ValueError("give exactly one of user_id and team_id")
+        key_type, owner_id = (ApiKeyType.USER, user_id) if user_id is not None else (ApiKeyType.TEAM, team_id)
+        assert owner_id is not None
+        made = new_api_key(
+            self.fake.entropy,
+            self.fake.clock.now_ms(),
+            key_type,
+            owner_id,
+            description=description,
+            expires_at_millis=expires_at_millis,
+            is_public=is_public,
+        )
+        created = run(perform(CreateApiKey(self.id, made.record)), self.fake.store)
+        if created is ApiKeyWrite.OWNER_NOT_FOUND:
+            raise LookupError(f"no {key_type.value} {owner_id} in project {self.id}")
+        return made.text
 
     def reset(self) -> None:
         """Remove every user, team, session, code and mail of this project; other projects are untouched."""

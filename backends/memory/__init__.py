@@ -19,6 +19,7 @@ from __future__ import annotations
 # The resource modules register their handlers as they are imported.
 from backends.memory import (  # noqa: F401
     anonymous,
+    api_keys,
     codes,
     email_sign_in,
     outbox,

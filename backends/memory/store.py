@@ -10,7 +10,18 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from identity_proto.effects import StorageEffect, Together
-from identity_proto.records import ClockOverride, Email, Membership, Project, Session, Team, User, VerificationCode
+from identity_proto.records import (
+    ApiKey,
+    ApiKeyType,
+    ClockOverride,
+    Email,
+    Membership,
+    Project,
+    Session,
+    Team,
+    User,
+    VerificationCode,
+)
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StorageEffect[Any])
@@ -54,6 +65,18 @@ class Tenant:
     #: user id -> the project permission ids they hold directly (only users holding any).
     project_grants: dict[str, set[str]] = field(default_factory=dict)
     # --- end permissions ---
+    # --- API keys ---
+    #: key id -> key; key hash -> key id; (type, owner id) -> ids of the owner's keys.
+    api_keys: dict[str, ApiKey] = field(default_factory=dict)
+    api_key_by_hash: dict[str, str] = field(default_factory=dict)
+    owner_api_keys: dict[tuple[ApiKeyType, str], set[str]] = field(default_factory=dict)
+
+    def drop_api_keys(self, key_type: ApiKeyType, owner_id: str) -> None:
+        """Remove every key of one owner (with its user or team: called under the store's lock by the deletion)."""
+        for key_id in self.owner_api_keys.pop((key_type, owner_id), ()):
+            key = self.api_keys.pop(key_id, None)
+            if key is not None:
+                self.api_key_by_hash.pop(key.key_hash, None)
 
 
 class MemoryStore:

@@ -19,7 +19,7 @@ from identity_proto.effects import (
     UpdateMembership,
     UpdateTeam,
 )
-from identity_proto.records import Membership, Team, replaced
+from identity_proto.records import ApiKeyType, Membership, Team, replaced
 
 
 @_performs(CreateTeam)
@@ -63,6 +63,7 @@ def _delete_team(store: MemoryStore, effect: DeleteTeam) -> bool:
         return False
     for key in [key for key in tenant.memberships if key[0] == effect.team_id]:
         _drop_membership(tenant, *key)
+    tenant.drop_api_keys(ApiKeyType.TEAM, effect.team_id)  # API keys go with their team
     return True
 
 

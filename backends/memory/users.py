@@ -17,7 +17,7 @@ from identity_proto.effects import (
     UpdateUserWithTeam,
     UserWrite,
 )
-from identity_proto.records import Team, User
+from identity_proto.records import ApiKeyType, Team, User
 
 
 @_performs(LoadUser)
@@ -111,6 +111,7 @@ def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
     for key in [key for key in tenant.memberships if key[1] == user.id]:
         del tenant.memberships[key]
     tenant.project_grants.pop(user.id, None)  # permissions
+    tenant.drop_api_keys(ApiKeyType.USER, user.id)  # API keys go with their user
     return True
 
 

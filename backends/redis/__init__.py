@@ -63,6 +63,10 @@ Anonymous users: SignUpAnonymously (the user as by CreateUser, its personal team
 CreateSession) and UpgradeAnonymousUser (only while the user exists and is anonymous; the changes and the e-mail index
 entry as by UpdateUser, refused EMAIL_TAKEN before writing anything; then each team of the user's team index still
 named "Personal Team" renamed) are one script each, too.
+API keys (one script each): CreateApiKey (refused before writing anything when the owner's user or team is missing;
+else the record, its hash index entry and its owner index entry together), UpdateApiKey (the description, and the
+revocation time only where none is stored), FindApiKeyByHash and ListApiKeys (pointer-following reads); DeleteUser
+and DeleteTeam remove the owner's keys in their own script.
 
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to
@@ -94,6 +98,7 @@ from __future__ import annotations
 # The resource modules register their plans and scripts as they are imported.
 from backends.redis import (  # noqa: F401
     anonymous,
+    api_keys,
     codes,
     email_sign_in,
     outbox,

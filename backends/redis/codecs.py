@@ -10,6 +10,8 @@ import orjson
 
 from identity_proto.changes import MembershipChanges, ProjectConfigChanges, TeamChanges, UserChanges
 from identity_proto.records import (
+    ApiKey,
+    ApiKeyType,
     CodePurpose,
     Email,
     Membership,
@@ -200,3 +202,17 @@ def _email(item: str | bytes) -> Email:
     data = orjson.loads(item)
     known = {f.name for f in dataclasses.fields(Email)}
     return Email(**{name: value for name, value in data.items() if name in known})
+
+
+# --- API keys ---
+
+
+def _api_key(reply: Any) -> ApiKey | None:
+    data = _decoded(reply)
+    if not data:
+        return None
+    known = _field_names(ApiKey)
+    values = {name: value for name, value in data.items() if name in known}
+    # Stored as its value; read back as the enum member, as the memory store holds it.
+    values["type"] = ApiKeyType(values["type"])
+    return ApiKey(**values)

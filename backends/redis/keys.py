@@ -72,6 +72,15 @@ Key                             Type    Holds                                   
 ``<p>permission-users``         SET     The ids of users holding any project          none
                                         permission (what a definition's rename or
                                         removal walks).
+``<p>api-key:<key_id>``         HASH    An API key: one JSON field per `ApiKey`       none
+                                        field (``key_hash`` the SHA-256 of the key,
+                                        never the key).
+``<p>api-key-by-hash``          HASH    Key hash -> key id (what ``check`` looks      none
+                                        up).
+``<p>api-keys:<type>:<owner>``  ZSET    The ids of one user's (``user``) or team's    none
+                                        (``team``) keys, scored by
+                                        ``created_at_millis`` (ZRANGE ... REV: newest
+                                        first, ties by id descending).
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
@@ -224,3 +233,16 @@ class KeySpace:
         return self.prefix(project_id) + "permission-users"
 
     # --- end permissions ---
+    # --- API keys ---
+
+    def api_key(self, project_id: str, key_id: str = "") -> str:
+        """An API key record."""
+        return f"{self.prefix(project_id)}api-key:{key_id}"
+
+    def api_key_by_hash(self, project_id: str) -> str:
+        """Key hash -> API key id."""
+        return self.prefix(project_id) + "api-key-by-hash"
+
+    def owner_api_keys(self, project_id: str, key_type: str, owner_id: str) -> str:
+        """The ids of one owner's API keys (`key_type` user or team), scored by created_at_millis."""
+        return f"{self.prefix(project_id)}api-keys:{key_type}:{owner_id}"

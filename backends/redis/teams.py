@@ -19,7 +19,7 @@ from backends.redis.codecs import (
     _text,
 )
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _BYTE_LESS, _CREATE_TEAM, _DESELECT, _SEQ
+from backends.redis.lua import _BYTE_LESS, _CREATE_TEAM, _DELETE_API_KEYS, _DESELECT, _SEQ
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     AddMembership,
@@ -135,13 +135,15 @@ def _update_team(keys: KeySpace, effect: UpdateTeam) -> Plan[Team | None]:
     return _team(reply)
 
 
-# KEYS: team, team order, the team's member index, membership order. ARGV: team id, membership key prefix,
-# user team-index prefix, user key prefix. Returns 1 if the team existed (and is gone with its memberships,
-# deselected by every member who had it selected), else 0.
+# KEYS: team, team order, the team's member index, membership order, the team's API key index, the API key hash
+# index. ARGV: team id, membership key prefix, user team-index prefix, user key prefix, API key prefix. Returns 1 if
+# the team existed (and is gone with its memberships and API keys, deselected by every member who had it
+# selected), else 0.
 script(
     "delete_team",
     _SEQ
     + _DESELECT
+    + _DELETE_API_KEYS
     + """
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -154,6 +156,7 @@ for i = 1, #members, 2 do
   deselect(ARGV[4] .. uid, ARGV[1])
 end
 redis.call('DEL', KEYS[3])
+delete_api_keys(KEYS[5], ARGV[5], KEYS[6])
 return 1
 """,
 )
@@ -169,8 +172,16 @@ def _delete_team(keys: KeySpace, effect: DeleteTeam) -> Plan[bool]:
             keys.team_order(project_id),
             keys.team_members(project_id, team_id),
             keys.membership_order(project_id),
+            keys.owner_api_keys(project_id, "team", team_id),
+            keys.api_key_by_hash(project_id),
         ),
-        (team_id, keys.membership(project_id), keys.user_teams(project_id), keys.user(project_id)),
+        (
+            team_id,
+            keys.membership(project_id),
+            keys.user_teams(project_id),
+            keys.user(project_id),
+            keys.api_key(project_id),
+        ),
     )
     return bool(deleted)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _team, _text, _user
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _AUTH_EMAIL, _RECORD_JSON, _REVOKE_SESSIONS, _SEQ
+from backends.redis.lua import _AUTH_EMAIL, _DELETE_API_KEYS, _RECORD_JSON, _REVOKE_SESSIONS, _SEQ
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     CreateUser,
@@ -213,14 +213,16 @@ def _update_user_reading(
 
 
 # KEYS: user, e-mail index, user's session set, user order, user's team index, membership order, the user's
-# project permission set, permission users.
-# ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix.
+# project permission set, permission users, the user's API key index, the API key hash index.
+# ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix, API key
+# prefix.
 # Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
 script(
     "delete_user",
     _REVOKE_SESSIONS
     + _AUTH_EMAIL
     + _SEQ
+    + _DELETE_API_KEYS
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
@@ -239,6 +241,7 @@ redis.call('DEL', KEYS[5])
 redis.call('DEL', KEYS[7])
 redis.call('SREM', KEYS[8], ARGV[1])
 -- end permissions
+delete_api_keys(KEYS[9], ARGV[6], KEYS[10])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('DEL', KEYS[1])
 return 1
@@ -261,6 +264,9 @@ def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
             # permissions
             keys.user_permissions(project_id, user_id),
             keys.permission_users(project_id),
+            # API keys
+            keys.owner_api_keys(project_id, "user", user_id),
+            keys.api_key_by_hash(project_id),
         ),
         (
             user_id,
@@ -268,6 +274,7 @@ def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
             keys.session_by_token(project_id),
             keys.membership(project_id),
             keys.team_members(project_id),
+            keys.api_key(project_id),
         ),
     )
     return bool(deleted)

@@ -15,6 +15,9 @@ const BOOLEAN_KEYS = [
   ["create_team_on_sign_up", "Create a team on sign-up"],
   ["require_email_verification", "Require e-mail verification"],
   ["require_publishable_client_key", "Require the publishable client key"],
+  // API keys
+  ["allow_user_api_keys", "Users may have API keys"],
+  ["allow_team_api_keys", "Teams may have API keys"],
 ];
 const JSON_KEYS = [
   ["domains", "Trusted domains", 'A JSON array of {"domain": "https://app.example.com", "handler_path": "/handler"}.'],

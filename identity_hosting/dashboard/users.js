@@ -357,11 +357,15 @@ function userPage(view, initial) {
   show(user);
   loadTeams(view, teams, user.id);
   sessionsCard(view, sessions, () => user);
+  // API keys
+  const apiKeys = h("section", { class: "card", id: "user-api-keys" });
+  apiKeysCard(view, apiKeys, () => user);
 
   return [
     summary,
     h("div", { class: "grid" }, h("div", { class: "column" }, fields), h("div", { class: "column" }, h("section", { class: "card", id: "user-edits" }, nameForm, emailForm, restrictionForm, metadataForm))),
     h("div", { class: "grid" }, h("div", { class: "column" }, teams), h("div", { class: "column" }, sessions)),
+    apiKeys,
     danger,
   ];
 }
@@ -529,6 +533,87 @@ function sessionsCard(view, container, currentUser) {
   }
 
   fill(container, h("div", { class: "card-head" }, h("h3", {}, "Sessions"), revokeAll), status, body);
+  load();
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// API keys: the user's keys (newest first, by their last four characters), each revocable
+
+function apiKeysCard(view, container, currentUser) {
+  const status = h("div", { id: "api-keys-status", "aria-live": "polite" });
+  const body = h("div", { id: "api-keys-body" });
+
+  async function revoke(key) {
+    const agreed = await confirmAction({
+      title: "Revoke this API key?",
+      message: `The key "${key.description}" (…${key.value.last_four}) will stop working at once. Keys cannot be un-revoked.`,
+      confirmLabel: "Revoke key",
+    });
+    if (!agreed) return;
+    try {
+      await api("PATCH", `/user-api-keys/${segment(key.id)}`, { body: { revoked: true } });
+      notice(status, "ok", "API key revoked.");
+    } catch (error) {
+      notice(status, "error", error);
+    }
+    load();
+  }
+
+  function state(key) {
+    if (key.manually_revoked_at_millis !== undefined) return badge(`revoked ${formatTime(key.manually_revoked_at_millis)}`, "warn");
+    if (key.expires_at_millis !== undefined && key.expires_at_millis <= Date.now()) return badge("expired", "warn");
+    return badge(key.expires_at_millis !== undefined ? `valid until ${formatTime(key.expires_at_millis)}` : "valid", "ok");
+  }
+
+  function load() {
+    return section(
+      body,
+      "API keys",
+      async () => {
+        try {
+          return await api("GET", "/user-api-keys", { query: { user_id: currentUser().id } });
+        } catch (error) {
+          // A plain 400 (no known error): the project has user API keys switched off.
+          if (error.status === 400 && error.code === "HTTP_400") return { off: true };
+          throw error;
+        }
+      },
+      (data) => {
+        if (data.off) return empty("User API keys are off for this project (allow_user_api_keys in the project view).");
+        const keys = data.items ?? [];
+        if (keys.length === 0) return empty("No API keys.");
+        return h(
+          "table",
+          { class: "table", id: "api-keys-table" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Description"), h("th", {}, "Key"), h("th", {}, "Created"), h("th", {}, "State"), h("th", {}, ""))),
+          h(
+            "tbody",
+            {},
+            keys.map((key) =>
+              h(
+                "tr",
+                { "data-api-key-id": key.id },
+                h("td", {}, key.description, key.is_public ? [" ", badge("public")] : null),
+                h("td", { class: "mono small" }, `${key.is_public ? "pk" : "sk"}_…${key.value.last_four}`),
+                h("td", { class: "small" }, formatTime(key.created_at_millis)),
+                h("td", { class: "small" }, state(key)),
+                h(
+                  "td",
+                  {},
+                  key.manually_revoked_at_millis === undefined
+                    ? h("button", { type: "button", class: "danger small-button revoke-api-key", onclick: () => revoke(key) }, "Revoke")
+                    : null,
+                ),
+              ),
+            ),
+          ),
+        );
+      },
+      view.isCurrent,
+    );
+  }
+
+  fill(container, h("div", { class: "card-head" }, h("h3", {}, "API keys")), status, body);
   load();
 }
 

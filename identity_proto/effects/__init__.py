@@ -31,6 +31,14 @@ from identity_proto.effects.anonymous import (
     UpgradeAnonymousUser,
     UpgradeRefusal,
 )
+from identity_proto.effects.api_keys import (
+    ApiKeyWrite,
+    CreateApiKey,
+    FindApiKeyByHash,
+    ListApiKeys,
+    LoadApiKey,
+    UpdateApiKey,
+)
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
 from identity_proto.effects.codes import (
     AcceptTotp,
@@ -196,6 +204,8 @@ __all__ = [
     "perform",
     "update_project",
 ]
+# API keys
+__all__ += ["ApiKeyWrite", "CreateApiKey", "FindApiKeyByHash", "ListApiKeys", "LoadApiKey", "UpdateApiKey"]
 
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
@@ -217,6 +227,10 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListOutbox,
         LoadClockOverride,
         ListProjectPermissions,  # permissions
+        # API keys
+        LoadApiKey,
+        FindApiKeyByHash,
+        ListApiKeys,
     }
 )
 

@@ -27,6 +27,17 @@ from typing import TYPE_CHECKING, Any
 from identity_proto.schemas.problems import Validated, schema_error, validate_nothing
 
 if TYPE_CHECKING:
+    # API keys
+    from identity_proto.schemas.api_keys import (
+        MAX_EXPIRES_AT_MILLIS,
+        ApiKeyCheckBody,
+        ApiKeyIdParams,
+        ApiKeyUpdateBody,
+        TeamApiKeyCreateBody,
+        TeamApiKeysQuery,
+        UserApiKeyCreateBody,
+        UserApiKeysQuery,
+    )
     from identity_proto.schemas.base import (
         MAX_METADATA_BYTES,
         MAX_PROFILE_IMAGE_BYTES,
@@ -100,6 +111,17 @@ if TYPE_CHECKING:
 
 #: module of this package -> the names it defines that the package re-exports, loaded on first use.
 _LAZY: dict[str, tuple[str, ...]] = {
+    # API keys
+    "api_keys": (
+        "MAX_EXPIRES_AT_MILLIS",
+        "ApiKeyCheckBody",
+        "ApiKeyIdParams",
+        "ApiKeyUpdateBody",
+        "TeamApiKeyCreateBody",
+        "TeamApiKeysQuery",
+        "UserApiKeyCreateBody",
+        "UserApiKeysQuery",
+    ),
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
     "outbox": ("OutboxQuery",),
     "permissions": (
@@ -210,6 +232,17 @@ __all__ = [
     "schema_error",
     "validate_model",
     "validate_nothing",
+]
+# API keys
+__all__ += [
+    "MAX_EXPIRES_AT_MILLIS",
+    "ApiKeyCheckBody",
+    "ApiKeyIdParams",
+    "ApiKeyUpdateBody",
+    "TeamApiKeyCreateBody",
+    "TeamApiKeysQuery",
+    "UserApiKeyCreateBody",
+    "UserApiKeysQuery",
 ]
 
 

@@ -62,6 +62,9 @@ class ProjectConfigPatch(Body):
     user_default_permissions: list[str] | None = None
     #: The project's own rate-limit rules, by rule name (the whole set: rules left out take their defaults).
     rate_limits: dict[str, RateLimitIn] | None = None
+    # API keys (reference part 2 §5)
+    allow_user_api_keys: bool | None = None
+    allow_team_api_keys: bool | None = None
 
     @field_validator("rate_limits")
     @classmethod

@@ -32,6 +32,7 @@ from identity_proto.effects import (
     ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeVerificationCode,
+    CreateApiKey,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -43,9 +44,11 @@ from identity_proto.effects import (
     DeleteTeam,
     DeleteUser,
     EnsureProject,
+    FindApiKeyByHash,
     FindUserByAuthEmail,
     GrantProjectPermissions,
     HitRateLimits,
+    ListApiKeys,
     ListMemberships,
     ListOutbox,
     ListProjectPermissions,
@@ -53,6 +56,7 @@ from identity_proto.effects import (
     ListSessions,
     ListTeams,
     ListUsers,
+    LoadApiKey,
     LoadClockOverride,
     LoadMembership,
     LoadProject,
@@ -69,6 +73,7 @@ from identity_proto.effects import (
     SignUpAnonymously,
     StorageEffect,
     Together,
+    UpdateApiKey,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -581,6 +586,12 @@ CONTRACT_TESTED: set[type[Any]] = {
     ListProjectPermissions,
     ChangePermissionDefinitions,
     # --- end permissions ---
+    # API keys: test_api_keys_contract.py
+    CreateApiKey,
+    LoadApiKey,
+    FindApiKeyByHash,
+    ListApiKeys,
+    UpdateApiKey,
 }
 
 

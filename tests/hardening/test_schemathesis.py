@@ -154,6 +154,13 @@ def _world(caller: str) -> World:
         "project_id": project.id,
         "permission_id": "$read_members",
     }
+    # API keys: both families on (off, every route answers one plain 400), and a key of the user's
+    switched = {"config": {"allow_user_api_keys": True, "allow_team_api_keys": True}}
+    with project.client("admin") as http:
+        assert http.patch("/api/v1/projects/current", json=switched).status_code == 200
+    project.create_api_key(user_id=user["id"])
+    with project.client("server") as http:
+        known["api_key_id"] = http.get("/api/v1/user-api-keys", params={"user_id": user["id"]}).json()["items"][0]["id"]
     if caller == "internal":
         second = fake.create_project(display_name="Second")
         known["project_id"] = second.id

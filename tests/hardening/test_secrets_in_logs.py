@@ -4,7 +4,7 @@ The flows that handle secrets run with the service's loggers at DEBUG: sign-in b
 link's code, a wrong code, check-code), two-factor sign-in (TOTP secret, attempt code, a wrong TOTP), password
 sign-up and sign-in (right and wrong passwords), refreshes (header and OAuth form, and a wrong refresh token),
 sessions made by the server, password changes, requests with wrong keys, projects created with fresh keys, mail kept
-in the outbox, sign-out.
+in the outbox, API keys (created, checked, a wrong one checked, revoked), sign-out.
 
 - in process (an `IdentityFake`, both hosts), with the `identity_proto` and `identity_service` loggers captured by
   `caplog` at DEBUG: none of the values above, nor the keys of the project used, is in any record;
@@ -230,6 +230,25 @@ def exercise(http: httpx.Client, keys: Keys, *, now: Any = time.time) -> Secrets
         for name, value in project.items():
             if isinstance(value, str) and name.endswith("_key"):
                 found.add(f"new project's {name}", value)
+
+    # API keys: created (shown once), checked, a wrong one checked, revoked.
+    admin = keys.headers("admin")
+    switch = {"config": {"allow_user_api_keys": True}}
+    _expect(http.patch("/api/v1/projects/current", headers=admin, json=switch), 200)
+    api_key = _expect(
+        http.post(
+            "/api/v1/user-api-keys",
+            headers=server,
+            json={"user_id": created["id"], "description": "d", "expires_at_millis": None},
+        ),
+        200,
+    )
+    found.add("user API key", api_key["value"])
+    _expect(http.post("/api/v1/user-api-keys/check", headers=server, json={"api_key": api_key["value"]}), 200)
+    wrong_api_key = "sk_wrong_" + secrets.token_hex(20)
+    found.add("wrong API key", wrong_api_key)
+    _expect(http.post("/api/v1/user-api-keys/check", headers=server, json={"api_key": wrong_api_key}), 404)
+    _expect(http.patch(f"/api/v1/user-api-keys/{api_key['id']}", headers=server, json={"revoked": True}), 200)
 
     # Sign-out.
     _expect(http.request("DELETE", "/api/v1/auth/sessions/current", headers=me), 200)

@@ -36,12 +36,14 @@ from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.effects import (
     AcceptTotp,
     AddMembership,
+    ApiKeyWrite,
     AppendOutbox,
     AttemptVerificationCode,
     ChangePermission,
     ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeVerificationCode,
+    CreateApiKey,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -55,9 +57,11 @@ from identity_proto.effects import (
     EmailRefusal,
     EmailSignInOutcome,
     EnsureProject,
+    FindApiKeyByHash,
     FindUserByAuthEmail,
     GrantProjectPermissions,
     HitRateLimits,
+    ListApiKeys,
     ListMemberships,
     ListOutbox,
     ListProjectPermissions,
@@ -65,6 +69,7 @@ from identity_proto.effects import (
     ListSessions,
     ListTeams,
     ListUsers,
+    LoadApiKey,
     LoadClockOverride,
     LoadMembership,
     LoadProject,
@@ -83,6 +88,7 @@ from identity_proto.effects import (
     TeamWrite,
     Together,
     TotpAcceptance,
+    UpdateApiKey,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -93,6 +99,8 @@ from identity_proto.effects import (
 )
 from identity_proto.errors import StorageUnavailable
 from identity_proto.records import (
+    ApiKey,
+    ApiKeyType,
     ClockOverride,
     CodePurpose,
     Membership,
@@ -413,6 +421,26 @@ def _permissions(store: RedisStore, p: str) -> None:
 # --- end permissions ---
 
 
+def _api_keys(store: RedisStore, p: str) -> None:
+    store.apply(CreateUser(p, make_user("key-owner")))
+    store.apply(CreateTeam(p, make_team("key-team")))
+    user_key = ApiKey("k-user", ApiKeyType.USER, "key-owner", "d", False, T0, "hash-user", "abcd")
+    team_key = ApiKey("k-team", ApiKeyType.TEAM, "key-team", "d", True, T0, "hash-team", "efgh")
+    assert store.apply(CreateApiKey(p, user_key)) == user_key
+    assert store.apply(CreateApiKey(p, team_key)) == team_key
+    assert store.apply(CreateApiKey(p, dataclasses.replace(user_key, id="k-x", owner_id="nobody"))) is (
+        ApiKeyWrite.OWNER_NOT_FOUND
+    )
+    assert store.apply(FindApiKeyByHash(p, "hash-user")) == user_key
+    assert store.apply(ListApiKeys(p, ApiKeyType.USER, "key-owner")) == (user_key,)
+    revoked = store.apply(UpdateApiKey(p, "k-user", description="e", revoke_at_millis=T0 + 1))
+    assert revoked == dataclasses.replace(user_key, description="e", manually_revoked_at_millis=T0 + 1)
+    assert store.apply(DeleteUser(p, "key-owner")) is True
+    assert store.apply(DeleteTeam(p, "key-team")) is True
+    assert store.apply(FindApiKeyByHash(p, "hash-user")) is None
+    assert store.apply(LoadApiKey(p, "k-team")) is None
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -425,6 +453,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _anonymous_users(checked, p)
     _outbox(checked, p)
     _permissions(checked, p)
+    _api_keys(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

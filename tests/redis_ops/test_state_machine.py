@@ -44,6 +44,7 @@ from identity_proto.effects import (
     ChangePermission,
     ChangePermissionDefinitions,
     ConsumeVerificationCode,
+    CreateApiKey,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -55,8 +56,10 @@ from identity_proto.effects import (
     DeleteTeam,
     DeleteUser,
     EnsureProject,
+    FindApiKeyByHash,
     FindUserByAuthEmail,
     GrantProjectPermissions,
+    ListApiKeys,
     ListMemberships,
     ListOutbox,
     ListProjectPermissions,
@@ -64,6 +67,7 @@ from identity_proto.effects import (
     ListSessions,
     ListTeams,
     ListUsers,
+    LoadApiKey,
     LoadClockOverride,
     LoadMembership,
     RemoveMembership,
@@ -74,6 +78,7 @@ from identity_proto.effects import (
     SignInByEmail,
     SignUpAnonymously,
     StorageEffect,
+    UpdateApiKey,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -82,6 +87,8 @@ from identity_proto.effects import (
     UseRefreshToken,
 )
 from identity_proto.records import (
+    ApiKey,
+    ApiKeyType,
     ClockOverride,
     CodePurpose,
     Email,
@@ -116,8 +123,19 @@ TIMES = (T0, T0 + 1, T0 + 2)
 NONCES = ("n0", "n1")
 
 #: The families of effects a step draws from, and how often.
-FAMILIES = ("users", "list_users", "sessions", "codes", "teams", "memberships", "outbox", "projects", "permissions")
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2)
+FAMILIES = (
+    "users",
+    "list_users",
+    "sessions",
+    "codes",
+    "teams",
+    "memberships",
+    "outbox",
+    "projects",
+    "permissions",
+    "api_keys",
+)
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -650,6 +668,37 @@ class StoresAgree(RuleBasedStateMachine):
             limit = data.draw(st.integers(0, 4), label="limit")
             self.both(ListOutbox(project_id, data.draw(st.none() | st.just(to), label="to"), limit))
 
+    # ---- API keys
+
+    def api_keys(self, data: st.DataObject, project_id: str) -> None:
+        tenant = self._tenant(project_id)
+        n, op = self.step(("create", "create", "update", "update", "find"), grow=len(tenant.api_keys) < 2)
+        key_type = data.draw(st.sampled_from(ApiKeyType), label="type")
+        if op == "create":
+            owner = self.user(project_id) if key_type is ApiKeyType.USER else self.team(project_id)
+            key = ApiKey(
+                id=f"key-{n}",
+                type=key_type,
+                owner_id=owner,
+                description=data.draw(SHORT_TEXT, label="description"),
+                is_public=data.draw(st.booleans(), label="is_public"),
+                created_at_millis=data.draw(st.sampled_from(TIMES), label="created_at_millis"),
+                key_hash=f"hash-{n}",
+                last_four=f"{n:04d}"[-4:],
+                expires_at_millis=data.draw(st.none() | st.sampled_from(TIMES), label="expires_at_millis"),
+            )
+            self.both(CreateApiKey(project_id, key))
+            return
+        keys = sorted(tenant.api_keys.values(), key=lambda k: k.id)
+        key_id = self._pick([k.id for k in keys], ("key-none",))
+        if op == "update":
+            description = data.draw(st.none() | SHORT_TEXT, label="description")
+            revoke_at = data.draw(st.none() | st.sampled_from(TIMES), label="revoke_at_millis")
+            self.both(UpdateApiKey(project_id, key_id, description, revoke_at))
+        else:
+            self.both(LoadApiKey(project_id, key_id))
+            self.both(FindApiKeyByHash(project_id, self._pick([k.key_hash for k in keys], ("hash-none",))))
+
     # ---- after every step: the whole observable state
 
     @invariant()
@@ -667,6 +716,10 @@ class StoresAgree(RuleBasedStateMachine):
             for user_id in USERS:
                 self.both(ListSessions(project_id, user_id))
                 self.both(ListTeams(project_id, user_id=user_id))
+        # API keys: of the project most steps go to (their keys go with their owner, on both stores alike)
+        for owner_type, owners in ((ApiKeyType.USER, USERS), (ApiKeyType.TEAM, TEAMS)):
+            for owner_id in owners:
+                self.both(ListApiKeys(PROJECTS[0], owner_type, owner_id))
 
 
 @pytest.fixture
