@@ -202,6 +202,13 @@ class ErrorCode(Enum):
     SESSION_NOT_FOUND = (404, "Session not found.")
     CLIENT_CAN_ONLY_LIST_OWN_SESSIONS = (403, "Client can only list sessions for their own user.")
 
+    # --- team invitations (reference part 2 §3) ---
+    TEAM_INVITATION_RESTRICTED_USER_NOT_ALLOWED = (
+        403,
+        "Restricted users cannot accept team invitations. Reason: {reason}. Please complete the onboarding process "
+        "before accepting team invitations.",
+    )
+
     @property
     def status(self) -> int:
         """The HTTP status this code is sent with."""

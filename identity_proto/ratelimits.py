@@ -14,6 +14,7 @@ limit: it always applies.
 | `send_code_ip` | sending a sign-in code, password sign-up (client access or none) | client address | 10 / 60 s |
 | `send_code_email` | sign-in codes mailed (any access; only when a mail goes out) | project and address | 5 / 600 s |
 | `sign_in_failures` | failed password and MFA sign-ins (any access) | project and account | 10 / 600 s |
+| `send_invitation_email` | team invitations mailed (any access; when one goes out) | project and address | 5 / 600 s |
 
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,
@@ -70,6 +71,8 @@ DEFAULT_RULES: dict[str, RateLimitRule] = {
         RateLimitRule("send_code_ip", 10, 60_000),
         RateLimitRule("send_code_email", 5, 600_000),
         RateLimitRule("sign_in_failures", 10, 600_000),
+        # --- team invitations ---
+        RateLimitRule("send_invitation_email", 5, 600_000),
     )
 }
 
@@ -81,6 +84,11 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/password/sign-in"): "sign_in_ip",
     ("POST", "/api/v1/auth/otp/send-sign-in-code"): "send_code_ip",
     ("POST", "/api/v1/auth/password/sign-up"): "send_code_ip",
+    # --- team invitations: sending one mails an address; the others check a secret (the invitation code) ---
+    ("POST", "/api/v1/team-invitations/send-code"): "send_code_ip",
+    ("POST", "/api/v1/team-invitations/accept"): "sign_in_ip",
+    ("POST", "/api/v1/team-invitations/accept/check-code"): "sign_in_ip",
+    ("POST", "/api/v1/team-invitations/accept/details"): "sign_in_ip",
 }
 
 

@@ -15,6 +15,7 @@ from identity_proto.flows import (
     password,
     projects,
     sessions,
+    team_invitations,
     team_member_profiles,
     teams,
     testing,
@@ -159,6 +160,37 @@ ROUTES: tuple[Route, ...] = (
         body="MemberProfileUpdateBody",
         params="MembershipParams",
     ),
+    # --- team invitations (reference part 2 §3) ---
+    Route("POST", f"{V1}/team-invitations/send-code", team_invitations.send_invitation, body="SendTeamInvitationBody"),
+    Route("GET", f"{V1}/team-invitations", team_invitations.list_invitations, query="ListTeamInvitationsQuery"),
+    Route(
+        "DELETE",
+        f"{V1}/team-invitations/{{id}}",
+        team_invitations.revoke_invitation,
+        query="RevokeTeamInvitationQuery",
+        params="TeamInvitationIdParams",
+    ),
+    Route("POST", f"{V1}/team-invitations/accept", team_invitations.accept_invitation, body="TeamInvitationCodeBody"),
+    Route(
+        "POST",
+        f"{V1}/team-invitations/accept/check-code",
+        team_invitations.check_invitation_code,
+        body="TeamInvitationCodeBody",
+    ),
+    Route(
+        "POST",
+        f"{V1}/team-invitations/accept/details",
+        team_invitations.invitation_details,
+        body="TeamInvitationCodeBody",
+    ),
+    Route(
+        "POST",
+        f"{V1}/team-invitations/{{id}}/accept",
+        team_invitations.accept_invitation_by_id,
+        query="AcceptTeamInvitationQuery",
+        params="TeamInvitationIdParams",
+    ),
+    # --- end team invitations ---
 )
 
 

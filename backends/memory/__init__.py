@@ -9,8 +9,8 @@ Expiry is decided by the core against the request's clock; this store keeps what
 
 Layout: `store` (`Tenant`, `MemoryStore`, `AsyncMemoryStore`, the handler registry) and one module per resource
 holding its handlers, named as in `backends.redis`: `projects`, `codes` (one-time codes, TOTP acceptance), `users`,
-`sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `testing` (clock override, project reset),
-`rate_limits`. backends/README.md says how to find an effect's handler.
+`sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `team_invitations`, `testing` (clock override,
+project reset), `rate_limits`. backends/README.md says how to find an effect's handler.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from backends.memory import (  # noqa: F401
     projects,
     rate_limits,
     sessions,
+    team_invitations,
     teams,
     testing,
     users,

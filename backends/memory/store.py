@@ -50,6 +50,9 @@ class Tenant:
     #: (team id, user id) -> membership, in creation order (dicts keep insertion order).
     memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
     codes_created: int = 0
+    # --- team invitations ---
+    #: invitation id -> the code hash of the invitation (its record is in `codes`).
+    team_invitations: dict[str, str] = field(default_factory=dict)
 
 
 class MemoryStore:

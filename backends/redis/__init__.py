@@ -15,7 +15,7 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 - `lua`: Lua functions several scripts share;
 - one module per resource, each holding its plans with their Lua scripts right above them: `projects`, `codes`
   (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`, `outbox`, `teams` (and memberships),
-  `rate_limits`, `testing` (clock override, project reset);
+  `team_invitations`, `rate_limits`, `testing` (clock override, project reset);
 - `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store`
   (`RedisStore`, sync) and `store_async` (`AsyncRedisStore`, asyncio).
 
@@ -48,7 +48,11 @@ when ``created_at_millis`` changes), DeleteTeam (the team, its order entry, ever
 membership in the contract's order before writing anything; of concurrent adds of one membership exactly one
 succeeds), RemoveMembership (the membership, its index entries, and the user's selection of that team),
 UpdateMembership (HSET just the given fields), ChangePermission (read, add or remove one id, sort byte-wise, write:
-concurrent grants of different permissions all survive). Reads of one key are one command (LoadUser, LoadSession,
+concurrent grants of different permissions all survive); CreateTeamInvitation (refused if the team is missing; the
+code as by CreateVerificationCode, its id entry and its two index entries, with their TTLs), RevokeTeamInvitation
+(only if the invitation is the team's: the code, its id entry and index entries), AcceptTeamInvitation (judges the
+code, checks the user and the team, marks it used and adds the membership as AddMembership does, or writes nothing:
+of concurrent accepts exactly one succeeds). Reads of one key are one command (LoadUser, LoadSession,
 LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
 ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
@@ -89,6 +93,7 @@ from backends.redis import (  # noqa: F401
     projects,
     rate_limits,
     sessions,
+    team_invitations,
     teams,
     testing,
     users,

@@ -67,6 +67,14 @@ from identity_proto.effects.sessions import (
     RevokeUserSessions,
     UseRefreshToken,
 )
+from identity_proto.effects.team_invitations import (
+    AcceptTeamInvitation,
+    CreateTeamInvitation,
+    InvitationAcceptance,
+    ListTeamInvitations,
+    LoadTeamInvitation,
+    RevokeTeamInvitation,
+)
 from identity_proto.effects.teams import (
     AddMembership,
     ChangePermission,
@@ -98,6 +106,7 @@ from identity_proto.quickinit import quick_init
 
 __all__ = [
     "READ_EFFECTS",
+    "AcceptTeamInvitation",
     "AcceptTotp",
     "AddMembership",
     "AppendOutbox",
@@ -111,6 +120,7 @@ __all__ = [
     "CreateSession",
     "CreateSignInCode",
     "CreateTeam",
+    "CreateTeamInvitation",
     "CreateUser",
     "CreateVerificationCode",
     "DeleteProject",
@@ -126,10 +136,12 @@ __all__ = [
     "Flow",
     "HashPassword",
     "HitRateLimits",
+    "InvitationAcceptance",
     "ListMemberships",
     "ListOutbox",
     "ListProjects",
     "ListSessions",
+    "ListTeamInvitations",
     "ListTeams",
     "ListUsers",
     "LoadClockOverride",
@@ -137,6 +149,7 @@ __all__ = [
     "LoadProject",
     "LoadSession",
     "LoadTeam",
+    "LoadTeamInvitation",
     "LoadUser",
     "LoadUserWithTeam",
     "MailEffect",
@@ -144,6 +157,7 @@ __all__ = [
     "RateLimitHit",
     "RemoveMembership",
     "ResetProjectData",
+    "RevokeTeamInvitation",
     "RevokeUserSessions",
     "SendEmail",
     "SessionGuard",
@@ -190,6 +204,9 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListMemberships,
         ListOutbox,
         LoadClockOverride,
+        # --- team invitations ---
+        LoadTeamInvitation,
+        ListTeamInvitations,
     }
 )
 

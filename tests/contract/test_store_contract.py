@@ -24,6 +24,7 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
+    AcceptTeamInvitation,
     AcceptTotp,
     AddMembership,
     AppendOutbox,
@@ -35,6 +36,7 @@ from identity_proto.effects import (
     CreateSession,
     CreateSignInCode,
     CreateTeam,
+    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
@@ -48,6 +50,7 @@ from identity_proto.effects import (
     ListOutbox,
     ListProjects,
     ListSessions,
+    ListTeamInvitations,
     ListTeams,
     ListUsers,
     LoadClockOverride,
@@ -55,10 +58,12 @@ from identity_proto.effects import (
     LoadProject,
     LoadSession,
     LoadTeam,
+    LoadTeamInvitation,
     LoadUser,
     LoadUserWithTeam,
     RemoveMembership,
     ResetProjectData,
+    RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
@@ -567,6 +572,12 @@ CONTRACT_TESTED: set[type[Any]] = {
     CreateSignInCode,  # test_email_sign_in_contract.py
     SignInByEmail,
     AcceptTotp,  # test_totp_contract.py
+    # --- team invitations: test_team_invitations_contract.py ---
+    CreateTeamInvitation,
+    LoadTeamInvitation,
+    ListTeamInvitations,
+    RevokeTeamInvitation,
+    AcceptTeamInvitation,
 }
 
 
