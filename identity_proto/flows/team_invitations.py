@@ -147,17 +147,16 @@ def send_invitation(ctx: RequestContext) -> Flow[Response]:
     if not callback_is_trusted(body.callback_url, project.config):
         raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
     # Per address, counted only when a mail goes out (as sign-in codes are): one inbox cannot be flooded with
-    # invitations, and a refused request spends nothing.
-    limited = ctx.options.rate_limits_enabled
-    rule, subject = rule_for("send_invitation_email", project.config), f"{project.id}:{body.email}"
-    if limited:
+    # invitations, and a request refused by a check above spends nothing. Counted before the invitation is stored
+    # (unlike a sign-in code, an invitation refused here would otherwise be listed by its team, never mailed).
+    if ctx.options.rate_limits_enabled:
+        rule, subject = rule_for("send_invitation_email", project.config), f"{project.id}:{body.email}"
         yield from check_under_limit(rule, subject, now_ms=ctx.now_ms)
+        yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
     code, record = new_code(ctx, CodePurpose.TEAM_INVITATION, ctx.options.code_lifetime_ms, email=body.email)
     record = dataclasses.replace(record, id=new_uuid(ctx.entropy), team_id=team.id)
     if not (yield from perform(CreateTeamInvitation(project.id, record))):
         raise _team_not_found(team.id)  # deleted since it was read
-    if limited:
-        yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
     link = _magic_link(parse_web_url(body.callback_url), code.code)
     mail = new_email(
         ctx,

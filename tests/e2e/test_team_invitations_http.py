@@ -472,6 +472,8 @@ def test_invitations_are_rate_limited_per_address_and_code_checks_per_client() -
             assert sent[-1].json()["details"]["rule"] == "send_invitation_email"
             outbox = http.get("/api/v1/emails/outbox", headers=server_headers(), params={"to": "flooded@example.com"})
             assert len(outbox.json()["items"]) == 5  # the refused one was not mailed
+            listed = http.get("/api/v1/team-invitations", headers=server_headers(), params={"team_id": team_id})
+            assert len(listed.json()["items"]) == 5  # nor stored
             other = http.post(
                 "/api/v1/team-invitations/send-code", headers=server_headers(), json={**body, "email": "x@example.com"}
             )
