@@ -4,7 +4,8 @@ every rule a validator checks is expressed yet: UUID formats, code lengths and n
 looser in the document than in the service; tests/hardening pins each such difference.)
 
 Success bodies are described as JSON objects (their shapes are documented in the README); every error is a
-known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header.
+known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header, but for the plain-text
+errors a route declares (`Route.plain_error_statuses`).
 """
 
 from __future__ import annotations
@@ -100,6 +101,14 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
             },
         },
     }
+    for status in route.plain_error_statuses:
+        operation["responses"][str(status)] = {
+            "description": "A known error, or a plain-text message (no X-Service-Known-Error header)",
+            "content": {
+                _JSON: {"schema": {"$ref": _REF.format(model="KnownError")}},
+                "text/plain": {"schema": {"type": "string"}},
+            },
+        }
     if route.access is not None:
         operation["security"] = [_SECURITY_BY_ACCESS[t] for t in AccessType if t in route.access]
     if body_refs:

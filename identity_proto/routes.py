@@ -162,13 +162,20 @@ ROUTES: tuple[Route, ...] = (
     ),
     # --- team invitations (reference part 2 §3) ---
     Route("POST", f"{V1}/team-invitations/send-code", team_invitations.send_invitation, body="SendTeamInvitationBody"),
-    Route("GET", f"{V1}/team-invitations", team_invitations.list_invitations, query="ListTeamInvitationsQuery"),
+    Route(
+        "GET",
+        f"{V1}/team-invitations",
+        team_invitations.list_invitations,
+        query="ListTeamInvitationsQuery",
+        plain_error_statuses=(400,),
+    ),
     Route(
         "DELETE",
-        f"{V1}/team-invitations/{{id}}",
+        f"{V1}/team-invitations/{{invitation_id}}",
         team_invitations.revoke_invitation,
         query="RevokeTeamInvitationQuery",
         params="TeamInvitationIdParams",
+        plain_error_statuses=(400,),
     ),
     Route("POST", f"{V1}/team-invitations/accept", team_invitations.accept_invitation, body="TeamInvitationCodeBody"),
     Route(
@@ -185,7 +192,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "POST",
-        f"{V1}/team-invitations/{{id}}/accept",
+        f"{V1}/team-invitations/{{invitation_id}}/accept",
         team_invitations.accept_invitation_by_id,
         query="AcceptTeamInvitationQuery",
         params="TeamInvitationIdParams",

@@ -61,6 +61,9 @@ class Route:
     #: a session already gone, as the original does); every other route refuses a token whose session is gone
     #: before its flow runs (`auth.session_precondition`).
     checks_own_session: bool = False
+    #: Statuses the flow may answer with a plain-text body instead of a known error (the reference's "plain"
+    #: errors, such as a listing's 400 for conflicting filters); documented as such.
+    plain_error_statuses: tuple[int, ...] = ()
 
     def body_model(self, access_type: AccessType | None) -> type[Body] | None:
         """The body model for this caller (built on first use); None when the endpoint takes no body."""

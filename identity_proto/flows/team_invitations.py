@@ -223,7 +223,7 @@ def revoke_invitation(ctx: RequestContext) -> Flow[Response]:
     team = yield from _team_for(
         ctx, query.team_id, ("$remove_members",), no_user=ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER
     )
-    if not (yield from perform(RevokeTeamInvitation(auth.project.id, ctx.params.id, team.id))):
+    if not (yield from perform(RevokeTeamInvitation(auth.project.id, ctx.params.invitation_id, team.id))):
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
     return json_response(200, {"success": True})
 
@@ -331,7 +331,7 @@ def accept_invitation_by_id(ctx: RequestContext) -> Flow[Response]:
     else:
         user_id = ctx.resolve_user_id(query.user_id)
         user = yield from perform(LoadUser(project.id, user_id))
-    code = yield from perform(LoadTeamInvitation(project.id, ctx.params.id))
+    code = yield from perform(LoadTeamInvitation(project.id, ctx.params.invitation_id))
     if code is None or not _is_open(code, ctx.now_ms) or user is None or code.email not in verified_emails(user):
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
     yield from _accept(ctx, code, user.id, _BY_ID_FAILURES)

@@ -57,5 +57,5 @@ class AcceptTeamInvitationQuery(Query):
 class TeamInvitationIdParams(Query):
     """Path parameters naming an invitation."""
 
-    id: str
-    _id = field_validator("id")(_uuid_only)
+    invitation_id: str
+    _id = field_validator("invitation_id")(_uuid_only)
