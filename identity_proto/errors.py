@@ -224,6 +224,13 @@ class ErrorCode(Enum):
         "This endpoint is for {expected_type} API keys, but a {actual_type} API key was provided.",
     )
 
+    # --- team invitations (reference part 2 §3) ---
+    TEAM_INVITATION_RESTRICTED_USER_NOT_ALLOWED = (
+        403,
+        "Restricted users cannot accept team invitations. Reason: {reason}. Please complete the onboarding process "
+        "before accepting team invitations.",
+    )
+
     @property
     def status(self) -> int:
         """The HTTP status this code is sent with."""

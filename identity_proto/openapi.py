@@ -4,8 +4,9 @@ every rule a validator checks is expressed yet: UUID formats, code lengths and n
 looser in the document than in the service; tests/hardening pins each such difference.)
 
 Success bodies are described as JSON objects (their shapes are documented in the README); every error is a
-known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header, but for the statuses a flow
-lists in `plain_errors`, which may also be refusals in plain text (as the original sends them).
+known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header, but for the statuses a route
+(`Route.plain_errors`) or its flow (a `plain_errors` attribute) lists, which may also be refusals in plain text (as
+the original sends them).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ limit: it always applies.
 | `sign_in_failures` | failed password and MFA sign-ins (any access) | project and account | 10 / 600 s |
 | `anonymous_sign_up_ip` | anonymous sign-ups (client access or none) | client address | 10 / 60 s |
 | `api_key_check_ip` | API key checks (any access: server and admin only reach them) | client address | 3000 / 60 s |
+| `send_invitation_email` | team invitations mailed (any access; when one goes out) | project and address | 5 / 600 s |
 
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,
@@ -76,6 +77,8 @@ DEFAULT_RULES: dict[str, RateLimitRule] = {
         # anonymous users: each sign-up creates a user
         RateLimitRule("anonymous_sign_up_ip", 10, 60_000),
         RateLimitRule("api_key_check_ip", 3000, 60_000),
+        # --- team invitations ---
+        RateLimitRule("send_invitation_email", 5, 600_000),
     )
 }
 
@@ -98,6 +101,11 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
 SECRET_CHECK_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/user-api-keys/check"): "api_key_check_ip",
     ("POST", "/api/v1/team-api-keys/check"): "api_key_check_ip",
+    # --- team invitations: sending one mails an address; the others check a secret (the invitation code) ---
+    ("POST", "/api/v1/team-invitations/send-code"): "send_code_ip",
+    ("POST", "/api/v1/team-invitations/accept"): "sign_in_ip",
+    ("POST", "/api/v1/team-invitations/accept/check-code"): "sign_in_ip",
+    ("POST", "/api/v1/team-invitations/accept/details"): "sign_in_ip",
 }
 
 

@@ -286,6 +286,9 @@ class CodePurpose(StrEnum):
     SIGN_IN = "sign_in"
     #: The second factor's attempt code, returned by a first factor that needs a TOTP next.
     MFA = "mfa"
+    # --- team invitations ---
+    #: An invitation to join a team, mailed to an address (reference part 2 §3).
+    TEAM_INVITATION = "team_invitation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +307,11 @@ class VerificationCode:
     user_id: str | None = None
     is_new_user: bool = False
     used: bool = False
+    # --- team invitations ---
+    #: Team invitations: the invitation's id (a UUID, what the API shows; the code itself is never shown) and the
+    #: team it invites to. `email` is the invited address.
+    id: str | None = None
+    team_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from identity_proto.flows import (
     permissions,
     projects,
     sessions,
+    team_invitations,
     team_member_profiles,
     teams,
     testing,
@@ -279,6 +280,44 @@ ROUTES: tuple[Route, ...] = (
         query="TeamApiKeysQuery",
         params="ApiKeyIdParams",
     ),
+    # --- team invitations (reference part 2 §3) ---
+    Route("POST", f"{V1}/team-invitations/send-code", team_invitations.send_invitation, body="SendTeamInvitationBody"),
+    Route(
+        "GET",
+        f"{V1}/team-invitations",
+        team_invitations.list_invitations,
+        query="ListTeamInvitationsQuery",
+        plain_errors=(400,),
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/team-invitations/{{invitation_id}}",
+        team_invitations.revoke_invitation,
+        query="RevokeTeamInvitationQuery",
+        params="TeamInvitationIdParams",
+        plain_errors=(400,),
+    ),
+    Route("POST", f"{V1}/team-invitations/accept", team_invitations.accept_invitation, body="TeamInvitationCodeBody"),
+    Route(
+        "POST",
+        f"{V1}/team-invitations/accept/check-code",
+        team_invitations.check_invitation_code,
+        body="TeamInvitationCodeBody",
+    ),
+    Route(
+        "POST",
+        f"{V1}/team-invitations/accept/details",
+        team_invitations.invitation_details,
+        body="TeamInvitationCodeBody",
+    ),
+    Route(
+        "POST",
+        f"{V1}/team-invitations/{{invitation_id}}/accept",
+        team_invitations.accept_invitation_by_id,
+        query="AcceptTeamInvitationQuery",
+        params="TeamInvitationIdParams",
+    ),
+    # --- end team invitations ---
 )
 
 

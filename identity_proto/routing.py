@@ -61,8 +61,9 @@ class Route:
     #: a session already gone, as the original does); every other route refuses a token whose session is gone
     #: before its flow runs (`auth.session_precondition`).
     checks_own_session: bool = False
-    #: For the OpenAPI document: statuses the flow answers with a plain-text body and no known-error code (the
-    #: original's "plain" errors, e.g. a client listing another user's permissions).
+    #: For the OpenAPI document: statuses the flow may answer with a plain-text body and no known-error code instead
+    #: of a known error (the original's "plain" errors, e.g. a client listing another user's permissions, a
+    #: listing's 400 for conflicting filters).
     plain_errors: tuple[int, ...] = ()
 
     def body_model(self, access_type: AccessType | None) -> type[Body] | None:

@@ -16,6 +16,7 @@ __all__ = [
     "email_taken",
     "normalize_email",
     "restricted_reason",
+    "verified_emails",
 ]
 
 # reference §3.2: a client may only set a user's image as base64 data of these types; a server also http(s) URLs.
@@ -85,3 +86,13 @@ def email_taken(email: str) -> KnownError:
         details={"email": email, "would_work_if_email_was_verified": False},
         context={"email": email},
     )
+
+
+# --- team invitations ---
+def verified_emails(user: User) -> frozenset[str]:
+    """The addresses the user has proven to own (stored form, `normalize_email`): what an invitation's address is
+    compared with (listing a user's invitations, accepting one by id). Today a user has one address, the primary
+    e-mail, verified or not; contact channels add their verified addresses here."""
+    if user.primary_email and user.primary_email_verified:
+        return frozenset({user.primary_email})
+    return frozenset()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -44,6 +44,28 @@ BASE_URL = "http://identity.test"
 def _link_code(link: str) -> str:
     """The full 45-character code a magic link carries in its `code` parameter."""
     return dict(parse_qsl(urlsplit(link).query))["code"]
+
+
+def _sign_in_code(mail: Mapping[str, Any]) -> str | None:
+    """A sign-in mail's code as the sign-in endpoint takes it: the 6 characters the mail shows, then the nonce."""
+    if mail.get("code") and mail.get("magic_link"):
+        return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
+    return None
+
+
+def _team_invitation_code(mail: Mapping[str, Any]) -> str | None:
+    """An invitation mail's code: the whole code of its link (what the accept endpoints take)."""
+    if str(mail.get("subject", "")).startswith("You have been invited to join ") and mail.get("magic_link"):
+        return _link_code(mail["magic_link"])
+    return None
+
+
+#: The kinds of code `TestProject.last_code` finds: kind -> how to read that kind's code from a mail (None: the mail
+#: is of another kind). One entry per kind of code the service mails.
+CODE_KINDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+    "sign_in": _sign_in_code,
+    "team_invitation": _team_invitation_code,
+}
 
 
 class FakeClock:
@@ -275,13 +297,18 @@ class TestProject:
         params = {"to": to} if to else {}
         return list(self._server("GET", "/api/v1/emails/outbox", params=params)["items"])
 
-    def last_code(self, email: str) -> str:
-        """The newest sign-in code mailed to `email`, as the sign-in endpoint takes it: the 6-character code the
-        mail shows (its outbox item's `code`) followed by the nonce (the rest of the magic link's code)."""
+    def last_code(self, email: str, kind: str = "sign_in") -> str:
+        """The newest code of `kind` (a key of `CODE_KINDS`) mailed to `email`, as its endpoint takes it. A sign-in
+        code is the 6-character code the mail shows (its outbox item's `code`) followed by the nonce (the rest of
+        the magic link's code); a team invitation's is the whole code of its link."""
+        read = CODE_KINDS.get(kind)
+        if read is None:
+            raise ValueError(f"unknown kind of code {kind!r}; known: {', '.join(CODE_KINDS)}")
         for mail in self.outbox(email):
-            if mail.get("code") and mail.get("magic_link"):
-                return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
-        raise LookupError(f"no sign-in code was mailed to {email}")
+            code = read(mail)
+            if code is not None:
+                return code
+        raise LookupError(f"no {kind} code was mailed to {email}")
 
     def last_magic_link(self, email: str) -> str:
         """The newest magic link mailed to `email` (its outbox item's `magic_link`)."""

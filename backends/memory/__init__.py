@@ -12,6 +12,8 @@ holding its handlers, named as in `backends.redis`: `projects`, `codes` (one-tim
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `permissions`, `testing` (clock override,
 project reset), `rate_limits`, `anonymous` (anonymous users' sign-up and upgrade). backends/README.md says how to
 find an effect's handler.
+`sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `team_invitations`, `testing` (clock override,
+project reset), `rate_limits`. backends/README.md says how to find an effect's handler.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from backends.memory import (  # noqa: F401
     projects,
     rate_limits,
     sessions,
+    team_invitations,
     teams,
     testing,
     users,

@@ -78,6 +78,10 @@ class Tenant:
             if key is not None:
                 self.api_key_by_hash.pop(key.key_hash, None)
 
+    # --- team invitations ---
+    #: invitation id -> the code hash of the invitation (its record is in `codes`).
+    team_invitations: dict[str, str] = field(default_factory=dict)
+
 
 class MemoryStore:
     """A thread-safe, in-process store."""

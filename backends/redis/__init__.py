@@ -16,6 +16,7 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 - one module per resource, each holding its plans with their Lua scripts right above them: `projects`, `codes`
   (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`, `outbox`, `teams` (and memberships),
   `rate_limits`, `testing` (clock override, project reset), `anonymous` (anonymous users' sign-up and upgrade);
+  `team_invitations`, `rate_limits`, `testing` (clock override, project reset);
 - `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store`
   (`RedisStore`, sync) and `store_async` (`AsyncRedisStore`, asyncio).
 
@@ -54,6 +55,11 @@ ChangePermissionDefinitions (compare each expected config field's stored JSON, a
 default, then HSET the new ones, then rename or strip the id in every project grant and every membership: O(holders
 + memberships), a rare admin write), and DeleteUser takes the user's project grants too. Reads of one key are one
 command (LoadUser, LoadSession,
+concurrent grants of different permissions all survive); CreateTeamInvitation (refused if the team is missing; the
+code as by CreateVerificationCode, its id entry and its two index entries, with their TTLs), RevokeTeamInvitation
+(only if the invitation is the team's: the code, its id entry and index entries), AcceptTeamInvitation (judges the
+code, checks the user and the team, marks it used and adds the membership as AddMembership does, or writes nothing:
+of concurrent accepts exactly one succeeds). Reads of one key are one command (LoadUser, LoadSession,
 LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
 ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
@@ -106,6 +112,7 @@ from backends.redis import (  # noqa: F401
     projects,
     rate_limits,
     sessions,
+    team_invitations,
     teams,
     testing,
     users,

@@ -81,6 +81,16 @@ Key                             Type    Holds                                   
                                         (``team``) keys, scored by
                                         ``created_at_millis`` (ZRANGE ... REV: newest
                                         first, ties by id descending).
+``<p>invitation:<id>``          STRING  Team invitations: the code hash of the        PEXPIREAT its code's
+                                        invitation with this id (its record is        ``expires_at_millis`` +
+                                        ``<p>code:<code_hash>``).                     `GRACE_MS`
+``<p>team-invitations:<team>``  ZSET    The ids of a team's invitations, scored by    PEXPIREAT the latest
+                                        their ``expires_at_millis`` (members gone     ``expires_at_millis`` of
+                                        for more than `GRACE_MS` are dropped when     its members + `GRACE_MS`
+                                        the next one is added).
+``<p>invitations-to:<email>``   ZSET    The ids of the invitations sent to an         as ``team-invitations``
+                                        address (as stored: normalised), scored
+                                        and kept as ``team-invitations``.
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
@@ -246,3 +256,17 @@ class KeySpace:
     def owner_api_keys(self, project_id: str, key_type: str, owner_id: str) -> str:
         """The ids of one owner's API keys (`key_type` user or team), scored by created_at_millis."""
         return f"{self.prefix(project_id)}api-keys:{key_type}:{owner_id}"
+
+    # --- team invitations ---
+
+    def invitation(self, project_id: str, invitation_id: str = "") -> str:
+        """The code hash of a team invitation, by its id."""
+        return f"{self.prefix(project_id)}invitation:{invitation_id}"
+
+    def team_invitations(self, project_id: str, team_id: str = "") -> str:
+        """The ids of a team's invitations, scored by expires_at_millis."""
+        return f"{self.prefix(project_id)}team-invitations:{team_id}"
+
+    def invitations_to(self, project_id: str, email: str = "") -> str:
+        """The ids of the invitations sent to an address, scored by expires_at_millis."""
+        return f"{self.prefix(project_id)}invitations-to:{email}"

@@ -1,7 +1,8 @@
-// Teams: every team of the project, and one team with its members, their member profiles and permissions.
+// Teams: every team of the project, and one team with its members, their member profiles and permissions, and its
+// open invitations (revocable).
 
 import { api, segment } from "./api.js";
-import { avatar, badge, empty, errorBox, fieldList, fill, formatTime, h, section } from "./ui.js";
+import { avatar, badge, confirmAction, empty, errorBox, fieldList, fill, formatTime, h, notice, section } from "./ui.js";
 import { userLabel } from "./users.js";
 
 export function renderTeams(view) {
@@ -61,6 +62,8 @@ export function renderTeam(view, teamId) {
     (team) => {
       const members = h("div", { id: "team-members" });
       loadMembers(view, members, team.id);
+      const invitations = h("div", { id: "team-invitations" });
+      loadInvitations(view, invitations, team.id);
       return [
         h(
           "section",
@@ -69,6 +72,7 @@ export function renderTeam(view, teamId) {
           fieldList(team),
         ),
         h("section", { class: "card" }, h("h3", {}, "Members"), members),
+        h("section", { class: "card" }, h("h3", {}, "Open invitations"), invitations),
       ];
     },
     view.isCurrent,
@@ -145,4 +149,63 @@ function loadMembers(view, container, teamId) {
     },
     view.isCurrent,
   );
+}
+
+// --- team invitations ---
+
+function loadInvitations(view, container, teamId) {
+  const status = h("div", { id: "team-invitations-status" });
+  const list = h("div", {});
+  fill(container, status, list);
+  const load = () =>
+    section(
+      list,
+      "invitations",
+      () => api("GET", "/team-invitations", { query: { team_id: teamId } }).then((data) => data.items ?? []),
+      (items) => {
+        if (items.length === 0) return empty("No open invitations.");
+        return h(
+          "table",
+          { class: "table", id: "team-invitations-table" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Sent to"), h("th", {}, "Expires"), h("th", {}, "Id"), h("th", {}, ""))),
+          h(
+            "tbody",
+            {},
+            items.map((invitation) =>
+              h(
+                "tr",
+                { "data-invitation-id": invitation.id },
+                h("td", {}, invitation.recipient_email),
+                h("td", { class: "small" }, formatTime(invitation.expires_at_millis)),
+                h("td", { class: "mono small" }, invitation.id),
+                h(
+                  "td",
+                  {},
+                  h("button", { type: "button", class: "danger", onclick: () => revoke(invitation) }, "Revoke"),
+                ),
+              ),
+            ),
+          ),
+        );
+      },
+      view.isCurrent,
+    );
+
+  async function revoke(invitation) {
+    const agreed = await confirmAction({
+      title: "Revoke this invitation?",
+      message: `The link mailed to ${invitation.recipient_email} will no longer let anyone join the team.`,
+      confirmLabel: "Revoke invitation",
+    });
+    if (!agreed) return;
+    try {
+      await api("DELETE", `/team-invitations/${segment(invitation.id)}`, { query: { team_id: teamId } });
+      notice(status, "ok", `The invitation to ${invitation.recipient_email} was revoked.`);
+    } catch (error) {
+      notice(status, "error", error);
+    }
+    load();
+  }
+
+  load();
 }

@@ -92,6 +92,14 @@ from identity_proto.effects.sessions import (
     RevokeUserSessions,
     UseRefreshToken,
 )
+from identity_proto.effects.team_invitations import (
+    AcceptTeamInvitation,
+    CreateTeamInvitation,
+    InvitationAcceptance,
+    ListTeamInvitations,
+    LoadTeamInvitation,
+    RevokeTeamInvitation,
+)
 from identity_proto.effects.teams import (
     AddMembership,
     ChangePermission,
@@ -124,6 +132,7 @@ from identity_proto.quickinit import quick_init
 __all__ = [
     "ANONYMOUS_PERSONAL_TEAM_NAME",
     "READ_EFFECTS",
+    "AcceptTeamInvitation",
     "AcceptTotp",
     "AddMembership",
     "AppendOutbox",
@@ -138,6 +147,7 @@ __all__ = [
     "CreateSession",
     "CreateSignInCode",
     "CreateTeam",
+    "CreateTeamInvitation",
     "CreateUser",
     "CreateVerificationCode",
     "DefinitionsWrite",
@@ -155,11 +165,13 @@ __all__ = [
     "GrantProjectPermissions",
     "HashPassword",
     "HitRateLimits",
+    "InvitationAcceptance",
     "ListMemberships",
     "ListOutbox",
     "ListProjectPermissions",
     "ListProjects",
     "ListSessions",
+    "ListTeamInvitations",
     "ListTeams",
     "ListUsers",
     "LoadClockOverride",
@@ -167,6 +179,7 @@ __all__ = [
     "LoadProject",
     "LoadSession",
     "LoadTeam",
+    "LoadTeamInvitation",
     "LoadUser",
     "LoadUserWithTeam",
     "MailEffect",
@@ -175,6 +188,7 @@ __all__ = [
     "RemoveMembership",
     "ResetProjectData",
     "RevokeProjectPermission",
+    "RevokeTeamInvitation",
     "RevokeUserSessions",
     "SendEmail",
     "SessionGuard",
@@ -231,6 +245,9 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         LoadApiKey,
         FindApiKeyByHash,
         ListApiKeys,
+        # --- team invitations ---
+        LoadTeamInvitation,
+        ListTeamInvitations,
     }
 )
 

@@ -24,6 +24,7 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
+    AcceptTeamInvitation,
     AcceptTotp,
     AddMembership,
     AppendOutbox,
@@ -37,6 +38,7 @@ from identity_proto.effects import (
     CreateSession,
     CreateSignInCode,
     CreateTeam,
+    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
@@ -54,6 +56,7 @@ from identity_proto.effects import (
     ListProjectPermissions,
     ListProjects,
     ListSessions,
+    ListTeamInvitations,
     ListTeams,
     ListUsers,
     LoadApiKey,
@@ -62,11 +65,13 @@ from identity_proto.effects import (
     LoadProject,
     LoadSession,
     LoadTeam,
+    LoadTeamInvitation,
     LoadUser,
     LoadUserWithTeam,
     RemoveMembership,
     ResetProjectData,
     RevokeProjectPermission,
+    RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
@@ -592,6 +597,12 @@ CONTRACT_TESTED: set[type[Any]] = {
     FindApiKeyByHash,
     ListApiKeys,
     UpdateApiKey,
+    # --- team invitations: test_team_invitations_contract.py ---
+    CreateTeamInvitation,
+    LoadTeamInvitation,
+    ListTeamInvitations,
+    RevokeTeamInvitation,
+    AcceptTeamInvitation,
 }
 
 

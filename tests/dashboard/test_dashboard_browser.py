@@ -136,6 +136,13 @@ def test_an_admin_finds_edits_restricts_and_signs_out_a_user(page: Browser, back
             json={"display_name": "Ada (engines)"},
         )
         assert profile.status_code == 200, profile.text
+        # --- team invitations: one open invitation of the team ---
+        invited = http.post(
+            "/api/v1/team-invitations/send-code",
+            headers=project.headers("server"),
+            json={"team_id": team["id"], "email": "grace@example.org", "callback_url": "http://localhost:3000/join"},
+        )
+        assert invited.status_code == 200, invited.text
 
         # A wrong key: the service's known error is shown and nothing is stored.
         connect(page, project.id, "sak_this_is_not_the_key")
@@ -295,6 +302,15 @@ def test_an_admin_finds_edits_restricts_and_signs_out_a_user(page: Browser, back
         assert "Ada (engines)" in members
         assert email in members
         shot(page, backend, "team")
+        # --- team invitations: the open invitation is listed, then revoked after a confirmation ---
+        page.text_of("#team-invitations-table", "grace@example.org")
+        page.click(f'#team-invitations-table tr[data-invitation-id="{invited.json()["id"]}"] button')
+        page.text_of("#confirm-dialog", "Revoke this invitation?")
+        page.click("#confirm-ok")
+        page.text_of("#team-invitations-status", "The invitation to grace@example.org was revoked.")
+        page.text_of("#team-invitations .state-empty", "No open invitations.")
+        left = http.get("/api/v1/team-invitations", headers=project.headers("server"), params={"team_id": team["id"]})
+        assert left.json()["items"] == []
 
         # The project: its config, edited (invalid JSON first: nothing sent), seen through the API.
         go(page, "project")

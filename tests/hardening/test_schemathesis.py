@@ -145,6 +145,11 @@ def _world(caller: str) -> World:
     with project.client("server") as http:
         team = http.post("/api/v1/teams", json={"display_name": "Team", "creator_user_id": user["id"]}).json()
         sessions = http.get("/api/v1/auth/sessions", params={"user_id": user["id"]}).json()["items"]
+        # --- team invitations: one open invitation to Ada's (verified) address ---
+        invitation = http.post(
+            "/api/v1/team-invitations/send-code",
+            json={"team_id": team["id"], "email": "ada@example.com", "callback_url": "http://localhost:3000/join"},
+        ).json()
     assert other_session["refresh_token"] != tokens["refresh_token"]
     session_id = next(s["id"] for s in sessions if not s.get("is_current_session"))
     known = {
@@ -153,6 +158,7 @@ def _world(caller: str) -> World:
         "session_id": session_id,
         "project_id": project.id,
         "permission_id": "$read_members",
+        "invitation_id": invitation["id"],  # team invitations
     }
     # API keys: both families on (off, every route answers one plain 400), and a key of the user's
     switched = {"config": {"allow_user_api_keys": True, "allow_team_api_keys": True}}

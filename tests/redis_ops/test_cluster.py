@@ -34,6 +34,7 @@ from redis.crc import key_slot
 
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.effects import (
+    AcceptTeamInvitation,
     AcceptTotp,
     AddMembership,
     ApiKeyWrite,
@@ -48,6 +49,7 @@ from identity_proto.effects import (
     CreateSession,
     CreateSignInCode,
     CreateTeam,
+    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
@@ -61,12 +63,14 @@ from identity_proto.effects import (
     FindUserByAuthEmail,
     GrantProjectPermissions,
     HitRateLimits,
+    InvitationAcceptance,
     ListApiKeys,
     ListMemberships,
     ListOutbox,
     ListProjectPermissions,
     ListProjects,
     ListSessions,
+    ListTeamInvitations,
     ListTeams,
     ListUsers,
     LoadApiKey,
@@ -74,12 +78,14 @@ from identity_proto.effects import (
     LoadMembership,
     LoadProject,
     LoadSession,
+    LoadTeamInvitation,
     LoadUser,
     LoadUserWithTeam,
     RateLimitHit,
     RemoveMembership,
     ResetProjectData,
     RevokeProjectPermission,
+    RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
@@ -353,6 +359,27 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
     assert store.apply(ListTeams(p)) == ()
 
 
+# --- team invitations ---
+def _team_invitations(store: RedisStore, p: str) -> None:
+    store.apply(CreateUser(p, make_user("invitee")))
+    assert store.apply(CreateTeam(p, make_team("t-inv"))) == make_team("t-inv")
+
+    def invitation(name: str) -> Any:
+        fields = {"id": f"inv-{name}", "team_id": "t-inv", "email": "invitee@example.com"}
+        return make_code(name, purpose=CodePurpose.TEAM_INVITATION, **fields)
+
+    kept, revoked = invitation("kept"), invitation("revoked")
+    assert store.apply(CreateTeamInvitation(p, kept)) is True
+    assert store.apply(CreateTeamInvitation(p, revoked)) is True
+    assert store.apply(LoadTeamInvitation(p, "inv-kept")) == kept
+    assert store.apply(ListTeamInvitations(p, team_id="t-inv")) == (kept, revoked)
+    assert store.apply(ListTeamInvitations(p, emails=("invitee@example.com",))) == (kept, revoked)
+    assert store.apply(RevokeTeamInvitation(p, "inv-revoked", "t-inv")) is True
+    membership = make_membership("t-inv", "invitee", created_at=T0 + 1)
+    assert store.apply(AcceptTeamInvitation(p, kept.code_hash, T0 + 1, membership)) is InvitationAcceptance.ACCEPTED
+    assert store.apply(LoadMembership(p, "t-inv", "invitee")) == membership
+
+
 def _signing_in_by_email(store: RedisStore, p: str) -> None:
     code = make_code("c-email", email="new@example.com")
     assert store.apply(CreateSignInCode(p, code, sign_up_enabled=False)) is EmailRefusal.SIGN_UP_DISABLED
@@ -451,6 +478,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _teams_and_memberships(checked, p)
     _signing_in_by_email(checked, p)
     _anonymous_users(checked, p)
+    _team_invitations(checked, p)  # team invitations
     _outbox(checked, p)
     _permissions(checked, p)
     _api_keys(checked, p)

@@ -9,8 +9,8 @@ were not escaped (ResetProjectData, DeleteProject).
 
 Results are compared by `repr`, not `==`: `True == 1` and `1 == 1.0` in Python, and a store that turned a JSON
 `true` into `1` (or a tuple into a list) must not pass. After every step the whole observable state is compared
-too (users both ways, the e-mail index, sessions, teams, memberships, the outbox, projects, the clock). Every record
-lives in the far future (2100), so no Redis TTL fires during the run.
+too (users both ways, the e-mail index, sessions, teams, memberships, team invitations, the outbox, projects, the
+clock). Every record lives in the far future (2100), so no Redis TTL fires during the run.
 
 Bounded and derandomized: CI runs the same examples every time (about 2,800 steps, 20 s); it prints how many steps
 ran. Planted bugs it caught, each within seconds: DeleteTeam or RemoveMembership not deselecting the team,
@@ -38,6 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from backends.memory import MemoryStore, Tenant
 from backends.redis import RedisStore
 from identity_proto.effects import (
+    AcceptTeamInvitation,
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
@@ -49,6 +50,7 @@ from identity_proto.effects import (
     CreateSession,
     CreateSignInCode,
     CreateTeam,
+    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
@@ -65,14 +67,17 @@ from identity_proto.effects import (
     ListProjectPermissions,
     ListProjects,
     ListSessions,
+    ListTeamInvitations,
     ListTeams,
     ListUsers,
     LoadApiKey,
     LoadClockOverride,
     LoadMembership,
+    LoadTeamInvitation,
     RemoveMembership,
     ResetProjectData,
     RevokeProjectPermission,
+    RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
     SignInByEmail,
@@ -134,8 +139,9 @@ FAMILIES = (
     "projects",
     "permissions",
     "api_keys",
+    "invitations",
 )
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2)
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -322,9 +328,9 @@ class StoresAgree(RuleBasedStateMachine):
         # Most effects go to the first project, so that its data grows dense enough for sequences to meet.
         project_id = self.random.choice(("alpha", "alpha", "alpha", "al*[p]?"))
         tenant = self._tenant(project_id)
-        if family in {"teams", "memberships"} and not tenant.users and self.random.random() < 0.7:
+        if family in {"teams", "memberships", "invitations"} and not tenant.users and self.random.random() < 0.7:
             family = "users"  # memberships need users and teams first
-        elif family == "memberships" and not tenant.teams and self.random.random() < 0.7:
+        elif family in {"memberships", "invitations"} and not tenant.teams and self.random.random() < 0.7:
             family = "teams"
         getattr(self, family)(data, project_id)
 
@@ -656,6 +662,44 @@ class StoresAgree(RuleBasedStateMachine):
                 )
             )
 
+    # ---- team invitations
+
+    def invitations(self, data: st.DataObject, project_id: str) -> None:
+        tenant = self._tenant(project_id)
+        grow = len(tenant.team_invitations) < 2
+        n, op = self.step(("create", "create", "accept", "accept", "revoke", "list"), grow=grow)
+        if op == "create":
+            code = VerificationCode(
+                code_hash=f"code-{n}",
+                nonce_hash=f"nonce-{n}",
+                purpose=CodePurpose.TEAM_INVITATION,
+                created_at_millis=T0 + n % 2,
+                expires_at_millis=T0 + data.draw(st.sampled_from((1, 5, 1000)), label="lifetime"),
+                email=self.random.choice(EMAILS),
+                id=f"inv-{n}",
+                team_id=self.team(project_id),
+            )
+            self.both(CreateTeamInvitation(project_id, code))
+            return
+        ids = sorted(tenant.team_invitations)
+        invitation_id = self._pick(ids, [*ids, "inv-none"])
+        if op == "accept":
+            code_hash = tenant.team_invitations.get(invitation_id, "code-none")
+            membership = Membership(
+                self.team(project_id),
+                self.user(project_id),
+                T0 + n % 2,
+                permissions=data.draw(PERMISSION_SETS, label="permissions"),
+            )
+            now = data.draw(st.sampled_from((T0, T0 + 1, T0 + 5, T0 + 1000)), label="now_ms")
+            self.both(AcceptTeamInvitation(project_id, code_hash, now, membership))
+        elif op == "revoke":
+            self.both(RevokeTeamInvitation(project_id, invitation_id, self.team(project_id)))
+        else:
+            self.both(LoadTeamInvitation(project_id, invitation_id))
+            emails = data.draw(st.lists(st.sampled_from(EMAILS), max_size=3), label="emails")
+            self.both(ListTeamInvitations(project_id, emails=tuple(emails)))
+
     # ---- outbox
 
     def outbox(self, data: st.DataObject, project_id: str) -> None:
@@ -720,6 +764,10 @@ class StoresAgree(RuleBasedStateMachine):
         for owner_type, owners in ((ApiKeyType.USER, USERS), (ApiKeyType.TEAM, TEAMS)):
             for owner_id in owners:
                 self.both(ListApiKeys(PROJECTS[0], owner_type, owner_id))
+
+            for team_id in TEAMS:
+                self.both(ListTeamInvitations(project_id, team_id=team_id))
+            self.both(ListTeamInvitations(project_id, emails=EMAILS))
 
 
 @pytest.fixture
