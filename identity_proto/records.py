@@ -224,6 +224,10 @@ class CodePurpose(StrEnum):
     SIGN_IN = "sign_in"
     #: The second factor's attempt code, returned by a first factor that needs a TOTP next.
     MFA = "mfa"
+    # --- passwords (reference part 2 §1) ---
+    #: Resetting a forgotten password: the whole 45-character code is mailed in a link (no nonce is returned);
+    #: the code names the user it was sent for (`user_id`) and the address (`email`).
+    PASSWORD_RESET = "password_reset"  # noqa: S105 (a purpose, not a password)
 
 
 @dataclass(frozen=True, slots=True)

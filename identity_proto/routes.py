@@ -13,6 +13,7 @@ from identity_proto.flows import (
     mfa,
     otp,
     password,
+    passwords,
     projects,
     sessions,
     team_member_profiles,
@@ -74,6 +75,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/mfa/sign-in", mfa.mfa_sign_in, body="MfaSignInBody"),
     Route("POST", f"{V1}/auth/password/sign-up", password.sign_up_with_password, body="PasswordSignUpBody"),
     Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body="PasswordSignInBody"),
+    # passwords (reference part 2 §1): forgotten, changed and set passwords
+    Route("POST", f"{V1}/auth/password/send-reset-code", passwords.send_reset_code, body="SendResetCodeBody"),
+    Route("POST", f"{V1}/auth/password/reset", passwords.reset_password, body="ResetPasswordBody"),
+    Route("POST", f"{V1}/auth/password/reset/check-code", passwords.check_reset_code, body="ResetCodeBody"),
+    Route("POST", f"{V1}/auth/password/update", passwords.update_password, body="UpdatePasswordBody"),
+    Route("POST", f"{V1}/auth/password/set", passwords.set_password, body="SetPasswordBody"),
     # sessions
     Route(
         "POST",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -41,6 +41,26 @@ BASE_URL = "http://identity.test"
 def _link_code(link: str) -> str:
     """The full 45-character code a magic link carries in its `code` parameter."""
     return dict(parse_qsl(urlsplit(link).query))["code"]
+
+
+def _sign_in_code(mail: Mapping[str, Any]) -> str | None:
+    if mail.get("code") and mail.get("magic_link"):
+        return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
+    return None
+
+
+# passwords: a reset mail is known by its subject (reference part 2 §0: "Reset your password at <project>")
+def _password_reset_code(mail: Mapping[str, Any]) -> str | None:
+    if str(mail.get("subject", "")).startswith("Reset your password at ") and mail.get("magic_link"):
+        return _link_code(mail["magic_link"])
+    return None
+
+
+#: `TestProject.last_code`'s kinds: each reads its code from an outbox item, or None for mail of another kind.
+CODE_KINDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+    "sign_in": _sign_in_code,
+    "password_reset": _password_reset_code,
+}
 
 
 class FakeClock:
@@ -260,13 +280,18 @@ class TestProject:
         params = {"to": to} if to else {}
         return list(self._server("GET", "/api/v1/emails/outbox", params=params)["items"])
 
-    def last_code(self, email: str) -> str:
-        """The newest sign-in code mailed to `email`, as the sign-in endpoint takes it: the 6-character code the
-        mail shows (its outbox item's `code`) followed by the nonce (the rest of the magic link's code)."""
+    def last_code(self, email: str, kind: str = "sign_in") -> str:
+        """The newest code of `kind` mailed to `email`, as its endpoint takes it (`CODE_KINDS` lists the kinds).
+        A sign-in code is the 6-character code the mail shows (its outbox item's `code`) followed by the nonce (the
+        rest of the magic link's code); a password-reset code is the 45-character code of the mailed link."""
+        read = CODE_KINDS.get(kind)
+        if read is None:
+            raise ValueError(f"unknown kind of code {kind!r}: one of {', '.join(CODE_KINDS)}")
         for mail in self.outbox(email):
-            if mail.get("code") and mail.get("magic_link"):
-                return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
-        raise LookupError(f"no sign-in code was mailed to {email}")
+            code = read(mail)
+            if code is not None:
+                return code
+        raise LookupError(f"no {kind.replace('_', '-')} code was mailed to {email}")
 
     def last_magic_link(self, email: str) -> str:
         """The newest magic link mailed to `email` (its outbox item's `magic_link`)."""

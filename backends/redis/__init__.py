@@ -48,7 +48,12 @@ when ``created_at_millis`` changes), DeleteTeam (the team, its order entry, ever
 membership in the contract's order before writing anything; of concurrent adds of one membership exactly one
 succeeds), RemoveMembership (the membership, its index entries, and the user's selection of that team),
 UpdateMembership (HSET just the given fields), ChangePermission (read, add or remove one id, sort byte-wise, write:
-concurrent grants of different permissions all survive). Reads of one key are one command (LoadUser, LoadSession,
+concurrent grants of different permissions all survive); the password flows' writes: StorePasswordResetCode (the
+e-mail index read, then, only for an address that signs a user in, the code stored as by CreateVerificationCode with
+that user's id and the mail pushed as by AppendOutbox), ResetPassword (the code judged and marked used, then the
+user's ``password_hash`` set and their sessions removed), ChangePassword (the hash replaced only if it is still the
+one the old password was checked against; every session of the user removed but the one whose refresh token is
+named), SetPassword (only if the user has none). Reads of one key are one command (LoadUser, LoadSession,
 LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
 ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
@@ -86,6 +91,7 @@ from backends.redis import (  # noqa: F401
     codes,
     email_sign_in,
     outbox,
+    passwords,  # passwords: reset codes, resetting, changing and setting a password
     projects,
     rate_limits,
     sessions,

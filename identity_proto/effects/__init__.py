@@ -43,7 +43,15 @@ from identity_proto.effects.email_sign_in import (
     SignInByEmail,
 )
 from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
-from identity_proto.effects.passwords import HashPassword, VerifyPassword
+from identity_proto.effects.passwords import (  # with the password flows' writes (passwords, part 2 §1)
+    ChangePassword,
+    HashPassword,
+    PasswordWrite,
+    ResetPassword,
+    SetPassword,
+    StorePasswordResetCode,
+    VerifyPassword,
+)
 from identity_proto.effects.projects import (
     CreateProject,
     DeleteProject,
@@ -102,6 +110,7 @@ __all__ = [
     "AddMembership",
     "AppendOutbox",
     "AttemptVerificationCode",
+    "ChangePassword",
     "ChangePermission",
     "CodeAttempt",
     "CodeOutcome",
@@ -140,16 +149,20 @@ __all__ = [
     "LoadUser",
     "LoadUserWithTeam",
     "MailEffect",
+    "PasswordWrite",
     "R",
     "RateLimitHit",
     "RemoveMembership",
+    "ResetPassword",
     "ResetProjectData",
     "RevokeUserSessions",
     "SendEmail",
     "SessionGuard",
     "SetClockOverride",
+    "SetPassword",
     "SignInByEmail",
     "StorageEffect",
+    "StorePasswordResetCode",
     "T",
     "TeamWrite",
     "Together",

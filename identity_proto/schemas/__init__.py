@@ -39,6 +39,15 @@ if TYPE_CHECKING:
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
+
+    # passwords (reference part 2 §1)
+    from identity_proto.schemas.passwords import (
+        ResetCodeBody,
+        ResetPasswordBody,
+        SendResetCodeBody,
+        SetPasswordBody,
+        UpdatePasswordBody,
+    )
     from identity_proto.schemas.projects import (
         AnyProjectIdParams,
         DomainIn,
@@ -93,6 +102,8 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, ...]] = {
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
     "outbox": ("OutboxQuery",),
+    # passwords
+    "passwords": ("ResetCodeBody", "ResetPasswordBody", "SendResetCodeBody", "SetPasswordBody", "UpdatePasswordBody"),
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -170,14 +181,19 @@ __all__ = [
     "ProjectUpdateBody",
     "Query",
     "RateLimitIn",
+    "ResetCodeBody",
+    "ResetPasswordBody",
     "RiskScoresIn",
+    "SendResetCodeBody",
     "SendSignInCodeBody",
     "ServerTeamCreateBody",
     "ServerTeamUpdateBody",
     "ServerUserUpdateBody",
     "SessionIdParams",
+    "SetPasswordBody",
     "SignUpRiskScores",
     "TeamIdParams",
+    "UpdatePasswordBody",
     "UserCreateBody",
     "UserIdParams",
     "Validated",

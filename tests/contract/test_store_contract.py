@@ -28,6 +28,7 @@ from identity_proto.effects import (
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangePassword,
     ChangePermission,
     CodeOutcome,
     ConsumeVerificationCode,
@@ -58,11 +59,14 @@ from identity_proto.effects import (
     LoadUser,
     LoadUserWithTeam,
     RemoveMembership,
+    ResetPassword,
     ResetProjectData,
     RevokeUserSessions,
     SetClockOverride,
+    SetPassword,
     SignInByEmail,
     StorageEffect,
+    StorePasswordResetCode,
     Together,
     UpdateMembership,
     UpdateProject,
@@ -567,6 +571,11 @@ CONTRACT_TESTED: set[type[Any]] = {
     CreateSignInCode,  # test_email_sign_in_contract.py
     SignInByEmail,
     AcceptTotp,  # test_totp_contract.py
+    # passwords: test_passwords_contract.py
+    StorePasswordResetCode,
+    ResetPassword,
+    ChangePassword,
+    SetPassword,
 }
 
 
