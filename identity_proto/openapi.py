@@ -100,6 +100,14 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
             },
         },
     }
+    for status in route.plain_errors:  # passwords: a plain-text error beside the known errors of that status
+        operation["responses"][str(status)] = {
+            "description": "A known error, or a plain-text error (without the X-Service-Known-Error header)",
+            "content": {
+                _JSON: {"schema": {"$ref": _REF.format(model="KnownError")}},
+                "text/plain": {"schema": {"type": "string"}},
+            },
+        }
     if route.access is not None:
         operation["security"] = [_SECURITY_BY_ACCESS[t] for t in AccessType if t in route.access]
     if body_refs:

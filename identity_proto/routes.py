@@ -80,7 +80,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/password/reset", passwords.reset_password, body="ResetPasswordBody"),
     Route("POST", f"{V1}/auth/password/reset/check-code", passwords.check_reset_code, body="ResetCodeBody"),
     Route("POST", f"{V1}/auth/password/update", passwords.update_password, body="UpdatePasswordBody"),
-    Route("POST", f"{V1}/auth/password/set", passwords.set_password, body="SetPasswordBody"),
+    Route("POST", f"{V1}/auth/password/set", passwords.set_password, body="SetPasswordBody", plain_errors=(400,)),
     # sessions
     Route(
         "POST",

@@ -61,6 +61,9 @@ class Route:
     #: a session already gone, as the original does); every other route refuses a token whose session is gone
     #: before its flow runs (`auth.session_precondition`).
     checks_own_session: bool = False
+    #: passwords: statuses at which the flow may answer a plain-text error (the original's "plain" errors: a text
+    #: body, no known-error header), documented beside the known errors.
+    plain_errors: tuple[int, ...] = ()
 
     def body_model(self, access_type: AccessType | None) -> type[Body] | None:
         """The body model for this caller (built on first use); None when the endpoint takes no body."""

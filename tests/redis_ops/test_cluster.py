@@ -38,6 +38,7 @@ from identity_proto.effects import (
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangePassword,
     ChangePermission,
     CodeOutcome,
     ConsumeVerificationCode,
@@ -68,13 +69,17 @@ from identity_proto.effects import (
     LoadSession,
     LoadUser,
     LoadUserWithTeam,
+    PasswordWrite,
     RateLimitHit,
     RemoveMembership,
+    ResetPassword,
     ResetProjectData,
     RevokeUserSessions,
     SetClockOverride,
+    SetPassword,
     SignInByEmail,
     StorageEffect,
+    StorePasswordResetCode,
     TeamWrite,
     Together,
     TotpAcceptance,
@@ -360,6 +365,22 @@ def _outbox(store: RedisStore, p: str) -> None:
     assert store.apply(ListOutbox(p, to="ada@example.com")) == (mails[2],)
 
 
+# passwords: the password flows' scripts
+def _passwords(store: RedisStore, p: str) -> None:
+    old, new = "$2b$04$" + "o" * 53, "$2b$04$" + "n" * 53
+    store.apply(CreateUser(p, make_user("pw", "pw@example.com")))
+    store.apply(CreateSession(p, make_session("s-pw-1", "pw")))
+    store.apply(CreateSession(p, make_session("s-pw-2", "pw")))
+    assert store.apply(SetPassword(p, "pw", old)) is PasswordWrite.DONE
+    assert store.apply(ChangePassword(p, "pw", old, new, "token-s-pw-1")) is PasswordWrite.DONE
+    assert [s.id for s in store.apply(ListSessions(p, "pw"))] == ["s-pw-1"]
+    code = make_code("c-reset", purpose=CodePurpose.PASSWORD_RESET, email="pw@example.com")
+    assert store.apply(StorePasswordResetCode(p, code, make_email(9, "pw@example.com"))) == "pw"
+    assert store.apply(ResetPassword(p, code.code_hash, old, T0)) is PasswordWrite.DONE
+    assert store.apply(ListSessions(p, "pw")) == ()
+    assert store.apply(LoadUser(p, "pw")) == make_user("pw", "pw@example.com", password_hash=old)
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -370,6 +391,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _teams_and_memberships(checked, p)
     _signing_in_by_email(checked, p)
     _outbox(checked, p)
+    _passwords(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None
