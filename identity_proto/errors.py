@@ -205,6 +205,8 @@ class ErrorCode(Enum):
     PASSWORD_TOO_LONG = (400, "Password too long. Maximum length is {maxLength} characters (and 72 bytes).")
     EMAIL_PASSWORD_MISMATCH = (400, "Wrong e-mail or password.")
     USER_DOES_NOT_HAVE_PASSWORD = (400, "This user does not have password authentication enabled.")
+    # passwords (reference part 2 §1): a wrong old password on POST /auth/password/update
+    PASSWORD_CONFIRMATION_MISMATCH = (400, "Passwords do not match.")
 
     # --- sessions (reference §1.4) ---
     REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED = (

@@ -10,10 +10,10 @@ limit: it always applies.
 | `ip` | every request with client access or none | client address | 600 / 60 s |
 | `project` | every request of a project with client access | project | 30000 / 60 s |
 | `project_server` | every request of a project with server or admin access | project | 30000 / 60 s |
-| `sign_in_ip` | code, MFA and password sign-in, code checks (client access or none) | client address | 30 / 60 s |
-| `send_code_ip` | sending a sign-in code, password sign-up (client access or none) | client address | 10 / 60 s |
-| `send_code_email` | sign-in codes mailed (any access; only when a mail goes out) | project and address | 5 / 600 s |
-| `sign_in_failures` | failed password and MFA sign-ins (any access) | project and account | 10 / 600 s |
+| `sign_in_ip` | code, MFA and password sign-in, resets, code checks (client or none) | client address | 30 / 60 s |
+| `send_code_ip` | sign-in and reset codes sent, password sign-up (client or none) | client address | 10 / 60 s |
+| `send_code_email` | sign-in codes mailed; reset codes asked for (any access) | project and address | 5 / 600 s |
+| `sign_in_failures` | failed password and MFA sign-ins, wrong old passwords | project and account | 10 / 600 s |
 | `anonymous_sign_up_ip` | anonymous sign-ups (client access or none) | client address | 10 / 60 s |
 | `api_key_check_ip` | API key checks (any access: server and admin only reach them) | client address | 3000 / 60 s |
 | `send_invitation_email` | team invitations mailed (any access; when one goes out) | project and address | 5 / 600 s |
@@ -106,6 +106,10 @@ SECRET_CHECK_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/team-invitations/accept"): "sign_in_ip",
     ("POST", "/api/v1/team-invitations/accept/check-code"): "sign_in_ip",
     ("POST", "/api/v1/team-invitations/accept/details"): "sign_in_ip",
+    # passwords: sending a reset code mails; resetting and checking a reset code present a secret
+    ("POST", "/api/v1/auth/password/send-reset-code"): "send_code_ip",
+    ("POST", "/api/v1/auth/password/reset"): "sign_in_ip",
+    ("POST", "/api/v1/auth/password/reset/check-code"): "sign_in_ip",
 }
 
 

@@ -289,6 +289,10 @@ class CodePurpose(StrEnum):
     # --- team invitations ---
     #: An invitation to join a team, mailed to an address (reference part 2 §3).
     TEAM_INVITATION = "team_invitation"
+    # --- passwords (reference part 2 §1) ---
+    #: Resetting a forgotten password: the whole 45-character code is mailed in a link (no nonce is returned);
+    #: the code names the user it was sent for (`user_id`) and the address (`email`).
+    PASSWORD_RESET = "password_reset"  # noqa: S105 (a purpose, not a password)
 
 
 @dataclass(frozen=True, slots=True)

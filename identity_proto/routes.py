@@ -15,6 +15,7 @@ from identity_proto.flows import (
     mfa,
     otp,
     password,
+    passwords,
     permissions,
     projects,
     sessions,
@@ -80,6 +81,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body="PasswordSignInBody"),
     # anonymous users
     Route("POST", f"{V1}/auth/anonymous/sign-up", anonymous.sign_up_anonymously),
+    # passwords (reference part 2 §1): forgotten, changed and set passwords
+    Route("POST", f"{V1}/auth/password/send-reset-code", passwords.send_reset_code, body="SendResetCodeBody"),
+    Route("POST", f"{V1}/auth/password/reset", passwords.reset_password, body="ResetPasswordBody"),
+    Route("POST", f"{V1}/auth/password/reset/check-code", passwords.check_reset_code, body="ResetCodeBody"),
+    Route("POST", f"{V1}/auth/password/update", passwords.update_password, body="UpdatePasswordBody"),
+    Route("POST", f"{V1}/auth/password/set", passwords.set_password, body="SetPasswordBody", plain_errors=(400,)),
     # sessions
     Route(
         "POST",

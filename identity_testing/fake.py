@@ -60,11 +60,19 @@ def _team_invitation_code(mail: Mapping[str, Any]) -> str | None:
     return None
 
 
+# passwords: a reset mail is known by its subject (reference part 2 §0: "Reset your password at <project>")
+def _password_reset_code(mail: Mapping[str, Any]) -> str | None:
+    if str(mail.get("subject", "")).startswith("Reset your password at ") and mail.get("magic_link"):
+        return _link_code(mail["magic_link"])
+    return None
+
+
 #: The kinds of code `TestProject.last_code` finds: kind -> how to read that kind's code from a mail (None: the mail
 #: is of another kind). One entry per kind of code the service mails.
 CODE_KINDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
     "sign_in": _sign_in_code,
     "team_invitation": _team_invitation_code,
+    "password_reset": _password_reset_code,
 }
 
 
@@ -300,7 +308,7 @@ class TestProject:
     def last_code(self, email: str, kind: str = "sign_in") -> str:
         """The newest code of `kind` (a key of `CODE_KINDS`) mailed to `email`, as its endpoint takes it. A sign-in
         code is the 6-character code the mail shows (its outbox item's `code`) followed by the nonce (the rest of
-        the magic link's code); a team invitation's is the whole code of its link."""
+        the magic link's code); a team invitation's or a password reset's is the whole code of its link."""
         read = CODE_KINDS.get(kind)
         if read is None:
             raise ValueError(f"unknown kind of code {kind!r}; known: {', '.join(CODE_KINDS)}")
@@ -308,7 +316,7 @@ class TestProject:
             code = read(mail)
             if code is not None:
                 return code
-        raise LookupError(f"no {kind} code was mailed to {email}")
+        raise LookupError(f"no {kind.replace('_', '-')} code was mailed to {email}")
 
     def last_magic_link(self, email: str) -> str:
         """The newest magic link mailed to `email` (its outbox item's `magic_link`)."""

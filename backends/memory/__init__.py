@@ -14,6 +14,8 @@ project reset), `rate_limits`, `anonymous` (anonymous users' sign-up and upgrade
 find an effect's handler.
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `team_invitations`, `testing` (clock override,
 project reset), `rate_limits`. backends/README.md says how to find an effect's handler.
+`sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `testing` (clock override, project reset),
+`rate_limits`, `passwords` (the password flows' writes). backends/README.md says how to find an effect's handler.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from backends.memory import (  # noqa: F401
     codes,
     email_sign_in,
     outbox,
+    passwords,  # passwords: reset codes, resetting, changing and setting a password
     permissions,
     projects,
     rate_limits,

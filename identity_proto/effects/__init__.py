@@ -57,7 +57,17 @@ from identity_proto.effects.email_sign_in import (
     SignInByEmail,
 )
 from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
-from identity_proto.effects.passwords import HashPassword, VerifyPassword
+
+# --- end permissions ---
+from identity_proto.effects.passwords import (  # with the password flows' writes (passwords, part 2 §1)
+    ChangePassword,
+    HashPassword,
+    PasswordWrite,
+    ResetPassword,
+    SetPassword,
+    StorePasswordResetCode,
+    VerifyPassword,
+)
 
 # --- permissions ---
 from identity_proto.effects.permissions import (
@@ -67,8 +77,6 @@ from identity_proto.effects.permissions import (
     ListProjectPermissions,
     RevokeProjectPermission,
 )
-
-# --- end permissions ---
 from identity_proto.effects.projects import (
     CreateProject,
     DeleteProject,
@@ -137,6 +145,7 @@ __all__ = [
     "AddMembership",
     "AppendOutbox",
     "AttemptVerificationCode",
+    "ChangePassword",
     "ChangePermission",
     "ChangePermissionDefinitions",
     "CodeAttempt",
@@ -183,9 +192,11 @@ __all__ = [
     "LoadUser",
     "LoadUserWithTeam",
     "MailEffect",
+    "PasswordWrite",
     "R",
     "RateLimitHit",
     "RemoveMembership",
+    "ResetPassword",
     "ResetProjectData",
     "RevokeProjectPermission",
     "RevokeTeamInvitation",
@@ -193,9 +204,11 @@ __all__ = [
     "SendEmail",
     "SessionGuard",
     "SetClockOverride",
+    "SetPassword",
     "SignInByEmail",
     "SignUpAnonymously",
     "StorageEffect",
+    "StorePasswordResetCode",
     "T",
     "TeamWrite",
     "Together",

@@ -50,6 +50,15 @@ if TYPE_CHECKING:
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
+
+    # passwords (reference part 2 §1)
+    from identity_proto.schemas.passwords import (
+        ResetCodeBody,
+        ResetPasswordBody,
+        SendResetCodeBody,
+        SetPasswordBody,
+        UpdatePasswordBody,
+    )
     from identity_proto.schemas.permissions import (
         ListProjectPermissionsQuery,
         ListTeamPermissionsQuery,
@@ -141,6 +150,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ProjectPermissionParams",
         "TeamPermissionParams",
     ),
+    # passwords
+    "passwords": ("ResetCodeBody", "ResetPasswordBody", "SendResetCodeBody", "SetPasswordBody", "UpdatePasswordBody"),
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -234,19 +245,24 @@ __all__ = [
     "ProjectUpdateBody",
     "Query",
     "RateLimitIn",
+    "ResetCodeBody",
+    "ResetPasswordBody",
     "RevokeTeamInvitationQuery",
     "RiskScoresIn",
+    "SendResetCodeBody",
     "SendSignInCodeBody",
     "SendTeamInvitationBody",
     "ServerTeamCreateBody",
     "ServerTeamUpdateBody",
     "ServerUserUpdateBody",
     "SessionIdParams",
+    "SetPasswordBody",
     "SignUpRiskScores",
     "TeamIdParams",
     "TeamInvitationCodeBody",
     "TeamInvitationIdParams",
     "TeamPermissionParams",
+    "UpdatePasswordBody",
     "UserCreateBody",
     "UserIdParams",
     "Validated",

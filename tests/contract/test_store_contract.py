@@ -29,6 +29,7 @@ from identity_proto.effects import (
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangePassword,
     ChangePermission,
     ChangePermissionDefinitions,
     CodeOutcome,
@@ -69,14 +70,17 @@ from identity_proto.effects import (
     LoadUser,
     LoadUserWithTeam,
     RemoveMembership,
+    ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
     RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
+    SetPassword,
     SignInByEmail,
     SignUpAnonymously,
     StorageEffect,
+    StorePasswordResetCode,
     Together,
     UpdateApiKey,
     UpdateMembership,
@@ -603,6 +607,11 @@ CONTRACT_TESTED: set[type[Any]] = {
     ListTeamInvitations,
     RevokeTeamInvitation,
     AcceptTeamInvitation,
+    # passwords: test_passwords_contract.py
+    StorePasswordResetCode,
+    ResetPassword,
+    ChangePassword,
+    SetPassword,
 }
 
 

@@ -3,8 +3,9 @@
 The flows that handle secrets run with the service's loggers at DEBUG: sign-in by code (the code typed, the magic
 link's code, a wrong code, check-code), two-factor sign-in (TOTP secret, attempt code, a wrong TOTP), password
 sign-up and sign-in (right and wrong passwords), refreshes (header and OAuth form, and a wrong refresh token),
-sessions made by the server, password changes, requests with wrong keys, projects created with fresh keys, mail kept
-in the outbox, API keys (created, checked, a wrong one checked, revoked), sign-out.
+sessions made by the server, password changes, password resets (the code, check-code, a wrong code) and the
+password update and set routes, requests with wrong keys, projects created with fresh keys, mail kept in the
+outbox, API keys (created, checked, a wrong one checked, revoked), sign-out.
 
 - in process (an `IdentityFake`, both hosts), with the `identity_proto` and `identity_service` loggers captured by
   `caplog` at DEBUG: none of the values above, nor the keys of the project used, is in any record;
@@ -207,6 +208,45 @@ def exercise(http: httpx.Client, keys: Keys, *, now: Any = time.time) -> Secrets
     _expect(http.patch(f"/api/v1/users/{created['id']}", headers=server, json={"password": changed_password}), 200)
     session = _expect(http.post("/api/v1/auth/sessions", headers=server, json={"user_id": created["id"]}), 200)
     found.add("refresh token (server session)", session["refresh_token"])
+
+    # passwords: a reset code (checked, wrong, used), the password it sets, a change (wrong old password, then
+    # right) and a password set by a user who had none.
+    reset_email = account["email"]  # signed up with a password: its address signs it in
+    _expect(
+        http.post(
+            "/api/v1/auth/password/send-reset-code",
+            headers=client,
+            json={"email": reset_email, "callback_url": CALLBACK},
+        ),
+        200,
+    )
+    mail = _expect(http.get("/api/v1/emails/outbox", headers=server, params={"to": reset_email}), 200)["items"][0]
+    reset_code = mail["magic_link"].rsplit("code=", 1)[1]
+    found.add("password reset code", reset_code)
+    wrong_reset_code = secrets.token_hex(22) + "x"
+    found.add("wrong password reset code", wrong_reset_code)
+    _expect(http.post("/api/v1/auth/password/reset/check-code", headers=client, json={"code": reset_code}), 200)
+    _expect(http.post("/api/v1/auth/password/reset/check-code", headers=client, json={"code": wrong_reset_code}), 404)
+    reset_password = "rst-" + secrets.token_urlsafe(18)
+    found.add("password set by a reset", reset_password)
+    reset_body = {"code": reset_code, "password": reset_password}
+    _expect(http.post("/api/v1/auth/password/reset", headers=client, json=reset_body), 200)
+    signed_in = _expect(
+        http.post(
+            "/api/v1/auth/password/sign-in", headers=client, json={"email": reset_email, "password": reset_password}
+        ),
+        200,
+    )
+    mine = {**client, "x-service-access-token": signed_in["access_token"]}
+    updated_password = "upd-" + secrets.token_urlsafe(18)
+    found.add("password set by an update", updated_password)
+    update = {"old_password": wrong_password, "new_password": updated_password}
+    _expect(http.post("/api/v1/auth/password/update", headers=mine, json=update), 400)
+    update = {"old_password": reset_password, "new_password": updated_password}
+    _expect(http.post("/api/v1/auth/password/update", headers=mine, json=update), 200)
+    set_password = "set-" + secrets.token_urlsafe(18)
+    found.add("password set by its user", set_password)
+    _expect(http.post("/api/v1/auth/password/set", headers=me, json={"password": set_password}), 200)
 
     # Wrong keys are somebody's secrets too.
     for access, prefix in (("client", "pck_"), ("server", "ssk_"), ("admin", "sak_")):

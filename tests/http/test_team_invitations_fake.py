@@ -41,5 +41,5 @@ def test_last_code_names_the_kinds_it_knows() -> None:
     project = IdentityFake().create_project()
     with pytest.raises(ValueError, match="team_invitation"):
         project.last_code("ada@example.com", kind="nonsense")
-    with pytest.raises(LookupError, match="no team_invitation code"):
+    with pytest.raises(LookupError, match="no team-invitation code"):
         project.last_code("ada@example.com", kind="team_invitation")

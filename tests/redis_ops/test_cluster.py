@@ -40,6 +40,7 @@ from identity_proto.effects import (
     ApiKeyWrite,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangePassword,
     ChangePermission,
     ChangePermissionDefinitions,
     CodeOutcome,
@@ -81,16 +82,20 @@ from identity_proto.effects import (
     LoadTeamInvitation,
     LoadUser,
     LoadUserWithTeam,
+    PasswordWrite,
     RateLimitHit,
     RemoveMembership,
+    ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
     RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
+    SetPassword,
     SignInByEmail,
     SignUpAnonymously,
     StorageEffect,
+    StorePasswordResetCode,
     TeamWrite,
     Together,
     TotpAcceptance,
@@ -468,6 +473,22 @@ def _api_keys(store: RedisStore, p: str) -> None:
     assert store.apply(LoadApiKey(p, "k-team")) is None
 
 
+# passwords: the password flows' scripts
+def _passwords(store: RedisStore, p: str) -> None:
+    old, new = "$2b$04$" + "o" * 53, "$2b$04$" + "n" * 53
+    store.apply(CreateUser(p, make_user("pw", "pw@example.com")))
+    store.apply(CreateSession(p, make_session("s-pw-1", "pw")))
+    store.apply(CreateSession(p, make_session("s-pw-2", "pw")))
+    assert store.apply(SetPassword(p, "pw", old)) is PasswordWrite.DONE
+    assert store.apply(ChangePassword(p, "pw", old, new, "token-s-pw-1")) is PasswordWrite.DONE
+    assert [s.id for s in store.apply(ListSessions(p, "pw"))] == ["s-pw-1"]
+    code = make_code("c-reset", purpose=CodePurpose.PASSWORD_RESET, email="pw@example.com")
+    assert store.apply(StorePasswordResetCode(p, code, make_email(9, "pw@example.com"))) == "pw"
+    assert store.apply(ResetPassword(p, code.code_hash, old, T0)) is PasswordWrite.DONE
+    assert store.apply(ListSessions(p, "pw")) == ()
+    assert store.apply(LoadUser(p, "pw")) == make_user("pw", "pw@example.com", password_hash=old)
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -482,6 +503,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _outbox(checked, p)
     _permissions(checked, p)
     _api_keys(checked, p)
+    _passwords(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

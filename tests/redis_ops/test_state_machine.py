@@ -16,8 +16,8 @@ Bounded and derandomized: CI runs the same examples every time (about 2,800 step
 ran. Planted bugs it caught, each within seconds: DeleteTeam or RemoveMembership not deselecting the team,
 ZRANK for ZREVRANK in a descending ListUsers, UpdateUser leaving the old e-mail in the index, an off-by-one in
 max attempts, an unescaped SCAN pattern, UpdateUser not revoking sessions, UseRefreshToken moving last activity
-back, the outbox keeping one too many. (Garbage that no effect can observe, such as a membership record left
-behind by DeleteUser, is out of its reach.)
+back, the outbox keeping one too many, ResetPassword not revoking sessions. (Garbage that no effect can observe,
+such as a membership record left behind by DeleteUser, is out of its reach.)
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from identity_proto.effects import (
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangePassword,
     ChangePermission,
     ChangePermissionDefinitions,
     ConsumeVerificationCode,
@@ -75,14 +76,17 @@ from identity_proto.effects import (
     LoadMembership,
     LoadTeamInvitation,
     RemoveMembership,
+    ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
     RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
+    SetPassword,
     SignInByEmail,
     SignUpAnonymously,
     StorageEffect,
+    StorePasswordResetCode,
     UpdateApiKey,
     UpdateMembership,
     UpdateProject,
@@ -126,6 +130,8 @@ EMAILS = ("a@x.io", "A@x.io", "b@x.io", "zoë@exämple.de")
 PERMISSIONS = ("team_admin", "$read_members", "a", "B", "Ω", "é")
 TIMES = (T0, T0 + 1, T0 + 2)
 NONCES = ("n0", "n1")
+#: passwords: the hashes the password flows' writes store (any text to a store; two, so that writes collide).
+PASSWORD_HASHES = ("$2b$04$" + "a" * 53, "$2b$04$" + "b" * 53)
 
 #: The families of effects a step draws from, and how often.
 FAMILIES = (
@@ -140,8 +146,9 @@ FAMILIES = (
     "permissions",
     "api_keys",
     "invitations",
+    "passwords",
 )
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2)
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2, 2)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -742,6 +749,43 @@ class StoresAgree(RuleBasedStateMachine):
         else:
             self.both(LoadApiKey(project_id, key_id))
             self.both(FindApiKeyByHash(project_id, self._pick([k.key_hash for k in keys], ("hash-none",))))
+
+    # ---- the password flows' writes (passwords)
+
+    def passwords(self, data: st.DataObject, project_id: str) -> None:
+        n, op = self.step(("reset_code", "reset", "reset", "change", "change", "set"))
+        new_hash = data.draw(st.sampled_from(PASSWORD_HASHES), label="password_hash")
+        tenant = self._tenant(project_id)
+        if op == "reset_code":
+            email = self._pick(sorted(tenant.email_index), EMAILS)  # mostly an address that signs someone in
+            code = VerificationCode(
+                code_hash=f"code-{n}",
+                nonce_hash=data.draw(st.sampled_from(NONCES), label="nonce"),
+                purpose=CodePurpose.PASSWORD_RESET,
+                created_at_millis=T0,
+                expires_at_millis=T0 + data.draw(st.sampled_from((1, 5, 1000)), label="lifetime"),
+                email=email,
+            )
+            mail = Email(id=f"mail-{n}", to=email, subject="Reset", text=f"link {n}\n", created_at_millis=T0 + n)
+            with_mail = data.draw(st.booleans(), label="with a mail")
+            keep = data.draw(st.integers(1, 4), label="keep")
+            self.both(StorePasswordResetCode(project_id, code, mail if with_mail else None, keep))
+        elif op == "reset":
+            resets = sorted((c for c in tenant.codes.values() if c.purpose == CodePurpose.PASSWORD_RESET), key=str)
+            picked = self._pick(resets, [self.code(project_id)])
+            now = data.draw(st.sampled_from((T0, T0 + 1, T0 + 5, T0 + 1000)), label="now_ms")
+            self.both(ResetPassword(project_id, "code-none" if picked is None else picked.code_hash, new_hash, now))
+        elif op == "change":
+            user_id = self.user(project_id)
+            stored = tenant.users.get(user_id)
+            current = stored.password_hash if stored is not None else None
+            old = current if current is not None and self.random.random() < 0.8 else self.random.choice(PASSWORD_HASHES)
+            session = self.session(project_id)
+            keep = data.draw(st.booleans(), label="keep a session") and session is not None
+            token = session.refresh_token_hash if keep and session is not None else None
+            self.both(ChangePassword(project_id, user_id, old, new_hash, token))
+        else:
+            self.both(SetPassword(project_id, self.user(project_id), new_hash))
 
     # ---- after every step: the whole observable state
 

@@ -1,0 +1,238 @@
+"""Password flows (reference part 2 §1): a forgotten password reset by a code sent by mail, a password changed
+(old -> new) or set (for a user who has none). Signing up and in with a password: `identity_proto.flows.password`.
+
+Reset codes use the one-time code engine (`identity_proto.flows.codes`): 45 characters, stored only as hashes,
+valid 7 days, 20 attempts, used once, looked up by code AND purpose (a sign-in code is no reset code). The whole
+code is mailed in the link (`callback_url` with `code=<code>`); nothing is split off as a nonce, and the API never
+returns it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from identity_proto.context import RequestContext
+from identity_proto.effects import (
+    ChangePassword,
+    Flow,
+    HashPassword,
+    LoadUser,
+    PasswordWrite,
+    ResetPassword,
+    SendEmail,
+    SetPassword,
+    StorePasswordResetCode,
+    VerifyPassword,
+    perform,
+)
+from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
+from identity_proto.flows.codes import check_code, new_code
+from identity_proto.flows.emails import new_email
+from identity_proto.flows.otp import _magic_link, callback_is_trusted
+from identity_proto.flows.password import check_new_password
+from identity_proto.http import Response
+from identity_proto.ratelimits import FailureLimit, check_under_limit, count_event, rule_for
+from identity_proto.records import CodePurpose, Project, User
+from identity_proto.render import json_response, text_response
+from identity_proto.schemas import schema_error
+from identity_proto.tokens import hash_secret
+from identity_proto.urls import parse_web_url
+from identity_proto.users import normalize_email
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import (
+        ResetCodeBody,
+        ResetPasswordBody,
+        SendResetCodeBody,
+        SetPasswordBody,
+        UpdatePasswordBody,
+    )
+
+__all__ = ["check_reset_code", "reset_password", "send_reset_code", "set_password", "update_password"]
+
+logger = logging.getLogger("identity_proto")
+
+#: reference part 2 §1: the answer to send-reset-code, whether or not the address has an account.
+SEND_RESET_CODE_ANSWER = {"success": "maybe, only if user with e-mail exists"}
+_SUCCESS = {"success": True}
+
+_WRITE_ERRORS = {
+    PasswordWrite.CODE_NOT_FOUND: ErrorCode.VERIFICATION_CODE_NOT_FOUND,
+    PasswordWrite.CODE_EXPIRED: ErrorCode.VERIFICATION_CODE_EXPIRED,
+    PasswordWrite.CODE_USED: ErrorCode.VERIFICATION_CODE_ALREADY_USED,
+    PasswordWrite.USER_NOT_FOUND: ErrorCode.USER_NOT_FOUND,
+    PasswordWrite.PASSWORD_CHANGED: ErrorCode.PASSWORD_CONFIRMATION_MISMATCH,
+}
+
+
+def _require_password_auth(project: Project) -> None:
+    """reference part 2 §1: the project's credential sign-in switch (checked by all four password-writing routes)."""
+    if not project.config.credential_enabled:
+        raise KnownError(ErrorCode.PASSWORD_AUTHENTICATION_NOT_ENABLED)
+
+
+def _signed_in_user_id(ctx: RequestContext) -> str:
+    """The signed-in user's id; without one, the original's schema error (reference part 2 §0: `auth.user must be
+    defined`). The body has been validated before, so a request with both problems names the body's first."""
+    user_id = ctx.require_auth().user_id
+    if user_id is None:
+        raise schema_error(ctx.request.method, ctx.request.path, ["auth.user must be defined"])
+    return user_id
+
+
+def _check_write(outcome: PasswordWrite) -> None:
+    if outcome is not PasswordWrite.DONE:
+        raise KnownError(_WRITE_ERRORS.get(outcome, ErrorCode.USER_NOT_FOUND))
+
+
+def _mail_text(project: Project, link: str) -> tuple[str, str]:
+    """reference part 2 §0: the password_reset mail's subject, and its text."""
+    subject = f"Reset your password at {project.display_name}"
+    text = (
+        f"Someone asked to reset the password of your account at {project.display_name}.\n\n"
+        f"Choose a new password with this link:\n{link}\n\n"
+        "The link works once, for 7 days. If you did not ask for it, ignore this e-mail: your password stays as "
+        "it is.\n"
+    )
+    return subject, text
+
+
+def send_reset_code(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/password/send-reset-code {email, callback_url}: mail a reset link to the user whose sign-in
+    address `email` is; the same answer whether or not there is one.
+
+    The same answer, and the same work, whatever the address. The original sleeps 2-3 s for an unknown address;
+    nothing sleeps here (a sleeping request holds a worker and still differs in timing from a real send). Instead
+    both branches run one path: a code is made and hashed, the mail built, the address counted against its rate
+    limit, and ONE storage step (`StorePasswordResetCode`) looks the address up and, only when it has a user,
+    stores the code and (with outbox mail) the mail in the same step. An unknown address differs only in that
+    nothing is written and no mail goes out; a mailer (SMTP) send for a known address is the one step the unknown
+    branch has no twin for.
+
+    The callback URL is checked for every address, known or not, before anything else (the original checks it
+    for known addresses only, §1 step 4): otherwise an untrusted callback would answer 400 for an address that has
+    an account and 200 for one that has not, which tells anybody who has an account."""
+    project = ctx.require_auth().project
+    body: SendResetCodeBody = ctx.body
+    _require_password_auth(project)
+    email = normalize_email(body.email)
+    if not callback_is_trusted(body.callback_url, project.config):
+        raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+    # Mail per address (shared with sign-in codes: one budget per inbox). Counted for unknown addresses too (unlike
+    # sign-in codes, which count only mail that goes out): a 429 that only addresses with an account could get
+    # would tell who has one.
+    if ctx.options.rate_limits_enabled:
+        rule = rule_for("send_code_email", project.config)
+        yield from count_event(rule, f"{project.id}:{email}", now_ms=ctx.now_ms, enforce=True)
+    code, record = new_code(ctx, CodePurpose.PASSWORD_RESET, ctx.options.code_lifetime_ms, email=email)
+    link = _magic_link(parse_web_url(body.callback_url), code.code)
+    subject, text = _mail_text(project, link)
+    mail = new_email(ctx, email, subject, text, magic_link=link)
+    outbox = ctx.options.mail_delivery == "outbox"
+    user_id = yield from perform(StorePasswordResetCode(project.id, record, mail if outbox else None))
+    if user_id is not None and not outbox:
+        try:
+            yield from perform(SendEmail(mail))
+        except StorageUnavailable:
+            raise
+        except Exception as exc:
+            # Not an error to the caller: a 502 only for addresses with an account would tell who has one. The
+            # mail carries a code: log only what failed.
+            logger.warning("password reset e-mail not delivered (request %s): %s", ctx.request_id, type(exc).__name__)
+    return json_response(200, SEND_RESET_CODE_ANSWER)
+
+
+def check_reset_code(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/password/reset/check-code {code}: whether the code would reset a password (counts an attempt;
+    consumes nothing)."""
+    project = ctx.require_auth().project
+    body: ResetCodeBody = ctx.body
+    yield from check_code(ctx, project.id, body.code, CodePurpose.PASSWORD_RESET, consume=False)
+    return json_response(200, {"is_code_valid": True})
+
+
+def reset_password(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/password/reset {code, password}: replace (or create) the password of the code's user and end
+    every session of theirs.
+
+    Checks in the original's order: the code (counting an attempt), the switch, the length. The original marks
+    the code used before the password rules run, so a too-short password burns the link (reference part 2 §0,
+    inferred, and "not determined" in §10). Here the code is used in the same atomic step as the password write
+    (`ResetPassword`): a person who typed a too-short password retries with the same link instead of asking for
+    another mail, and no failure can leave a code used with the password unchanged. Guessing gains nothing from
+    it: every submit still counts one of the code's 20 attempts, and of concurrent resets with one code exactly
+    one succeeds (the others get 409 ALREADY_USED)."""
+    project = ctx.require_auth().project
+    body: ResetPasswordBody = ctx.body
+    code = yield from check_code(ctx, project.id, body.code, CodePurpose.PASSWORD_RESET, consume=False)
+    _require_password_auth(project)
+    check_new_password(body.password)
+    password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
+    _check_write((yield from perform(ResetPassword(project.id, code.code_hash, password_hash, ctx.now_ms))))
+    return json_response(200, _SUCCESS)
+
+
+def _account_subject(project: Project, user: User) -> str:
+    """What `sign_in_failures` counts this user's failures under: their sign-in address, as password sign-in
+    counts it (one budget for guesses through either route), else their id."""
+    email = user.auth_email
+    return f"{project.id}:{email}" if email is not None else f"{project.id}:user:{user.id}"
+
+
+def update_password(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/password/update {old_password, new_password}: the signed-in user changes their password; every
+    session of theirs ends but the one whose refresh token the request carries (all of them without one).
+
+    A wrong old password counts toward the `sign_in_failures` rule of the user's account, as a failed password
+    sign-in does: a stolen access token cannot be used to guess the password faster than signing in can."""
+    auth = ctx.require_auth()
+    project = auth.project
+    body: UpdatePasswordBody = ctx.body
+    user_id = _signed_in_user_id(ctx)
+    _require_password_auth(project)
+    check_new_password(body.new_password)
+    user = yield from perform(LoadUser(project.id, user_id))
+    if user is None:
+        raise KnownError(ErrorCode.USER_NOT_FOUND)
+    old_hash = user.password_hash
+    if old_hash is None:
+        raise KnownError(ErrorCode.USER_DOES_NOT_HAVE_PASSWORD)
+    failures = FailureLimit.sign_in(
+        ctx.options.rate_limits_enabled, project.config, _account_subject(project, user), now_ms=ctx.now_ms
+    )
+    yield from check_under_limit(failures.rule, failures.subject, now_ms=ctx.now_ms)
+    if not (yield from perform(VerifyPassword(body.old_password, old_hash))):
+        yield from failures.count()
+        raise KnownError(ErrorCode.PASSWORD_CONFIRMATION_MISMATCH)
+    new_hash = yield from perform(HashPassword(body.new_password, ctx.options.password_rounds))
+    refresh_token = ctx.options.headers.get(ctx.request, "refresh-token")
+    keep = hash_secret(refresh_token) if refresh_token else None
+    _check_write((yield from perform(ChangePassword(project.id, user.id, old_hash, new_hash, keep))))
+    return json_response(200, _SUCCESS)
+
+
+#: reference part 2 §1: set, when the user has a password already (a plain error, not a known one).
+ALREADY_HAS_PASSWORD = "User already has a password set."  # noqa: S105 (a message)
+
+
+def set_password(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/password/set {password}: the signed-in user, who has no password, gets one (a user who signed up
+    by code can then sign in by password). Sessions are left as they are."""
+    auth = ctx.require_auth()
+    project = auth.project
+    body: SetPasswordBody = ctx.body
+    user_id = _signed_in_user_id(ctx)
+    _require_password_auth(project)
+    check_new_password(body.password)
+    user = yield from perform(LoadUser(project.id, user_id))  # no hashing for a user who has a password
+    if user is None:
+        raise KnownError(ErrorCode.USER_NOT_FOUND)
+    if user.password_hash is not None:
+        return text_response(400, ALREADY_HAS_PASSWORD)
+    password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
+    outcome = yield from perform(SetPassword(project.id, user.id, password_hash))
+    if outcome is PasswordWrite.HAS_PASSWORD:  # set by a concurrent request since the read
+        return text_response(400, ALREADY_HAS_PASSWORD)
+    _check_write(outcome)
+    return json_response(200, _SUCCESS)

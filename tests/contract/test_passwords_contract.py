@@ -1,0 +1,321 @@
+"""The password flows' writes over every store (memory, fakeredis, a real redis-server): StorePasswordResetCode
+(the code and its mail stored only for an address that signs a user in, in one step), ResetPassword (the code
+used, the password written and every session removed, together), ChangePassword (all sessions but one removed,
+only over the hash the old password was checked against) and SetPassword (only for a user without a password);
+refusals write nothing, concurrent writes have exactly one winner, and the code's TTLs on Redis."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from backends.redis import GRACE_MS, RedisStore
+from identity_proto.drivers import Store, arun
+from identity_proto.effects import (
+    AttemptVerificationCode,
+    ChangePassword,
+    CodeAttempt,
+    CodeOutcome,
+    CreateSession,
+    CreateUser,
+    CreateVerificationCode,
+    DeleteUser,
+    ListOutbox,
+    ListSessions,
+    LoadUser,
+    PasswordWrite,
+    ResetPassword,
+    SetPassword,
+    StorePasswordResetCode,
+    UseRefreshToken,
+    perform,
+)
+from identity_proto.records import CodePurpose, Email, Session, User, VerificationCode
+from tests.contract.conftest import AsyncBackend
+from tests.contract.factories import (
+    OTHER_PROJECT,
+    PROJECT,
+    T0,
+    in_threads,
+    make_code,
+    make_email,
+    make_session,
+    make_user,
+    remove_user_behind_the_stores_back,
+)
+
+EMAIL = "ada@example.com"
+OLD_HASH = "$2b$04$" + "o" * 53
+NEW_HASH = "$2b$04$" + "n" * 53
+OTHER_HASH = "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA"
+
+
+def reset_code(name: str = "r1", email: str = EMAIL, **fields: Any) -> VerificationCode:
+    return make_code(name, purpose=CodePurpose.PASSWORD_RESET, email=email, **fields)
+
+
+def reset_mail(n: int = 1, to: str = EMAIL) -> Email:
+    return dataclasses.replace(make_email(n, to), subject="Reset your password at P", magic_link="http://x/?code=a")
+
+
+def with_user(store: Store, user: User, *sessions: Session) -> None:
+    assert isinstance(store.apply(CreateUser(PROJECT, user)), User)
+    for session in sessions:
+        store.apply(CreateSession(PROJECT, session))
+
+
+def attempt(code: VerificationCode, project_id: str = PROJECT, now_ms: int = T0) -> CodeAttempt:
+    return AttemptVerificationCode(project_id, code.code_hash, code.nonce_hash, code.purpose, now_ms, consume=False)
+
+
+def live(store: Store, session: Session) -> bool:
+    return store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0)) is not None
+
+
+def password_of(store: Store, user_id: str) -> str | None:
+    user = store.apply(LoadUser(PROJECT, user_id))
+    assert user is not None
+    return user.password_hash
+
+
+# --------------------------------------------------------------------------------------------------------------
+# StorePasswordResetCode
+
+
+def test_a_code_for_a_users_sign_in_address_is_stored_as_theirs_with_its_mail(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL))
+    code, mail = reset_code(), reset_mail()
+    assert store.apply(StorePasswordResetCode(PROJECT, code, mail)) == "ada"
+    theirs = dataclasses.replace(code, user_id="ada")
+    assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.OK, theirs)
+    assert store.apply(ListOutbox(PROJECT)) == (mail,)
+    assert store.apply(ListOutbox(OTHER_PROJECT)) == ()
+
+
+def test_without_a_mail_only_the_code_is_stored(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL))
+    code = reset_code()
+    assert store.apply(StorePasswordResetCode(PROJECT, code)) == "ada"
+    assert store.apply(attempt(code)).outcome is CodeOutcome.OK
+    assert store.apply(ListOutbox(PROJECT)) == ()
+
+
+def test_an_address_that_signs_nobody_in_stores_nothing(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL, auth=False))  # the address is hers, but does not sign her in
+    with_user(store, make_user("bob", "bob@example.com"))
+    remove_user_behind_the_stores_back(store, PROJECT, "bob")  # an index entry pointing at nobody
+    for email in (EMAIL, "bob@example.com", "nobody@example.com"):
+        code = reset_code(email, email=email)
+        assert store.apply(StorePasswordResetCode(PROJECT, code, reset_mail(to=email))) is None
+        assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.NOT_FOUND)
+    assert store.apply(ListOutbox(PROJECT)) == ()
+    assert store.apply(StorePasswordResetCode(OTHER_PROJECT, reset_code(), reset_mail())) is None
+
+
+def test_the_outbox_keeps_the_newest_mails(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL))
+    for n in range(1, 4):
+        store.apply(StorePasswordResetCode(PROJECT, reset_code(f"r{n}"), reset_mail(n), keep=2))
+    assert [m.id for m in store.apply(ListOutbox(PROJECT))] == ["mail-3", "mail-2"]
+
+
+def test_the_effect_takes_only_reset_codes_that_name_their_address() -> None:
+    for bad in (make_code("s", email=EMAIL), reset_code(email=None)):  # type: ignore[arg-type]
+        try:
+            StorePasswordResetCode(PROJECT, bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# ResetPassword
+
+
+def stored_reset_code(store: Store, user_id: str = "ada", **fields: Any) -> VerificationCode:
+    code = reset_code(user_id=user_id, **fields)
+    store.apply(CreateVerificationCode(PROJECT, code))
+    return code
+
+
+def reset(code: VerificationCode, now_ms: int = T0, password_hash: str = NEW_HASH) -> ResetPassword:
+    return ResetPassword(PROJECT, code.code_hash, password_hash, now_ms)
+
+
+def test_a_reset_uses_the_code_sets_the_password_and_removes_every_session(store: Store) -> None:
+    s1, s2, bobs = make_session("s1", "ada"), make_session("s2", "ada"), make_session("s3", "bob")
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH), s1, s2)
+    with_user(store, make_user("bob", "bob@example.com"), bobs)
+    code = stored_reset_code(store)
+    assert store.apply(reset(code)) is PasswordWrite.DONE
+    assert password_of(store, "ada") == NEW_HASH
+    assert store.apply(ListSessions(PROJECT, "ada")) == ()
+    assert not live(store, s1)
+    assert not live(store, s2)
+    assert live(store, bobs)
+    assert store.apply(attempt(code)).outcome is CodeOutcome.ALREADY_USED
+    assert store.apply(reset(code, password_hash=OTHER_HASH)) is PasswordWrite.CODE_USED
+    assert password_of(store, "ada") == NEW_HASH
+
+
+def test_a_reset_creates_the_password_of_a_user_who_had_none(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL))
+    assert store.apply(reset(stored_reset_code(store))) is PasswordWrite.DONE
+    assert password_of(store, "ada") == NEW_HASH
+
+
+def test_refused_resets_write_nothing(store: Store) -> None:
+    session = make_session("s1", "ada")
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH), session)
+    sign_in = make_code("same-hash", email=EMAIL, user_id="ada")  # another purpose
+    store.apply(CreateVerificationCode(PROJECT, sign_in))
+    assert store.apply(reset(sign_in)) is PasswordWrite.CODE_NOT_FOUND
+    assert store.apply(reset(reset_code("missing"))) is PasswordWrite.CODE_NOT_FOUND
+    code = stored_reset_code(store)
+    assert store.apply(ResetPassword(OTHER_PROJECT, code.code_hash, NEW_HASH, T0)) is PasswordWrite.CODE_NOT_FOUND
+    assert store.apply(reset(code, now_ms=code.expires_at_millis)) is PasswordWrite.CODE_EXPIRED
+    assert password_of(store, "ada") == OLD_HASH
+    assert live(store, session)
+    assert store.apply(attempt(code)).outcome is CodeOutcome.OK  # still unused
+    assert store.apply(attempt(sign_in)).outcome is CodeOutcome.OK
+
+
+def test_a_reset_for_a_user_who_is_gone_uses_the_code_and_writes_nothing_else(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL))
+    code = stored_reset_code(store)
+    assert store.apply(DeleteUser(PROJECT, "ada"))
+    assert store.apply(reset(code)) is PasswordWrite.USER_NOT_FOUND
+    assert store.apply(LoadUser(PROJECT, "ada")) is None
+    assert store.apply(reset(code)) is PasswordWrite.CODE_USED
+
+
+def test_concurrent_resets_with_one_code_have_one_winner(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH))
+    code = stored_reset_code(store)
+    hashes = [f"$2b$04${i:02d}" + "h" * 51 for i in range(12)]
+    results = in_threads(*[lambda h=h: store.apply(reset(code, password_hash=h)) for h in hashes])
+    assert sorted(r.value for r in results) == ["code_used"] * 11 + ["done"]
+    assert password_of(store, "ada") == hashes[results.index(PasswordWrite.DONE)]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# ChangePassword
+
+
+def change(keep: str | None, old: str = OLD_HASH, user_id: str = "ada") -> ChangePassword:
+    return ChangePassword(PROJECT, user_id, old, NEW_HASH, keep)
+
+
+def test_a_change_keeps_only_the_session_of_the_given_refresh_token(store: Store) -> None:
+    mine, other, bobs = make_session("s1", "ada"), make_session("s2", "ada"), make_session("s3", "bob")
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH), mine, other)
+    with_user(store, make_user("bob", "bob@example.com"), bobs)
+    assert store.apply(change(mine.refresh_token_hash)) is PasswordWrite.DONE
+    assert password_of(store, "ada") == NEW_HASH
+    assert store.apply(ListSessions(PROJECT, "ada")) == (mine,)
+    assert live(store, mine)
+    assert not live(store, other)
+    assert live(store, bobs)
+
+
+def test_a_change_without_a_session_to_keep_or_naming_anothers_removes_them_all(store: Store) -> None:
+    s1, s2, bobs = make_session("s1", "ada"), make_session("s2", "ada"), make_session("s3", "bob")
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH), s1)
+    with_user(store, make_user("bob", "bob@example.com"), bobs)
+    assert store.apply(change(None)) is PasswordWrite.DONE
+    assert not live(store, s1)
+    store.apply(CreateSession(PROJECT, s2))
+    assert store.apply(change(bobs.refresh_token_hash, old=NEW_HASH)) is PasswordWrite.DONE
+    assert not live(store, s2)
+    assert live(store, bobs)
+    assert store.apply(ListSessions(PROJECT, "ada")) == ()
+
+
+def test_a_change_over_another_hash_or_of_nobody_writes_nothing(store: Store) -> None:
+    session = make_session("s1", "ada")
+    with_user(store, make_user("ada", EMAIL, password_hash=OTHER_HASH), session)
+    with_user(store, make_user("otto", "otto@example.com"))
+    assert store.apply(change(None)) is PasswordWrite.PASSWORD_CHANGED
+    assert store.apply(change(None, user_id="otto")) is PasswordWrite.PASSWORD_CHANGED  # has none
+    assert store.apply(change(None, user_id="nobody")) is PasswordWrite.USER_NOT_FOUND
+    assert password_of(store, "ada") == OTHER_HASH
+    assert password_of(store, "otto") is None
+    assert live(store, session)
+
+
+def test_concurrent_changes_from_one_old_password_have_one_winner(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH))
+    hashes = [f"$2b$04${i:02d}" + "c" * 51 for i in range(12)]
+    writes = [ChangePassword(PROJECT, "ada", OLD_HASH, h, None) for h in hashes]
+    results = in_threads(*[lambda w=w: store.apply(w) for w in writes])
+    assert sorted(r.value for r in results) == ["done"] + ["password_changed"] * 11
+    assert password_of(store, "ada") == hashes[results.index(PasswordWrite.DONE)]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SetPassword
+
+
+def test_set_gives_a_password_only_to_a_user_without_one_and_leaves_sessions(store: Store) -> None:
+    session = make_session("s1", "ada")
+    with_user(store, make_user("ada", EMAIL), session)
+    assert store.apply(SetPassword(PROJECT, "ada", NEW_HASH)) is PasswordWrite.DONE
+    assert store.apply(SetPassword(PROJECT, "ada", OTHER_HASH)) is PasswordWrite.HAS_PASSWORD
+    assert store.apply(SetPassword(PROJECT, "nobody", OTHER_HASH)) is PasswordWrite.USER_NOT_FOUND
+    assert password_of(store, "ada") == NEW_HASH
+    assert live(store, session)
+    user = store.apply(LoadUser(PROJECT, "ada"))
+    assert user == dataclasses.replace(make_user("ada", EMAIL), password_hash=NEW_HASH)
+
+
+def test_concurrent_sets_have_one_winner(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL))
+    hashes = [f"$2b$04${i:02d}" + "s" * 51 for i in range(12)]
+    results = in_threads(*[lambda h=h: store.apply(SetPassword(PROJECT, "ada", h)) for h in hashes])
+    assert sorted(r.value for r in results) == ["done"] + ["has_password"] * 11
+    assert password_of(store, "ada") == hashes[results.index(PasswordWrite.DONE)]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Async (the asyncio stores run the same plans)
+
+
+def test_async_password_writes_through_arun(async_store: AsyncBackend) -> None:
+    session = make_session("s1", "ada")
+    code = reset_code()
+
+    async def scenario(store: Any) -> list[Any]:
+        await arun(perform(CreateUser(PROJECT, make_user("ada", EMAIL))), store)
+        await arun(perform(CreateSession(PROJECT, session)), store)
+        return [
+            await arun(perform(StorePasswordResetCode(PROJECT, code, reset_mail())), store),
+            await arun(perform(SetPassword(PROJECT, "ada", OLD_HASH)), store),
+            await arun(
+                perform(ChangePassword(PROJECT, "ada", OLD_HASH, OTHER_HASH, session.refresh_token_hash)), store
+            ),
+            await arun(perform(ResetPassword(PROJECT, code.code_hash, NEW_HASH, T0)), store),
+            await arun(perform(LoadUser(PROJECT, "ada")), store),
+            await arun(perform(ListSessions(PROJECT, "ada")), store),
+        ]
+
+    stored, set_, changed, reset_, user, sessions = async_store.run(scenario)
+    assert (stored, set_, changed, reset_) == ("ada", PasswordWrite.DONE, PasswordWrite.DONE, PasswordWrite.DONE)
+    assert user.password_hash == NEW_HASH
+    assert sessions == ()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Redis: the code's TTLs are those of any code (wall-clock times here only)
+
+
+def test_a_stored_reset_code_and_its_counter_expire_after_the_grace_period(redis_store: RedisStore) -> None:
+    with_user(redis_store, make_user("ada", EMAIL))
+    now = time.time_ns() // 1_000_000
+    code = reset_code("ttl", created_at=now)
+    assert redis_store.apply(StorePasswordResetCode(PROJECT, code)) == "ada"
+    keys = redis_store.keys
+    expected = code.expires_at_millis + GRACE_MS - now
+    for key in (keys.code(PROJECT, code.code_hash), keys.nonce(PROJECT, code.nonce_hash)):
+        pttl = redis_store.client.pttl(key)
+        assert expected - 2_000 <= pttl <= expected, (key, pttl)
