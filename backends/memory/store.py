@@ -10,7 +10,17 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from identity_proto.effects import StorageEffect, Together
-from identity_proto.records import ClockOverride, Email, Membership, Project, Session, Team, User, VerificationCode
+from identity_proto.records import (
+    ClockOverride,
+    ContactChannel,
+    Email,
+    Membership,
+    Project,
+    Session,
+    Team,
+    User,
+    VerificationCode,
+)
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StorageEffect[Any])
@@ -50,6 +60,10 @@ class Tenant:
     #: (team id, user id) -> membership, in creation order (dicts keep insertion order).
     memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
     codes_created: int = 0
+    # --- contact channels ---
+    #: user id -> channel id -> the user's stored (non-primary) contact channels. The primary channel is the
+    #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
+    channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
 
 
 class MemoryStore:

@@ -84,6 +84,7 @@ from __future__ import annotations
 # The resource modules register their plans and scripts as they are imported.
 from backends.redis import (  # noqa: F401
     codes,
+    contact_channels,
     email_sign_in,
     outbox,
     projects,

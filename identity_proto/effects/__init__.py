@@ -35,6 +35,23 @@ from identity_proto.effects.codes import (
     CreateVerificationCode,
     TotpAcceptance,
 )
+
+# --- contact channels ---
+from identity_proto.effects.contact_channels import (
+    ChannelVerification,
+    ChannelWrite,
+    CreateContactChannel,
+    DeleteContactChannel,
+    ListContactChannels,
+    ListProjectContactChannels,
+    UpdateContactChannel,
+    UserChannels,
+    VerifyContactChannel,
+    auth_address_verified,
+    channels_of,
+)
+
+# --- end contact channels ---
 from identity_proto.effects.email_sign_in import (
     CreateSignInCode,
     EmailRefusal,
@@ -170,6 +187,21 @@ __all__ = [
     "perform",
     "update_project",
 ]
+# --- contact channels ---
+__all__ += [
+    "ChannelVerification",
+    "ChannelWrite",
+    "CreateContactChannel",
+    "DeleteContactChannel",
+    "ListContactChannels",
+    "ListProjectContactChannels",
+    "UpdateContactChannel",
+    "UserChannels",
+    "VerifyContactChannel",
+    "auth_address_verified",
+    "channels_of",
+]
+# --- end contact channels ---
 
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
@@ -190,6 +222,9 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListMemberships,
         ListOutbox,
         LoadClockOverride,
+        # --- contact channels ---
+        ListContactChannels,
+        ListProjectContactChannels,
     }
 )
 

@@ -31,12 +31,14 @@ from identity_proto.effects import (
     ChangePermission,
     CodeOutcome,
     ConsumeVerificationCode,
+    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
     CreateTeam,
     CreateUser,
     CreateVerificationCode,
+    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteTeam,
@@ -44,8 +46,10 @@ from identity_proto.effects import (
     EnsureProject,
     FindUserByAuthEmail,
     HitRateLimits,
+    ListContactChannels,
     ListMemberships,
     ListOutbox,
+    ListProjectContactChannels,
     ListProjects,
     ListSessions,
     ListTeams,
@@ -64,12 +68,14 @@ from identity_proto.effects import (
     SignInByEmail,
     StorageEffect,
     Together,
+    UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
     UpdateUser,
     UpdateUserWithTeam,
     UseRefreshToken,
+    VerifyContactChannel,
 )
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.projects import new_project
@@ -567,6 +573,13 @@ CONTRACT_TESTED: set[type[Any]] = {
     CreateSignInCode,  # test_email_sign_in_contract.py
     SignInByEmail,
     AcceptTotp,  # test_totp_contract.py
+    # --- contact channels: test_contact_channels_contract.py ---
+    ListContactChannels,
+    ListProjectContactChannels,
+    CreateContactChannel,
+    UpdateContactChannel,
+    DeleteContactChannel,
+    VerifyContactChannel,
 }
 
 
