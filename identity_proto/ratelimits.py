@@ -15,6 +15,10 @@ limit: it always applies.
 | `send_code_email` | sign-in codes mailed (any access; only when a mail goes out) | project and address | 5 / 600 s |
 | `sign_in_failures` | failed password and MFA sign-ins (any access) | project and account | 10 / 600 s |
 
+Contact channels: mailing a verification code (either route) counts as `send_code_ip` and, once the mail goes out,
+`send_code_email` (one inbox, one budget, whatever the code is for); verifying a contact channel and checking its
+code count as `sign_in_ip`.
+
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,
 not per address, and on a budget of their own, so a flood of client traffic cannot lock the app's backend out.
@@ -81,6 +85,11 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/password/sign-in"): "sign_in_ip",
     ("POST", "/api/v1/auth/otp/send-sign-in-code"): "send_code_ip",
     ("POST", "/api/v1/auth/password/sign-up"): "send_code_ip",
+    # --- contact channels: mailing a verification code, presenting one ---
+    ("POST", "/api/v1/contact-channels/send-verification-code"): "send_code_ip",
+    ("POST", "/api/v1/contact-channels/{user_id}/{contact_channel_id}/send-verification-code"): "send_code_ip",
+    ("POST", "/api/v1/contact-channels/verify"): "sign_in_ip",
+    ("POST", "/api/v1/contact-channels/verify/check-code"): "sign_in_ip",
 }
 
 

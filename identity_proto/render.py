@@ -15,7 +15,16 @@ import orjson
 from identity_proto.auth import AccessType
 from identity_proto.errors import KnownError
 from identity_proto.http import Headers, Response, check_headers
-from identity_proto.records import Membership, Project, ProjectConfig, Team, User, config_to_json, replaced
+from identity_proto.records import (
+    ContactChannel,
+    Membership,
+    Project,
+    ProjectConfig,
+    Team,
+    User,
+    config_to_json,
+    replaced,
+)
 from identity_proto.users import restricted_reason
 
 __all__ = [
@@ -32,6 +41,7 @@ __all__ = [
     "render_user",
     "text_response",
 ]
+__all__ += ["render_contact_channel"]  # contact channels
 
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
@@ -268,3 +278,20 @@ def render_member_profile(
         user, access_type, config, selected_team, caller_id=caller_id, caller_team_ids=caller_team_ids
     )
     return rendered
+
+
+# --- contact channels ---
+def render_contact_channel(channel: ContactChannel) -> dict[str, Any]:
+    """A contact channel, the same for every access type (reference part 2 §2)."""
+    return {
+        "id": channel.id,
+        "user_id": channel.user_id,
+        "type": "email",
+        "value": channel.value,
+        "is_primary": channel.is_primary,
+        "is_verified": channel.is_verified,
+        "used_for_auth": channel.used_for_auth,
+    }
+
+
+# --- end contact channels ---

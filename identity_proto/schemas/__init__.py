@@ -36,6 +36,21 @@ if TYPE_CHECKING:
         is_uuid,
         validate_model,
     )
+
+    # --- contact channels ---
+    from identity_proto.schemas.contact_channels import (
+        ClientContactChannelCreateBody,
+        ClientContactChannelUpdateBody,
+        ContactChannelParams,
+        ListContactChannelsQuery,
+        SendChannelVerificationBody,
+        SendPrimaryVerificationBody,
+        ServerContactChannelCreateBody,
+        ServerContactChannelUpdateBody,
+        VerificationCodeBody,
+    )
+
+    # --- end contact channels ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -93,6 +108,18 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, ...]] = {
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
     "outbox": ("OutboxQuery",),
+    # --- contact channels ---
+    "contact_channels": (
+        "ClientContactChannelCreateBody",
+        "ClientContactChannelUpdateBody",
+        "ContactChannelParams",
+        "ListContactChannelsQuery",
+        "SendChannelVerificationBody",
+        "SendPrimaryVerificationBody",
+        "ServerContactChannelCreateBody",
+        "ServerContactChannelUpdateBody",
+        "VerificationCodeBody",
+    ),
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -186,6 +213,19 @@ __all__ = [
     "validate_model",
     "validate_nothing",
 ]
+# --- contact channels ---
+__all__ += [
+    "ClientContactChannelCreateBody",
+    "ClientContactChannelUpdateBody",
+    "ContactChannelParams",
+    "ListContactChannelsQuery",
+    "SendChannelVerificationBody",
+    "SendPrimaryVerificationBody",
+    "ServerContactChannelCreateBody",
+    "ServerContactChannelUpdateBody",
+    "VerificationCodeBody",
+]
+# --- end contact channels ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error
