@@ -38,6 +38,13 @@ __all__ = ["FakeClock", "IdentityFake", "TestProject"]
 BASE_URL = "http://identity.test"
 
 
+#: The kinds of code `TestProject.last_code` finds, by how the subject of their mail starts (one line per kind).
+CODE_MAIL_SUBJECTS: dict[str, str] = {
+    "sign_in": "Sign in to ",
+    "email_verification": "Verify your email at ",  # contact channels
+}
+
+
 def _link_code(link: str) -> str:
     """The full 45-character code a magic link carries in its `code` parameter."""
     return dict(parse_qsl(urlsplit(link).query))["code"]
@@ -260,13 +267,19 @@ class TestProject:
         params = {"to": to} if to else {}
         return list(self._server("GET", "/api/v1/emails/outbox", params=params)["items"])
 
-    def last_code(self, email: str) -> str:
-        """The newest sign-in code mailed to `email`, as the sign-in endpoint takes it: the 6-character code the
-        mail shows (its outbox item's `code`) followed by the nonce (the rest of the magic link's code)."""
+    def last_code(self, email: str, kind: str = "sign_in") -> str:
+        """The newest code of `kind` (a key of `CODE_MAIL_SUBJECTS`) mailed to `email`, as its endpoint takes it.
+        A sign-in code is the 6-character code the mail shows (its outbox item's `code`) followed by the nonce (the
+        rest of the magic link's code); the other kinds are the 45-character code of the mail's link."""
+        subject = CODE_MAIL_SUBJECTS.get(kind)
+        if subject is None:
+            raise ValueError(f"unknown code kind {kind!r}: one of {', '.join(CODE_MAIL_SUBJECTS)}")
         for mail in self.outbox(email):
-            if mail.get("code") and mail.get("magic_link"):
-                return str(mail["code"]) + _link_code(mail["magic_link"])[6:]
-        raise LookupError(f"no sign-in code was mailed to {email}")
+            if not (mail.get("magic_link") and str(mail.get("subject", "")).startswith(subject)):
+                continue
+            code = _link_code(mail["magic_link"])
+            return str(mail["code"]) + code[6:] if kind == "sign_in" else code
+        raise LookupError(f"no {kind} code was mailed to {email}")
 
     def last_magic_link(self, email: str) -> str:
         """The newest magic link mailed to `email` (its outbox item's `magic_link`)."""
