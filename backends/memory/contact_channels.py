@@ -33,7 +33,8 @@ def _user_channels(tenant: Tenant, user_id: str) -> UserChannels | None:
     user = tenant.users.get(user_id)
     if user is None:
         return None
-    return UserChannels(user, tuple(tenant.channels.get(user_id, {}).values()))
+    stored = sorted(tenant.channels.get(user_id, {}).values(), key=lambda c: (c.created_at_millis, c.id))
+    return UserChannels(user, tuple(stored))
 
 
 def _auth_values(channels: tuple[ContactChannel, ...]) -> set[str]:
@@ -79,7 +80,7 @@ def _store_channels(
             del tenant.email_index[value]
     for value in new - old:
         tenant.email_index[value] = user.id
-    return UserChannels(updated, tuple(stored))
+    return UserChannels(updated, tuple(sorted(stored, key=lambda c: (c.created_at_millis, c.id))))
 
 
 def _taken(tenant: Tenant, user_id: str, channel: ContactChannel) -> bool:
@@ -180,8 +181,11 @@ def _verify_contact_channel(store: MemoryStore, effect: VerifyContactChannel) ->
     found = None if before is None else next((c for c in before.channels if c.value == code.email), None)
     if before is None or found is None:
         return ChannelVerification(attempt, channel_found=False)
-    channels = [replaced(c, {"is_verified": True}) if c.id == found.id else c for c in before.channels]
-    _store_channels(tenant, before, channels, before.user.primary_email_channel_id or "")
+    # Only the flag changes (the primary's in the user record, another channel's in its record), as on Redis.
+    if found.is_primary:
+        tenant.users[before.user.id] = replaced(before.user, {"primary_email_verified": True})
+    else:
+        tenant.channels[before.user.id][found.id] = replaced(found, {"is_verified": True})
     return ChannelVerification(attempt, channel_found=True)
 
 

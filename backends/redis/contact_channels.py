@@ -119,7 +119,8 @@ def _channel_keys(keys: KeySpace, project_id: str, user_id: str) -> tuple[str, s
 
 
 def _stored_channels(user_id: str, reply: Any) -> tuple[ContactChannel, ...]:
-    return tuple(contact_channel_from_json(user_id, orjson.loads(text)) for text in _pairs(reply).values())
+    stored = (contact_channel_from_json(user_id, orjson.loads(text)) for text in _pairs(reply).values())
+    return tuple(sorted(stored, key=lambda c: (c.created_at_millis, c.id)))  # as the memory store lists them
 
 
 def _written(reply: Any) -> UserChannels | ChannelWrite:

@@ -76,7 +76,8 @@ class ChannelWrite(Enum):
 
 @dataclass(frozen=True, slots=True)
 class UserChannels:
-    """A user as stored and their stored (non-primary) channels; `channels` is all of them, the primary too."""
+    """A user as stored and their stored (non-primary) channels, by (created_at, id); `channels` is all of them,
+    the primary too."""
 
     user: User
     stored: tuple[ContactChannel, ...]
@@ -123,10 +124,10 @@ class ListProjectContactChannels(StorageEffect[tuple[ContactChannel, ...]]):
 
 @dataclass(frozen=True, slots=True)
 class CreateContactChannel(StorageEffect["UserChannels | ChannelWrite"]):
-    """Add `channel` (its `is_primary` ignored) to its user, atomically, checked in this order: USER_NOT_FOUND,
-    ALREADY_EXISTS (the user has a channel with its value), USED_FOR_AUTH (it is used for auth and the index holds
-    its value). With `make_primary` it becomes the primary: the old primary (if any) moves to channel storage.
-    The index gains its value when it is used for auth. Returns the user and channels afterwards."""
+    """Add `channel` (a fresh id; its `is_primary` ignored) to its user, atomically, checked in this order:
+    USER_NOT_FOUND, ALREADY_EXISTS (the user has a channel with its value), USED_FOR_AUTH (it is used for auth and
+    the index holds its value). With `make_primary` it becomes the primary: the old primary (if any) moves to
+    channel storage. The index gains its value when it is used for auth. Returns the user and channels afterwards."""
 
     project_id: str
     channel: ContactChannel

@@ -16,7 +16,8 @@ Bounded and derandomized: CI runs the same examples every time (about 2,800 step
 ran. Planted bugs it caught, each within seconds: DeleteTeam or RemoveMembership not deselecting the team,
 ZRANK for ZREVRANK in a descending ListUsers, UpdateUser leaving the old e-mail in the index, an off-by-one in
 max attempts, an unescaped SCAN pattern, UpdateUser not revoking sessions, UseRefreshToken moving last activity
-back, the outbox keeping one too many. (Garbage that no effect can observe, such as a membership record left
+back, the outbox keeping one too many. Contact channels: a verification that rewrote the primary's id in one
+store and not in the other. (Garbage that no effect can observe, such as a membership record left
 behind by DeleteUser, is out of its reach.)
 """
 
@@ -43,20 +44,24 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     ChangePermission,
     ConsumeVerificationCode,
+    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
     CreateTeam,
     CreateUser,
     CreateVerificationCode,
+    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteTeam,
     DeleteUser,
     EnsureProject,
     FindUserByAuthEmail,
+    ListContactChannels,
     ListMemberships,
     ListOutbox,
+    ListProjectContactChannels,
     ListProjects,
     ListSessions,
     ListTeams,
@@ -69,15 +74,18 @@ from identity_proto.effects import (
     SetClockOverride,
     SignInByEmail,
     StorageEffect,
+    UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
     UpdateUser,
     UseRefreshToken,
+    VerifyContactChannel,
 )
 from identity_proto.records import (
     ClockOverride,
     CodePurpose,
+    ContactChannel,
     Email,
     Membership,
     Project,
@@ -88,6 +96,7 @@ from identity_proto.records import (
     TrustedDomain,
     User,
     VerificationCode,
+    primary_channel,
 )
 from tests.processes import RedisServer
 
@@ -109,8 +118,8 @@ TIMES = (T0, T0 + 1, T0 + 2)
 NONCES = ("n0", "n1")
 
 #: The families of effects a step draws from, and how often.
-FAMILIES = ("users", "list_users", "sessions", "codes", "teams", "memberships", "outbox", "projects")
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1)
+FAMILIES = ("users", "list_users", "sessions", "codes", "teams", "memberships", "outbox", "projects", "channels")
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 3)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -571,6 +580,55 @@ class StoresAgree(RuleBasedStateMachine):
             limit = data.draw(st.integers(0, 4), label="limit")
             self.both(ListOutbox(project_id, data.draw(st.none() | st.just(to), label="to"), limit))
 
+    # ---- contact channels: the primary in the user record, the others stored, the index over both
+
+    def channels(self, data: st.DataObject, project_id: str) -> None:
+        tenant = self._tenant(project_id)
+        if not tenant.users:
+            self.users(data, project_id)
+            return
+        n, op = self.step(("create", "create", "create", "update", "update", "delete", "verify", "list"))
+        user_id = self.user(project_id)
+        user = tenant.users.get(user_id)
+        primary = primary_channel(user) if user is not None else None
+        ids = sorted(tenant.channels.get(user_id, {})) + ([primary.id] if primary is not None else [])
+        channel_id = self._pick(ids, [*ids, "c-none"])
+        maybe_bool = st.none() | st.booleans()
+        if op == "create":
+            channel = ContactChannel(
+                id=f"c{n}",  # fresh, as the flows make them
+                user_id=user_id,
+                value=data.draw(st.sampled_from(EMAILS), label="value"),
+                is_verified=data.draw(st.booleans(), label="verified"),
+                used_for_auth=data.draw(st.booleans(), label="auth"),
+                created_at_millis=data.draw(st.sampled_from(TIMES), label="created_at_millis"),
+            )
+            self.both(CreateContactChannel(project_id, channel, data.draw(st.booleans(), label="primary"), f"p{n}"))
+        elif op == "update":
+            update = UpdateContactChannel(
+                project_id,
+                user_id,
+                channel_id,
+                f"p{n}",
+                value=data.draw(st.none() | st.sampled_from(EMAILS), label="value"),
+                used_for_auth=data.draw(maybe_bool, label="auth"),
+                is_verified=data.draw(maybe_bool, label="verified"),
+                is_primary=data.draw(maybe_bool, label="primary"),
+            )
+            self.both(update)
+        elif op == "delete":
+            self.both(DeleteContactChannel(project_id, user_id, channel_id, f"p{n}"))
+        elif op == "verify":
+            purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
+            email = data.draw(st.sampled_from(EMAILS), label="value")
+            code = VerificationCode(f"vc{n}", f"vn{n}", purpose, T0, T0 + 86_400_000, email=email, user_id=user_id)
+            self.both(CreateVerificationCode(project_id, code))
+            attempt = AttemptVerificationCode(project_id, f"vc{n}", f"vn{n}", purpose, T0, consume=True)
+            for _ in range(data.draw(st.integers(1, 2), label="attempts")):  # the second finds it used
+                self.both(VerifyContactChannel(attempt))
+        else:
+            self.both(ListContactChannels(project_id, user_id))
+
     # ---- after every step: the whole observable state
 
     @invariant()
@@ -584,7 +642,9 @@ class StoresAgree(RuleBasedStateMachine):
             self.both(ListOutbox(project_id, limit=10))
             for email in EMAILS:
                 self.both(FindUserByAuthEmail(project_id, email))
+            self.both(ListProjectContactChannels(project_id))
             for user_id in USERS:
+                self.both(ListContactChannels(project_id, user_id))
                 self.both(ListSessions(project_id, user_id))
                 self.both(ListTeams(project_id, user_id=user_id))
 
