@@ -4,7 +4,8 @@ every rule a validator checks is expressed yet: UUID formats, code lengths and n
 looser in the document than in the service; tests/hardening pins each such difference.)
 
 Success bodies are described as JSON objects (their shapes are documented in the README); every error is a
-known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header.
+known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header, but for the few the original
+answers in plain text (`errors.PlainError`: its message as text/plain, no header).
 """
 
 from __future__ import annotations
@@ -96,7 +97,11 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
             "default": {
                 "description": "A known error (the X-Service-Known-Error header names its code)",
                 "headers": {"x-service-known-error": {"schema": {"type": "string"}}},
-                "content": {_JSON: {"schema": {"$ref": _REF.format(model="KnownError")}}},
+                "content": {
+                    _JSON: {"schema": {"$ref": _REF.format(model="KnownError")}},
+                    # the errors the original answers in plain text (errors.PlainError): the message alone
+                    "text/plain": {"schema": {"type": "string"}},
+                },
             },
         },
     }

@@ -145,6 +145,7 @@ def _world(caller: str) -> World:
     with project.client("server") as http:
         team = http.post("/api/v1/teams", json={"display_name": "Team", "creator_user_id": user["id"]}).json()
         sessions = http.get("/api/v1/auth/sessions", params={"user_id": user["id"]}).json()["items"]
+        channels = http.get("/api/v1/contact-channels", params={"user_id": user["id"]}).json()["items"]
     assert other_session["refresh_token"] != tokens["refresh_token"]
     session_id = next(s["id"] for s in sessions if not s.get("is_current_session"))
     known = {
@@ -153,6 +154,7 @@ def _world(caller: str) -> World:
         "session_id": session_id,
         "project_id": project.id,
         "permission_id": "$read_members",
+        "contact_channel_id": channels[0]["id"],  # contact channels: the user's primary e-mail
     }
     if caller == "internal":
         second = fake.create_project(display_name="Second")

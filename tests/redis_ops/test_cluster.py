@@ -41,12 +41,14 @@ from identity_proto.effects import (
     ChangePermission,
     CodeOutcome,
     ConsumeVerificationCode,
+    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
     CreateTeam,
     CreateUser,
     CreateVerificationCode,
+    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteTeam,
@@ -56,8 +58,10 @@ from identity_proto.effects import (
     EnsureProject,
     FindUserByAuthEmail,
     HitRateLimits,
+    ListContactChannels,
     ListMemberships,
     ListOutbox,
+    ListProjectContactChannels,
     ListProjects,
     ListSessions,
     ListTeams,
@@ -78,15 +82,18 @@ from identity_proto.effects import (
     TeamWrite,
     Together,
     TotpAcceptance,
+    UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
     UpdateUser,
+    UserChannels,
     UseRefreshToken,
     UserWrite,
+    VerifyContactChannel,
 )
 from identity_proto.errors import StorageUnavailable
-from identity_proto.records import ClockOverride, CodePurpose, Membership, Project, ProjectKeys, User
+from identity_proto.records import ClockOverride, CodePurpose, ContactChannel, Membership, Project, ProjectKeys, User
 from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
@@ -360,6 +367,35 @@ def _outbox(store: RedisStore, p: str) -> None:
     assert store.apply(ListOutbox(p, to="ada@example.com")) == (mails[2],)
 
 
+def _contact_channels(store: RedisStore, p: str) -> None:
+    store.apply(CreateUser(p, make_user("chan", "chan@example.com")))
+    work = ContactChannel("c-work", "chan", "work@example.com", False, True, T0 + 1)
+    created = store.apply(CreateContactChannel(p, work, make_primary=True, next_primary_id="next"))
+    assert isinstance(created, UserChannels)
+    assert created.user.primary_email == "work@example.com"
+    assert store.apply(FindUserByAuthEmail(p, "chan@example.com")) == created.user
+    updated = store.apply(UpdateContactChannel(p, "chan", "c-work", "next", is_primary=False))
+    assert isinstance(updated, UserChannels)
+    assert updated.user.primary_email is None
+    purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
+    store.apply(
+        CreateVerificationCode(p, make_code("c-verify", purpose=purpose, user_id="chan", email="work@example.com"))
+    )
+    attempt = AttemptVerificationCode(p, "code-c-verify", "nonce-c-verify", purpose, T0, consume=True)
+    verified = store.apply(VerifyContactChannel(attempt))
+    assert verified.channel_found is True
+    assert verified.attempt.outcome.value == "ok"
+    found = store.apply(ListContactChannels(p, "chan"))
+    assert found is not None
+    assert [c.is_verified for c in found.stored if c.id == "c-work"] == [True]
+    assert [c.id for c in store.apply(ListProjectContactChannels(p)) if c.user_id == "chan"] == [
+        found.channels[0].id,
+        "c-work",
+    ]
+    assert isinstance(store.apply(DeleteContactChannel(p, "chan", "c-work", "next")), UserChannels)
+    assert store.apply(FindUserByAuthEmail(p, "work@example.com")) is None
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -370,6 +406,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _teams_and_memberships(checked, p)
     _signing_in_by_email(checked, p)
     _outbox(checked, p)
+    _contact_channels(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None
