@@ -3,6 +3,8 @@
     IdentityError                      root; never raised itself
     ├── KnownError                     the caller's fault or a domain outcome; rendered as
     │                                  {"code", "error", "details"?} with header X-Service-Known-Error
+    ├── PlainError                     an error the original answers as plain text (its status and message,
+    │                                  no known-error header): the reference's "plain" errors
     └── StorageUnavailable             raised by backends only (infrastructure); rendered as 503
 
 `MalformedRequest` (identity_proto.http) is a `ValueError` raised while a host builds a `Request`; hosts answer it
@@ -19,7 +21,7 @@ from collections.abc import Mapping
 from enum import Enum, unique
 from typing import Any
 
-__all__ = ["ErrorCode", "IdentityError", "KnownError", "StorageUnavailable"]
+__all__ = ["ErrorCode", "IdentityError", "KnownError", "PlainError", "StorageUnavailable"]
 
 
 @unique  # two codes with equal (status, template) would silently become one member
@@ -233,6 +235,17 @@ class ErrorCode(Enum):
         "before accepting team invitations.",
     )
 
+    # --- contact channels (reference part 2 §2, §9) ---
+    CONTACT_CHANNEL_ALREADY_USED_FOR_AUTH_BY_SOMEONE_ELSE = (
+        409,
+        'This {type} "({contact_channel_value})" is already used for authentication by another account.',
+    )
+    EMAIL_ALREADY_VERIFIED = (409, "The e-mail is already verified.")
+    EMAIL_IS_NOT_PRIMARY_EMAIL = (
+        400,
+        "The given e-mail ({email}) must equal the user's primary e-mail ({primary_email}).",
+    )
+
     @property
     def status(self) -> int:
         """The HTTP status this code is sent with."""
@@ -283,6 +296,17 @@ class KnownError(IdentityError):
         if self.details is not None:
             body["details"] = self.details
         return body
+
+
+class PlainError(IdentityError):
+    """An error the original answers with its status and a text/plain body holding only `message`, and no
+    known-error header (reference part 1 §0: "plain status errors"). Clients cannot match on a code: use these
+    only where the reference says "plain"."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"{status}: {message}")
 
 
 class StorageUnavailable(IdentityError):

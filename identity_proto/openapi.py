@@ -4,9 +4,9 @@ every rule a validator checks is expressed yet: UUID formats, code lengths and n
 looser in the document than in the service; tests/hardening pins each such difference.)
 
 Success bodies are described as JSON objects (their shapes are documented in the README); every error is a
-known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header, but for the statuses a route
-(`Route.plain_errors`) or its flow (a `plain_errors` attribute) lists, which may also be refusals in plain text (as
-the original sends them).
+known error, `{"code", "error", "details"?}`, with the `X-Service-Known-Error` header, but for the few the original
+answers in plain text (`errors.PlainError`: its message as text/plain, no header), which a route
+(`Route.plain_errors`) or its flow (a `plain_errors` attribute) lists beside the known errors of that status.
 """
 
 from __future__ import annotations
@@ -98,7 +98,11 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
             "default": {
                 "description": "A known error (the X-Service-Known-Error header names its code)",
                 "headers": {"x-service-known-error": {"schema": {"type": "string"}}},
-                "content": {_JSON: {"schema": {"$ref": _REF.format(model="KnownError")}}},
+                "content": {
+                    _JSON: {"schema": {"$ref": _REF.format(model="KnownError")}},
+                    # the errors the original answers in plain text (errors.PlainError): the message alone
+                    "text/plain": {"schema": {"type": "string"}},
+                },
             },
         },
     }

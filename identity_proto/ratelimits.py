@@ -18,6 +18,10 @@ limit: it always applies.
 | `api_key_check_ip` | API key checks (any access: server and admin only reach them) | client address | 3000 / 60 s |
 | `send_invitation_email` | team invitations mailed (any access; when one goes out) | project and address | 5 / 600 s |
 
+Contact channels: mailing a verification code (either route) counts as `send_code_ip` and, once the mail goes out,
+`send_code_email` (one inbox, one budget, whatever the code is for); verifying a contact channel and checking its
+code count as `sign_in_ip`.
+
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,
 not per address, and on a budget of their own, so a flood of client traffic cannot lock the app's backend out.
@@ -110,6 +114,11 @@ SECRET_CHECK_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/password/send-reset-code"): "send_code_ip",
     ("POST", "/api/v1/auth/password/reset"): "sign_in_ip",
     ("POST", "/api/v1/auth/password/reset/check-code"): "sign_in_ip",
+    # --- contact channels: mailing a verification code, presenting one ---
+    ("POST", "/api/v1/contact-channels/send-verification-code"): "send_code_ip",
+    ("POST", "/api/v1/contact-channels/{user_id}/{contact_channel_id}/send-verification-code"): "send_code_ip",
+    ("POST", "/api/v1/contact-channels/verify"): "sign_in_ip",
+    ("POST", "/api/v1/contact-channels/verify/check-code"): "sign_in_ip",
 }
 
 

@@ -8,6 +8,7 @@ to (de)serialise records; `to_json`/`from_json` here are the one mapping between
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -24,6 +25,7 @@ __all__ = [
     "ApiKeyType",
     "ClockOverride",
     "CodePurpose",
+    "ContactChannel",
     "Email",
     "Membership",
     "PermissionDefinition",
@@ -39,6 +41,10 @@ __all__ = [
     "VerificationCode",
     "config_from_json",
     "config_to_json",
+    "contact_channel_from_json",
+    "contact_channel_to_json",
+    "derived_primary_channel_id",
+    "primary_channel",
     "project_from_json",
     "project_to_json",
     "replaced",
@@ -272,6 +278,12 @@ class User:
     selected_team_id: str | None = None
     country_code: str | None = None
     risk_scores: RiskScores = field(default_factory=RiskScores)
+    # --- contact channels: the primary e-mail channel is these `primary_email*` fields (see `ContactChannel`) ---
+    #: The id of the primary e-mail channel; None: the id derived from the user's id (`primary_channel`). Set by
+    #: every contact-channel write that moves a channel in or out of these fields.
+    primary_email_channel_id: str | None = None
+    #: When the primary e-mail channel was created; None: when the user signed up.
+    primary_email_channel_created_at_millis: int | None = None
 
     @property
     def auth_email(self) -> str | None:
@@ -293,6 +305,9 @@ class CodePurpose(StrEnum):
     #: Resetting a forgotten password: the whole 45-character code is mailed in a link (no nonce is returned);
     #: the code names the user it was sent for (`user_id`) and the address (`email`).
     PASSWORD_RESET = "password_reset"  # noqa: S105 (a purpose, not a password)
+    # --- contact channels ---
+    #: Verifying a contact channel (reference part 2 §2): the code names the user and the address.
+    CONTACT_CHANNEL_VERIFICATION = "contact_channel_verification"
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,6 +471,77 @@ class ApiKey:
     last_four: str
     expires_at_millis: int | None = None
     manually_revoked_at_millis: int | None = None
+
+
+# Contact channels (reference part 2 §2)
+
+
+@dataclass(frozen=True, slots=True)
+class ContactChannel:
+    """One e-mail address of a user (`type` is always "email").
+
+    A user's primary channel is not stored as a `ContactChannel`: it *is* the user's `primary_email*` fields
+    (`primary_channel` builds it from them), so a user record and its channels cannot disagree. Only the other
+    channels are stored as records of their own (see `identity_proto.effects.contact_channels`)."""
+
+    id: str
+    user_id: str
+    value: str
+    is_verified: bool
+    used_for_auth: bool
+    created_at_millis: int
+    is_primary: bool = False
+
+
+#: The namespace of the ids derived for primary channels whose user record names none (uuid5 of the user's id).
+_PRIMARY_CHANNEL_NAMESPACE = uuid.UUID("7c0b6f2e-3f55-4d3e-9a43-6f1f6d1e2c51")
+
+
+def derived_primary_channel_id(user_id: str) -> str:
+    """The id of the primary channel of a user whose record names none (`User.primary_email_channel_id`)."""
+    return str(uuid.uuid5(_PRIMARY_CHANNEL_NAMESPACE, user_id))
+
+
+def primary_channel(user: User) -> ContactChannel | None:
+    """The user's primary e-mail channel, read from their `primary_email*` fields; None without a primary e-mail.
+    A user created or changed only through /users has no `primary_email_channel_id`: its channel's id is derived
+    from the user's id (stable for as long as the user has it; a write that moves it away pins a fresh one)."""
+    if user.primary_email is None:
+        return None
+    channel_id = user.primary_email_channel_id or derived_primary_channel_id(user.id)
+    created = user.primary_email_channel_created_at_millis
+    return ContactChannel(
+        id=channel_id,
+        user_id=user.id,
+        value=user.primary_email,
+        is_verified=user.primary_email_verified,
+        used_for_auth=user.primary_email_auth_enabled,
+        created_at_millis=user.signed_up_at_millis if created is None else created,
+        is_primary=True,
+    )
+
+
+def contact_channel_to_json(channel: ContactChannel) -> dict[str, Any]:
+    """A stored (non-primary) channel as JSON for a store (its user is the key it is stored under)."""
+    return {
+        "id": channel.id,
+        "value": channel.value,
+        "is_verified": channel.is_verified,
+        "used_for_auth": channel.used_for_auth,
+        "created_at_millis": channel.created_at_millis,
+    }
+
+
+def contact_channel_from_json(user_id: str, data: dict[str, Any]) -> ContactChannel:
+    """Inverse of `contact_channel_to_json`, for the channel stored under `user_id`."""
+    return ContactChannel(
+        id=data["id"],
+        user_id=user_id,
+        value=data["value"],
+        is_verified=bool(data["is_verified"]),
+        used_for_auth=bool(data["used_for_auth"]),
+        created_at_millis=int(data["created_at_millis"]),
+    )
 
 
 # Records made on every request get the cheaper frozen `__init__` (identity_proto.quickinit).

@@ -18,6 +18,7 @@ from identity_proto.http import Headers, Response, check_headers
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
+    ContactChannel,
     Membership,
     Project,
     ProjectConfig,
@@ -43,6 +44,7 @@ __all__ = [
     "render_user",
     "text_response",
 ]
+__all__ += ["render_contact_channel"]  # contact channels
 
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
@@ -313,3 +315,20 @@ def render_api_key(key: ApiKey, *, full_key: str | None = None) -> dict[str, Any
         rendered["manually_revoked_at_millis"] = key.manually_revoked_at_millis
     rendered["value"] = {"last_four": key.last_four}
     return rendered
+
+
+# --- contact channels ---
+def render_contact_channel(channel: ContactChannel) -> dict[str, Any]:
+    """A contact channel, the same for every access type (reference part 2 §2)."""
+    return {
+        "id": channel.id,
+        "user_id": channel.user_id,
+        "type": "email",
+        "value": channel.value,
+        "is_primary": channel.is_primary,
+        "is_verified": channel.is_verified,
+        "used_for_auth": channel.used_for_auth,
+    }
+
+
+# --- end contact channels ---

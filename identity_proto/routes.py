@@ -10,6 +10,7 @@ from identity_proto.auth import AccessType
 from identity_proto.flows import (
     anonymous,
     api_keys,
+    contact_channels,
     emails,
     meta,
     mfa,
@@ -41,6 +42,8 @@ def _by_access(client: str, server: str) -> dict[AccessType, str]:
 USER_UPDATE = _by_access("ClientUserUpdateBody", "ServerUserUpdateBody")
 TEAM_CREATE = _by_access("ClientTeamCreateBody", "ServerTeamCreateBody")
 TEAM_UPDATE = _by_access("ClientTeamUpdateBody", "ServerTeamUpdateBody")
+CHANNEL_CREATE = _by_access("ClientContactChannelCreateBody", "ServerContactChannelCreateBody")  # contact channels
+CHANNEL_UPDATE = _by_access("ClientContactChannelUpdateBody", "ServerContactChannelUpdateBody")  # contact channels
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", V1, meta.welcome, access=None, produces="text/plain"),
@@ -325,6 +328,51 @@ ROUTES: tuple[Route, ...] = (
         params="TeamInvitationIdParams",
     ),
     # --- end team invitations ---
+    # --- contact channels (reference part 2 §2) ---
+    Route("GET", f"{V1}/contact-channels", contact_channels.list_contact_channels, query="ListContactChannelsQuery"),
+    Route("POST", f"{V1}/contact-channels", contact_channels.create_contact_channel, body=CHANNEL_CREATE, success=201),
+    Route(
+        "POST",
+        f"{V1}/contact-channels/send-verification-code",
+        contact_channels.send_primary_verification_code,
+        body="SendPrimaryVerificationBody",
+    ),
+    Route(
+        "POST", f"{V1}/contact-channels/verify", contact_channels.verify_contact_channel, body="VerificationCodeBody"
+    ),
+    Route(
+        "POST",
+        f"{V1}/contact-channels/verify/check-code",
+        contact_channels.check_contact_channel_code,
+        body="VerificationCodeBody",
+    ),
+    Route(
+        "GET",
+        f"{V1}/contact-channels/{{user_id}}/{{contact_channel_id}}",
+        contact_channels.get_contact_channel,
+        params="ContactChannelParams",
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/contact-channels/{{user_id}}/{{contact_channel_id}}",
+        contact_channels.update_contact_channel,
+        body=CHANNEL_UPDATE,
+        params="ContactChannelParams",
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/contact-channels/{{user_id}}/{{contact_channel_id}}",
+        contact_channels.delete_contact_channel,
+        params="ContactChannelParams",
+    ),
+    Route(
+        "POST",
+        f"{V1}/contact-channels/{{user_id}}/{{contact_channel_id}}/send-verification-code",
+        contact_channels.send_channel_verification_code,
+        body="SendChannelVerificationBody",
+        params="ContactChannelParams",
+    ),
+    # --- end contact channels ---
 )
 
 

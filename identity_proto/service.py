@@ -30,13 +30,13 @@ import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType, Auth, AuthCache, ProjectCache, authenticate, session_precondition
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import Flow, LoadClockOverride, perform
-from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
+from identity_proto.errors import ErrorCode, KnownError, PlainError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response, check_headers
 from identity_proto.passwords import load_hashing
 from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
-from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers
+from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers, text_response
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import Validated, schema_error, validate_nothing
@@ -97,6 +97,8 @@ class Service:
             response = yield from self._respond(request, now_ms, entropy, request_id)
         except KnownError as error:
             response = self._error(error)
+        except PlainError as error:
+            response = text_response(error.status, error.message)
         except StorageUnavailable as exc:
             logger.warning("storage unavailable (request %s): %s", request_id, exc)
             response = self._error(KnownError(ErrorCode.STORAGE_UNAVAILABLE, context={"request_id": request_id}))

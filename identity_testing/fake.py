@@ -53,26 +53,24 @@ def _sign_in_code(mail: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _team_invitation_code(mail: Mapping[str, Any]) -> str | None:
-    """An invitation mail's code: the whole code of its link (what the accept endpoints take)."""
-    if str(mail.get("subject", "")).startswith("You have been invited to join ") and mail.get("magic_link"):
-        return _link_code(mail["magic_link"])
-    return None
+def _whole_link_code(subject: str) -> Callable[[Mapping[str, Any]], str | None]:
+    """The reader of a kind of mail known by how its subject starts, whose code is the whole code of its link."""
 
+    def read(mail: Mapping[str, Any]) -> str | None:
+        if str(mail.get("subject", "")).startswith(subject) and mail.get("magic_link"):
+            return _link_code(mail["magic_link"])
+        return None
 
-# passwords: a reset mail is known by its subject (reference part 2 §0: "Reset your password at <project>")
-def _password_reset_code(mail: Mapping[str, Any]) -> str | None:
-    if str(mail.get("subject", "")).startswith("Reset your password at ") and mail.get("magic_link"):
-        return _link_code(mail["magic_link"])
-    return None
+    return read
 
 
 #: The kinds of code `TestProject.last_code` finds: kind -> how to read that kind's code from a mail (None: the mail
-#: is of another kind). One entry per kind of code the service mails.
+#: is of another kind). One entry per kind of code the service mails (the subjects of reference part 2 §0).
 CODE_KINDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
     "sign_in": _sign_in_code,
-    "team_invitation": _team_invitation_code,
-    "password_reset": _password_reset_code,
+    "team_invitation": _whole_link_code("You have been invited to join "),
+    "password_reset": _whole_link_code("Reset your password at "),
+    "email_verification": _whole_link_code("Verify your email at "),
 }
 
 
@@ -308,7 +306,7 @@ class TestProject:
     def last_code(self, email: str, kind: str = "sign_in") -> str:
         """The newest code of `kind` (a key of `CODE_KINDS`) mailed to `email`, as its endpoint takes it. A sign-in
         code is the 6-character code the mail shows (its outbox item's `code`) followed by the nonce (the rest of
-        the magic link's code); a team invitation's or a password reset's is the whole code of its link."""
+        the magic link's code); the other kinds' is the whole code of their link."""
         read = CODE_KINDS.get(kind)
         if read is None:
             raise ValueError(f"unknown kind of code {kind!r}; known: {', '.join(CODE_KINDS)}")

@@ -16,6 +16,7 @@ find an effect's handler.
 project reset), `rate_limits`. backends/README.md says how to find an effect's handler.
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `testing` (clock override, project reset),
 `rate_limits`, `passwords` (the password flows' writes). backends/README.md says how to find an effect's handler.
+`rate_limits`, `contact_channels`. backends/README.md says how to find an effect's handler.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from backends.memory import (  # noqa: F401
     anonymous,
     api_keys,
     codes,
+    contact_channels,
     email_sign_in,
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from backends.memory.codes import _create_code
+from backends.memory.contact_channels import auth_address_is_verified
 from backends.memory.sessions import _create_session
 from backends.memory.store import MemoryStore, _performs
 from backends.memory.teams import _create_team
@@ -29,7 +30,7 @@ from identity_proto.records import replaced
 def _create_sign_in_code(store: MemoryStore, effect: CreateSignInCode) -> EmailRefusal | None:
     email = effect.code.email or ""
     user = _find_user_by_auth_email(store, FindUserByAuthEmail(effect.project_id, email))
-    if user is not None and not user.primary_email_verified:
+    if user is not None and not auth_address_is_verified(store.tenant(effect.project_id), user, email):
         return EmailRefusal.UNVERIFIED
     if user is None and not effect.sign_up_enabled:
         return EmailRefusal.SIGN_UP_DISABLED
@@ -42,7 +43,7 @@ def _sign_in_by_email(store: MemoryStore, effect: SignInByEmail) -> EmailSignIn:
     tenant, project_id = store.tenant(effect.project_id), effect.project_id
     user = _find_user_by_auth_email(store, FindUserByAuthEmail(project_id, effect.email))
     if user is not None:
-        if not user.primary_email_verified:
+        if not auth_address_is_verified(tenant, user, effect.email):
             return EmailSignIn(EmailSignInOutcome.UNVERIFIED, user)
         changes: dict[str, Any] = {}
         if not user.otp_auth_enabled:

@@ -14,6 +14,7 @@ from identity_proto.records import (
     ApiKey,
     ApiKeyType,
     ClockOverride,
+    ContactChannel,
     Email,
     Membership,
     Project,
@@ -81,6 +82,10 @@ class Tenant:
     # --- team invitations ---
     #: invitation id -> the code hash of the invitation (its record is in `codes`).
     team_invitations: dict[str, str] = field(default_factory=dict)
+    # --- contact channels ---
+    #: user id -> channel id -> the user's stored (non-primary) contact channels. The primary channel is the
+    #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
+    channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
 
 
 class MemoryStore:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 
+from backends.memory.contact_channels import drop_user_channels, holds_stored_value
 from backends.memory.sessions import _drop_session
 from backends.memory.store import MemoryStore, _performs
 from identity_proto.effects import (
@@ -79,6 +80,10 @@ def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
     if stored is None:
         return UserWrite.NOT_FOUND
     updated = effect.changes.apply(stored)
+    # contact channels: one address is never two channels of one user (effects.contact_channels)
+    new_primary = updated.primary_email
+    if new_primary not in (None, stored.primary_email) and holds_stored_value(tenant, updated.id, new_primary or ""):
+        return UserWrite.EMAIL_TAKEN
     old_email, new_email = stored.auth_email, updated.auth_email
     if new_email != old_email:
         if new_email is not None and tenant.email_index.get(new_email, updated.id) != updated.id:
@@ -106,6 +111,7 @@ def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
     tenant.user_order.remove((user.signed_up_at_millis, user.id))
     if user.auth_email is not None and tenant.email_index.get(user.auth_email) == user.id:
         del tenant.email_index[user.auth_email]
+    drop_user_channels(tenant, user)  # contact channels
     for session_id in list(tenant.user_sessions.pop(user.id, ())):
         _drop_session(tenant, session_id)
     for key in [key for key in tenant.memberships if key[1] == user.id]:

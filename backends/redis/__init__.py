@@ -112,6 +112,7 @@ from backends.redis import (  # noqa: F401
     anonymous,
     api_keys,
     codes,
+    contact_channels,
     email_sign_in,
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password

@@ -10,7 +10,7 @@ import dataclasses
 
 from backends.redis.codecs import _code, _flat, _json, _json_fields, _text
 from backends.redis.keys import GRACE_MS, ORPHAN_NONCE_TTL_MS, KeySpace
-from backends.redis.lua import _CREATE_CODE, _EXTEND_EXPIRY, _FIELDS
+from backends.redis.lua import _ATTEMPT_CODE, _CREATE_CODE, _EXTEND_EXPIRY, _FIELDS
 from backends.redis.plan import Arg, Plan, Script, _plans, script
 from identity_proto.effects import (
     AcceptTotp,
@@ -50,17 +50,10 @@ def _create_code(keys: KeySpace, effect: CreateVerificationCode) -> Plan[None]:
 script(
     "attempt_code",
     _FIELDS
+    + _ATTEMPT_CODE
     + """
-local before = redis.call('INCR', KEYS[2]) - 1
-if redis.call('PTTL', KEYS[2]) == -1 then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
-local code = redis.call('HGETALL', KEYS[1])
-local f = fields(code)
-if #code == 0 or f['purpose'] ~= ARGV[1] then return {'not_found'} end
-if tonumber(ARGV[2]) >= tonumber(f['expires_at_millis']) then return {'expired', code} end
-if f['used'] == 'true' then return {'already_used', code} end
-if before >= tonumber(ARGV[3]) then return {'max_attempts_reached', code} end
-if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'used', 'true') end
-return {'ok', code}
+local reply = attempt_code(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+return reply
 """,
 )
 

@@ -11,28 +11,28 @@ import dataclasses
 
 from backends.redis.codecs import _flat, _json_fields, _text, _user
 from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.lua import _CREATE_CODE, _CREATE_SESSION, _CREATE_TEAM, _EXTEND_EXPIRY, _SEQ
+from backends.redis.lua import _ADDRESS_VERIFIED, _CREATE_CODE, _CREATE_SESSION, _CREATE_TEAM, _EXTEND_EXPIRY, _SEQ
 from backends.redis.plan import Plan, Script, _plans, script
 from identity_proto.effects import CreateSignInCode, EmailRefusal, EmailSignIn, EmailSignInOutcome, SignInByEmail
 from identity_proto.records import user_to_json
 
 # KEYS: code, nonce counter, e-mail index. ARGV: expires_at_millis, the code's e-mail, user key prefix,
-# sign-up enabled (1/0), then field, value, ... of the code. Returns 'ok' (stored), or 'unverified' /
+# sign-up enabled (1/0), contact channels key prefix, then field, value, ... of the code. Whether the address is
+# verified is its channel's (the primary, or another auth channel of the user). Returns 'ok' (stored), or 'unverified' /
 # 'sign_up_disabled' (nothing written).
 script(
     "create_sign_in_code",
     _EXTEND_EXPIRY
     + _CREATE_CODE
+    + _ADDRESS_VERIFIED
     + """
 local uid = redis.call('HGET', KEYS[3], ARGV[2])
-local verified = false
-if uid then verified = redis.call('HGET', ARGV[3] .. uid, 'primary_email_verified') end
-if verified then
-  if verified ~= 'true' then return 'unverified' end
+if uid and redis.call('EXISTS', ARGV[3] .. uid) == 1 then
+  if not address_verified(ARGV[3] .. uid, ARGV[5] .. uid, ARGV[2]) then return 'unverified' end
 elseif ARGV[4] ~= '1' then
   return 'sign_up_disabled'
 end
-create_code(KEYS[1], KEYS[2], ARGV[1], {unpack(ARGV, 5)})
+create_code(KEYS[1], KEYS[2], ARGV[1], {unpack(ARGV, 6)})
 return 'ok'
 """,
 )
@@ -53,6 +53,7 @@ def _create_sign_in_code(keys: KeySpace, effect: CreateSignInCode) -> Plan[Email
             code.email or "",
             keys.user(project_id),
             1 if effect.sign_up_enabled else 0,
+            keys.user_channels(project_id),
             *_flat(_json_fields(dataclasses.asdict(code))),
         ),
     )
@@ -64,21 +65,23 @@ def _create_sign_in_code(keys: KeySpace, effect: CreateSignInCode) -> Plan[Email
 # member index, the new user's team index, membership order, membership sequence.
 # ARGV: e-mail, user key prefix, session set prefix, now_ms, sign-up enabled (1/0), new user's id, its
 # signed_up_at_millis, session id, session expiry, membership key prefix, team id, team created_at_millis,
-# then the counts nu, ns, nt and nu items field, value, ... of the new user, ns of the session (without
-# user_id), nt of the team, and the rest: the creator's membership.
+# then the counts nu, ns, nt, the contact channels key prefix, and nu items field, value, ... of the new user,
+# ns of the session (without user_id), nt of the team, and the rest: the creator's membership. Whether the address
+# is verified is its channel's (the primary, or another auth channel of the user).
 # Returns {outcome, user record} or {outcome}; the outcomes of SignInByEmail, checked in its order.
 script(
     "sign_in_by_email",
-    _EXTEND_EXPIRY
+    _ADDRESS_VERIFIED
+    + _EXTEND_EXPIRY
     + _SEQ
     + _CREATE_SESSION
     + _CREATE_TEAM
     + """
 local nu, ns, nt = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local user_items = {unpack(ARGV, 16, 15 + nu)}
-local session_items = {unpack(ARGV, 16 + nu, 15 + nu + ns)}
-local team_items = {unpack(ARGV, 16 + nu + ns, 15 + nu + ns + nt)}
-local membership_items = {unpack(ARGV, 16 + nu + ns + nt)}
+local user_items = {unpack(ARGV, 17, 16 + nu)}
+local session_items = {unpack(ARGV, 17 + nu, 16 + nu + ns)}
+local team_items = {unpack(ARGV, 17 + nu + ns, 16 + nu + ns + nt)}
+local membership_items = {unpack(ARGV, 17 + nu + ns + nt)}
 local function start_session(uid, id_json)
   session_items[#session_items + 1] = 'user_id'
   session_items[#session_items + 1] = id_json
@@ -90,7 +93,7 @@ if uid then
   local u = redis.call('HMGET', ukey, 'id', 'primary_email_verified', 'otp_auth_enabled', 'totp_secret_base64',
     'last_active_at_millis')
   if u[1] then
-    if u[2] ~= 'true' then return {'unverified', redis.call('HGETALL', ukey)} end
+    if not address_verified(ukey, ARGV[16] .. uid, ARGV[1]) then return {'unverified', redis.call('HGETALL', ukey)} end
     if u[3] ~= 'true' then redis.call('HSET', ukey, 'otp_auth_enabled', 'true') end
     if u[4] and u[4] ~= 'null' then return {'mfa_required', redis.call('HGETALL', ukey)} end
     if not u[5] or tonumber(u[5]) < tonumber(ARGV[4]) then
@@ -162,6 +165,7 @@ def _sign_in_by_email(keys: KeySpace, effect: SignInByEmail) -> Plan[EmailSignIn
             len(user_items),
             len(session_items),
             len(team_items),
+            keys.user_channels(p),
             *user_items,
             *session_items,
             *team_items,

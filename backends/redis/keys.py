@@ -29,7 +29,9 @@ Key                             Type    Holds                                   
                                         any JSON).
 ``<p>user-by-email``            HASH    The e-mail index: auth e-mail (plain text,    none
                                         the primary e-mail of users whose
-                                        ``primary_email_auth_enabled``) -> user id.
+                                        ``primary_email_auth_enabled``, and every
+                                        stored contact channel used for auth) ->
+                                        user id.
 ``<p>user-order``               ZSET    Every user id, scored by its                  none
                                         ``signed_up_at_millis``. Equal scores order
                                         by member, byte-wise: exactly the
@@ -91,6 +93,13 @@ Key                             Type    Holds                                   
 ``<p>invitations-to:<email>``   ZSET    The ids of the invitations sent to an         as ``team-invitations``
                                         address (as stored: normalised), scored
                                         and kept as ``team-invitations``.
+``<p>user-channels:<user_id>``  HASH    A user's contact channels but the primary     none
+                                        (which is the user's ``primary_email*``
+                                        fields): channel id -> the channel's JSON
+                                        object (``id``, ``value``, ``is_verified``,
+                                        ``used_for_auth``, ``created_at_millis``).
+                                        Their auth addresses are in
+                                        ``user-by-email`` too.
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
@@ -270,3 +279,10 @@ class KeySpace:
     def invitations_to(self, project_id: str, email: str = "") -> str:
         """The ids of the invitations sent to an address, scored by expires_at_millis."""
         return f"{self.prefix(project_id)}invitations-to:{email}"
+
+    # --- contact channels ---
+    def user_channels(self, project_id: str, user_id: str = "") -> str:
+        """A user's stored (non-primary) contact channels: channel id -> channel JSON."""
+        return f"{self.prefix(project_id)}user-channels:{user_id}"
+
+    # --- end contact channels ---

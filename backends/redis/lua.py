@@ -158,3 +158,48 @@ local function delete_api_keys(owner_keys, key_prefix, by_hash)
   redis.call('DEL', owner_keys)
 end
 """
+
+# --- contact channels ---
+
+#: Lua: present a one-time code (AttemptVerificationCode's contract): count an attempt on its nonce, then check it.
+#: Returns the reply {outcome} or {outcome, code's HGETALL}, and the code's fields (a table) when it exists. Needs
+#: `_FIELDS`.
+_ATTEMPT_CODE = """
+local function attempt_code(code_key, nonce_key, purpose, now, max_attempts, consume, orphan_ttl)
+  local before = redis.call('INCR', nonce_key) - 1
+  if redis.call('PTTL', nonce_key) == -1 then redis.call('PEXPIRE', nonce_key, orphan_ttl) end
+  local code = redis.call('HGETALL', code_key)
+  local f = fields(code)
+  if #code == 0 or f['purpose'] ~= purpose then return {'not_found'}, nil end
+  if tonumber(now) >= tonumber(f['expires_at_millis']) then return {'expired', code}, f end
+  if f['used'] == 'true' then return {'already_used', code}, f end
+  if before >= tonumber(max_attempts) then return {'max_attempts_reached', code}, f end
+  if consume == '1' then redis.call('HSET', code_key, 'used', 'true') end
+  return {'ok', code}, f
+end
+"""
+
+#: Lua: whether the user's auth channel with this address (the primary in the user hash, or a stored channel in
+#: the user's channel hash) is verified; false when they have none.
+_ADDRESS_VERIFIED = """
+local function address_verified(user_key, channels_key, address)
+  local u = redis.call('HMGET', user_key, 'primary_email', 'primary_email_verified', 'primary_email_auth_enabled')
+  if u[1] and u[3] == 'true' and cjson.decode(u[1]) == address then return u[2] == 'true' end
+  for _, text in ipairs(redis.call('HVALS', channels_key)) do
+    local c = cjson.decode(text)
+    if c.value == address and c.used_for_auth == true then return c.is_verified == true end
+  end
+  return false
+end
+"""
+
+#: Lua: the JSON text of a stored contact channel (`records.contact_channel_to_json`) from its table.
+_CHANNEL_JSON = """
+local function channel_json(c)
+  return '{"id":' .. cjson.encode(c.id) .. ',"value":' .. cjson.encode(c.value) .. ',"is_verified":'
+    .. tostring(c.is_verified == true) .. ',"used_for_auth":' .. tostring(c.used_for_auth == true)
+    .. ',"created_at_millis":' .. string.format('%.0f', c.created_at_millis) .. '}'
+end
+"""
+
+# --- end contact channels ---

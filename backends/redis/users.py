@@ -112,7 +112,8 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
     return user if created else UserWrite.EMAIL_TAKEN
 
 
-# KEYS: user, e-mail index, user's session set, user order, and with a session guard, the guard's session.
+# KEYS: user, e-mail index, user's session set, user order, user's contact channels, and with a session guard, the
+# guard's session.
 # ARGV: user id, revoke sessions (1/0), session key prefix, token entry prefix, team key prefix ('' to read no
 # team), the guard's user id (JSON) and now_ms ('' without a guard), then field, value, ... (JSON values; maybe none).
 # Returns {'ok', record as JSON, selected team's record or {}}, {'session_gone'}, {'not_found'} or {'email_taken'} (the
@@ -123,8 +124,8 @@ script(
     + _AUTH_EMAIL
     + _RECORD_JSON
     + """
-if #KEYS > 4 then
-  local session = redis.call('HMGET', KEYS[5], 'user_id', 'expires_at_millis')
+if #KEYS > 5 then
+  local session = redis.call('HMGET', KEYS[6], 'user_id', 'expires_at_millis')
   if not session[1] or session[1] ~= ARGV[6] or tonumber(session[2]) <= tonumber(ARGV[7]) then
     return {'session_gone'}
   end
@@ -140,6 +141,13 @@ for i = 8, #ARGV, 2 do
   elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
 end
 local new = auth_email(enabled, email)
+-- contact channels: one address is never two channels of one user (identity_proto.effects.contact_channels)
+if email and email ~= stored[2] and email ~= 'null' then
+  local value = cjson.decode(email)
+  for _, text in ipairs(redis.call('HVALS', KEYS[5])) do
+    if cjson.decode(text).value == value then return {'email_taken'} end
+  end
+end
 if new ~= old then
   if new then
     local owner = redis.call('HGET', KEYS[2], new)
@@ -185,6 +193,7 @@ def _update_user_reading(
         keys.users_by_email(project_id),
         keys.user_sessions(project_id, user_id),
         keys.user_order(project_id),
+        keys.user_channels(project_id, user_id),
     )
     if guard is not None:
         script_keys += (keys.session(project_id, guard.session_id),)
@@ -213,7 +222,8 @@ def _update_user_reading(
 
 
 # KEYS: user, e-mail index, user's session set, user order, user's team index, membership order, the user's
-# project permission set, permission users, the user's API key index, the API key hash index.
+# project permission set, permission users, the user's API key index, the API key hash index, the user's contact
+# channels.
 # ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix, API key
 # prefix.
 # Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
@@ -228,6 +238,14 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
 local email = auth_email(stored[1], stored[2])
 if email and redis.call('HGET', KEYS[2], email) == ARGV[1] then redis.call('HDEL', KEYS[2], email) end
+-- contact channels: the user's other addresses leave the e-mail index with them
+for _, text in ipairs(redis.call('HVALS', KEYS[11])) do
+  local c = cjson.decode(text)
+  if c.used_for_auth == true and redis.call('HGET', KEYS[2], c.value) == ARGV[1] then
+    redis.call('HDEL', KEYS[2], c.value)
+  end
+end
+redis.call('DEL', KEYS[11])
 revoke_sessions(KEYS[3], ARGV[2], ARGV[3])
 local teams = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
 for i = 1, #teams, 2 do
@@ -267,6 +285,8 @@ def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
             # API keys
             keys.owner_api_keys(project_id, "user", user_id),
             keys.api_key_by_hash(project_id),
+            # contact channels
+            keys.user_channels(project_id, user_id),
         ),
         (
             user_id,

@@ -49,6 +49,23 @@ from identity_proto.effects.codes import (
     CreateVerificationCode,
     TotpAcceptance,
 )
+
+# --- contact channels ---
+from identity_proto.effects.contact_channels import (
+    ChannelVerification,
+    ChannelWrite,
+    CreateContactChannel,
+    DeleteContactChannel,
+    ListContactChannels,
+    ListProjectContactChannels,
+    UpdateContactChannel,
+    UserChannels,
+    VerifyContactChannel,
+    auth_address_verified,
+    channels_of,
+)
+
+# --- end contact channels ---
 from identity_proto.effects.email_sign_in import (
     CreateSignInCode,
     EmailRefusal,
@@ -233,6 +250,21 @@ __all__ = [
 ]
 # API keys
 __all__ += ["ApiKeyWrite", "CreateApiKey", "FindApiKeyByHash", "ListApiKeys", "LoadApiKey", "UpdateApiKey"]
+# --- contact channels ---
+__all__ += [
+    "ChannelVerification",
+    "ChannelWrite",
+    "CreateContactChannel",
+    "DeleteContactChannel",
+    "ListContactChannels",
+    "ListProjectContactChannels",
+    "UpdateContactChannel",
+    "UserChannels",
+    "VerifyContactChannel",
+    "auth_address_verified",
+    "channels_of",
+]
+# --- end contact channels ---
 
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
@@ -261,6 +293,9 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         # --- team invitations ---
         LoadTeamInvitation,
         ListTeamInvitations,
+        # --- contact channels ---
+        ListContactChannels,
+        ListProjectContactChannels,
     }
 )
 

@@ -12,6 +12,7 @@ from identity_proto.records import CodePurpose, VerificationCode
 from identity_proto.tokens import hash_secret, random_string
 
 __all__ = ["CODE_LENGTH", "MAX_ATTEMPTS_PER_NONCE", "OTP_LENGTH", "NewCode", "check_code", "create_code", "new_code"]
+__all__ += ["refused_code"]  # contact channels
 
 CODE_LENGTH = 45
 OTP_LENGTH = 6
@@ -104,3 +105,10 @@ def check_code(
     if attempt.outcome is not CodeOutcome.OK or attempt.code is None:
         raise KnownError(_OUTCOME_ERRORS.get(attempt.outcome, ErrorCode.VERIFICATION_CODE_NOT_FOUND))
     return attempt.code
+
+
+# --- contact channels ---
+def refused_code(outcome: CodeOutcome) -> KnownError:
+    """The error answering a code attempt whose outcome is not OK (as `check_code` raises it), for flows that
+    present a code inside an effect of their own (verifying a contact channel consumes and marks in one step)."""
+    return KnownError(_OUTCOME_ERRORS.get(outcome, ErrorCode.VERIFICATION_CODE_NOT_FOUND))

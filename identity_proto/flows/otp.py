@@ -33,7 +33,7 @@ from identity_proto.users import normalize_email
 if TYPE_CHECKING:
     from identity_proto.schemas import CodeBody, SendSignInCodeBody
 
-__all__ = ["callback_is_trusted", "check_sign_in_code", "send_sign_in_code", "sign_in_with_code"]
+__all__ = ["callback_is_trusted", "check_sign_in_code", "magic_link", "send_sign_in_code", "sign_in_with_code"]
 
 #: reference §2.2 step 4: the hosts that "localhost" covers (plus every `*.localhost` name), as a WHATWG parser
 #: serialises them.
@@ -60,7 +60,7 @@ def callback_is_trusted(url: str, config: ProjectConfig) -> bool:
     return False
 
 
-def _magic_link(callback: WebURL, code: str) -> str:
+def magic_link(callback: WebURL, code: str) -> str:
     """The callback with its `code` query parameter set to the full code (an existing one is replaced). The
     callback is normalised and unambiguous, so splitting it here cannot move its origin."""
     parts = urlsplit(callback.href)
@@ -116,7 +116,7 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
         raise _refused(refusal, email)
     if limited:  # the code is stored but nobody knows it: a request refused here leaves it to expire unused
         yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
-    link = _magic_link(parse_web_url(body.callback_url), code.code)
+    link = magic_link(parse_web_url(body.callback_url), code.code)
     text = (
         f"Your sign-in code for {project.display_name} is {code.otp}.\n\n"
         f"Or sign in with this link:\n{link}\n\n"

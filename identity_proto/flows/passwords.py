@@ -29,7 +29,7 @@ from identity_proto.effects import (
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import new_email
-from identity_proto.flows.otp import _magic_link, callback_is_trusted
+from identity_proto.flows.otp import callback_is_trusted, magic_link
 from identity_proto.flows.password import check_new_password
 from identity_proto.http import Response
 from identity_proto.ratelimits import FailureLimit, check_under_limit, count_event, rule_for
@@ -126,7 +126,7 @@ def send_reset_code(ctx: RequestContext) -> Flow[Response]:
         rule = rule_for("send_code_email", project.config)
         yield from count_event(rule, f"{project.id}:{email}", now_ms=ctx.now_ms, enforce=True)
     code, record = new_code(ctx, CodePurpose.PASSWORD_RESET, ctx.options.code_lifetime_ms, email=email)
-    link = _magic_link(parse_web_url(body.callback_url), code.code)
+    link = magic_link(parse_web_url(body.callback_url), code.code)
     subject, text = _mail_text(project, link)
     mail = new_email(ctx, email, subject, text, magic_link=link)
     outbox = ctx.options.mail_delivery == "outbox"

@@ -47,7 +47,7 @@ from identity_proto.effects import (
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import deliver, new_email
-from identity_proto.flows.otp import _magic_link, callback_is_trusted  # the link is made as a sign-in mail's
+from identity_proto.flows.otp import callback_is_trusted, magic_link  # the link is made as a sign-in mail's
 from identity_proto.flows.teams import effective_permissions
 from identity_proto.http import Response
 from identity_proto.ratelimits import check_under_limit, count_event, rule_for
@@ -157,7 +157,7 @@ def send_invitation(ctx: RequestContext) -> Flow[Response]:
     record = dataclasses.replace(record, id=new_uuid(ctx.entropy), team_id=team.id)
     if not (yield from perform(CreateTeamInvitation(project.id, record))):
         raise _team_not_found(team.id)  # deleted since it was read
-    link = _magic_link(parse_web_url(body.callback_url), code.code)
+    link = magic_link(parse_web_url(body.callback_url), code.code)
     mail = new_email(
         ctx,
         body.email,

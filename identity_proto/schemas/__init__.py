@@ -47,6 +47,21 @@ if TYPE_CHECKING:
         is_uuid,
         validate_model,
     )
+
+    # --- contact channels ---
+    from identity_proto.schemas.contact_channels import (
+        ClientContactChannelCreateBody,
+        ClientContactChannelUpdateBody,
+        ContactChannelParams,
+        ListContactChannelsQuery,
+        SendChannelVerificationBody,
+        SendPrimaryVerificationBody,
+        ServerContactChannelCreateBody,
+        ServerContactChannelUpdateBody,
+        VerificationCodeBody,
+    )
+
+    # --- end contact channels ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -152,6 +167,18 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     # passwords
     "passwords": ("ResetCodeBody", "ResetPasswordBody", "SendResetCodeBody", "SetPasswordBody", "UpdatePasswordBody"),
+    # --- contact channels ---
+    "contact_channels": (
+        "ClientContactChannelCreateBody",
+        "ClientContactChannelUpdateBody",
+        "ContactChannelParams",
+        "ListContactChannelsQuery",
+        "SendChannelVerificationBody",
+        "SendPrimaryVerificationBody",
+        "ServerContactChannelCreateBody",
+        "ServerContactChannelUpdateBody",
+        "VerificationCodeBody",
+    ),
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -282,6 +309,19 @@ __all__ += [
     "UserApiKeyCreateBody",
     "UserApiKeysQuery",
 ]
+# --- contact channels ---
+__all__ += [
+    "ClientContactChannelCreateBody",
+    "ClientContactChannelUpdateBody",
+    "ContactChannelParams",
+    "ListContactChannelsQuery",
+    "SendChannelVerificationBody",
+    "SendPrimaryVerificationBody",
+    "ServerContactChannelCreateBody",
+    "ServerContactChannelUpdateBody",
+    "VerificationCodeBody",
+]
+# --- end contact channels ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error

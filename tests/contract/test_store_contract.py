@@ -35,6 +35,7 @@ from identity_proto.effects import (
     CodeOutcome,
     ConsumeVerificationCode,
     CreateApiKey,
+    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -42,6 +43,7 @@ from identity_proto.effects import (
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
+    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteTeam,
@@ -52,8 +54,10 @@ from identity_proto.effects import (
     GrantProjectPermissions,
     HitRateLimits,
     ListApiKeys,
+    ListContactChannels,
     ListMemberships,
     ListOutbox,
+    ListProjectContactChannels,
     ListProjectPermissions,
     ListProjects,
     ListSessions,
@@ -83,6 +87,7 @@ from identity_proto.effects import (
     StorePasswordResetCode,
     Together,
     UpdateApiKey,
+    UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
@@ -90,6 +95,7 @@ from identity_proto.effects import (
     UpdateUserWithTeam,
     UpgradeAnonymousUser,
     UseRefreshToken,
+    VerifyContactChannel,
 )
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.projects import new_project
@@ -612,6 +618,13 @@ CONTRACT_TESTED: set[type[Any]] = {
     ResetPassword,
     ChangePassword,
     SetPassword,
+    # --- contact channels: test_contact_channels_contract.py ---
+    ListContactChannels,
+    ListProjectContactChannels,
+    CreateContactChannel,
+    UpdateContactChannel,
+    DeleteContactChannel,
+    VerifyContactChannel,
 }
 
 

@@ -150,6 +150,7 @@ def _world(caller: str) -> World:
             "/api/v1/team-invitations/send-code",
             json={"team_id": team["id"], "email": "ada@example.com", "callback_url": "http://localhost:3000/join"},
         ).json()
+        channels = http.get("/api/v1/contact-channels", params={"user_id": user["id"]}).json()["items"]
     assert other_session["refresh_token"] != tokens["refresh_token"]
     session_id = next(s["id"] for s in sessions if not s.get("is_current_session"))
     known = {
@@ -159,6 +160,7 @@ def _world(caller: str) -> World:
         "project_id": project.id,
         "permission_id": "$read_members",
         "invitation_id": invitation["id"],  # team invitations
+        "contact_channel_id": channels[0]["id"],  # contact channels: the user's primary e-mail
     }
     # API keys: both families on (off, every route answers one plain 400), and a key of the user's
     switched = {"config": {"allow_user_api_keys": True, "allow_team_api_keys": True}}

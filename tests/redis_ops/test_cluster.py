@@ -46,6 +46,7 @@ from identity_proto.effects import (
     CodeOutcome,
     ConsumeVerificationCode,
     CreateApiKey,
+    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -53,6 +54,7 @@ from identity_proto.effects import (
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
+    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteTeam,
@@ -66,8 +68,10 @@ from identity_proto.effects import (
     HitRateLimits,
     InvitationAcceptance,
     ListApiKeys,
+    ListContactChannels,
     ListMemberships,
     ListOutbox,
+    ListProjectContactChannels,
     ListProjectPermissions,
     ListProjects,
     ListSessions,
@@ -100,13 +104,16 @@ from identity_proto.effects import (
     Together,
     TotpAcceptance,
     UpdateApiKey,
+    UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
     UpdateUser,
     UpgradeAnonymousUser,
+    UserChannels,
     UseRefreshToken,
     UserWrite,
+    VerifyContactChannel,
 )
 from identity_proto.errors import StorageUnavailable
 from identity_proto.records import (
@@ -114,6 +121,7 @@ from identity_proto.records import (
     ApiKeyType,
     ClockOverride,
     CodePurpose,
+    ContactChannel,
     Membership,
     PermissionDefinition,
     Project,
@@ -489,6 +497,35 @@ def _passwords(store: RedisStore, p: str) -> None:
     assert store.apply(LoadUser(p, "pw")) == make_user("pw", "pw@example.com", password_hash=old)
 
 
+def _contact_channels(store: RedisStore, p: str) -> None:
+    store.apply(CreateUser(p, make_user("chan", "chan@example.com")))
+    work = ContactChannel("c-work", "chan", "work@example.com", False, True, T0 + 1)
+    created = store.apply(CreateContactChannel(p, work, make_primary=True, next_primary_id="next"))
+    assert isinstance(created, UserChannels)
+    assert created.user.primary_email == "work@example.com"
+    assert store.apply(FindUserByAuthEmail(p, "chan@example.com")) == created.user
+    updated = store.apply(UpdateContactChannel(p, "chan", "c-work", "next", is_primary=False))
+    assert isinstance(updated, UserChannels)
+    assert updated.user.primary_email is None
+    purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
+    store.apply(
+        CreateVerificationCode(p, make_code("c-verify", purpose=purpose, user_id="chan", email="work@example.com"))
+    )
+    attempt = AttemptVerificationCode(p, "code-c-verify", "nonce-c-verify", purpose, T0, consume=True)
+    verified = store.apply(VerifyContactChannel(attempt))
+    assert verified.channel_found is True
+    assert verified.attempt.outcome.value == "ok"
+    found = store.apply(ListContactChannels(p, "chan"))
+    assert found is not None
+    assert [c.is_verified for c in found.stored if c.id == "c-work"] == [True]
+    assert [c.id for c in store.apply(ListProjectContactChannels(p)) if c.user_id == "chan"] == [
+        found.channels[0].id,
+        "c-work",
+    ]
+    assert isinstance(store.apply(DeleteContactChannel(p, "chan", "c-work", "next")), UserChannels)
+    assert store.apply(FindUserByAuthEmail(p, "work@example.com")) is None
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -504,6 +541,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _permissions(checked, p)
     _api_keys(checked, p)
     _passwords(checked, p)
+    _contact_channels(checked, p)
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

@@ -16,8 +16,9 @@ Bounded and derandomized: CI runs the same examples every time (about 2,800 step
 ran. Planted bugs it caught, each within seconds: DeleteTeam or RemoveMembership not deselecting the team,
 ZRANK for ZREVRANK in a descending ListUsers, UpdateUser leaving the old e-mail in the index, an off-by-one in
 max attempts, an unescaped SCAN pattern, UpdateUser not revoking sessions, UseRefreshToken moving last activity
-back, the outbox keeping one too many, ResetPassword not revoking sessions. (Garbage that no effect can observe,
-such as a membership record left behind by DeleteUser, is out of its reach.)
+back, the outbox keeping one too many, ResetPassword not revoking sessions. Contact channels: a verification that
+rewrote the primary's id in one store and not in the other. (Garbage that no effect can observe, such as a
+membership record left behind by DeleteUser, is out of its reach.)
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from identity_proto.effects import (
     ChangePermissionDefinitions,
     ConsumeVerificationCode,
     CreateApiKey,
+    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -54,6 +56,7 @@ from identity_proto.effects import (
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
+    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteTeam,
@@ -63,8 +66,10 @@ from identity_proto.effects import (
     FindUserByAuthEmail,
     GrantProjectPermissions,
     ListApiKeys,
+    ListContactChannels,
     ListMemberships,
     ListOutbox,
+    ListProjectContactChannels,
     ListProjectPermissions,
     ListProjects,
     ListSessions,
@@ -88,18 +93,21 @@ from identity_proto.effects import (
     StorageEffect,
     StorePasswordResetCode,
     UpdateApiKey,
+    UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
     UpdateTeam,
     UpdateUser,
     UpgradeAnonymousUser,
     UseRefreshToken,
+    VerifyContactChannel,
 )
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
     ClockOverride,
     CodePurpose,
+    ContactChannel,
     Email,
     Membership,
     PermissionDefinition,
@@ -111,6 +119,7 @@ from identity_proto.records import (
     TrustedDomain,
     User,
     VerificationCode,
+    primary_channel,
 )
 from tests.processes import RedisServer
 
@@ -147,8 +156,9 @@ FAMILIES = (
     "api_keys",
     "invitations",
     "passwords",
+    "channels",
 )
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2, 2)
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2, 2, 3)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -787,6 +797,55 @@ class StoresAgree(RuleBasedStateMachine):
         else:
             self.both(SetPassword(project_id, self.user(project_id), new_hash))
 
+    # ---- contact channels: the primary in the user record, the others stored, the index over both
+
+    def channels(self, data: st.DataObject, project_id: str) -> None:
+        tenant = self._tenant(project_id)
+        if not tenant.users:
+            self.users(data, project_id)
+            return
+        n, op = self.step(("create", "create", "create", "update", "update", "delete", "verify", "list"))
+        user_id = self.user(project_id)
+        user = tenant.users.get(user_id)
+        primary = primary_channel(user) if user is not None else None
+        ids = sorted(tenant.channels.get(user_id, {})) + ([primary.id] if primary is not None else [])
+        channel_id = self._pick(ids, [*ids, "c-none"])
+        maybe_bool = st.none() | st.booleans()
+        if op == "create":
+            channel = ContactChannel(
+                id=f"c{n}",  # fresh, as the flows make them
+                user_id=user_id,
+                value=data.draw(st.sampled_from(EMAILS), label="value"),
+                is_verified=data.draw(st.booleans(), label="verified"),
+                used_for_auth=data.draw(st.booleans(), label="auth"),
+                created_at_millis=data.draw(st.sampled_from(TIMES), label="created_at_millis"),
+            )
+            self.both(CreateContactChannel(project_id, channel, data.draw(st.booleans(), label="primary"), f"p{n}"))
+        elif op == "update":
+            update = UpdateContactChannel(
+                project_id,
+                user_id,
+                channel_id,
+                f"p{n}",
+                value=data.draw(st.none() | st.sampled_from(EMAILS), label="value"),
+                used_for_auth=data.draw(maybe_bool, label="auth"),
+                is_verified=data.draw(maybe_bool, label="verified"),
+                is_primary=data.draw(maybe_bool, label="primary"),
+            )
+            self.both(update)
+        elif op == "delete":
+            self.both(DeleteContactChannel(project_id, user_id, channel_id, f"p{n}"))
+        elif op == "verify":
+            purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
+            email = data.draw(st.sampled_from(EMAILS), label="value")
+            code = VerificationCode(f"vc{n}", f"vn{n}", purpose, T0, T0 + 86_400_000, email=email, user_id=user_id)
+            self.both(CreateVerificationCode(project_id, code))
+            attempt = AttemptVerificationCode(project_id, f"vc{n}", f"vn{n}", purpose, T0, consume=True)
+            for _ in range(data.draw(st.integers(1, 2), label="attempts")):  # the second finds it used
+                self.both(VerifyContactChannel(attempt))
+        else:
+            self.both(ListContactChannels(project_id, user_id))
+
     # ---- after every step: the whole observable state
 
     @invariant()
@@ -801,7 +860,9 @@ class StoresAgree(RuleBasedStateMachine):
             for email in EMAILS:
                 self.both(FindUserByAuthEmail(project_id, email))
             self.both(ListProjectPermissions(project_id))  # permissions
+            self.both(ListProjectContactChannels(project_id))
             for user_id in USERS:
+                self.both(ListContactChannels(project_id, user_id))
                 self.both(ListSessions(project_id, user_id))
                 self.both(ListTeams(project_id, user_id=user_id))
         # API keys: of the project most steps go to (their keys go with their owner, on both stores alike)

@@ -1,0 +1,311 @@
+"""Contact channels (reference part 2 §2): list, create, read, update and delete a user's e-mail channels, mail a
+verification code (per channel, or the legacy form for the primary e-mail), and verify with it.
+
+Each write is one storage step (`identity_proto.effects.contact_channels`, which also holds the design: the
+primary channel *is* the user's `primary_email*` fields). Who may act on whose channels: a client only on its own
+user's (no user: 400 CANNOT_GET_OWN_USER_WITHOUT_USER; another user: 403 plain), a server or admin on anyone's.
+
+Choices where the reference infers or leaves it open (each said where it is made):
+- a server creating a channel for a missing user: 400 USER_ID_DOES_NOT_EXIST (the original fails with 500);
+- a server listing the channels of a missing user: an empty list (as a list filtered to nobody);
+- an update giving a value another channel of the user has: 400 plain "Contact channel already exists" (as on
+  create; the original fails on its unique index);
+- the verification mail's code is the 45-character code in the link (`callback_url` with `code=`); sending it is
+  limited per client address (`send_code_ip`) and per address mailed (`send_code_email`, shared with sign-in
+  codes: one inbox has one budget), counted only when a mail goes out; verifying and checking are limited per
+  client address (`sign_in_ip`), and every attempt counts on the code (20 at most).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from identity_proto.auth import AccessType
+from identity_proto.context import RequestContext
+from identity_proto.effects import (
+    AttemptVerificationCode,
+    ChannelWrite,
+    CodeOutcome,
+    CreateContactChannel,
+    DeleteContactChannel,
+    Flow,
+    ListContactChannels,
+    ListProjectContactChannels,
+    UpdateContactChannel,
+    UserChannels,
+    VerifyContactChannel,
+    perform,
+)
+from identity_proto.errors import ErrorCode, KnownError, PlainError
+from identity_proto.flows.codes import MAX_ATTEMPTS_PER_NONCE, OTP_LENGTH, check_code, create_code, refused_code
+from identity_proto.flows.emails import deliver, new_email
+from identity_proto.flows.otp import callback_is_trusted, magic_link
+from identity_proto.http import Response
+from identity_proto.ratelimits import check_under_limit, count_event, rule_for
+from identity_proto.records import CodePurpose, ContactChannel, Project
+from identity_proto.render import json_response, render_contact_channel
+from identity_proto.schemas import schema_error
+from identity_proto.tokens import hash_secret, new_uuid
+from identity_proto.urls import parse_web_url
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import (
+        ClientContactChannelCreateBody,
+        ClientContactChannelUpdateBody,
+        ContactChannelParams,
+        ListContactChannelsQuery,
+        SendChannelVerificationBody,
+        SendPrimaryVerificationBody,
+        VerificationCodeBody,
+    )
+
+__all__ = [
+    "check_contact_channel_code",
+    "create_contact_channel",
+    "delete_contact_channel",
+    "get_contact_channel",
+    "list_contact_channels",
+    "send_channel_verification_code",
+    "send_primary_verification_code",
+    "update_contact_channel",
+    "verify_contact_channel",
+]
+
+_SUCCESS = {"success": True}
+
+
+def _owner(ctx: RequestContext, user_id: str | None, verb: str) -> str:
+    """The id of the user whose channels the caller acts on (`verb`: create, read, update, delete, list)."""
+    auth = ctx.require_auth()
+    if auth.access_type is AccessType.CLIENT:
+        if auth.user_id is None:
+            raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+        if user_id not in ("me", auth.user_id):  # None too: a client lists its own channels only (e2e)
+            raise PlainError(403, f"Client can only {verb} contact channels for their own user.")
+        return auth.user_id
+    if user_id is None:
+        raise AssertionError("server requests name their user (the schema requires it)")
+    return ctx.resolve_user_id(user_id)
+
+
+def _refused(outcome: ChannelWrite, *, value: str | None, user_id: str, by_client: bool) -> Exception:
+    """The error answering a refused write (`value`: the address the 409 names; None on update, as the original)."""
+    if outcome is ChannelWrite.ALREADY_EXISTS:
+        return PlainError(400, "Contact channel already exists")
+    if outcome is ChannelWrite.USED_FOR_AUTH:
+        details = {"type": "email", "contact_channel_value": value, "would_work_if_email_was_verified": False}
+        message = None if value is not None else "This email  is already used for authentication by another account."
+        return KnownError(
+            ErrorCode.CONTACT_CHANNEL_ALREADY_USED_FOR_AUTH_BY_SOMEONE_ELSE, details=details, message=message
+        )
+    if outcome is ChannelWrite.USER_NOT_FOUND and value is not None:  # creating
+        if by_client:  # deleted since the token was issued: there is no "me" any more
+            return KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+        # (inferred: the original answers 500) the error send-verification-code gives for a missing user
+        return KnownError(ErrorCode.USER_ID_DOES_NOT_EXIST, details={"user_id": user_id})
+    return PlainError(400, "Contact channel not found")  # updating or deleting (no period: e2e)
+
+
+def _written(result: UserChannels | ChannelWrite, channel_id: str, **refusal: Any) -> ContactChannel:
+    if isinstance(result, ChannelWrite):
+        raise _refused(result, **refusal)
+    found = result.find(channel_id)
+    if found is None:
+        raise AssertionError("a contact-channel write answered without its channel")
+    return found
+
+
+# --------------------------------------------------------------------------------------------------------------
+# CRUD
+
+
+def list_contact_channels(ctx: RequestContext) -> Flow[Response]:
+    """GET /contact-channels?user_id=&contact_channel_id=: channels in creation order; a server without
+    `user_id` gets every channel of the project (inferred)."""
+    auth = ctx.require_auth()
+    query: ListContactChannelsQuery = ctx.query
+    channels: tuple[ContactChannel, ...]
+    if query.user_id is None and auth.access_type is not AccessType.CLIENT:
+        channels = yield from perform(ListProjectContactChannels(auth.project.id))
+    else:
+        found = yield from perform(ListContactChannels(auth.project.id, _owner(ctx, query.user_id, "list")))
+        channels = found.channels if found is not None else ()
+    if query.contact_channel_id is not None:
+        channels = tuple(c for c in channels if c.id == query.contact_channel_id)
+    items = [render_contact_channel(c) for c in channels]
+    return json_response(200, {"items": items, "is_paginated": False})
+
+
+def create_contact_channel(ctx: RequestContext) -> Flow[Response]:
+    """POST /contact-channels -> 201: a new channel (verified only when a server says so); `is_primary` makes it
+    the user's primary e-mail, the old primary staying as another channel."""
+    auth = ctx.require_auth()
+    body: ClientContactChannelCreateBody = ctx.body
+    user_id = _owner(ctx, body.user_id, "create")
+    verified = bool(getattr(body, "is_verified", None))  # a client body has no such field (SCHEMA_ERROR)
+    new = ContactChannel(new_uuid(ctx.entropy), user_id, body.value, verified, body.used_for_auth, ctx.now_ms)
+    result = yield from perform(
+        CreateContactChannel(auth.project.id, new, bool(body.is_primary), next_primary_id=new_uuid(ctx.entropy))
+    )
+    by_client = auth.access_type is AccessType.CLIENT
+    channel = _written(result, new.id, value=new.value, user_id=user_id, by_client=by_client)
+    return json_response(201, render_contact_channel(channel))
+
+
+def get_contact_channel(ctx: RequestContext) -> Flow[Response]:
+    """GET /contact-channels/{user_id}/{contact_channel_id}."""
+    auth = ctx.require_auth()
+    params: ContactChannelParams = ctx.params
+    found = yield from perform(ListContactChannels(auth.project.id, _owner(ctx, params.user_id, "read")))
+    channel = None if found is None else found.find(params.contact_channel_id)
+    if channel is None:
+        raise PlainError(404, "Contact channel not found.")
+    return json_response(200, render_contact_channel(channel))
+
+
+def update_contact_channel(ctx: RequestContext) -> Flow[Response]:
+    """PATCH /contact-channels/{user_id}/{contact_channel_id}: every field optional; a new value is unverified
+    unless `is_verified` (server) is sent too; `is_primary` moves the primary either way."""
+    auth = ctx.require_auth()
+    params: ContactChannelParams = ctx.params
+    body: ClientContactChannelUpdateBody = ctx.body
+    user_id = _owner(ctx, params.user_id, "update")
+    update = UpdateContactChannel(
+        auth.project.id,
+        user_id,
+        params.contact_channel_id,
+        next_primary_id=new_uuid(ctx.entropy),
+        value=body.value,
+        used_for_auth=body.used_for_auth,
+        is_verified=getattr(body, "is_verified", None),
+        is_primary=body.is_primary,
+    )
+    result = yield from perform(update)
+    by_client = auth.access_type is AccessType.CLIENT
+    channel = _written(result, params.contact_channel_id, value=None, user_id=user_id, by_client=by_client)
+    return json_response(200, render_contact_channel(channel))
+
+
+def delete_contact_channel(ctx: RequestContext) -> Flow[Response]:
+    """DELETE /contact-channels/{user_id}/{contact_channel_id}: the channel only (sign-in methods stay)."""
+    auth = ctx.require_auth()
+    params: ContactChannelParams = ctx.params
+    user_id = _owner(ctx, params.user_id, "delete")
+    result = yield from perform(
+        DeleteContactChannel(auth.project.id, user_id, params.contact_channel_id, new_uuid(ctx.entropy))
+    )
+    if isinstance(result, ChannelWrite):
+        raise _refused(result, value=None, user_id=user_id, by_client=auth.access_type is AccessType.CLIENT)
+    return json_response(200, _SUCCESS)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Verification
+
+
+def send_channel_verification_code(ctx: RequestContext) -> Flow[Response]:
+    """POST /contact-channels/{user_id}/{contact_channel_id}/send-verification-code: mail a code that verifies
+    the channel."""
+    auth = ctx.require_auth()
+    params: ContactChannelParams = ctx.params
+    body: SendChannelVerificationBody = ctx.body
+    by_client = auth.access_type is AccessType.CLIENT
+    if by_client:
+        if auth.user_id is None:  # even with a UUID in the path (e2e)
+            raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+        if params.user_id not in ("me", auth.user_id):
+            raise PlainError(400, "Can only send verification code for your own user")
+    user_id = ctx.resolve_user_id(params.user_id)
+    found = yield from perform(ListContactChannels(auth.project.id, user_id))
+    if found is None:
+        if by_client:
+            raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+        raise KnownError(ErrorCode.USER_ID_DOES_NOT_EXIST, details={"user_id": user_id})
+    channel = found.find(params.contact_channel_id)
+    if channel is None:
+        raise PlainError(404, "Contact channel not found")
+    if channel.is_verified:
+        raise KnownError(ErrorCode.EMAIL_ALREADY_VERIFIED)
+    yield from _mail_verification_code(ctx, auth.project, user_id, channel.value, body.callback_url)
+    return json_response(200, _SUCCESS)
+
+
+def send_primary_verification_code(ctx: RequestContext) -> Flow[Response]:
+    """POST /contact-channels/send-verification-code (legacy, `user.sendVerificationEmail`): mail a code that
+    verifies the signed-in user's primary e-mail, which `email` must be."""
+    auth = ctx.require_auth()
+    body: SendPrimaryVerificationBody = ctx.body
+    if auth.user_id is None:
+        raise schema_error(ctx.request.method, ctx.request.path, ["auth.user must be defined"])
+    found = yield from perform(ListContactChannels(auth.project.id, auth.user_id))
+    if found is None:
+        raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
+    user = found.user
+    if body.email != user.primary_email:
+        details = {"email": body.email, "primary_email": user.primary_email}
+        raise KnownError(ErrorCode.EMAIL_IS_NOT_PRIMARY_EMAIL, details=details)
+    if user.primary_email_verified:
+        raise KnownError(ErrorCode.EMAIL_ALREADY_VERIFIED)
+    yield from _mail_verification_code(ctx, auth.project, user.id, body.email, body.callback_url)
+    return json_response(200, _SUCCESS)
+
+
+def _mail_verification_code(
+    ctx: RequestContext, project: Project, user_id: str, email: str, callback: str
+) -> Flow[None]:
+    """Check the callback, make the code (naming the user and the address), mail the link: reference part 2 §0."""
+    if not callback_is_trusted(callback, project.config):
+        raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+    limited = ctx.options.rate_limits_enabled
+    rule, subject = rule_for("send_code_email", project.config), f"{project.id}:{email}"
+    if limited:
+        yield from check_under_limit(rule, subject, now_ms=ctx.now_ms)
+    code = yield from create_code(
+        ctx,
+        project.id,
+        CodePurpose.CONTACT_CHANNEL_VERIFICATION,
+        ctx.options.code_lifetime_ms,
+        email=email,
+        user_id=user_id,
+    )
+    if limited:  # the code is stored but nobody knows it: a request refused here leaves it to expire unused
+        yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
+    link = magic_link(parse_web_url(callback), code.code)
+    text = (
+        f"Verify your e-mail address for {project.display_name} by opening this link:\n{link}\n\n"
+        "The link works once, for 7 days. If you did not ask for it, ignore this e-mail.\n"
+    )
+    subject_line = f"Verify your email at {project.display_name}"
+    yield from deliver(ctx, project.id, new_email(ctx, email, subject_line, text, magic_link=link))
+
+
+def verify_contact_channel(ctx: RequestContext) -> Flow[Response]:
+    """POST /contact-channels/verify: consume the code and mark its channel verified, in one step. No token is
+    needed: the code names the user and the address."""
+    project = ctx.require_auth().project
+    body: VerificationCodeBody = ctx.body
+    code = body.code.lower()
+    attempt = AttemptVerificationCode(
+        project.id,
+        code_hash=hash_secret(code),
+        nonce_hash=hash_secret(code[OTP_LENGTH:]),
+        purpose=CodePurpose.CONTACT_CHANNEL_VERIFICATION,
+        now_ms=ctx.now_ms,
+        consume=True,
+        max_attempts=MAX_ATTEMPTS_PER_NONCE,
+    )
+    result = yield from perform(VerifyContactChannel(attempt))
+    if result.attempt.outcome is not CodeOutcome.OK:
+        raise refused_code(result.attempt.outcome)
+    if not result.channel_found:
+        raise PlainError(400, "Contact channel not found. Was your contact channel deleted?")
+    return json_response(200, _SUCCESS)
+
+
+def check_contact_channel_code(ctx: RequestContext) -> Flow[Response]:
+    """POST /contact-channels/verify/check-code: whether the code would verify (counts an attempt; consumes
+    nothing)."""
+    project = ctx.require_auth().project
+    body: VerificationCodeBody = ctx.body
+    yield from check_code(ctx, project.id, body.code, CodePurpose.CONTACT_CHANNEL_VERIFICATION, consume=False)
+    return json_response(200, {"is_code_valid": True})
