@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.records import ProjectConfig, User
+from identity_proto.records import ContactChannel, ProjectConfig, User
 
 __all__ = [
     "MAX_EMAIL_LENGTH",
@@ -89,10 +90,8 @@ def email_taken(email: str) -> KnownError:
 
 
 # --- team invitations ---
-def verified_emails(user: User) -> frozenset[str]:
-    """The addresses the user has proven to own (stored form, `normalize_email`): what an invitation's address is
-    compared with (listing a user's invitations, accepting one by id). Today a user has one address, the primary
-    e-mail, verified or not; contact channels add their verified addresses here."""
-    if user.primary_email and user.primary_email_verified:
-        return frozenset({user.primary_email})
-    return frozenset()
+def verified_emails(channels: Iterable[ContactChannel]) -> frozenset[str]:
+    """The addresses a user has proven to own, from all their contact channels (the primary e-mail among them:
+    `effects.ListContactChannels`): what an invitation's address is compared with (listing a user's invitations,
+    accepting one by id). Channel values and invitation addresses are both in stored form (`normalize_email`)."""
+    return frozenset(channel.value for channel in channels if channel.is_verified)

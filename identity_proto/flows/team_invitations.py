@@ -9,7 +9,8 @@ Who may do what (client access; server and admin skip these checks and need only
 - accept by code, details: any signed-in user who is not restricted (403 TEAM_INVITATION_RESTRICTED_USER_NOT_ALLOWED);
   check-code: anyone with the code.
 - list a user's invitations, accept one by id: the user themselves (a server: any user); what counts is that the
-  invitation's address is one of the user's verified addresses (`identity_proto.users.verified_emails`).
+  invitation's address is one of the user's verified addresses, over all their contact channels
+  (`identity_proto.users.verified_emails`).
 
 Choices where the reference infers or leaves open (said in the README too):
 - A failed accept does not burn the invitation: the code is checked (an attempt counted), then the user, then one
@@ -35,6 +36,7 @@ from identity_proto.effects import (
     CreateTeamInvitation,
     Flow,
     InvitationAcceptance,
+    ListContactChannels,
     ListTeamInvitations,
     LoadMembership,
     LoadTeam,
@@ -188,8 +190,7 @@ def list_invitations(ctx: RequestContext) -> Flow[Response]:
         items = [render_invitation(code, team) for code in of_team if _is_open(code, ctx.now_ms)]
         return json_response(200, {"items": items, "is_paginated": False})
     user_id = _own_user_id(ctx, query.user_id or "")
-    user = yield from perform(LoadUser(project_id, user_id))
-    emails = tuple(sorted(verified_emails(user))) if user is not None else ()
+    emails = tuple(sorted((yield from _verified_emails(project_id, user_id))))
     codes: tuple[VerificationCode, ...] = ()
     if emails:
         found = yield from perform(ListTeamInvitations(project_id, emails=emails))
@@ -226,6 +227,12 @@ def revoke_invitation(ctx: RequestContext) -> Flow[Response]:
     if not (yield from perform(RevokeTeamInvitation(auth.project.id, ctx.params.invitation_id, team.id))):
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
     return json_response(200, {"success": True})
+
+
+def _verified_emails(project_id: str, user_id: str) -> Flow[frozenset[str]]:
+    """The user's verified addresses, over all their contact channels (none for a missing user)."""
+    found = yield from perform(ListContactChannels(project_id, user_id))
+    return frozenset() if found is None else verified_emails(found.channels)
 
 
 def _accepting_user(ctx: RequestContext) -> Flow[User]:
@@ -332,7 +339,9 @@ def accept_invitation_by_id(ctx: RequestContext) -> Flow[Response]:
         user_id = ctx.resolve_user_id(query.user_id)
         user = yield from perform(LoadUser(project.id, user_id))
     code = yield from perform(LoadTeamInvitation(project.id, ctx.params.invitation_id))
-    if code is None or not _is_open(code, ctx.now_ms) or user is None or code.email not in verified_emails(user):
+    if code is None or not _is_open(code, ctx.now_ms) or user is None:
+        raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
+    if code.email not in (yield from _verified_emails(project.id, user.id)):
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
     yield from _accept(ctx, code, user.id, _BY_ID_FAILURES)
     return json_response(200, {})

@@ -429,6 +429,34 @@ def test_a_server_accepts_by_id_for_any_user_with_the_verified_address(team: Tea
     assert team.ivy["user_id"] in team.members()
 
 
+def test_an_invitation_to_a_verified_secondary_address_is_listed_and_accepted(team: Team) -> None:
+    # Eve's verified addresses are all her contact channels, not only her primary e-mail.
+    second = _new_email()
+    added = team.http.post(
+        "/api/v1/contact-channels",
+        headers=server_headers(),
+        json={"user_id": team.eve["user_id"], "type": "email", "value": second, "used_for_auth": False},
+    )
+    assert added.status_code == 201, added.text
+    invitation = team.invite(None, second).json()["id"]
+    path = f"/api/v1/team-invitations/{invitation}/accept"
+    eve = {"user_id": team.eve["user_id"]}
+    listed = team.http.get("/api/v1/team-invitations", headers=server_headers(), params=eve)
+    assert listed.json()["items"] == []  # not verified yet: neither listed nor acceptable
+    assert _error(team.http.post(path, headers=server_headers(), params=eve)) == (404, "VERIFICATION_CODE_NOT_FOUND")
+    verified = team.http.patch(
+        f"/api/v1/contact-channels/{team.eve['user_id']}/{added.json()['id']}",
+        headers=server_headers(),
+        json={"is_verified": True},
+    )
+    assert verified.status_code == 200, verified.text
+    listed = team.http.get("/api/v1/team-invitations", headers=server_headers(), params=eve)
+    assert [item["id"] for item in listed.json()["items"]] == [invitation]
+    accepted = team.http.post(path, headers=server_headers(), params=eve)
+    assert (accepted.status_code, accepted.json()) == (200, {})
+    assert team.eve["user_id"] in team.members()
+
+
 # --------------------------------------------------------------------------------------------------------------
 # On a process of their own: the clock moved, rate limits on
 
