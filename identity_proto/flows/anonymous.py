@@ -21,6 +21,7 @@ from identity_proto.effects import (
     UpgradeRefusal,
     perform,
 )
+from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import issue_access_token, new_session
 from identity_proto.flows.signin import personal_team, personal_team_name
 from identity_proto.http import Response
@@ -53,6 +54,7 @@ def sign_up_anonymously(ctx: RequestContext) -> Flow[Response]:
     stored = yield from perform(SignUpAnonymously(project.id, user, session, team))
     if stored is None:
         raise RuntimeError("signing up anonymously: a random user id collided")  # a 500, logged
+    yield from grant_sign_up_permissions(project, stored.id)  # reference part 2 §4: default project permissions
     access_token = issue_access_token(ctx, project, stored, session.id)
     return json_response(200, {"access_token": access_token, "refresh_token": refresh_token, "user_id": stored.id})
 

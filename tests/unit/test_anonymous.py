@@ -378,3 +378,16 @@ def test_anonymous_sign_ups_are_limited_per_client_address() -> None:
     assert len(h.store.tenant(PROJECT_ID).users) == 11
     h.advance(60_000)
     assert sign_up_from("203.0.113.7").status == 200
+
+
+def test_an_anonymous_user_gets_the_default_project_permissions() -> None:
+    # reference part 2 §4: the anonymous sign-up creates the user as the server's create does, default project
+    # permissions included.
+    h = Harness()
+    defined = h.request("POST", "/api/v1/project-permission-definitions", admin_headers(), json={"id": "reader"})
+    assert defined.status == 201, defined.body
+    configure(h, user_default_permissions=["reader"])
+    tokens = sign_up_anonymously(h)
+    listed = h.request("GET", "/api/v1/project-permissions", server_headers(), query=f"user_id={tokens['user_id']}")
+    assert listed.status == 200, listed.body
+    assert listed.json["items"] == [{"id": "reader", "user_id": tokens["user_id"]}]
