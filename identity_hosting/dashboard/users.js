@@ -360,11 +360,17 @@ function userPage(view, initial) {
   // API keys
   const apiKeys = h("section", { class: "card", id: "user-api-keys" });
   apiKeysCard(view, apiKeys, () => user);
+  // Contact channels and project permissions
+  const channels = h("section", { class: "card", id: "user-channels" });
+  channelsCard(view, channels, () => user, (updated) => show(updated));
+  const permissions = h("section", { class: "card", id: "user-project-permissions" });
+  projectPermissionsCard(view, permissions, () => user);
 
   return [
     summary,
     h("div", { class: "grid" }, h("div", { class: "column" }, fields), h("div", { class: "column" }, h("section", { class: "card", id: "user-edits" }, nameForm, emailForm, restrictionForm, metadataForm))),
     h("div", { class: "grid" }, h("div", { class: "column" }, teams), h("div", { class: "column" }, sessions)),
+    h("div", { class: "grid" }, h("div", { class: "column" }, channels), h("div", { class: "column" }, permissions)),
     apiKeys,
     danger,
   ];
@@ -614,6 +620,169 @@ function apiKeysCard(view, container, currentUser) {
   }
 
   fill(container, h("div", { class: "card-head" }, h("h3", {}, "API keys")), status, body);
+  load();
+}
+
+// Contact channels: the user's e-mail addresses (the primary one is the user's primary e-mail), each verifiable and
+// removable, any of them made primary.
+
+function channelsCard(view, container, currentUser, userChanged) {
+  const status = h("div", { id: "channels-status", "aria-live": "polite" });
+  const body = h("div", { id: "channels-body" });
+
+  async function change(channel, method, patch, done) {
+    if (method === "DELETE") {
+      const agreed = await confirmAction({
+        title: "Remove this address?",
+        message: `${channel.value} will no longer belong to this user${channel.used_for_auth ? " nor sign them in" : ""}.`,
+        confirmLabel: "Remove address",
+      });
+      if (!agreed) return;
+    }
+    try {
+      const path = `/contact-channels/${segment(currentUser().id)}/${segment(channel.id)}`;
+      await api(method, path, method === "DELETE" ? {} : { body: patch });
+      notice(status, "ok", done);
+      // The primary channel is the user's primary e-mail: show the user as it is now.
+      userChanged(await api("GET", `/users/${segment(currentUser().id)}`));
+    } catch (error) {
+      notice(status, "error", error);
+    }
+    load();
+  }
+
+  function load() {
+    return section(
+      body,
+      "contact channels",
+      () => api("GET", "/contact-channels", { query: { user_id: currentUser().id } }),
+      (data) => {
+        const items = data.items ?? [];
+        if (items.length === 0) return empty("No e-mail addresses.");
+        return h(
+          "table",
+          { class: "table", id: "channels-table" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Address"), h("th", {}, "State"), h("th", {}, ""))),
+          h(
+            "tbody",
+            {},
+            items.map((channel) =>
+              h(
+                "tr",
+                { "data-channel-id": channel.id },
+                h("td", { class: "mono small" }, channel.value),
+                h(
+                  "td",
+                  { class: "small" },
+                  channel.is_primary ? [badge("primary", "ok"), " "] : null,
+                  badge(channel.is_verified ? "verified" : "unverified", channel.is_verified ? "ok" : "warn"),
+                  channel.used_for_auth ? [" ", badge("signs in")] : null,
+                ),
+                h(
+                  "td",
+                  { class: "actions" },
+                  channel.is_verified
+                    ? null
+                    : h("button", { type: "button", class: "small-button verify-channel", onclick: () => change(channel, "PATCH", { is_verified: true }, "Address marked verified.") }, "Mark verified"),
+                  channel.is_primary
+                    ? null
+                    : h("button", { type: "button", class: "small-button make-primary", onclick: () => change(channel, "PATCH", { is_primary: true }, "Primary e-mail changed.") }, "Make primary"),
+                  h("button", { type: "button", class: "danger small-button remove-channel", onclick: () => change(channel, "DELETE", null, "Address removed.") }, "Remove"),
+                ),
+              ),
+            ),
+          ),
+        );
+      },
+      view.isCurrent,
+    );
+  }
+
+  fill(container, h("div", { class: "card-head" }, h("h3", {}, "E-mail addresses")), status, body);
+  load();
+}
+
+// Project permissions: what the user holds directly (granted and revoked here), and what that gives them with the
+// contained permissions.
+
+function projectPermissionsCard(view, container, currentUser) {
+  const status = h("div", { id: "project-permissions-status", "aria-live": "polite" });
+  const body = h("div", { id: "project-permissions-body" });
+  const input = h("input", { id: "grant-permission-id", type: "text", autocomplete: "off", placeholder: "permission id" });
+  const grantForm = form(
+    { id: "grant-permission-form", class: "stack" },
+    () =>
+      busy(grantForm, async () => {
+        const id = input.value.trim();
+        if (!id) return;
+        try {
+          await api("POST", `/project-permissions/${segment(currentUser().id)}/${segment(id)}`, { body: {} });
+          notice(status, "ok", `Granted ${id}.`);
+          input.value = "";
+        } catch (error) {
+          notice(status, "error", error);
+        }
+        load();
+      }),
+    field("Grant a project permission", input),
+    h("button", { type: "submit", class: "primary", id: "grant-permission-submit" }, "Grant"),
+  );
+
+  async function revoke(id) {
+    try {
+      await api("DELETE", `/project-permissions/${segment(currentUser().id)}/${segment(id)}`);
+      notice(status, "ok", `Revoked ${id}.`);
+    } catch (error) {
+      notice(status, "error", error);
+    }
+    load();
+  }
+
+  function load() {
+    return section(
+      body,
+      "project permissions",
+      async () => {
+        const query = { user_id: currentUser().id };
+        const [direct, all] = await Promise.all([
+          api("GET", "/project-permissions", { query: { ...query, recursive: "false" } }),
+          api("GET", "/project-permissions", { query: { ...query, recursive: "true" } }),
+        ]);
+        return { direct: direct.items ?? [], all: all.items ?? [] };
+      },
+      ({ direct, all }) => {
+        if (all.length === 0) return empty("No project permissions.");
+        const held = new Set(direct.map((p) => p.id));
+        return h(
+          "table",
+          { class: "table", id: "project-permissions-table" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Permission"), h("th", {}, "How"), h("th", {}, ""))),
+          h(
+            "tbody",
+            {},
+            all.map((permission) =>
+              h(
+                "tr",
+                { "data-permission-id": permission.id },
+                h("td", { class: "mono small" }, permission.id),
+                h("td", { class: "small" }, held.has(permission.id) ? badge("granted", "ok") : badge("contained")),
+                h(
+                  "td",
+                  {},
+                  held.has(permission.id)
+                    ? h("button", { type: "button", class: "danger small-button revoke-permission", onclick: () => revoke(permission.id) }, "Revoke")
+                    : null,
+                ),
+              ),
+            ),
+          ),
+        );
+      },
+      view.isCurrent,
+    );
+  }
+
+  fill(container, h("div", { class: "card-head" }, h("h3", {}, "Project permissions")), status, body, grantForm);
   load();
 }
 
