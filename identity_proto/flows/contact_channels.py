@@ -226,7 +226,7 @@ def send_channel_verification_code(ctx: RequestContext) -> Flow[Response]:
         raise PlainError(404, "Contact channel not found")
     if channel.is_verified:
         raise KnownError(ErrorCode.EMAIL_ALREADY_VERIFIED)
-    yield from _mail_verification_code(ctx, auth.project, user_id, channel.value, body.callback_url)
+    yield from mail_verification_code(ctx, auth.project, user_id, channel.value, body.callback_url)
     return json_response(200, _SUCCESS)
 
 
@@ -246,11 +246,11 @@ def send_primary_verification_code(ctx: RequestContext) -> Flow[Response]:
         raise KnownError(ErrorCode.EMAIL_IS_NOT_PRIMARY_EMAIL, details=details)
     if user.primary_email_verified:
         raise KnownError(ErrorCode.EMAIL_ALREADY_VERIFIED)
-    yield from _mail_verification_code(ctx, auth.project, user.id, body.email, body.callback_url)
+    yield from mail_verification_code(ctx, auth.project, user.id, body.email, body.callback_url)
     return json_response(200, _SUCCESS)
 
 
-def _mail_verification_code(
+def mail_verification_code(
     ctx: RequestContext, project: Project, user_id: str, email: str, callback: str
 ) -> Flow[None]:
     """Check the callback, make the code (naming the user and the address), mail the link: reference part 2 §0."""

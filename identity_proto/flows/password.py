@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from identity_proto.context import RequestContext
@@ -17,6 +18,8 @@ from identity_proto.effects import (
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.anonymous import anonymous_caller, upgrade_anonymous_user
+from identity_proto.flows.contact_channels import mail_verification_code
+from identity_proto.flows.otp import callback_is_trusted
 from identity_proto.flows.signin import after_sign_up, finish_sign_in
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, timing_decoy_hash, too_long
@@ -24,6 +27,8 @@ from identity_proto.ratelimits import FailureLimit
 from identity_proto.records import Project, User
 from identity_proto.tokens import new_uuid
 from identity_proto.users import email_taken, normalize_email
+
+logger = logging.getLogger("identity_proto")
 
 if TYPE_CHECKING:
     from identity_proto.schemas import PasswordSignInBody, PasswordSignUpBody
@@ -54,6 +59,9 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
         raise KnownError(ErrorCode.SIGN_UP_NOT_ENABLED)
     check_new_password(body.password)
     email = normalize_email(body.email)
+    verify_at = body.verification_callback_url
+    if verify_at is not None and not callback_is_trusted(verify_at, project.config):
+        raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)  # before anything is created
     if (yield from perform(FindUserByAuthEmail(project.id, email))) is not None:
         raise email_taken(email)
     password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
@@ -74,6 +82,7 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
         if upgraded is UpgradeRefusal.EMAIL_TAKEN:
             raise email_taken(email)
         if isinstance(upgraded, User):
+            yield from _mail_verification(ctx, project, upgraded, verify_at)
             return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True))
         # upgraded or deleted meanwhile: its token is ignored, as a non-anonymous one is
     user = User(
@@ -88,7 +97,20 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
     if created is UserWrite.EMAIL_TAKEN or not isinstance(created, User):
         raise email_taken(email)
     created = yield from after_sign_up(ctx, project, created)
+    yield from _mail_verification(ctx, project, created, verify_at)
     return (yield from finish_sign_in(ctx, project, created, is_new_user=True))
+
+
+def _mail_verification(ctx: RequestContext, project: Project, user: User, callback: str | None) -> Flow[None]:
+    """reference part 2 §2: a sign-up with `verification_callback_url` mails the new address a verification code
+    (the contact channels' mail). The account exists by now: a mail refused (the address's mail budget spent, the
+    mail server down) leaves it unverified, to be verified later, rather than failing the sign-up it belongs to."""
+    if callback is None or user.primary_email is None:
+        return
+    try:
+        yield from mail_verification_code(ctx, project, user.id, user.primary_email, callback)
+    except KnownError as refused:
+        logger.warning("sign-up of user %s: no verification mail (%s)", user.id, refused.code.name)
 
 
 def sign_in_with_password(ctx: RequestContext) -> Flow[Response]:
