@@ -16,8 +16,7 @@ hex digits (so secret scanners can recognise it). It is shown once, in the answe
 its SHA-256 and its last four characters only, and `check` hashes the key it is given and looks that up (the
 original keeps keys in plaintext).
 
-"Plain" errors are text bodies without a known-error header, as the original sends them; they are raised here as
-`_Refusal` and answered by `_answering_refusals`.
+"Plain" errors are text bodies without a known-error header, as the original sends them: `errors.PlainError`.
 """
 
 from __future__ import annotations
@@ -40,11 +39,11 @@ from identity_proto.effects import (
     UpdateApiKey,
     perform,
 )
-from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows.teams import effective_permissions
 from identity_proto.http import Response
 from identity_proto.records import ApiKey, ApiKeyType
-from identity_proto.render import json_response, render_api_key, text_response
+from identity_proto.render import json_response, render_api_key
 from identity_proto.tokens import CROCKFORD_ALPHABET, Entropy, hash_secret, new_uuid, random_string
 
 if TYPE_CHECKING:
@@ -74,30 +73,18 @@ SECRET_LENGTH = 45
 MANAGE_API_KEYS = "$manage_api_keys"
 
 
-class _Refusal(Exception):
-    """A refusal the original answers as plain text (no known error): `status` and `text`."""
-
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(text)
-        self.status = status
-        self.text = text
-
-
 _Endpoint = Callable[[RequestContext, ApiKeyType], Flow[Response]]
 
 
 def _answering_refusals(
     endpoint: _Endpoint, key_type: ApiKeyType, name: str
 ) -> Callable[[RequestContext], Flow[Response]]:
-    """The route's flow `name`: `endpoint` for one family of keys, a `_Refusal` answered as its plain-text
-    response. Its `plain_errors` attribute lists their statuses (for the OpenAPI document): 400 (the switch), and
-    403 (another user's keys) where a client names a user's keys."""
+    """The route's flow `name`: `endpoint` for one family of keys. Its `plain_errors` attribute lists the statuses
+    of its plain errors (for the OpenAPI document): 400 (the switch), and 403 (another user's keys) where a client
+    names a user's keys."""
 
     def flow(ctx: RequestContext) -> Flow[Response]:
-        try:
-            return (yield from endpoint(ctx, key_type))
-        except _Refusal as refusal:
-            return text_response(refusal.status, refusal.text)
+        return (yield from endpoint(ctx, key_type))
 
     functools.update_wrapper(flow, endpoint)
     flow.__name__ = flow.__qualname__ = name
@@ -166,9 +153,9 @@ def _require_enabled(ctx: RequestContext, key_type: ApiKeyType) -> None:
     """Rule 1: the project's switch for this family."""
     config = ctx.require_auth().project.config
     if key_type is ApiKeyType.USER and not config.allow_user_api_keys:
-        raise _Refusal(400, "User API keys are not enabled for this project.")
+        raise PlainError(400, "User API keys are not enabled for this project.")
     if key_type is ApiKeyType.TEAM and not config.allow_team_api_keys:
-        raise _Refusal(400, "Team API keys are not enabled for this project.")
+        raise PlainError(400, "Team API keys are not enabled for this project.")
 
 
 def _require_manager(ctx: RequestContext, key_type: ApiKeyType, owner_id: str) -> Flow[None]:
@@ -181,7 +168,7 @@ def _require_manager(ctx: RequestContext, key_type: ApiKeyType, owner_id: str) -
         raise KnownError(ErrorCode.USER_AUTHENTICATION_REQUIRED)
     if key_type is ApiKeyType.USER:
         if owner_id != user_id:
-            raise _Refusal(403, "Client can only manage their own api keys")
+            raise PlainError(403, "Client can only manage their own api keys")
         return
     membership = yield from perform(LoadMembership(auth.project.id, owner_id, user_id))
     if membership is None or MANAGE_API_KEYS not in effective_permissions(auth.project.config, membership):
