@@ -14,6 +14,7 @@ from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _r
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _AUTH_EMAIL, _CREATE_SESSION, _CREATE_TEAM, _EXTEND_EXPIRY, _RECORD_JSON, _SEQ
 from backends.redis.plan import Plan, Script, _plans, script
+from backends.redis.teams import personal_team_parts
 from identity_proto.effects import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
     SignUpAnonymously,
@@ -61,22 +62,10 @@ def _sign_up_anonymously(keys: KeySpace, effect: SignUpAnonymously) -> Plan[User
         keys.session_by_token(p, session.refresh_token_hash),
         keys.user_sessions(p, user.id),
     ]
-    team_id, team_created_at = "", 0
-    team_items: tuple[str, ...] = ()
-    membership_items: tuple[str, ...] = ()
-    if effect.personal_team is not None:
-        team, creator = effect.personal_team
-        team_id, team_created_at = team.id, team.created_at_millis
-        team_items = _flat(_json_fields(dataclasses.asdict(team)))
-        membership_items = _flat(_json_fields(dataclasses.asdict(creator)))
-        script_keys += [
-            keys.team(p, team.id),
-            keys.team_order(p),
-            keys.team_members(p, team.id),
-            keys.user_teams(p, user.id),
-            keys.membership_order(p),
-            keys.membership_seq(p),
-        ]
+    team_id, team_created_at, team_items, membership_items, team_keys = personal_team_parts(
+        keys, p, user.id, effect.personal_team
+    )
+    script_keys += team_keys
     stored = yield Script(
         "sign_up_anonymously",
         tuple(script_keys),

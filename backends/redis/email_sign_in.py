@@ -13,6 +13,7 @@ from backends.redis.codecs import _flat, _json_fields, _text, _user
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _ADDRESS_VERIFIED, _CREATE_CODE, _CREATE_SESSION, _CREATE_TEAM, _EXTEND_EXPIRY, _SEQ
 from backends.redis.plan import Plan, Script, _plans, script
+from backends.redis.teams import personal_team_parts
 from identity_proto.effects import CreateSignInCode, EmailRefusal, EmailSignIn, EmailSignInOutcome, SignInByEmail
 from identity_proto.records import user_to_json
 
@@ -130,22 +131,10 @@ def _sign_in_by_email(keys: KeySpace, effect: SignInByEmail) -> Plan[EmailSignIn
         keys.session(p, session.id),
         keys.session_by_token(p, session.refresh_token_hash),
     ]
-    team_id, team_created_at = "", 0
-    team_items: tuple[str, ...] = ()
-    membership_items: tuple[str, ...] = ()
-    if effect.personal_team is not None:
-        team, creator = effect.personal_team
-        team_id, team_created_at = team.id, team.created_at_millis
-        team_items = _flat(_json_fields(dataclasses.asdict(team)))
-        membership_items = _flat(_json_fields(dataclasses.asdict(creator)))
-        script_keys += [
-            keys.team(p, team.id),
-            keys.team_order(p),
-            keys.team_members(p, team.id),
-            keys.user_teams(p, user.id),
-            keys.membership_order(p),
-            keys.membership_seq(p),
-        ]
+    team_id, team_created_at, team_items, membership_items, team_keys = personal_team_parts(
+        keys, p, user.id, effect.personal_team
+    )
+    script_keys += team_keys
     reply = yield Script(
         "sign_in_by_email",
         tuple(script_keys),
