@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.conftest import Server
 from tests.e2e.test_sign_in_http import _code, _new_email
-from tests.support import PROJECT_ID, client_headers, server_headers
+from tests.support import PROJECT_ID, admin_headers, client_headers, server_headers
 
 pytestmark = pytest.mark.e2e
 
@@ -106,3 +106,24 @@ def test_a_backend_verifies_anonymous_tokens_only_with_the_anonymous_key_set(
         issuer=f"{server.base_url}/api/v1/projects-anonymous-users/{PROJECT_ID}",
     )
     assert (claims["sub"], claims["is_anonymous"]) == (tokens["user_id"], True)
+
+
+def test_with_sign_up_disabled_anonymous_users_still_sign_up_but_cannot_upgrade(http: httpx.Client) -> None:
+    def sign_up_enabled(enabled: bool) -> None:
+        patched = http.patch(
+            "/api/v1/projects/current", headers=admin_headers(), json={"config": {"sign_up_enabled": enabled}}
+        )
+        assert patched.status_code == 200, patched.text
+
+    sign_up_enabled(False)
+    try:
+        tokens = _sign_up(http)  # reference part 2 §4: allowed even with sign-up disabled
+        refused = http.post(
+            "/api/v1/auth/password/sign-up",
+            headers=_as(tokens, **ALLOW),
+            json={"email": _new_email(), "password": "correct horse"},
+        )
+        assert _error(refused) == (400, "SIGN_UP_NOT_ENABLED")
+        assert http.get("/api/v1/users/me", headers=_as(tokens, **ALLOW)).json()["is_anonymous"] is True
+    finally:
+        sign_up_enabled(True)
