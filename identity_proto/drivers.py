@@ -6,6 +6,7 @@ host). Both do exactly the same thing, so a flow gives identical results under e
 - a `StorageEffect` goes to `store.apply`;
 - a `ComputeEffect` is computed; `arun` does it in a worker thread, so bcrypt never blocks the event loop;
 - a `MailEffect` goes to the mailer;
+- a `ProviderEffect` (talking to an OAuth provider) goes to the host's provider client;
 - an exception raised while performing an effect (a store's `StorageUnavailable`, say) is *thrown into the flow*
   at the `yield` that asked for it, so the core, not the host, decides how every failure is rendered.
 """
@@ -15,9 +16,10 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 from identity_proto.effects import ComputeEffect, Effect, Flow, SendEmail, StorageEffect
+from identity_proto.effects.oauth_provider import AsyncProviderClient, ProviderClient, ProviderEffect
 from identity_proto.records import Email
 
-__all__ = ["AsyncMailer", "AsyncStore", "Mailer", "Store", "arun", "run"]
+__all__ = ["AsyncMailer", "AsyncProviderClient", "AsyncStore", "Mailer", "ProviderClient", "Store", "arun", "run"]
 
 T = TypeVar("T")
 
@@ -62,8 +64,9 @@ class AsyncMailer(Protocol):
         ...
 
 
-def run(flow: Flow[T], store: Store, mailer: Mailer | None = None) -> T:
-    """Run `flow` to completion against a sync store (and mailer) and return its result."""
+def run(flow: Flow[T], store: Store, mailer: Mailer | None = None, provider: ProviderClient | None = None) -> T:
+    """Run `flow` to completion against a sync store (and mailer, and OAuth provider client) and return its
+    result."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -73,13 +76,16 @@ def run(flow: Flow[T], store: Store, mailer: Mailer | None = None) -> T:
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            value = _perform(effect, store, mailer)
+            value = _perform(effect, store, mailer, provider)
         except Exception as exc:  # handed to the flow, which decides what it means
             error = exc
 
 
-async def arun(flow: Flow[T], store: AsyncStore, mailer: AsyncMailer | None = None) -> T:
-    """Run `flow` to completion against an async store (and mailer) and return its result."""
+async def arun(
+    flow: Flow[T], store: AsyncStore, mailer: AsyncMailer | None = None, provider: AsyncProviderClient | None = None
+) -> T:
+    """Run `flow` to completion against an async store (and mailer, and OAuth provider client) and return its
+    result."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -101,13 +107,17 @@ async def arun(flow: Flow[T], store: AsyncStore, mailer: AsyncMailer | None = No
                 if mailer is None:
                     raise RuntimeError("this flow sends e-mail but the host configured no mailer")
                 await mailer.send(effect.email)
+            elif isinstance(effect, ProviderEffect):
+                if provider is None:
+                    raise RuntimeError("this flow talks to an OAuth provider but the host configured no client")
+                value = await provider.perform(effect)
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except Exception as exc:
             error = exc
 
 
-def _perform(effect: Effect[Any], store: Store, mailer: Mailer | None) -> Any:
+def _perform(effect: Effect[Any], store: Store, mailer: Mailer | None, provider: ProviderClient | None) -> Any:
     if isinstance(effect, StorageEffect):
         return store.apply(effect)
     if isinstance(effect, ComputeEffect):
@@ -117,4 +127,8 @@ def _perform(effect: Effect[Any], store: Store, mailer: Mailer | None) -> Any:
             raise RuntimeError("this flow sends e-mail but the host configured no mailer")
         mailer.send(effect.email)
         return None
+    if isinstance(effect, ProviderEffect):
+        if provider is None:
+            raise RuntimeError("this flow talks to an OAuth provider but the host configured no client")
+        return provider.perform(effect)
     raise TypeError(f"not an effect: {effect!r}")

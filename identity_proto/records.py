@@ -21,6 +21,8 @@ _R = TypeVar("_R")
 __all__ = [
     "BUILT_IN_PERMISSION_DEFINITIONS",
     "INTERNAL_PROJECT_ID",
+    "OAUTH_MERGE_STRATEGIES",
+    "OAUTH_PROVIDER_TYPES",
     "ApiKey",
     "ApiKeyType",
     "ClockOverride",
@@ -28,6 +30,8 @@ __all__ = [
     "ContactChannel",
     "Email",
     "Membership",
+    "OAuthAccount",
+    "OAuthProviderConfig",
     "PermissionDefinition",
     "Project",
     "ProjectConfig",
@@ -112,6 +116,54 @@ BUILT_IN_PERMISSION_DEFINITIONS: tuple[PermissionDefinition, ...] = (
 # --- end permissions ---
 
 
+# --- OAuth (reference part 2 §7) ---
+#: Provider types a project may configure (`OAuthProviderConfig.type`). `oidc` is any OpenID Connect provider found
+#: by its `issuer_url`; `mock` is the service's own dev/test provider (dev mode only, see `identity_proto.flows.
+#: mock_oauth`), which also stands in for any other type when a provider's `client_id` is "MOCK".
+OAUTH_PROVIDER_TYPES = ("google", "github", "microsoft", "discord", "gitlab", "bitbucket", "spotify", "oidc", "mock")
+#: What signing in with a provider account does when its e-mail already signs someone in (reference §7.4).
+OAUTH_MERGE_STRATEGIES = ("link_method", "raise_error", "allow_duplicates")
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthProviderConfig:
+    """One OAuth provider of a project; `id` is the URL's `{provider_id}` and users' `oauth_providers[].id`."""
+
+    id: str
+    type: str
+    client_id: str | None = None
+    #: Never rendered in full (admin reads see the last four characters).
+    client_secret: str | None = field(default=None, repr=False)
+    #: The OpenID Connect issuer (`oidc` type): its `/.well-known/openid-configuration` names the endpoints.
+    issuer_url: str | None = None
+    #: Microsoft's tenant (default "common").
+    microsoft_tenant_id: str | None = None
+    allow_sign_in: bool = True
+    allow_connected_accounts: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthAccount:
+    """A provider account linked to a user (the original's "OAuth provider" of a user, reference §7.6). Kept on the
+    `User` record (`User.oauth_accounts`), so every user read renders `oauth_providers` without a second read.
+
+    Invariant kept by every store: an account with `allow_sign_in` is in the project's OAuth index under
+    (`provider_config_id`, `account_id`), mapped to its user; no two sign-in accounts share that pair."""
+
+    #: The row id (a UUID), the `id` of `/oauth-providers` objects.
+    id: str
+    provider_config_id: str
+    #: The provider's id for the account (`sub`, GitHub's numeric id, ...).
+    account_id: str
+    email: str | None = None
+    allow_sign_in: bool = True
+    allow_connected_accounts: bool = True
+    created_at_millis: int = 0
+
+
+# --- end OAuth ---
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """A project's configuration. Defaults suit a service developers run locally with code sign-in first."""
@@ -141,6 +193,11 @@ class ProjectConfig:
     # --- API keys (reference part 2 §5: the legacy names of `apiKeys.enabled.user|team`; off by default) ---
     allow_user_api_keys: bool = False
     allow_team_api_keys: bool = False
+    # --- OAuth ---
+    oauth_providers: tuple[OAuthProviderConfig, ...] = ()
+    #: One of `OAUTH_MERGE_STRATEGIES`.
+    oauth_account_merge_strategy: str = "link_method"
+    # --- end OAuth ---
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +250,8 @@ def config_from_json(data: dict[str, Any]) -> ProjectConfig:
                 )
                 for item in value
             )
+        elif name == "oauth_providers":
+            values[name] = tuple(OAuthProviderConfig(**item) for item in value)
         elif name == "rate_limits":
             items = [{"name": k, **v} for k, v in value.items()] if isinstance(value, dict) else value
             values[name] = tuple(sorted((RateLimitSetting(**item) for item in items), key=lambda r: r.name))
@@ -284,6 +343,8 @@ class User:
     primary_email_channel_id: str | None = None
     #: When the primary e-mail channel was created; None: when the user signed up.
     primary_email_channel_created_at_millis: int | None = None
+    # --- OAuth: the user's linked provider accounts, in creation order (see `OAuthAccount`) ---
+    oauth_accounts: tuple[OAuthAccount, ...] = ()
 
     @property
     def auth_email(self) -> str | None:
@@ -381,16 +442,24 @@ def user_from_json(data: dict[str, Any]) -> User:
         raise TypeError(f"a stored user has no {missing}") from None
 
 
+def _accounts(value: Any) -> tuple[OAuthAccount, ...]:
+    if not value:
+        return ()
+    return tuple(item if isinstance(item, OAuthAccount) else OAuthAccount(**item) for item in value)
+
+
 def _scores(value: Any) -> RiskScores:
     return RiskScores(**value) if isinstance(value, dict) else value if value is not None else RiskScores()
 
 
 def _make_user_reader() -> Callable[[dict[str, Any], Any], User]:
     arguments = []
-    namespace: dict[str, Any] = {"User": User, "_scores": _scores}
+    namespace: dict[str, Any] = {"User": User, "_scores": _scores, "_accounts": _accounts}
     for f in dataclasses.fields(User):
         if f.name == "risk_scores":
             arguments.append("_scores(get('risk_scores'))")
+        elif f.name == "oauth_accounts":
+            arguments.append("_accounts(get('oauth_accounts'))")
         elif f.default is dataclasses.MISSING:
             arguments.append(f"data[{f.name!r}]")
         else:

@@ -164,7 +164,7 @@ def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
         "domains": [{"domain": d.domain, "handler_path": d.handler_path} for d in config.domains],
         "allow_team_api_keys": config.allow_team_api_keys,
         "allow_user_api_keys": config.allow_user_api_keys,
-        "enabled_oauth_providers": [],
+        "enabled_oauth_providers": [{"id": p.id} for p in config.oauth_providers if p.allow_sign_in],
     }
     if access_type is not AccessType.ADMIN:
         return {"id": project.id, "display_name": project.display_name, "config": public_config}
@@ -178,7 +178,13 @@ def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
 
 
 def _without_definitions(config: dict[str, Any]) -> dict[str, Any]:
+    """The admin's config object: the permission definitions have endpoints of their own, and an OAuth provider's
+    client secret is never returned (only whether one is set, and its last four characters)."""
     config.pop("permission_definitions", None)
+    for provider in config.get("oauth_providers", ()):
+        secret = provider.pop("client_secret", None)
+        provider["client_secret_set"] = bool(secret)
+        provider["client_secret_last_four"] = secret[-4:] if secret and len(secret) >= 12 else None
     return config
 
 
@@ -221,7 +227,7 @@ def render_user(
         "passkey_auth_enabled": False,
         "auth_with_email": user.password_hash is not None or user.otp_auth_enabled,
         "requires_totp_mfa": user.totp_secret_base64 is not None,
-        "oauth_providers": [],
+        "oauth_providers": _oauth_providers(user, config),
         "client_metadata": user.client_metadata,
         "client_read_only_metadata": user.client_read_only_metadata,
         "server_metadata": user.server_metadata,
@@ -332,3 +338,16 @@ def render_contact_channel(channel: ContactChannel) -> dict[str, Any]:
 
 
 # --- end contact channels ---
+
+
+def _oauth_providers(user: User, config: ProjectConfig) -> list[dict[str, Any]]:
+    """A user's linked provider accounts as the user object lists them (reference §7.4: `{id, account_id, email}`),
+    skipping accounts of providers the project no longer configures (as the original's list does)."""
+    if not user.oauth_accounts:
+        return []
+    configured = {p.id for p in config.oauth_providers}
+    return [
+        {"id": a.provider_config_id, "account_id": a.account_id, "email": a.email}
+        for a in user.oauth_accounts
+        if a.provider_config_id in configured
+    ]

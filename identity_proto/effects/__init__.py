@@ -73,6 +73,14 @@ from identity_proto.effects.email_sign_in import (
     EmailSignInOutcome,
     SignInByEmail,
 )
+from identity_proto.effects.oauth_provider import (  # talking to OAuth providers (performed by hosts)
+    CheckProviderAccessToken,
+    DiscoverProvider,
+    ExchangeProviderCode,
+    ProviderEffect,
+    ProviderFailure,
+    RefreshProviderToken,
+)
 from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
 
 # --- end permissions ---
@@ -265,6 +273,15 @@ __all__ += [
     "channels_of",
 ]
 # --- end contact channels ---
+# --- OAuth: talking to providers (performed by hosts) ---
+__all__ += [
+    "CheckProviderAccessToken",
+    "DiscoverProvider",
+    "ExchangeProviderCode",
+    "ProviderEffect",
+    "ProviderFailure",
+    "RefreshProviderToken",
+]
 
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
