@@ -8,7 +8,7 @@ from enum import Enum
 
 from identity_proto.changes import UserChanges
 from identity_proto.effects.base import StorageEffect
-from identity_proto.records import Membership, Session, Team, User
+from identity_proto.records import Membership, OAuthAccount, Session, Team, User
 
 #: The name of the personal team an anonymous user gets (reference §4, e2e): the one an upgrade renames.
 ANONYMOUS_PERSONAL_TEAM_NAME = "Personal Team"
@@ -23,6 +23,8 @@ class UpgradeRefusal(Enum):
     NOT_ANONYMOUS = "not_anonymous"
     #: The new auth e-mail is another user's.
     EMAIL_TAKEN = "email_taken"
+    #: The provider account the upgrade links (`oauth_account`) is another user's sign-in account.
+    ACCOUNT_TAKEN = "account_taken"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,9 @@ class UpgradeAnonymousUser(StorageEffect["User | UpgradeRefusal"]):
     user_id: str
     changes: UserChanges
     personal_team_name: str
+    #: An OAuth sign-up's upgrade links this provider account in the same step (appended to the user's accounts,
+    #: its OAuth index entry claimed when it signs in: ACCOUNT_TAKEN if another user holds it).
+    oauth_account: OAuthAccount | None = None
 
     def __post_init__(self) -> None:
         # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from identity_proto.effects.base import StorageEffect
-from identity_proto.records import OAuthAccount, User
+from identity_proto.records import Membership, OAuthAccount, Team, User
 
 __all__ = [
     "AccountsWrite",
@@ -34,6 +34,8 @@ __all__ = [
     "SaveOAuthState",
     "SaveOuterCode",
     "SaveProviderTokens",
+    "SignUpWithOAuth",
+    "SignUpWithOAuthRefusal",
     "TakeOAuthState",
     "oauth_index_key",
 ]
@@ -171,3 +173,32 @@ class LoadProviderTokens(StorageEffect[str | None]):
 
     project_id: str
     account_row_id: str
+
+
+class SignUpWithOAuthRefusal(Enum):
+    """Why `SignUpWithOAuth` wrote nothing."""
+
+    #: A user with the new user's id exists (random ids: practically never).
+    ID_TAKEN = "id_taken"
+    #: The new user's auth e-mail is another user's (a concurrent sign-up won it).
+    EMAIL_TAKEN = "email_taken"
+    #: The new user's sign-in account is another user's in the OAuth index (a concurrent callback won it).
+    ACCOUNT_TAKEN = "account_taken"
+
+
+@dataclass(frozen=True, slots=True)
+class SignUpWithOAuth(StorageEffect["User | SignUpWithOAuthRefusal"]):
+    """Store `new_user` (who carries their provider account in `oauth_accounts`) as one atomic step: the e-mail
+    index entry when they have an auth e-mail, the OAuth index entries of their sign-in accounts, and
+    `personal_team` with the creator's membership when given (the caller has set `new_user.selected_team_id` to
+    it). No session: the token exchange creates one. Returns the user, or a refusal (nothing written)."""
+
+    project_id: str
+    new_user: User
+    personal_team: tuple[Team, Membership] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.new_user.oauth_accounts:
+            raise ValueError("an OAuth sign-up stores the user with their provider account")
+        if self.personal_team is not None and self.new_user.selected_team_id != self.personal_team[0].id:
+            raise ValueError("a new user has their personal team selected")
