@@ -9,11 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.processes import RedisServer, answers_ping, free_port, stop
 from tests.smtp_server import start_smtp  # noqa: F401 - a fixture, shared by the mail and e2e suites
 
 _START_TIMEOUT_S = 10.0
+
+# No per-example deadline: Hypothesis's default (200 ms) is a timed assertion, and on a loaded two-core machine an
+# ordinary example can take longer (a flaky DeadlineExceeded). Speed is the benchmarks' business, not the tests'.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")
