@@ -50,17 +50,12 @@ def _held_by_another(tenant: Tenant, keys: Iterable[str], user_id: str) -> bool:
 
 @_performs(SaveOAuthState)
 def _save_oauth_state(store: MemoryStore, effect: SaveOAuthState) -> None:
-    store.tenant(effect.state.project_id).oauth_states[effect.state_hash] = effect.state
+    store.oauth_states[effect.state_hash] = effect.state
 
 
 @_performs(TakeOAuthState)
 def _take_oauth_state(store: MemoryStore, effect: TakeOAuthState) -> OAuthState | None:
-    # The state hash is all the callback has (the project is read from the state): look in every project.
-    for tenant in store.tenants.values():
-        state = tenant.oauth_states.pop(effect.state_hash, None)
-        if state is not None:
-            return state
-    return None
+    return store.oauth_states.pop(effect.state_hash, None)
 
 
 @_performs(SaveOuterCode)

@@ -87,8 +87,7 @@ class Tenant:
     #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
     channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
     # --- OAuth storage ---
-    #: inner state hash -> the authorize request; outer code hash -> the code (each taken once).
-    oauth_states: dict[str, OAuthState] = field(default_factory=dict)
+    #: outer code hash -> the code (taken once; the states are the store's, see `MemoryStore.oauth_states`).
     outer_codes: dict[str, OuterCode] = field(default_factory=dict)
     #: The OAuth index: `oauth_index_key(provider id, account id)` of every sign-in account -> its user's id.
     oauth_index: dict[str, str] = field(default_factory=dict)
@@ -120,6 +119,10 @@ class MemoryStore:
         self.clock_override: ClockOverride | None = None
         #: rate-limit counter key -> (count, expires at), swept as they expire.
         self.rate_counters: dict[str, tuple[int, int]] = {}
+        # OAuth: inner state hash -> the authorize request (taken once). Not a tenant's: the callback knows no
+        # project, and Redis keeps them under their own hash tag, so a project's reset leaves them, in both stores,
+        # to be taken (the flow then finds the project's data gone) or forgotten.
+        self.oauth_states: dict[str, OAuthState] = {}
 
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""

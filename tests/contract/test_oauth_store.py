@@ -634,6 +634,15 @@ def _project(project_id: str) -> Any:
     return project
 
 
+def test_a_state_outlives_its_projects_reset_until_it_is_taken(store: Store) -> None:
+    # The callback knows no project (Redis keeps states under their own hash tag): a reset leaves them to be taken
+    # (the flow then finds the project's data gone) or to expire, on every store alike.
+    store.apply(CreateProject(_project(PROJECT)))
+    store.apply(SaveOAuthState("kept", make_state()))
+    assert store.apply(ResetProjectData(PROJECT)) is True
+    assert store.apply(TakeOAuthState("kept")) == make_state()
+
+
 @pytest.mark.parametrize("effect", [ResetProjectData, DeleteProject])
 def test_a_project_reset_or_deletion_clears_its_oauth_data_only(store: Store, effect: type[Any]) -> None:
     for project_id in (PROJECT, OTHER_PROJECT):
