@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from identity_proto.effects import StorageEffect, Together
+from identity_proto.effects import OAuthState, OuterCode, StorageEffect, Together, oauth_index_key
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -86,6 +86,24 @@ class Tenant:
     #: user id -> channel id -> the user's stored (non-primary) contact channels. The primary channel is the
     #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
     channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
+    # --- OAuth storage ---
+    #: outer code hash -> the code (taken once; the states are the store's, see `MemoryStore.oauth_states`).
+    outer_codes: dict[str, OuterCode] = field(default_factory=dict)
+    #: The OAuth index: `oauth_index_key(provider id, account id)` of every sign-in account -> its user's id.
+    oauth_index: dict[str, str] = field(default_factory=dict)
+    #: account row id -> the row's sealed provider tokens.
+    provider_tokens: dict[str, str] = field(default_factory=dict)
+
+    def drop_oauth(self, user: User) -> None:
+        """Remove the user's OAuth index entries and provider tokens (with the user: called under the store's lock
+        by the deletion)."""
+        for account in user.oauth_accounts:
+            key = oauth_index_key(account.provider_config_id, account.account_id)
+            if self.oauth_index.get(key) == user.id:
+                del self.oauth_index[key]
+            self.provider_tokens.pop(account.id, None)
+
+    # --- end OAuth storage ---
 
 
 class MemoryStore:
@@ -101,6 +119,10 @@ class MemoryStore:
         self.clock_override: ClockOverride | None = None
         #: rate-limit counter key -> (count, expires at), swept as they expire.
         self.rate_counters: dict[str, tuple[int, int]] = {}
+        # OAuth: inner state hash -> the authorize request (taken once). Not a tenant's: the callback knows no
+        # project, and Redis keeps them under their own hash tag, so a project's reset leaves them, in both stores,
+        # to be taken (the flow then finds the project's data gone) or forgotten.
+        self.oauth_states: dict[str, OAuthState] = {}
 
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""

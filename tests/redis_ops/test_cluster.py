@@ -36,14 +36,17 @@ from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.effects import (
     AcceptTeamInvitation,
     AcceptTotp,
+    AccountsWrite,
     AddMembership,
     ApiKeyWrite,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangeOAuthAccounts,
     ChangePassword,
     ChangePermission,
     ChangePermissionDefinitions,
     CodeOutcome,
+    ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateApiKey,
     CreateContactChannel,
@@ -64,6 +67,7 @@ from identity_proto.effects import (
     EnsureProject,
     FindApiKeyByHash,
     FindUserByAuthEmail,
+    FindUserByOAuthAccount,
     GrantProjectPermissions,
     HitRateLimits,
     InvitationAcceptance,
@@ -82,10 +86,13 @@ from identity_proto.effects import (
     LoadClockOverride,
     LoadMembership,
     LoadProject,
+    LoadProviderTokens,
     LoadSession,
     LoadTeamInvitation,
     LoadUser,
     LoadUserWithTeam,
+    OAuthState,
+    OuterCode,
     PasswordWrite,
     RateLimitHit,
     RemoveMembership,
@@ -94,12 +101,17 @@ from identity_proto.effects import (
     RevokeProjectPermission,
     RevokeTeamInvitation,
     RevokeUserSessions,
+    SaveOAuthState,
+    SaveOuterCode,
+    SaveProviderTokens,
     SetClockOverride,
     SetPassword,
     SignInByEmail,
     SignUpAnonymously,
+    SignUpWithOAuth,
     StorageEffect,
     StorePasswordResetCode,
+    TakeOAuthState,
     TeamWrite,
     Together,
     TotpAcceptance,
@@ -123,6 +135,7 @@ from identity_proto.records import (
     CodePurpose,
     ContactChannel,
     Membership,
+    OAuthAccount,
     PermissionDefinition,
     Project,
     ProjectKeys,
@@ -526,6 +539,44 @@ def _contact_channels(store: RedisStore, p: str) -> None:
     assert store.apply(FindUserByAuthEmail(p, "work@example.com")) is None
 
 
+# --- OAuth storage ---
+def _oauth(store: RedisStore, p: str) -> None:
+    github = OAuthAccount("row-gh", "github", "gh-1", "o@example.com", created_at_millis=T0)
+    google = OAuthAccount("row-g", "google", "g-1", None, created_at_millis=T0)
+    state = OAuthState(
+        p, None, "github", "authenticate", "http://x/cb", "outer", "ch", "S256", "verifier", "nonce", None, None,
+        None, None, "redirect", T0, T0 + 600_000,
+    )  # fmt: skip
+    store.apply(SaveOAuthState("state-hash", state))  # its own hash tag: another slot than the project's
+    assert store.apply(TakeOAuthState("state-hash")) == state
+    assert store.apply(TakeOAuthState("state-hash")) is None
+    code = OuterCode(p, "o", "http://x/cb", "ch", "plain", True, None, T0 + 300_000)
+    store.apply(SaveOuterCode("code-hash", code))
+    assert store.apply(ConsumeOuterCode(p, "code-hash")) == code
+    team = make_team("o-team")
+    user = dataclasses.replace(make_user("o", "o@example.com"), oauth_accounts=(github,), selected_team_id=team.id)
+    assert store.apply(SignUpWithOAuth(p, user, (team, Membership(team.id, "o", T0)))) == user
+    assert store.apply(FindUserByOAuthAccount(p, "github", "gh-1")) == user
+    assert store.apply(SaveProviderTokens(p, "o", "row-gh", "sealed")) is True
+    assert store.apply(LoadProviderTokens(p, "row-gh")) == "sealed"
+    outcome, changed = store.apply(ChangeOAuthAccounts(p, "o", (github,), (github, google)))
+    assert (outcome, changed) == (AccountsWrite.DONE, dataclasses.replace(user, oauth_accounts=(github, google)))
+    anonymous = dataclasses.replace(make_user("o-anon"), is_anonymous=True)
+    store.apply(SignUpAnonymously(p, anonymous, make_session("s-oa", "o-anon")))
+    changes = (("primary_email", "oa@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
+    claim = OAuthAccount("row-gl", "gitlab", "gl-1", created_at_millis=T0)
+    upgraded = store.apply(UpgradeAnonymousUser(p, "o-anon", changes, "Team", oauth_account=claim))
+    assert isinstance(upgraded, User)
+    assert upgraded.oauth_accounts == (claim,)
+    assert store.apply(FindUserByOAuthAccount(p, "gitlab", "gl-1")) == upgraded
+    assert store.apply(DeleteUser(p, "o")) is True
+    assert store.apply(FindUserByOAuthAccount(p, "github", "gh-1")) is None
+    assert store.apply(LoadProviderTokens(p, "row-gh")) is None
+
+
+# --- end OAuth storage ---
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -542,6 +593,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _api_keys(checked, p)
     _passwords(checked, p)
     _contact_channels(checked, p)
+    _oauth(checked, p)  # OAuth storage
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

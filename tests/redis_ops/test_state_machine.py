@@ -23,6 +23,7 @@ membership record left behind by DeleteUser, is out of its reach.)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import time
@@ -43,9 +44,11 @@ from identity_proto.effects import (
     AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
+    ChangeOAuthAccounts,
     ChangePassword,
     ChangePermission,
     ChangePermissionDefinitions,
+    ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateApiKey,
     CreateContactChannel,
@@ -64,6 +67,7 @@ from identity_proto.effects import (
     EnsureProject,
     FindApiKeyByHash,
     FindUserByAuthEmail,
+    FindUserByOAuthAccount,
     GrantProjectPermissions,
     ListApiKeys,
     ListContactChannels,
@@ -79,19 +83,27 @@ from identity_proto.effects import (
     LoadApiKey,
     LoadClockOverride,
     LoadMembership,
+    LoadProviderTokens,
     LoadTeamInvitation,
+    OAuthState,
+    OuterCode,
     RemoveMembership,
     ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
     RevokeTeamInvitation,
     RevokeUserSessions,
+    SaveOAuthState,
+    SaveOuterCode,
+    SaveProviderTokens,
     SetClockOverride,
     SetPassword,
     SignInByEmail,
     SignUpAnonymously,
+    SignUpWithOAuth,
     StorageEffect,
     StorePasswordResetCode,
+    TakeOAuthState,
     UpdateApiKey,
     UpdateContactChannel,
     UpdateMembership,
@@ -110,6 +122,7 @@ from identity_proto.records import (
     ContactChannel,
     Email,
     Membership,
+    OAuthAccount,
     PermissionDefinition,
     Project,
     ProjectKeys,
@@ -139,6 +152,8 @@ EMAILS = ("a@x.io", "A@x.io", "b@x.io", "zoë@exämple.de")
 PERMISSIONS = ("team_admin", "$read_members", "a", "B", "Ω", "é")
 TIMES = (T0, T0 + 1, T0 + 2)
 NONCES = ("n0", "n1")
+#: OAuth: (provider id, account id) of the provider accounts users link; two users meet on them.
+OAUTH_ACCOUNTS = (("github", "1"), ("github", "2"), ("google", "1"))
 #: passwords: the hashes the password flows' writes store (any text to a store; two, so that writes collide).
 PASSWORD_HASHES = ("$2b$04$" + "a" * 53, "$2b$04$" + "b" * 53)
 
@@ -157,8 +172,9 @@ FAMILIES = (
     "invitations",
     "passwords",
     "channels",
+    "oauth",  # OAuth storage
 )
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2, 2, 3)
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2, 2, 3, 3)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -283,6 +299,7 @@ class StoresAgree(RuleBasedStateMachine):
         self.memory = MemoryStore()
         self.redis = RedisStore(self.client, namespace=self.namespace)
         self.serial = itertools.count()
+        self.token_rows: list[str] = []  # OAuth: every account row id made, in order
         self.counts.examples += 1
 
     def teardown(self) -> None:
@@ -846,6 +863,91 @@ class StoresAgree(RuleBasedStateMachine):
         else:
             self.both(ListContactChannels(project_id, user_id))
 
+    # ---- OAuth storage: sign-ups with accounts, compare-and-set changes, upgrades claiming one, tokens, and the
+    # short-lived states and outer codes
+
+    def oauth_account(self, data: st.DataObject, n: int, i: int = 0) -> OAuthAccount:
+        provider, account_id = data.draw(st.sampled_from(OAUTH_ACCOUNTS), label="account")
+        row = f"r{n}-{i}"
+        self.token_rows.append(row)
+        return OAuthAccount(
+            id=row,
+            provider_config_id=provider,
+            account_id=account_id,
+            email=data.draw(st.none() | st.sampled_from(EMAILS), label="account email"),
+            allow_sign_in=data.draw(st.booleans(), label="allow_sign_in"),
+            created_at_millis=data.draw(st.sampled_from(TIMES), label="created_at_millis"),
+        )
+
+    def oauth(self, data: st.DataObject, project_id: str) -> None:
+        tenant = self._tenant(project_id)
+        ops = ("sign_up", "change", "change", "upgrade", "tokens", "tokens", "state", "code")
+        n, op = self.step(ops, grow=not tenant.oauth_index)
+        if op == "sign_up":
+            email = data.draw(st.none() | st.sampled_from(EMAILS), label="email")
+            now = data.draw(st.sampled_from(TIMES), label="now_ms")
+            team_id = data.draw(st.none() | st.sampled_from(TEAMS), label="personal team")
+            accounts = tuple(self.oauth_account(data, n, i) for i in range(data.draw(st.integers(1, 2), label="n")))
+            user = User(
+                id=self.random.choice(USERS),
+                signed_up_at_millis=now,
+                last_active_at_millis=now,
+                primary_email=email,
+                primary_email_verified=email is not None,
+                primary_email_auth_enabled=email is not None,
+                selected_team_id=team_id,
+                oauth_accounts=accounts,
+            )
+            team = None
+            if team_id is not None:
+                team = (
+                    Team(team_id, "OAuth Team", now),
+                    Membership(team_id, user.id, now, permissions=("team_admin",)),
+                )
+            self.both(SignUpWithOAuth(project_id, user, team))
+        elif op == "change":
+            user_id = self.user(project_id)
+            stored = tenant.users.get(user_id)
+            current = stored.oauth_accounts if stored is not None else ()
+            # Mostly the list as stored (a stale one otherwise: CONFLICT); keep some, add one, flip a sign-in.
+            expected = current if self.random.random() < 0.8 else current[:-1]
+            kept = [a for a in current if data.draw(st.booleans(), label="keep")]
+            if kept and data.draw(st.booleans(), label="flip"):
+                kept[0] = dataclasses.replace(kept[0], allow_sign_in=not kept[0].allow_sign_in)
+            if data.draw(st.booleans(), label="add"):
+                kept.append(self.oauth_account(data, n))
+            self.both(ChangeOAuthAccounts(project_id, user_id, expected, tuple(kept)))
+        elif op == "upgrade":
+            email = data.draw(st.sampled_from(EMAILS), label="email")
+            changes = (("primary_email", email), ("primary_email_auth_enabled", True), ("is_anonymous", False))
+            upgrade = UpgradeAnonymousUser(
+                project_id, self.user(project_id), changes, f"{email}'s Team", self.oauth_account(data, n)
+            )
+            self.both(upgrade)
+        elif op == "tokens":
+            user_id = self.user(project_id)
+            stored = tenant.users.get(user_id)
+            rows = [a.id for a in stored.oauth_accounts] if stored is not None else []
+            row = self._pick(rows, self.token_rows or ["r-none"])
+            self.both(SaveProviderTokens(project_id, user_id, row, f"sealed-{n}"))
+        elif op == "state":
+            state_hash = data.draw(st.sampled_from(("s0", "s1")), label="state hash")
+            if data.draw(st.booleans(), label="save"):
+                state = OAuthState(
+                    project_id, None, "github", "authenticate", "http://x/cb", f"o{n}", "ch", "S256", f"v{n}", None,
+                    None, None, None, None, "json", T0, T0 + 600_000,
+                )  # fmt: skip
+                self.both(SaveOAuthState(state_hash, state))
+            else:
+                self.both(TakeOAuthState(state_hash))
+        else:
+            code_hash = data.draw(st.sampled_from(("c0", "c1")), label="code hash")
+            if data.draw(st.booleans(), label="save"):
+                code = OuterCode(project_id, self.user(project_id), "http://x/cb", "ch", "plain", True, None, T0 + 1)
+                self.both(SaveOuterCode(code_hash, code))
+            else:
+                self.both(ConsumeOuterCode(project_id, code_hash))
+
     # ---- after every step: the whole observable state
 
     @invariant()
@@ -865,6 +967,13 @@ class StoresAgree(RuleBasedStateMachine):
                 self.both(ListContactChannels(project_id, user_id))
                 self.both(ListSessions(project_id, user_id))
                 self.both(ListTeams(project_id, user_id=user_id))
+        # OAuth: the index (through the users it names) and, in the project most steps go to, the tokens of the
+        # rows made last (every row each step would double the run's time)
+        for project_id in PROJECTS:
+            for provider, account_id in OAUTH_ACCOUNTS:
+                self.both(FindUserByOAuthAccount(project_id, provider, account_id))
+        for row in self.token_rows[-6:]:
+            self.both(LoadProviderTokens(PROJECTS[0], row))
         # API keys: of the project most steps go to (their keys go with their owner, on both stores alike)
         for owner_type, owners in ((ApiKeyType.USER, USERS), (ApiKeyType.TEAM, TEAMS)):
             for owner_id in owners:
