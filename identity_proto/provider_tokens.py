@@ -6,6 +6,9 @@ mode without one the fixed `DEV_TOKEN_KEY` is used: it is public, so dev-mode to
 In production without one provider tokens are not stored at all (`token_key` answers None): connected accounts
 then answer OAUTH_CONNECTION_DOES_NOT_HAVE_REQUIRED_SCOPE.
 
+`cryptography` is imported when a token is first sealed or opened, not with the routes (start-up imports no
+crypto until it is needed, as `identity_proto.tokens` does for signing).
+
 A sealed blob is `v1.<base64url(nonce || ciphertext+tag)>`; the associated data binds it to its project and account
 row, so a blob copied onto another account does not open there. The nonce is 12 bytes of the request's entropy.
 """
@@ -17,8 +20,6 @@ import binascii
 from typing import TYPE_CHECKING
 
 import orjson
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from identity_proto.effects.oauth_provider import ProviderTokens
 
@@ -73,6 +74,8 @@ def seal(
             "scope": scope,
         }
     )
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce = entropy.token_bytes(_NONCE_BYTES)
     sealed = AESGCM(key).encrypt(nonce, plain, _associated(project_id, account_row_id))
     return f"{_VERSION}.{base64.urlsafe_b64encode(nonce + sealed).decode().rstrip('=')}"
@@ -81,6 +84,9 @@ def seal(
 def unseal(sealed: str, key: bytes, *, project_id: str, account_row_id: str) -> ProviderTokens:
     """The tokens `seal` sealed (their `scope` is the one they were tagged with); `SealedTokens` when the blob does
     not open with `key` for this account row."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     version, _, payload = sealed.partition(".")
     if version != _VERSION or not payload:
         raise SealedTokens("not a sealed token set")

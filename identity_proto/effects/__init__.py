@@ -73,6 +73,21 @@ from identity_proto.effects.email_sign_in import (
     EmailSignInOutcome,
     SignInByEmail,
 )
+from identity_proto.effects.oauth import (  # OAuth storage (states, outer codes, linked accounts, provider tokens)
+    AccountsWrite,
+    ChangeOAuthAccounts,
+    ConsumeOuterCode,
+    FindUserByOAuthAccount,
+    LoadProviderTokens,
+    OAuthState,
+    OuterCode,
+    SaveOAuthState,
+    SaveOuterCode,
+    SaveProviderTokens,
+    SignUpWithOAuth,
+    SignUpWithOAuthRefusal,
+    TakeOAuthState,
+)
 from identity_proto.effects.oauth_provider import (  # talking to OAuth providers (performed by hosts)
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -273,6 +288,22 @@ __all__ += [
     "channels_of",
 ]
 # --- end contact channels ---
+# --- OAuth storage ---
+__all__ += [
+    "AccountsWrite",
+    "ChangeOAuthAccounts",
+    "ConsumeOuterCode",
+    "FindUserByOAuthAccount",
+    "LoadProviderTokens",
+    "OAuthState",
+    "OuterCode",
+    "SaveOAuthState",
+    "SaveOuterCode",
+    "SaveProviderTokens",
+    "SignUpWithOAuth",
+    "SignUpWithOAuthRefusal",
+    "TakeOAuthState",
+]
 # --- OAuth: talking to providers (performed by hosts) ---
 __all__ += [
     "CheckProviderAccessToken",
