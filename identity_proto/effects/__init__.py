@@ -73,7 +73,9 @@ from identity_proto.effects.email_sign_in import (
     EmailSignInOutcome,
     SignInByEmail,
 )
-from identity_proto.effects.oauth import (  # OAuth storage (states, outer codes, linked accounts, provider tokens)
+
+# --- OAuth storage ---
+from identity_proto.effects.oauth import (
     AccountsWrite,
     ChangeOAuthAccounts,
     ConsumeOuterCode,
@@ -87,7 +89,10 @@ from identity_proto.effects.oauth import (  # OAuth storage (states, outer codes
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TakeOAuthState,
+    oauth_index_key,
 )
+
+# --- end OAuth storage ---
 from identity_proto.effects.oauth_provider import (  # talking to OAuth providers (performed by hosts)
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -288,6 +293,16 @@ __all__ += [
     "channels_of",
 ]
 # --- end contact channels ---
+# --- OAuth: talking to providers (performed by hosts) ---
+__all__ += [
+    "CheckProviderAccessToken",
+    "DiscoverProvider",
+    "ExchangeProviderCode",
+    "ProviderEffect",
+    "ProviderFailure",
+    "RefreshProviderToken",
+]
+
 # --- OAuth storage ---
 __all__ += [
     "AccountsWrite",
@@ -303,17 +318,9 @@ __all__ += [
     "SignUpWithOAuth",
     "SignUpWithOAuthRefusal",
     "TakeOAuthState",
+    "oauth_index_key",
 ]
-# --- OAuth: talking to providers (performed by hosts) ---
-__all__ += [
-    "CheckProviderAccessToken",
-    "DiscoverProvider",
-    "ExchangeProviderCode",
-    "ProviderEffect",
-    "ProviderFailure",
-    "RefreshProviderToken",
-]
-
+# --- end OAuth storage ---
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).
@@ -344,6 +351,9 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         # --- contact channels ---
         ListContactChannels,
         ListProjectContactChannels,
+        # --- OAuth storage ---
+        FindUserByOAuthAccount,
+        LoadProviderTokens,
     }
 )
 
