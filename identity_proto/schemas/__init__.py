@@ -62,6 +62,16 @@ if TYPE_CHECKING:
     )
 
     # --- end contact channels ---
+    # --- OAuth sign-in ---
+    from identity_proto.schemas.oauth import (
+        OAuthAuthorizeQuery,
+        OAuthCallbackForm,
+        OAuthCallbackInput,
+        OAuthProviderIdParams,
+        OAuthTokenGrantBody,
+    )
+
+    # --- end OAuth sign-in ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -156,6 +166,15 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
     "outbox": ("OutboxQuery",),
+    # --- OAuth sign-in ---
+    "oauth": (
+        "OAuthAuthorizeQuery",
+        "OAuthCallbackForm",
+        "OAuthCallbackInput",
+        "OAuthProviderIdParams",
+        "OAuthTokenGrantBody",
+    ),
+    # --- end OAuth sign-in ---
     "permissions": (
         "ListProjectPermissionsQuery",
         "ListTeamPermissionsQuery",
@@ -322,6 +341,15 @@ __all__ += [
     "VerificationCodeBody",
 ]
 # --- end contact channels ---
+# --- OAuth sign-in ---
+__all__ += [
+    "OAuthAuthorizeQuery",
+    "OAuthCallbackForm",
+    "OAuthCallbackInput",
+    "OAuthProviderIdParams",
+    "OAuthTokenGrantBody",
+]
+# --- end OAuth sign-in ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error
