@@ -252,7 +252,7 @@ def test_authorize_refuses_bad_requests_and_keeps_nothing(
 ) -> None:
     reply = w.authorize(**overrides)
     assert (reply.status, reply.known_error) == (status, code), reply.body
-    assert w.h.store.tenant(PROJECT_ID).oauth_states == {}
+    assert w.h.store.oauth_states == {}
 
 
 def test_authorize_names_the_client_id_it_does_not_know(w: World) -> None:
