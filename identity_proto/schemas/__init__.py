@@ -62,6 +62,22 @@ if TYPE_CHECKING:
     )
 
     # --- end contact channels ---
+    # --- OAuth accounts ---
+    from identity_proto.schemas.oauth_accounts import (
+        ClientOAuthProviderUpdateBody,
+        ConnectedAccessTokenBody,
+        ConnectedAccessTokenParams,
+        ConnectedAccountsParams,
+        DeprecatedConnectedAccessTokenParams,
+        LegacyConnectedAccessTokenParams,
+        ListOAuthProvidersQuery,
+        OAuthProviderCreateBody,
+        OAuthProviderIn,
+        OAuthProviderParams,
+        ServerOAuthProviderUpdateBody,
+    )
+
+    # --- end OAuth accounts ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -179,6 +195,21 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ServerContactChannelUpdateBody",
         "VerificationCodeBody",
     ),
+    # --- OAuth accounts ---
+    "oauth_accounts": (
+        "ClientOAuthProviderUpdateBody",
+        "ConnectedAccessTokenBody",
+        "ConnectedAccessTokenParams",
+        "ConnectedAccountsParams",
+        "DeprecatedConnectedAccessTokenParams",
+        "LegacyConnectedAccessTokenParams",
+        "ListOAuthProvidersQuery",
+        "OAuthProviderCreateBody",
+        "OAuthProviderIn",
+        "OAuthProviderParams",
+        "ServerOAuthProviderUpdateBody",
+    ),
+    # --- end OAuth accounts ---
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -322,6 +353,21 @@ __all__ += [
     "VerificationCodeBody",
 ]
 # --- end contact channels ---
+# --- OAuth accounts ---
+__all__ += [
+    "ClientOAuthProviderUpdateBody",
+    "ConnectedAccessTokenBody",
+    "ConnectedAccessTokenParams",
+    "ConnectedAccountsParams",
+    "DeprecatedConnectedAccessTokenParams",
+    "LegacyConnectedAccessTokenParams",
+    "ListOAuthProvidersQuery",
+    "OAuthProviderCreateBody",
+    "OAuthProviderIn",
+    "OAuthProviderParams",
+    "ServerOAuthProviderUpdateBody",
+]
+# --- end OAuth accounts ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error
