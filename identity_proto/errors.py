@@ -254,6 +254,10 @@ class ErrorCode(Enum):
         400,
         "A provider with the same account ID is already used for signing in.",
     )
+    OAUTH_PROVIDER_TEMPORARILY_UNAVAILABLE = (
+        503,
+        "The OAuth provider is temporarily unavailable. Please try signing in again.",
+    )
     # --- end OAuth accounts ---
 
     @property

@@ -99,7 +99,9 @@ def _provider_problems(ctx: RequestContext, provider: OAuthProviderConfig, where
     dev_mode = ctx.options.dev_mode
     if uses_mock(provider):
         if not dev_mode:
-            return [f"{where} is served by the mock provider (type mock or client_id MOCK), which exists only in dev mode"]
+            return [
+                f"{where} is served by the mock provider (type mock or client_id MOCK), which exists only in dev mode"
+            ]
     else:
         missing = [name for name in ("client_id", "client_secret") if not getattr(provider, name)]
         if missing:
@@ -218,9 +220,7 @@ def change_accounts(
     for _ in range(_WRITE_TRIES):
         user = yield from load_user_or_404(project_id, user_id)
         accounts = yield from change(user)
-        outcome, updated = yield from perform(
-            ChangeOAuthAccounts(project_id, user.id, user.oauth_accounts, accounts)
-        )
+        outcome, updated = yield from perform(ChangeOAuthAccounts(project_id, user.id, user.oauth_accounts, accounts))
         if outcome is AccountsWrite.DONE and updated is not None:
             return updated
         if outcome is AccountsWrite.USER_NOT_FOUND:

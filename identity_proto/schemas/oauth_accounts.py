@@ -9,7 +9,7 @@ stored (a client secret left out of an update keeps the stored one) are checked 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator
 
@@ -38,8 +38,10 @@ _PROVIDER_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
 
 ProviderTypeName = Literal["google", "github", "microsoft", "discord", "gitlab", "bitbucket", "spotify", "oidc", "mock"]
 MergeStrategy = Literal["link_method", "raise_error", "allow_duplicates"]
-assert set(ProviderTypeName.__args__) == set(OAUTH_PROVIDER_TYPES)  # type: ignore[attr-defined]  # noqa: S101
-assert set(MergeStrategy.__args__) == set(OAUTH_MERGE_STRATEGIES)  # type: ignore[attr-defined]  # noqa: S101
+if set(get_args(ProviderTypeName)) != set(OAUTH_PROVIDER_TYPES) or set(get_args(MergeStrategy)) != set(
+    OAUTH_MERGE_STRATEGIES
+):
+    raise AssertionError("the schema's provider types and merge strategies are the records' ones")
 
 
 def _provider_id(value: str) -> str:
