@@ -35,7 +35,6 @@ from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows.oauth_accounts import find_provider, load_user_or_404
 from identity_proto.http import Response
 from identity_proto.oauth import mock_endpoints, provider_spec, uses_mock
-from identity_proto.provider_tokens import SealedTokens, seal, token_key, unseal
 from identity_proto.records import OAuthAccount, OAuthProviderConfig
 from identity_proto.render import json_response
 
@@ -158,6 +157,9 @@ def _token_for(
     wanted: frozenset[str],
 ) -> Flow[str | None]:
     """An access token holding `wanted` for one of `accounts`, or None (the steps of the module docstring)."""
+    # Imported here: AES-GCM (cryptography) is loaded by the first request that needs it, not at start-up.
+    from identity_proto.provider_tokens import SealedTokens, seal, token_key, unseal
+
     key = token_key(ctx.options)
     if key is None:  # no key: no provider token was ever stored
         return None
