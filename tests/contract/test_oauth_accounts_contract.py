@@ -79,7 +79,8 @@ class Over(ServiceOver):
     def request(self, method: str, path: str, headers: dict[str, str], body: Any = None) -> Reply:
         raw = {**headers, "content-type": "application/json"} if body is not None else headers
         path, _, query = path.partition("?")
-        request = Request(method, path, tuple(raw.items()), orjson.dumps(body) if body is not None else b"", query)
+        encoded = orjson.dumps(body) if body is not None else b""
+        request = Request(method, path, tuple(raw.items()), encoded, query, "203.0.113.7")
         return Reply.of(
             run(self.service.handle(request, self.now_ms, self.entropy), self.store, provider=self.provider)
         )
@@ -463,3 +464,21 @@ def test_access_token_refusals_in_order(over: Over) -> None:
         "OAUTH_CONNECTION_NOT_CONNECTED_TO_USER",
     )
     known(over.request("POST", token_path(), me, {}), "OAUTH_CONNECTION_DOES_NOT_HAVE_REQUIRED_SCOPE")
+
+
+def test_a_client_asking_for_provider_tokens_is_rate_limited_per_address(store: Store) -> None:
+    limited = Over(store, service=Service(ServiceOptions(password_rounds=4, oauth_token_key=KEY)))
+    ada, me = limited.user("ada@example.com")
+    limited.link(ada)
+    path = token_path()
+    for _ in range(60):
+        known(limited.request("POST", path, me, {}), "OAUTH_CONNECTION_DOES_NOT_HAVE_REQUIRED_SCOPE")
+    refused = limited.request("POST", path, me, {})
+    assert (refused.status, refused.known_error, refused.json["details"]["rule"]) == (
+        429,
+        "RATE_LIMITED",
+        "provider_token_ip",
+    )
+    assert (
+        limited.request("POST", token_path(user=ada), server_headers(), {}).status == 400
+    )  # servers: their own budget
