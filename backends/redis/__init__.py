@@ -80,6 +80,14 @@ else the record, its hash index entry and its owner index entry together), Updat
 revocation time only where none is stored), FindApiKeyByHash and ListApiKeys (pointer-following reads); DeleteUser
 and DeleteTeam remove the owner's keys in their own script.
 
+OAuth (one script each): SaveOAuthState and SaveOuterCode (the record's JSON with its TTL), TakeOAuthState and
+ConsumeOuterCode (read and delete: of concurrent takes exactly one gets it), ChangeOAuthAccounts (compares the
+stored ``oauth_accounts`` text with the expected list encoded as the codec writes it, refuses ACCOUNT_TAKEN before
+writing anything, then moves the OAuth index entries, drops the tokens of rows gone and sets the field),
+SignUpWithOAuth (the user as by CreateUser, its OAuth index entries, its personal team as by CreateTeam),
+SaveProviderTokens (only for a row the user has); UpgradeAnonymousUser claims its account in its own script and
+DeleteUser takes the user's index entries and tokens in its own.
+
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to
 key names in Lua from a key prefix passed in ARGV, as they cannot be known beforehand. Those keys carry the project's
@@ -114,6 +122,7 @@ from backends.redis import (  # noqa: F401
     codes,
     contact_channels,
     email_sign_in,
+    oauth,  # OAuth: states, outer codes, linked accounts and their index, provider tokens
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password
     permissions,

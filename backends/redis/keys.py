@@ -100,6 +100,21 @@ Key                             Type    Holds                                   
                                         ``used_for_auth``, ``created_at_millis``).
                                         Their auth addresses are in
                                         ``user-by-email`` too.
+``<ns>{oauth-state:<hash>}``   STRING  An OAuth state (the authorize request kept    PEXPIREAT its
+                                        for its callback), by the SHA-256 of the      ``expires_at_millis`` +
+                                        inner state: its JSON object. Its own hash    `OAUTH_GRACE_MS`
+                                        tag (the callback knows no project), so a
+                                        project's reset leaves it to expire.
+``<p>oauth-code:<code_hash>``   STRING  An outer authorization code (OAuth): its      PEXPIREAT its
+                                        JSON object (`OuterCode`).                    ``expires_at_millis`` +
+                                                                                      `OAUTH_GRACE_MS`
+``<p>oauth-index``              HASH    The OAuth index: the provider id and the      none
+                                        account id, joined by a newline, of every
+                                        sign-in account -> its user's id (the
+                                        accounts are the user's ``oauth_accounts``
+                                        field, a JSON array).
+``<p>oauth-tokens``             HASH    Account row id -> the row's provider          none
+                                        tokens, sealed (encrypted) by the core.
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed

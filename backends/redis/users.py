@@ -223,7 +223,7 @@ def _update_user_reading(
 
 # KEYS: user, e-mail index, user's session set, user order, user's team index, membership order, the user's
 # project permission set, permission users, the user's API key index, the API key hash index, the user's contact
-# channels.
+# channels, and (OAuth) the OAuth index and the provider tokens.
 # ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix, API key
 # prefix.
 # Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
@@ -260,6 +260,19 @@ redis.call('DEL', KEYS[7])
 redis.call('SREM', KEYS[8], ARGV[1])
 -- end permissions
 delete_api_keys(KEYS[9], ARGV[6], KEYS[10])
+-- OAuth: the index entries of the user's sign-in accounts and the accounts' provider tokens (the accounts are
+-- only read: decoding is safe, re-encoding is never done)
+local accounts = redis.call('HGET', KEYS[1], 'oauth_accounts')
+if accounts then
+  for _, a in ipairs(cjson.decode(accounts)) do
+    if a.allow_sign_in == true then
+      local key = a.provider_config_id .. '\\n' .. a.account_id
+      if redis.call('HGET', KEYS[12], key) == ARGV[1] then redis.call('HDEL', KEYS[12], key) end
+    end
+    redis.call('HDEL', KEYS[13], a.id)
+  end
+end
+-- end OAuth
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('DEL', KEYS[1])
 return 1
@@ -287,6 +300,9 @@ def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
             keys.api_key_by_hash(project_id),
             # contact channels
             keys.user_channels(project_id, user_id),
+            # OAuth
+            keys.oauth_index(project_id),
+            keys.provider_tokens(project_id),
         ),
         (
             user_id,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from backends.redis.keys import OAUTH_GRACE_MS
 from identity_proto.changes import UserChanges
@@ -597,6 +598,35 @@ def test_deleting_a_user_frees_their_accounts_and_drops_their_tokens(store: Stor
     assert store.apply(LoadProviderTokens(PROJECT, "row-b")) == "sealed-row-b"
     # The account signs someone else up now.
     assert isinstance(store.apply(sign_up(oauth_user("carol", "carol@example.com", account("row-c")))), User)
+
+
+def index_entries(store: Store, project_id: str = PROJECT) -> dict[str, str]:
+    """The project's OAuth index as stored (entries pointing at nobody included), and its provider token rows."""
+    if isinstance(store, MemoryStore):
+        tenant = store.tenant(project_id)
+        return dict(tenant.oauth_index) | {f"tokens:{row}": "" for row in tenant.provider_tokens}
+    assert isinstance(store, RedisStore)
+    index = store.client.hgetall(store.keys.oauth_index(project_id))
+    rows = store.client.hkeys(store.keys.provider_tokens(project_id))
+    return {k.decode(): v.decode() for k, v in index.items()} | {f"tokens:{row.decode()}": "" for row in rows}
+
+
+def test_a_deleted_user_leaves_no_index_entry_or_tokens_behind(store: Store) -> None:
+    store.apply(sign_up(oauth_user("ada", EMAIL, account(), account("row-2", "google", "g-1"))))
+    store.apply(sign_up(oauth_user("bob", "bob@example.com", account("row-b", "gitlab", "gl-1"))))
+    store.apply(SaveProviderTokens(PROJECT, "ada", "row-2", "sealed"))
+    store.apply(SaveProviderTokens(PROJECT, "bob", "row-b", "sealed"))
+    assert index_entries(store) == {
+        "github\ngh-1": "ada",
+        "google\ng-1": "ada",
+        "gitlab\ngl-1": "bob",
+        "tokens:row-2": "",
+        "tokens:row-b": "",
+    }
+
+    store.apply(DeleteUser(PROJECT, "ada"))
+
+    assert index_entries(store) == {"gitlab\ngl-1": "bob", "tokens:row-b": ""}
 
 
 def _project(project_id: str) -> Any:
