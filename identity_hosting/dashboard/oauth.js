@@ -72,7 +72,7 @@ export function oauthProvidersCard(view, getProject, saved) {
       autocomplete: "new-password",
       placeholder: existing?.client_secret_set ? `${secretText(existing)}: leave empty to keep it` : "",
     });
-    const issuer = h("input", { id: "oauth-issuer-url", type: "url", autocomplete: "off", value: existing?.issuer_url ?? "", placeholder: "https://idp.example.com" });
+    const issuer = h("input", { id: "oauth-issuer-url", type: "url", autocomplete: "off", value: existing?.issuer_url ?? "", placeholder: "issuer URL (https)" });
     const tenant = h("input", { id: "oauth-tenant", type: "text", autocomplete: "off", value: existing?.microsoft_tenant_id ?? "" });
     const signIn = h("input", { id: "oauth-allow-sign-in", type: "checkbox", checked: existing ? existing.allow_sign_in : true });
     const connected = h("input", { id: "oauth-allow-connected", type: "checkbox", checked: existing ? existing.allow_connected_accounts : true });

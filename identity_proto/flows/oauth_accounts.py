@@ -71,7 +71,9 @@ _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 # Provider configuration (PATCH /projects/current, POST /internal/projects)
 
 
-def configured_providers(ctx: RequestContext, current: ProjectConfig | None, changes: ProjectConfigChanges) -> Any:
+def configured_providers(
+    ctx: RequestContext, current: ProjectConfig | None, changes: ProjectConfigChanges
+) -> ProjectConfigChanges:
     """`changes` with `oauth_providers` completed from `current` (a provider that keeps its id and client id and
     sends no `client_secret` keeps its stored secret) and checked against what the schema cannot know: whether
     this service is in dev mode (mock providers, `http` issuers on localhost) and the stored secrets (every
@@ -92,7 +94,8 @@ def configured_providers(ctx: RequestContext, current: ProjectConfig | None, cha
         merged.append(provider)
     if problems:
         raise schema_error(ctx.request.method, ctx.request.path, problems)
-    return ProjectConfigChanges.of({**values, "oauth_providers": tuple(merged)}.items())
+    completed: ProjectConfigChanges = ProjectConfigChanges.of({**values, "oauth_providers": tuple(merged)}.items())
+    return completed
 
 
 def _provider_problems(ctx: RequestContext, provider: OAuthProviderConfig, where: str) -> list[str]:
