@@ -12,8 +12,8 @@ import pytest
 
 from identity_proto import Request, ServiceOptions, run
 from identity_proto.drivers import Store
-from identity_proto.effects import perform
-from identity_proto.effects.oauth import LoadProviderTokens, SaveProviderTokens
+from identity_proto.effects import LoadUser, perform
+from identity_proto.effects.oauth import AccountsWrite, ChangeOAuthAccounts, LoadProviderTokens, SaveProviderTokens
 from identity_proto.effects.oauth_provider import (
     CheckProviderAccessToken,
     ProviderEffect,
@@ -22,6 +22,7 @@ from identity_proto.effects.oauth_provider import (
     RefreshProviderToken,
 )
 from identity_proto.provider_tokens import seal, unseal
+from identity_proto.records import OAuthAccount
 from identity_proto.service import Service
 from identity_proto.tokens import SeededEntropy
 from tests.contract.service import ServiceOver
@@ -482,3 +483,36 @@ def test_a_client_asking_for_provider_tokens_is_rate_limited_per_address(store: 
     assert (
         limited.request("POST", token_path(user=ada), server_headers(), {}).status == 400
     )  # servers: their own budget
+
+
+@dataclass
+class RacingStore:
+    """The store, with another writer's change of the same user's accounts landing just before the first
+    `ChangeOAuthAccounts` this request sends (as a concurrent request would)."""
+
+    inner: Store
+    rival: OAuthAccount
+    raced: bool = False
+
+    def apply(self, effect: Any) -> Any:
+        if isinstance(effect, ChangeOAuthAccounts) and not self.raced:
+            self.raced = True
+            user = self.inner.apply(LoadUser(effect.project_id, effect.user_id))
+            rival = ChangeOAuthAccounts(
+                effect.project_id, user.id, user.oauth_accounts, (*user.oauth_accounts, self.rival)
+            )
+            assert self.inner.apply(rival)[0] is AccountsWrite.DONE
+        return self.inner.apply(effect)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_write_that_lost_a_race_reads_again_and_keeps_the_winners_account(over: Over) -> None:
+    ada, _ = over.user("ada@example.com")
+    rival = OAuthAccount("9d7e8f10-0000-4000-8000-000000000001", "spotify", "sp-1", created_at_millis=over.now_ms)
+    over.store = RacingStore(over.store, rival)  # type: ignore[assignment]
+    assert over.link(ada, account_id="gh-1").status == 201
+    assert over.store.raced  # type: ignore[attr-defined]
+    listed = over.request("GET", f"{V1}/oauth-providers?user_id={ada}", server_headers()).json["items"]
+    assert sorted(i["account_id"] for i in listed) == ["gh-1", "sp-1"]
