@@ -270,6 +270,14 @@ class ErrorCode(Enum):
     )
     OUTER_OAUTH_TIMEOUT = (408, "The OAuth flow has timed out. Please sign in again.")
     # --- end OAuth sign-in ---
+    # --- OAuth accounts: linked and connected accounts (reference part 2 §7.6, §9) ---
+    OAUTH_CONNECTION_NOT_CONNECTED_TO_USER = (400, "The OAuth connection is not connected to any user.")
+    OAUTH_CONNECTION_DOES_NOT_HAVE_REQUIRED_SCOPE = (400, "The OAuth connection does not have the required scope.")
+    OAUTH_PROVIDER_ACCOUNT_ID_ALREADY_USED_FOR_SIGN_IN = (
+        400,
+        "A provider with the same account ID is already used for signing in.",
+    )
+    # --- end OAuth accounts ---
 
     @property
     def status(self) -> int:

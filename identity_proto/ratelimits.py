@@ -17,6 +17,7 @@ limit: it always applies.
 | `anonymous_sign_up_ip` | anonymous sign-ups (client access or none) | client address | 10 / 60 s |
 | `api_key_check_ip` | API key checks (any access: server and admin only reach them) | client address | 3000 / 60 s |
 | `send_invitation_email` | team invitations mailed (any access; when one goes out) | project and address | 5 / 600 s |
+| `provider_token_ip` | connected accounts' access-token requests (client access or none) | client address | 60 / 60 s |
 
 Contact channels: mailing a verification code (either route) counts as `send_code_ip` and, once the mail goes out,
 `send_code_email` (one inbox, one budget, whatever the code is for); verifying a contact channel and checking its
@@ -83,6 +84,8 @@ DEFAULT_RULES: dict[str, RateLimitRule] = {
         RateLimitRule("api_key_check_ip", 3000, 60_000),
         # --- team invitations ---
         RateLimitRule("send_invitation_email", 5, 600_000),
+        # --- OAuth accounts: a connected account's token may cost a call to the provider (check or refresh) ---
+        RateLimitRule("provider_token_ip", 60, 60_000),
     )
 }
 
@@ -101,6 +104,13 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/auth/oauth/callback/{provider_id}"): "sign_in_ip",
     ("POST", "/api/v1/auth/oauth/callback/{provider_id}"): "sign_in_ip",
     # --- end OAuth sign-in ---
+    # --- OAuth accounts: connected accounts' provider tokens (client access) ---
+    (
+        "POST",
+        "/api/v1/connected-accounts/{user_id}/{provider_id}/{provider_account_id}/access-token",
+    ): "provider_token_ip",
+    ("POST", "/api/v1/connected-accounts/{user_id}/{provider_id}/access-token"): "provider_token_ip",
+    ("POST", "/api/v1/auth/oauth/connected-accounts/{provider_id}/access-token"): "provider_token_ip",
 }
 
 

@@ -10,11 +10,13 @@ from identity_proto.auth import AccessType
 from identity_proto.flows import (
     anonymous,
     api_keys,
+    connected_accounts,  # OAuth accounts
     contact_channels,
     emails,
     meta,
     mfa,
     oauth,  # OAuth sign-in
+    oauth_accounts,  # OAuth accounts
     otp,
     password,
     passwords,
@@ -406,6 +408,79 @@ ROUTES: tuple[Route, ...] = (
         params="ContactChannelParams",
     ),
     # --- end contact channels ---
+    # --- OAuth accounts: linked accounts and connected accounts (reference part 2 §7.6) ---
+    Route(
+        "GET",
+        f"{V1}/oauth-providers",
+        oauth_accounts.list_oauth_providers,
+        query="ListOAuthProvidersQuery",
+        plain_errors=(403,),
+    ),
+    Route(
+        "POST",
+        f"{V1}/oauth-providers",
+        oauth_accounts.create_oauth_provider,
+        SERVER_AND_ADMIN,
+        "OAuthProviderCreateBody",
+        success=201,
+        plain_errors=(400, 404),
+    ),
+    Route(
+        "GET",
+        f"{V1}/oauth-providers/{{user_id}}/{{provider_id}}",
+        oauth_accounts.get_oauth_provider,
+        params="OAuthProviderParams",
+        plain_errors=(403, 404),
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/oauth-providers/{{user_id}}/{{provider_id}}",
+        oauth_accounts.update_oauth_provider,
+        body=_by_access("ClientOAuthProviderUpdateBody", "ServerOAuthProviderUpdateBody"),
+        params="OAuthProviderParams",
+        plain_errors=(400, 403, 404),
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/oauth-providers/{{user_id}}/{{provider_id}}",
+        oauth_accounts.delete_oauth_provider,
+        params="OAuthProviderParams",
+        plain_errors=(403, 404),
+    ),
+    Route(
+        "GET",
+        f"{V1}/connected-accounts/{{user_id}}",
+        connected_accounts.list_connected_accounts,
+        params="ConnectedAccountsParams",
+        plain_errors=(403,),
+    ),
+    Route(
+        "POST",
+        f"{V1}/connected-accounts/{{user_id}}/{{provider_id}}/{{provider_account_id}}/access-token",
+        connected_accounts.connected_account_access_token,
+        body="ConnectedAccessTokenBody",
+        params="ConnectedAccessTokenParams",
+        success=201,
+        plain_errors=(403,),
+    ),
+    Route(
+        "POST",
+        f"{V1}/connected-accounts/{{user_id}}/{{provider_id}}/access-token",
+        connected_accounts.legacy_connected_account_access_token,
+        body="ConnectedAccessTokenBody",
+        params="LegacyConnectedAccessTokenParams",
+        success=201,
+        plain_errors=(403,),
+    ),
+    Route(
+        "POST",
+        f"{V1}/auth/oauth/connected-accounts/{{provider_id}}/access-token",
+        connected_accounts.deprecated_connected_account_access_token,
+        body="ConnectedAccessTokenBody",
+        params="DeprecatedConnectedAccessTokenParams",
+        success=201,
+    ),
+    # --- end OAuth accounts ---
 )
 
 

@@ -1,6 +1,7 @@
 // The current project's config (read and edit), and the internal project's list of projects (list and create).
 
 import { DEV, INTERNAL_PROJECT_ID, api, credentials, internalCredentials, isLocalhost } from "./api.js";
+import { oauthProvidersCard } from "./oauth.js"; // OAuth accounts
 import { permissionDefinitionsCard } from "./permissions.js";
 import { busy, empty, errorBox, field, fieldList, fill, form, formatTime, h, notice, section } from "./ui.js";
 
@@ -130,6 +131,7 @@ function projectPage(view, initial) {
   return [
     h("div", { class: "grid" }, h("div", { class: "column" }, summary), h("div", { class: "column" }, editor)),
     permissionDefinitionsCard(view), // permissions
+    oauthProvidersCard(view, () => project, (updated) => show(updated)), // OAuth accounts
   ];
 }
 

@@ -1,6 +1,7 @@
 // Users: the searchable, paginated list, and one user with every field, their teams and sessions, and edits.
 
 import { api, segment } from "./api.js";
+import { linkedAccountsCard } from "./oauth.js"; // OAuth accounts
 import {
   avatar,
   badge,
@@ -365,6 +366,9 @@ function userPage(view, initial) {
   channelsCard(view, channels, () => user, (updated) => show(updated));
   const permissions = h("section", { class: "card", id: "user-project-permissions" });
   projectPermissionsCard(view, permissions, () => user);
+  // OAuth accounts: the user's linked provider accounts
+  const linkedAccounts = h("section", { class: "card", id: "user-linked-accounts" });
+  linkedAccountsCard(view, linkedAccounts, () => user);
 
   return [
     summary,
@@ -372,6 +376,7 @@ function userPage(view, initial) {
     h("div", { class: "grid" }, h("div", { class: "column" }, teams), h("div", { class: "column" }, sessions)),
     h("div", { class: "grid" }, h("div", { class: "column" }, channels), h("div", { class: "column" }, permissions)),
     apiKeys,
+    linkedAccounts, // OAuth accounts
     danger,
   ];
 }

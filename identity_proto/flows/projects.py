@@ -20,6 +20,7 @@ from identity_proto.effects import (
     update_project,
 )
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.oauth_accounts import configured_providers  # OAuth accounts
 from identity_proto.http import Response
 from identity_proto.records import INTERNAL_PROJECT_ID, Project, ProjectConfig, ProjectKeys
 from identity_proto.render import json_response, render_project
@@ -151,6 +152,11 @@ def update_current_project(ctx: RequestContext) -> Flow[Response]:
     auth = ctx.require_auth()
     body: ProjectUpdateBody = ctx.body
     changes = body.config.changes() if body.config is not None else None
+    # --- OAuth accounts: provider secrets are write-only (kept from the stored config) and some types dev-only ---
+    if changes is not None and "oauth_providers" in changes.as_dict():
+        stored = yield from load_project(auth.project.id)
+        changes = configured_providers(ctx, stored.config if stored is not None else None, changes)
+    # --- end OAuth accounts ---
     updated = yield from update_project(auth.project.id, display_name=body.display_name, config=changes)
     ctx.forget_project(auth.project.id)
     if updated is None:  # deleted between authentication and now
@@ -164,7 +170,8 @@ def create_project_endpoint(ctx: RequestContext) -> Flow[Response]:
     body: ProjectCreateBody = ctx.body
     config = ProjectConfig()
     if body.config is not None:
-        config = dataclasses.replace(config, **dict(body.config.changes()))
+        changes = configured_providers(ctx, None, body.config.changes())  # OAuth accounts
+        config = dataclasses.replace(config, **dict(changes))
     project, keys = new_project(ctx.entropy, ctx.now_ms, body.display_name, config)
     if not (yield from create_project(project)):  # a fresh 122-bit id never collides; say so if it did
         raise RuntimeError("generated project id already exists")

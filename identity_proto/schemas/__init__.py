@@ -72,6 +72,22 @@ if TYPE_CHECKING:
     )
 
     # --- end OAuth sign-in ---
+    # --- OAuth accounts ---
+    from identity_proto.schemas.oauth_accounts import (
+        ClientOAuthProviderUpdateBody,
+        ConnectedAccessTokenBody,
+        ConnectedAccessTokenParams,
+        ConnectedAccountsParams,
+        DeprecatedConnectedAccessTokenParams,
+        LegacyConnectedAccessTokenParams,
+        ListOAuthProvidersQuery,
+        OAuthProviderCreateBody,
+        OAuthProviderIn,
+        OAuthProviderParams,
+        ServerOAuthProviderUpdateBody,
+    )
+
+    # --- end OAuth accounts ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -198,6 +214,21 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ServerContactChannelUpdateBody",
         "VerificationCodeBody",
     ),
+    # --- OAuth accounts ---
+    "oauth_accounts": (
+        "ClientOAuthProviderUpdateBody",
+        "ConnectedAccessTokenBody",
+        "ConnectedAccessTokenParams",
+        "ConnectedAccountsParams",
+        "DeprecatedConnectedAccessTokenParams",
+        "LegacyConnectedAccessTokenParams",
+        "ListOAuthProvidersQuery",
+        "OAuthProviderCreateBody",
+        "OAuthProviderIn",
+        "OAuthProviderParams",
+        "ServerOAuthProviderUpdateBody",
+    ),
+    # --- end OAuth accounts ---
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -350,6 +381,21 @@ __all__ += [
     "OAuthTokenGrantBody",
 ]
 # --- end OAuth sign-in ---
+# --- OAuth accounts ---
+__all__ += [
+    "ClientOAuthProviderUpdateBody",
+    "ConnectedAccessTokenBody",
+    "ConnectedAccessTokenParams",
+    "ConnectedAccountsParams",
+    "DeprecatedConnectedAccessTokenParams",
+    "LegacyConnectedAccessTokenParams",
+    "ListOAuthProvidersQuery",
+    "OAuthProviderCreateBody",
+    "OAuthProviderIn",
+    "OAuthProviderParams",
+    "ServerOAuthProviderUpdateBody",
+]
+# --- end OAuth accounts ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error

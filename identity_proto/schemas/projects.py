@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.records import RateLimitSetting, TrustedDomain
 from identity_proto.schemas.base import Body, Query, _not_null, is_uuid
+from identity_proto.schemas.oauth_accounts import MergeStrategy, OAuthProviderIn, unique_provider_ids
 from identity_proto.urls import UnsafeURL, parse_origin_pattern
 
 
@@ -65,6 +66,11 @@ class ProjectConfigPatch(Body):
     # API keys (reference part 2 §5)
     allow_user_api_keys: bool | None = None
     allow_team_api_keys: bool | None = None
+    # --- OAuth accounts: providers (the whole list; a secret left out is kept) and the account merge strategy ---
+    oauth_providers: list[OAuthProviderIn] | None = Field(default=None, max_length=64)
+    oauth_account_merge_strategy: MergeStrategy | None = None
+    _oauth_ids = field_validator("oauth_providers")(unique_provider_ids)
+    # --- end OAuth accounts ---
 
     @field_validator("rate_limits")
     @classmethod
@@ -87,6 +93,8 @@ class ProjectConfigPatch(Body):
                 value = tuple(TrustedDomain(item.domain, item.handler_path) for item in value)
             elif name == "rate_limits":
                 value = tuple(RateLimitSetting(rule, v.limit, v.window_seconds) for rule, v in sorted(value.items()))
+            elif name == "oauth_providers":  # OAuth accounts
+                value = tuple(item.record() for item in value)
             elif isinstance(value, list):
                 value = tuple(value)
             out.append((name, value))

@@ -169,6 +169,19 @@ def _world(caller: str) -> World:
     project.create_api_key(user_id=user["id"])
     with project.client("server") as http:
         known["api_key_id"] = http.get("/api/v1/user-api-keys", params={"user_id": user["id"]}).json()["items"][0]["id"]
+    # --- OAuth accounts: a configured provider and a linked account of Ada's (`provider_id` is the account row's id,
+    # as /oauth-providers names it; the connected-accounts routes then answer their provider refusal) ---
+    providers = [{"id": "github", "type": "github", "client_id": "gh-client", "client_secret": "gh-secret-0001"}]
+    with project.client("admin") as http:
+        configured = http.patch("/api/v1/projects/current", json={"config": {"oauth_providers": providers}})
+        assert configured.status_code == 200
+    linked = {"user_id": user["id"], "provider_config_id": "github", "account_id": "gh-1", "allow_sign_in": True}
+    with project.client("server") as http:
+        row = http.post("/api/v1/oauth-providers", json={**linked, "allow_connected_accounts": True})
+        assert row.status_code == 201, row.text
+    known["provider_id"] = row.json()["id"]
+    known["provider_account_id"] = "gh-1"
+    # --- end OAuth accounts ---
     if caller == "internal":
         second = fake.create_project(display_name="Second")
         known["project_id"] = second.id
