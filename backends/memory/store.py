@@ -4,12 +4,14 @@ asyncio face, and the registry of handlers by effect type (filled by the resourc
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from identity_proto.effects import OAuthState, OuterCode, StorageEffect, Together, oauth_index_key
+from identity_proto.events import StoredEvent
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -104,6 +106,25 @@ class Tenant:
             self.provider_tokens.pop(account.id, None)
 
     # --- end OAuth storage ---
+    # --- webhooks: the recorded events (the transactional outbox) ---
+    #: Every event recorded with a change, oldest first (see `identity_proto.events`; `record_event` appends).
+    events: list[StoredEvent] = field(default_factory=list)
+    event_seq: int = 0
+
+    def record_event(self, event_type: str, *, record: Any = None, team: Any = None, ids: tuple[str, ...] = ()) -> None:
+        """Record an event of this project's (called by a write's handler, under the store's lock, in the same step
+        as the change: `identity_proto.events` says which writes record which events)."""
+        self.event_seq += 1
+        self.events.append(
+            StoredEvent(f"msg_{self.event_seq:012d}", event_type, _wall_ms(), record=record, team=team, ids=ids)
+        )
+
+    # --- end webhooks ---
+
+
+def _wall_ms() -> int:
+    """The store's clock (events' `created_at_millis`: retention only)."""
+    return time.time_ns() // 1_000_000
 
 
 class MemoryStore:

@@ -51,6 +51,12 @@ Key                             Type    Holds                                   
                                         JSON object of an `Email`, ``to`` its first
                                         member (``code``, ``magic_link`` only when
                                         set).
+``<p>events``                   STREAM  Webhook events, oldest first, each appended   ``MAXLEN ~ 100000``;
+                                        by the script of the change it describes:     trimmed to the configured
+                                        fields ``t`` (type), ``r`` / ``m`` (JSON of   retention by
+                                        the record / the selected team, or ''),       `TrimWebhookData`
+                                        ``i`` (ids, newline-joined). The entry id
+                                        makes the message id ``msg_<id>``.
 ``<p>team:<team_id>``           HASH    A team: one JSON field per `Team` field       none
                                         (metadata any JSON).
 ``<p>team-order``               ZSET    Every team id, scored by its                  none
@@ -229,6 +235,13 @@ class KeySpace:
     def outbox(self, project_id: str) -> str:
         """The project's outbox."""
         return self.prefix(project_id) + "outbox"
+
+    # --- webhooks ---
+    def events(self, project_id: str) -> str:
+        """The project's recorded events (a stream: `lua._EMIT_EVENT` appends, in the script of each change)."""
+        return self.prefix(project_id) + "events"
+
+    # --- end webhooks ---
 
     def user_order(self, project_id: str) -> str:
         """Every user id, scored by signed_up_at_millis (the order of ListUsers)."""

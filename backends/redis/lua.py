@@ -203,3 +203,19 @@ end
 """
 
 # --- end contact channels ---
+
+
+# --- webhooks ---
+#: Lua: record an event of the project in its events stream (`KeySpace.events`), in the same script as the change
+#: it describes (the transactional outbox: `identity_proto.events`). `record` and `team` are JSON texts of stored
+#: records (`record_json` of their hashes) or '' for none; `ids` the payload's ids joined by newlines ('' for none).
+#: The stream id (Redis's clock, unique within the stream) becomes the message id (`msg_<stream id>`). The hard cap
+#: only bounds a stream no delivery loop trims (`TrimWebhookData` applies the configured retention).
+EVENTS_HARD_CAP = 100_000
+_EMIT_EVENT = f"""
+local function emit_event(events_key, event_type, record, team, ids)
+  redis.call('XADD', events_key, 'MAXLEN', '~', {EVENTS_HARD_CAP}, '*',
+    't', event_type, 'r', record, 'm', team, 'i', ids)
+end
+"""
+# --- end webhooks ---

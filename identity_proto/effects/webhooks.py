@@ -1,0 +1,290 @@
+"""Webhooks: endpoints, the events the stores record (see `identity_proto.events`), and their delivery, as storage
+effects (each one atomic step: the memory store's lock, one Lua script on Redis) plus `SendWebhooks`, the one effect
+a host performs over the network.
+
+How delivery works (every worker of every process runs the same loop, `flows.webhook_delivery`):
+
+1. `ListWebhookProjects`: the projects that have at least one endpoint.
+2. `FanOutEvents(project, now)`: events recorded since the project's fan-out cursor become one `Delivery` per
+   enabled endpoint whose `event_types` match (None: all), due now; the cursor moves past them. Atomic, so an event
+   is fanned out exactly once whatever the number of workers.
+3. `ClaimDeliveries(project, now, lease_ms, limit)`: deliveries due at `now` are claimed, each by exactly one caller:
+   its due time is pushed to `now + lease_ms` and it gets a fresh claim token. A worker that dies holding a claim
+   loses it when the lease ends: the delivery is due again and another worker claims it (same message id).
+4. `SendWebhooks`: the host POSTs them (concurrently, with a timeout).
+5. `RecordAttempt` per delivery, with its claim token: a stale token (the lease ended and someone else claimed it)
+   records the attempt but changes nothing else. 2xx: succeeded. Else the next attempt is due after the next step
+   of `RETRY_SCHEDULE_MS` (counted on the service's clock, so a fake clock drives retries), or, after the last,
+   the delivery has failed.
+
+Endpoint secrets are kept as given (`whsec_<base64>`): a signature needs the key itself. They are rendered only in
+the responses that create or rotate them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from identity_proto.effects.base import Effect, StorageEffect
+from identity_proto.events import StoredEvent
+
+__all__ = [
+    "RETRY_SCHEDULE_MS",
+    "AddTestEvent",
+    "ClaimDeliveries",
+    "ClaimedDelivery",
+    "CreateWebhookEndpoint",
+    "DeleteWebhookEndpoint",
+    "Delivery",
+    "DeliveryAttempt",
+    "DeliveryState",
+    "FanOutEvents",
+    "ListDeliveries",
+    "ListEvents",
+    "ListWebhookEndpoints",
+    "ListWebhookProjects",
+    "LoadWebhookEndpoint",
+    "RecordAttempt",
+    "ReplayDelivery",
+    "SendWebhooks",
+    "TrimWebhookData",
+    "UpdateWebhookEndpoint",
+    "WebhookEndpoint",
+    "WebhookRequest",
+    "WebhookResult",
+]
+
+#: The Svix schedule: after a failed attempt, the next is due this long after it (then the delivery has failed):
+#: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. Eight attempts in all.
+RETRY_SCHEDULE_MS: tuple[int, ...] = (
+    5_000,
+    300_000,
+    1_800_000,
+    7_200_000,
+    18_000_000,
+    36_000_000,
+    36_000_000,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEndpoint:
+    id: str
+    url: str
+    #: `whsec_<base64 of the key>`.
+    secret: str = field(repr=False)
+    description: str = ""
+    #: The event types delivered; None: every type.
+    event_types: tuple[str, ...] | None = None
+    disabled: bool = False
+    created_at_millis: int = 0
+    #: After a rotation: the previous secret, still signing (a second `v1,` signature) until `previous_until_millis`.
+    previous_secret: str | None = field(default=None, repr=False)
+    previous_until_millis: int | None = None
+
+
+class DeliveryState(StrEnum):
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryAttempt:
+    """One POST of a message to an endpoint."""
+
+    at_millis: int
+    #: The HTTP status, or None when no answer came (refused, timeout).
+    status_code: int | None
+    latency_ms: int
+    #: Why it failed, for the operator ("timeout", "connection refused", "HTTP 500"); never the response body.
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A message (event) on its way to one endpoint."""
+
+    endpoint_id: str
+    message_id: str
+    event_type: str
+    state: DeliveryState
+    #: When the next attempt is due (while pending); a claimed delivery's is its lease's end.
+    next_attempt_at_millis: int | None
+    attempts: tuple[DeliveryAttempt, ...] = ()
+    created_at_millis: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedDelivery:
+    delivery: Delivery
+    event: StoredEvent
+    endpoint: WebhookEndpoint
+    #: Proves the claim to `RecordAttempt` (random, from the claimer's entropy).
+    claim_token: str
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Endpoints (admin routes)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateWebhookEndpoint(StorageEffect[None]):
+    """Store a new endpoint, and add the project to the set `ListWebhookProjects` reads."""
+
+    project_id: str
+    endpoint: WebhookEndpoint
+
+
+@dataclass(frozen=True, slots=True)
+class LoadWebhookEndpoint(StorageEffect["WebhookEndpoint | None"]):
+    project_id: str
+    endpoint_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListWebhookEndpoints(StorageEffect[tuple[WebhookEndpoint, ...]]):
+    """The project's endpoints, in creation order."""
+
+    project_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateWebhookEndpoint(StorageEffect["WebhookEndpoint | None"]):
+    """Replace the endpoint `endpoint.id` by `endpoint` (a compare-free write: the flow read it in the same request;
+    endpoints are admin-edited); None when it does not exist (nothing written)."""
+
+    project_id: str
+    endpoint: WebhookEndpoint
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteWebhookEndpoint(StorageEffect[bool]):
+    """Delete the endpoint and its deliveries (pending ones are dropped); remove the project from the webhook set
+    when it was its last endpoint. False when there was none."""
+
+    project_id: str
+    endpoint_id: str
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Events and deliveries
+
+
+@dataclass(frozen=True, slots=True)
+class ListEvents(StorageEffect[tuple[StoredEvent, ...]]):
+    """The project's recorded events still kept, oldest first, after the message id `after` (None: from the
+    oldest), at most `limit`."""
+
+    project_id: str
+    after: str | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class AddTestEvent(StorageEffect[StoredEvent]):
+    """Record a `stack.test` event (its `record` the JSON text of its data) delivered only to `endpoint_id`, due
+    now. Returns it."""
+
+    project_id: str
+    endpoint_id: str
+    data_json: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListWebhookProjects(StorageEffect[tuple[str, ...]]):
+    """The ids of the projects that have at least one endpoint."""
+
+
+@dataclass(frozen=True, slots=True)
+class FanOutEvents(StorageEffect[int]):
+    """Step 2 of the loop (module docstring), at most `limit` events; returns how many events were fanned out."""
+
+    project_id: str
+    now_ms: int
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDeliveries(StorageEffect[tuple[ClaimedDelivery, ...]]):
+    """Step 3: claim up to `limit` deliveries due at `now_ms` (oldest due first), each with its own token from
+    `claim_tokens` (as many as `limit`)."""
+
+    project_id: str
+    now_ms: int
+    lease_ms: int
+    limit: int
+    claim_tokens: tuple[str, ...] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordAttempt(StorageEffect[bool]):
+    """Step 5: append `attempt` to the delivery and settle it: succeeded on a 2xx, else due again at
+    `attempt.at_millis + RETRY_SCHEDULE_MS[n]` (n = failed attempts before this one), else failed. Only while
+    `claim_token` is the delivery's current claim; else (the lease ended and another worker claimed it) the attempt
+    is appended and nothing else changes. Returns whether the claim was current."""
+
+    project_id: str
+    endpoint_id: str
+    message_id: str
+    claim_token: str = field(repr=False)
+    attempt: DeliveryAttempt
+
+
+@dataclass(frozen=True, slots=True)
+class ListDeliveries(StorageEffect[tuple[Delivery, ...]]):
+    """The endpoint's deliveries still kept, newest first, at most `limit`."""
+
+    project_id: str
+    endpoint_id: str
+    limit: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayDelivery(StorageEffect["Delivery | None"]):
+    """Make the delivery of `message_id` to the endpoint pending and due at `now_ms` again (its attempts kept, the
+    retry schedule restarted); None when there is no such delivery (or its event is no longer kept)."""
+
+    project_id: str
+    endpoint_id: str
+    message_id: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrimWebhookData(StorageEffect[None]):
+    """Retention: forget the project's events recorded before `before_ms` or beyond the newest `keep_events`, and
+    settled deliveries whose last attempt was before `before_ms` (pending deliveries are kept with their events)."""
+
+    project_id: str
+    before_ms: int
+    keep_events: int
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The network
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookRequest:
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookResult:
+    status_code: int | None
+    latency_ms: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendWebhooks(Effect[tuple[WebhookResult, ...]]):
+    """POST each request (concurrently, each with `timeout_s`), performed by the host's webhook sender; one result
+    per request, in order. Never raises for a receiver's failure: that is a result."""
+
+    requests: tuple[WebhookRequest, ...]
+    timeout_s: float = 15.0
