@@ -101,6 +101,10 @@ class MemoryStore:
         self.clock_override: ClockOverride | None = None
         #: rate-limit counter key -> (count, expires at), swept as they expire.
         self.rate_counters: dict[str, tuple[int, int]] = {}
+        # --- mock OAuth provider ---
+        #: The dev/test mock provider's data (`backends.memory.mock_oauth.MockOAuthData`), made on first use.
+        self.mock_oauth: Any = None
+        # --- end mock OAuth provider ---
 
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""

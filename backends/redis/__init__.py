@@ -114,6 +114,7 @@ from backends.redis import (  # noqa: F401
     codes,
     contact_channels,
     email_sign_in,
+    mock_oauth,  # mock OAuth provider (dev/test mode only)
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password
     permissions,

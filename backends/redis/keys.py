@@ -100,6 +100,17 @@ Key                             Type    Holds                                   
                                         ``used_for_auth``, ``created_at_millis``).
                                         Their auth addresses are in
                                         ``user-by-email`` too.
+``<ns>{mock-oauth}:keys``       STRING  Dev/test mode only, the mock OAuth            none
+                                        provider (hash tag ``{mock-oauth}``: its
+                                        own slot): its two private signing JWKs
+                                        (JSON ``{"es256", "rs256"}``).
+``<ns>{mock-oauth}:code:<h>``   STRING  A mock authorization code, by its SHA-256:    PX its lifetime +
+                                        the JSON of its `MockAuthorization`.          `MOCK_GRACE_MS`
+``<ns>{mock-oauth}:token:<h>``  STRING  A mock access or refresh token, by its         PX its lifetime +
+                                        SHA-256: the JSON of its `MockToken`.         `MOCK_GRACE_MS`
+``<ns>{mock-oauth}:fail:<c>``   STRING  Test hook: how the next token request of      PX its lifetime +
+                                        client ``<c>`` fails (``<c>`` empty: any      `MOCK_GRACE_MS`
+                                        client): ``<expires_at_millis>:<kind>``.
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
@@ -132,6 +143,9 @@ GRACE_MS: Final = 24 * 3_600_000
 #: How long a nonce counter lives when an attempt (not a code) creates it: no live code has that nonce, so its
 #: count only matters if such a code is created soon after (then the code extends it to its own expiry).
 ORPHAN_NONCE_TTL_MS: Final = 3_600_000
+
+#: The mock OAuth provider's codes and tokens outlive their lifetime by this much (the core judges expiry).
+MOCK_GRACE_MS: Final = 60_000
 
 #: Rate-limit counters outlive their window by this much (Redis's clock may differ a little from the core's).
 RATE_COUNTER_GRACE_MS: Final = 60_000
@@ -286,3 +300,11 @@ class KeySpace:
         return f"{self.prefix(project_id)}user-channels:{user_id}"
 
     # --- end contact channels ---
+    # --- mock OAuth provider (dev/test mode only) ---
+
+    def mock_oauth(self, suffix: str) -> str:
+        """A key of the mock OAuth provider (hash tag `{mock-oauth}`: its own slot): `keys`, `code:<hash>`,
+        `token:<hash>`, `fail:<client id>`."""
+        return f"{self.namespace}{{mock-oauth}}:{suffix}"
+
+    # --- end mock OAuth provider ---

@@ -73,6 +73,26 @@ from identity_proto.effects.email_sign_in import (
     EmailSignInOutcome,
     SignInByEmail,
 )
+
+# --- mock OAuth provider (dev/test mode only) ---
+from identity_proto.effects.mock_oauth import (
+    EnsureMockSigningKeys,
+    GenerateMockSigningKeys,
+    LoadMockSigningKeys,
+    LoadMockToken,
+    MockAuthorization,
+    MockFailureKind,
+    MockSigningKeys,
+    MockToken,
+    RedeemMockCode,
+    RevokeMockToken,
+    SaveMockCode,
+    SaveMockTokens,
+    SetMockFailure,
+    TakeMockFailure,
+)
+
+# --- end mock OAuth provider ---
 from identity_proto.effects.oauth_provider import (  # talking to OAuth providers (performed by hosts)
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -283,6 +303,24 @@ __all__ += [
     "RefreshProviderToken",
 ]
 
+# --- mock OAuth provider (dev/test mode only) ---
+__all__ += [
+    "EnsureMockSigningKeys",
+    "GenerateMockSigningKeys",
+    "LoadMockSigningKeys",
+    "LoadMockToken",
+    "MockAuthorization",
+    "MockFailureKind",
+    "MockSigningKeys",
+    "MockToken",
+    "RedeemMockCode",
+    "RevokeMockToken",
+    "SaveMockCode",
+    "SaveMockTokens",
+    "SetMockFailure",
+    "TakeMockFailure",
+]
+# --- end mock OAuth provider ---
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).
