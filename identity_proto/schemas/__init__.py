@@ -62,6 +62,15 @@ if TYPE_CHECKING:
     )
 
     # --- end contact channels ---
+    # --- mock OAuth provider (dev/test mode only) ---
+    from identity_proto.schemas.mock_oauth import (
+        MockAuthorizeParams,
+        MockFailNextBody,
+        MockRevokeBody,
+        MockTokenForm,
+    )
+
+    # --- end mock OAuth provider ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -155,6 +164,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "UserApiKeysQuery",
     ),
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
+    # --- mock OAuth provider (dev/test mode only) ---
+    "mock_oauth": ("MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"),
+    # --- end mock OAuth provider ---
     "outbox": ("OutboxQuery",),
     "permissions": (
         "ListProjectPermissionsQuery",
@@ -322,6 +334,9 @@ __all__ += [
     "VerificationCodeBody",
 ]
 # --- end contact channels ---
+# --- mock OAuth provider (dev/test mode only) ---
+__all__ += ["MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"]
+# --- end mock OAuth provider ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error
