@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.mailers import MailerPair, mailer_from_url
 from identity_proto import AsyncStore, IssuedKeys, MalformedRequest, ProjectSeed, Response, ServiceOptions, Store
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.provider_tokens import decode_token_key
 from identity_proto.records import Project
 
 __all__ = [
@@ -117,6 +118,8 @@ class Settings:
     compat: str = ""
     rate_limits: bool = True
     trusted_proxy_header: str = ""
+    #: OAuth: the key provider tokens are sealed with (32 bytes), or None (see `identity_proto.provider_tokens`).
+    oauth_token_key: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -179,7 +182,15 @@ class Settings:
         rate_limits = env.get("IDENTITY_RATE_LIMITS", "on").strip().lower()
         if rate_limits not in {"on", "off"}:
             raise ConfigurationError("IDENTITY_RATE_LIMITS must be 'on' or 'off'")
+        # OAuth: provider tokens are sealed with this key at rest.
+        oauth_token_key = None
+        if env.get("IDENTITY_OAUTH_TOKEN_KEY"):
+            try:
+                oauth_token_key = decode_token_key(env["IDENTITY_OAUTH_TOKEN_KEY"])
+            except ValueError as exc:
+                raise ConfigurationError(f"IDENTITY_OAUTH_TOKEN_KEY {exc}") from None
         return cls(
+            oauth_token_key=oauth_token_key,
             redis_cluster=redis_cluster == "1",
             rate_limits=rate_limits == "on",
             trusted_proxy_header=env.get("IDENTITY_TRUSTED_PROXY_HEADER", "").strip().lower(),
@@ -206,6 +217,7 @@ class Settings:
             mail_delivery="outbox" if self.mail == "outbox" else "mailer",
             rate_limits_enabled=self.rate_limits,
             trusted_proxy_header=self.trusted_proxy_header,
+            oauth_token_key=self.oauth_token_key,
         )
 
     @property

@@ -7,7 +7,7 @@ it is built, in the core). Stores iterate it as (field, value) pairs, in the ord
 
 | change set | record | fields it may not set |
 |---|---|---|
-| `UserChanges` | `User` | `id` |
+| `UserChanges` | `User` | `id`, `oauth_accounts` |
 | `TeamChanges` | `Team` | `id` |
 | `MembershipChanges` | `Membership` | `team_id`, `user_id` |
 | `ProjectConfigChanges` | `ProjectConfig` | (none) |
@@ -69,9 +69,10 @@ class Changes(Generic[RecordT]):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class UserChanges(Changes[User]):
-    """Changes of a `User` (any field but its id)."""
+    """Changes of a `User` (any field but its id and, OAuth, its linked accounts: those change only with their
+    OAuth index, by `ChangeOAuthAccounts` or the creation or upgrade of a user with accounts)."""
 
-    settable = _settable(User, fixed={"id"})
+    settable = _settable(User, fixed={"id", "oauth_accounts"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

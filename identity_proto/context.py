@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -48,6 +48,9 @@ class ServiceOptions:
     #: Behind a trusted reverse proxy: the header carrying the client's address (its last entry is used, the
     #: one the proxy itself added). Empty: the peer address of the connection.
     trusted_proxy_header: str = ""
+    #: OAuth: the AES-256 key provider tokens are sealed with at rest (`identity_proto.provider_tokens`); None: the
+    #: public dev key in dev mode, and no provider token stored at all otherwise.
+    oauth_token_key: bytes | None = field(default=None, repr=False)
 
     @property
     def headers(self) -> HeaderReader:

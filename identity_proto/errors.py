@@ -246,6 +246,31 @@ class ErrorCode(Enum):
         "The given e-mail ({email}) must equal the user's primary e-mail ({primary_email}).",
     )
 
+    # --- OAuth sign-in (reference part 2 §7.2-7.5, §9; messages quoted from the original) ---
+    INVALID_OAUTH_CLIENT_ID_OR_SECRET = (
+        400,
+        "The OAuth client ID or secret is invalid. The client ID must be equal to the project ID (potentially with a "
+        "hash and a branch ID), and the client secret must be a publishable client key.",
+    )
+    INVALID_AUTHORIZATION_CODE = (400, "The given authorization code is invalid.")
+    OAUTH_PROVIDER_NOT_FOUND_OR_NOT_ENABLED = (400, "The OAuth provider is not found or not enabled.")
+    OAUTH_EXTRA_SCOPE_NOT_AVAILABLE_WITH_SHARED_OAUTH_KEYS = (
+        400,
+        "Extra scopes are not available with shared OAuth keys. Please add your own OAuth keys on the Stack "
+        "dashboard to use extra scopes.",
+    )
+    OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER = (
+        409,
+        "The OAuth connection is already connected to another user.",
+    )
+    OAUTH_PROVIDER_ACCESS_DENIED = (400, "The OAuth provider denied access to the user.")
+    OAUTH_PROVIDER_TEMPORARILY_UNAVAILABLE = (
+        503,
+        "The OAuth provider is temporarily unavailable. Please try signing in again.",
+    )
+    OUTER_OAUTH_TIMEOUT = (408, "The OAuth flow has timed out. Please sign in again.")
+    # --- end OAuth sign-in ---
+
     @property
     def status(self) -> int:
         """The HTTP status this code is sent with."""

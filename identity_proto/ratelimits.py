@@ -10,7 +10,7 @@ limit: it always applies.
 | `ip` | every request with client access or none | client address | 600 / 60 s |
 | `project` | every request of a project with client access | project | 30000 / 60 s |
 | `project_server` | every request of a project with server or admin access | project | 30000 / 60 s |
-| `sign_in_ip` | code, MFA and password sign-in, resets, code checks (client or none) | client address | 30 / 60 s |
+| `sign_in_ip` | code, MFA, password and OAuth sign-in (callback, code exchange), resets, code checks (client or none) | client address | 30 / 60 s |
 | `send_code_ip` | sign-in and reset codes sent, password sign-up (client or none) | client address | 10 / 60 s |
 | `send_code_email` | sign-in codes mailed; reset codes asked for (any access) | project and address | 5 / 600 s |
 | `sign_in_failures` | failed password and MFA sign-ins, wrong old passwords | project and account | 10 / 600 s |
@@ -96,6 +96,11 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/password/sign-up"): "send_code_ip",
     # anonymous users
     ("POST", "/api/v1/auth/anonymous/sign-up"): "anonymous_sign_up_ip",
+    # --- OAuth sign-in: the provider's callback presents its code (the token endpoint's authorization-code grant
+    # counts itself: `flows.oauth`, so that refreshing tokens is not limited like signing in) ---
+    ("GET", "/api/v1/auth/oauth/callback/{provider_id}"): "sign_in_ip",
+    ("POST", "/api/v1/auth/oauth/callback/{provider_id}"): "sign_in_ip",
+    # --- end OAuth sign-in ---
 }
 
 

@@ -3,6 +3,7 @@ sessions)."""
 
 from __future__ import annotations
 
+from backends.memory.oauth import upgrade_claiming_account
 from backends.memory.sessions import _create_session
 from backends.memory.store import MemoryStore, _performs
 from backends.memory.teams import _create_team
@@ -41,10 +42,17 @@ def _upgrade_anonymous_user(store: MemoryStore, effect: UpgradeAnonymousUser) ->
         return UpgradeRefusal.NOT_FOUND
     if not stored.is_anonymous:
         return UpgradeRefusal.NOT_ANONYMOUS
-    updated = _update_user(store, UpdateUser(effect.project_id, effect.user_id, effect.changes))
-    if not isinstance(updated, User):  # EMAIL_TAKEN, checked before anything is written
-        assert updated is UserWrite.EMAIL_TAKEN
-        return UpgradeRefusal.EMAIL_TAKEN
+    if effect.oauth_account is not None:  # OAuth: the account is claimed in the same step
+        claimed = upgrade_claiming_account(store, effect)
+        if not isinstance(claimed, User):
+            return claimed
+        updated = claimed
+    else:
+        written = _update_user(store, UpdateUser(effect.project_id, effect.user_id, effect.changes))
+        if not isinstance(written, User):  # EMAIL_TAKEN, checked before anything is written
+            assert written is UserWrite.EMAIL_TAKEN
+            return UpgradeRefusal.EMAIL_TAKEN
+        updated = written
     for team_id, user_id in tenant.memberships:
         team = tenant.teams.get(team_id)
         if user_id == updated.id and team is not None and team.display_name == ANONYMOUS_PERSONAL_TEAM_NAME:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from identity_proto.effects import StorageEffect, Together
+from identity_proto.effects import OAuthState, OuterCode, StorageEffect, Together, oauth_index_key
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -86,6 +86,25 @@ class Tenant:
     #: user id -> channel id -> the user's stored (non-primary) contact channels. The primary channel is the
     #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
     channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
+    # --- OAuth storage ---
+    #: inner state hash -> the authorize request; outer code hash -> the code (each taken once).
+    oauth_states: dict[str, OAuthState] = field(default_factory=dict)
+    outer_codes: dict[str, OuterCode] = field(default_factory=dict)
+    #: The OAuth index: `oauth_index_key(provider id, account id)` of every sign-in account -> its user's id.
+    oauth_index: dict[str, str] = field(default_factory=dict)
+    #: account row id -> the row's sealed provider tokens.
+    provider_tokens: dict[str, str] = field(default_factory=dict)
+
+    def drop_oauth(self, user: User) -> None:
+        """Remove the user's OAuth index entries and provider tokens (with the user: called under the store's lock
+        by the deletion)."""
+        for account in user.oauth_accounts:
+            key = oauth_index_key(account.provider_config_id, account.account_id)
+            if self.oauth_index.get(key) == user.id:
+                del self.oauth_index[key]
+            self.provider_tokens.pop(account.id, None)
+
+    # --- end OAuth storage ---
 
 
 class MemoryStore:

@@ -118,6 +118,7 @@ def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
         del tenant.memberships[key]
     tenant.project_grants.pop(user.id, None)  # permissions
     tenant.drop_api_keys(ApiKeyType.USER, user.id)  # API keys go with their user
+    tenant.drop_oauth(user)  # OAuth: the user's index entries and provider tokens
     return True
 
 

@@ -146,6 +146,11 @@ ORPHAN_NONCE_TTL_MS: Final = 3_600_000
 
 #: The mock OAuth provider's codes and tokens outlive their lifetime by this much (the core judges expiry).
 MOCK_GRACE_MS: Final = 60_000
+# --- OAuth storage ---
+#: How long Redis keeps an OAuth state or an outer code past its `expires_at_millis` (the core judges expiry; this
+#: only absorbs the skew between the core's clock and Redis's, and then collects the abandoned ones).
+OAUTH_GRACE_MS: Final = 60_000
+# --- end OAuth storage ---
 
 #: Rate-limit counters outlive their window by this much (Redis's clock may differ a little from the core's).
 RATE_COUNTER_GRACE_MS: Final = 60_000
@@ -308,3 +313,23 @@ class KeySpace:
         return f"{self.namespace}{{mock-oauth}}:{suffix}"
 
     # --- end mock OAuth provider ---
+    # --- OAuth storage ---
+
+    def oauth_state(self, state_hash: str) -> str:
+        """An OAuth state, by the hash of the inner state (the callback knows no project: the key has its own hash
+        tag, like a rate counter)."""
+        return f"{self.namespace}{{oauth-state:{state_hash}}}"
+
+    def outer_code(self, project_id: str, code_hash: str) -> str:
+        """An outer authorization code, by its hash."""
+        return f"{self.prefix(project_id)}oauth-code:{code_hash}"
+
+    def oauth_index(self, project_id: str) -> str:
+        """The OAuth index: `oauth_index_key(provider id, account id)` of each sign-in account -> user id."""
+        return self.prefix(project_id) + "oauth-index"
+
+    def provider_tokens(self, project_id: str) -> str:
+        """Account row id -> the row's sealed provider tokens."""
+        return self.prefix(project_id) + "oauth-tokens"
+
+    # --- end OAuth storage ---

@@ -93,6 +93,25 @@ from identity_proto.effects.mock_oauth import (
 )
 
 # --- end mock OAuth provider ---
+# --- OAuth storage ---
+from identity_proto.effects.oauth import (
+    AccountsWrite,
+    ChangeOAuthAccounts,
+    ConsumeOuterCode,
+    FindUserByOAuthAccount,
+    LoadProviderTokens,
+    OAuthState,
+    OuterCode,
+    SaveOAuthState,
+    SaveOuterCode,
+    SaveProviderTokens,
+    SignUpWithOAuth,
+    SignUpWithOAuthRefusal,
+    TakeOAuthState,
+    oauth_index_key,
+)
+
+# --- end OAuth storage ---
 from identity_proto.effects.oauth_provider import (  # talking to OAuth providers (performed by hosts)
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -321,6 +340,24 @@ __all__ += [
     "TakeMockFailure",
 ]
 # --- end mock OAuth provider ---
+# --- OAuth storage ---
+__all__ += [
+    "AccountsWrite",
+    "ChangeOAuthAccounts",
+    "ConsumeOuterCode",
+    "FindUserByOAuthAccount",
+    "LoadProviderTokens",
+    "OAuthState",
+    "OuterCode",
+    "SaveOAuthState",
+    "SaveOuterCode",
+    "SaveProviderTokens",
+    "SignUpWithOAuth",
+    "SignUpWithOAuthRefusal",
+    "TakeOAuthState",
+    "oauth_index_key",
+]
+# --- end OAuth storage ---
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).
@@ -351,6 +388,9 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         # --- contact channels ---
         ListContactChannels,
         ListProjectContactChannels,
+        # --- OAuth storage ---
+        FindUserByOAuthAccount,
+        LoadProviderTokens,
     }
 )
 

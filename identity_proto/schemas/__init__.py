@@ -71,6 +71,16 @@ if TYPE_CHECKING:
     )
 
     # --- end mock OAuth provider ---
+    # --- OAuth sign-in ---
+    from identity_proto.schemas.oauth import (
+        OAuthAuthorizeQuery,
+        OAuthCallbackForm,
+        OAuthCallbackInput,
+        OAuthProviderIdParams,
+        OAuthTokenGrantBody,
+    )
+
+    # --- end OAuth sign-in ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -168,6 +178,15 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "mock_oauth": ("MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"),
     # --- end mock OAuth provider ---
     "outbox": ("OutboxQuery",),
+    # --- OAuth sign-in ---
+    "oauth": (
+        "OAuthAuthorizeQuery",
+        "OAuthCallbackForm",
+        "OAuthCallbackInput",
+        "OAuthProviderIdParams",
+        "OAuthTokenGrantBody",
+    ),
+    # --- end OAuth sign-in ---
     "permissions": (
         "ListProjectPermissionsQuery",
         "ListTeamPermissionsQuery",
@@ -337,6 +356,15 @@ __all__ += [
 # --- mock OAuth provider (dev/test mode only) ---
 __all__ += ["MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"]
 # --- end mock OAuth provider ---
+# --- OAuth sign-in ---
+__all__ += [
+    "OAuthAuthorizeQuery",
+    "OAuthCallbackForm",
+    "OAuthCallbackInput",
+    "OAuthProviderIdParams",
+    "OAuthTokenGrantBody",
+]
+# --- end OAuth sign-in ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error

@@ -646,6 +646,17 @@ CONTRACT_TESTED: set[type[Any]] = {
     RevokeMockToken,
     SetMockFailure,
     TakeMockFailure,
+    # --- OAuth storage: test_oauth_store.py ---
+    effects.SaveOAuthState,
+    effects.TakeOAuthState,
+    effects.SaveOuterCode,
+    effects.ConsumeOuterCode,
+    effects.FindUserByOAuthAccount,
+    effects.ChangeOAuthAccounts,
+    effects.SaveProviderTokens,
+    effects.LoadProviderTokens,
+    effects.SignUpWithOAuth,
+    # --- end OAuth storage ---
 }
 
 

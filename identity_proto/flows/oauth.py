@@ -1,0 +1,726 @@
+"""OAuth sign-in with a provider (reference part 2 §7.2-7.5): authorize, the provider's callback, and the
+authorization-code grant of the token endpoint.
+
+Two OAuth flows nest. The *outer* one is the app's with us (its redirect URI, state and PKCE challenge; our code,
+exchanged at `POST /auth/oauth/token`); the *inner* one is ours with the provider (our redirect URI
+`<base>/api/v1/auth/oauth/callback/<provider_id>`, our own state, PKCE verifier and OIDC nonce). The authorize
+request is kept 10 minutes under the SHA-256 of the inner state (`SaveOAuthState`), taken once by the callback;
+the outer code is kept 5 minutes under its SHA-256 (`SaveOuterCode`), consumed once by the token exchange.
+
+Talking to the provider is an effect (`effects.oauth_provider`); its failures map as that module says. From the
+callback's step 3 on, known errors are redirected to the app (`_redirect_or_raise`), as the original does.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Mapping
+from http.cookies import CookieError, SimpleCookie
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from identity_proto.changes import UserChanges
+from identity_proto.context import RequestContext
+from identity_proto.effects import (
+    FindUserByAuthEmail,
+    Flow,
+    ListContactChannels,
+    LoadProject,
+    LoadUser,
+    UpgradeAnonymousUser,
+    UpgradeRefusal,
+    perform,
+)
+from identity_proto.effects.contact_channels import auth_address_verified
+from identity_proto.effects.oauth import (
+    AccountsWrite,
+    ChangeOAuthAccounts,
+    ConsumeOuterCode,
+    FindUserByOAuthAccount,
+    OAuthState,
+    OuterCode,
+    SaveOAuthState,
+    SaveOuterCode,
+    SaveProviderTokens,
+    SignUpWithOAuth,
+    SignUpWithOAuthRefusal,
+    TakeOAuthState,
+)
+from identity_proto.effects.oauth_provider import (
+    DiscoverProvider,
+    ExchangeProviderCode,
+    ProviderEndpoints,
+    ProviderFailure,
+    ProviderGrant,
+    ProviderIdentity,
+    ProviderSpec,
+)
+from identity_proto.errors import ErrorCode, KnownError, PlainError
+from identity_proto.flows import sessions
+from identity_proto.flows.otp import callback_is_trusted
+from identity_proto.flows.permissions import grant_sign_up_permissions
+from identity_proto.flows.sessions import PUBLIC_CLIENT_SECRET, start_session
+from identity_proto.flows.signin import personal_team, personal_team_name, require_second_factor
+from identity_proto.http import Response
+from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES, mock_endpoints, provider_spec, uses_mock
+from identity_proto.provider_tokens import seal, token_key
+from identity_proto.ratelimits import address_bucket, check_under_limit, count_event, rule_for
+from identity_proto.records import OAuthAccount, OAuthProviderConfig, Project, User, replaced
+from identity_proto.render import dump_json, json_response
+from identity_proto.tokens import access_token_key, new_uuid, secret_matches, unverified_claims
+from identity_proto.users import normalize_email
+
+if TYPE_CHECKING:
+    from identity_proto.schemas import OAuthAuthorizeQuery, OAuthCallbackForm, OAuthCallbackInput, OAuthTokenGrantBody
+
+__all__ = ["authorize", "callback", "oauth_token"]
+
+#: reference §7.2: the authorize request (and the inner cookie) live 10 minutes; §7.5: an outer code 5.
+STATE_LIFETIME_MS = 10 * 60 * 1000
+OUTER_CODE_LIFETIME_MS = 5 * 60 * 1000
+COOKIE_PREFIX = "stack-oauth-inner-"
+#: The only outer scope there is (the original's `enabledScopes`).
+OUTER_SCOPE = "legacy"
+#: How often a write of a user's accounts is retried when another write changed them meanwhile.
+_ACCOUNT_WRITE_ATTEMPTS = 4
+
+_INVALID_STATE = "Invalid OAuth state. Please try signing in again."
+_NO_COOKIE = (
+    "Inner OAuth cookie not found. This is likely because you refreshed the page during the OAuth sign in process. "
+    "Please try signing in again"
+)
+_INVALID_GRANT = "Inner OAuth callback failed due to invalid grant. Please try again."
+_INVALID_SCOPE = "Invalid scope requested. Please check the scopes you are requesting."
+_LINK_NEEDS_TOKEN = "?token= query parameter is required for link type"  # noqa: S105 (a message)
+_TOKEN_OF_OTHER_PROJECT = "The access token is not valid for this project"  # noqa: S105 (a message)
+_REDIRECT_MISMATCH = (
+    "Invalid redirect URI. Your redirect URI must be the same as the one used to get the authorization code."
+)
+
+
+def _sha256(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _random_token(ctx: RequestContext) -> str:
+    """32 random bytes, base64url without padding (43 characters: a valid PKCE verifier, state or nonce)."""
+    return base64.urlsafe_b64encode(ctx.entropy.token_bytes(32)).decode().rstrip("=")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The project, its key, its provider
+
+
+def _client_project(ctx: RequestContext, client_id: str) -> Flow[Project | None]:
+    """The project a `client_id` (`<projectId>` or `<projectId>#<branch>`) names; None for an unknown project or
+    branch (there is one branch, "main"), and for the internal project, which has no users to sign in."""
+    project_id, _, branch = client_id.partition("#")
+    if not project_id or (branch and branch != "main") or project_id == "internal":
+        return None
+    return (yield from perform(LoadProject(project_id)))
+
+
+def _check_client_key(project: Project, secret: str | None, invalid: KnownError) -> None:
+    """The publishable key as `client_secret` (the original's `checkApiKeySet`): the sentinel (or, at the token
+    endpoint, none) stands for "no key" and is refused when the project requires keys; a wrong key is `invalid`."""
+    if secret is None or secret == PUBLIC_CLIENT_SECRET:
+        if project.config.require_publishable_client_key:
+            raise KnownError(ErrorCode.PUBLISHABLE_CLIENT_KEY_REQUIRED_FOR_PROJECT, details={"project_id": project.id})
+        return
+    if not secret_matches(secret, project.keys.publishable_client_key_hash):
+        raise invalid
+
+
+def _provider(ctx: RequestContext, project: Project, provider_id: str) -> OAuthProviderConfig:
+    """The project's provider `provider_id`. A provider the mock serves exists only in dev mode. (As the original,
+    `allow_sign_in` is not looked at: it says whether the account may sign in, not whether the flow may run.)"""
+    for config in project.config.oauth_providers:
+        if config.id == provider_id:
+            if uses_mock(config) and not ctx.options.dev_mode:
+                break
+            return config
+    raise KnownError(ErrorCode.OAUTH_PROVIDER_NOT_FOUND_OR_NOT_ENABLED)
+
+
+def _spec(ctx: RequestContext, config: OAuthProviderConfig) -> Flow[ProviderSpec]:
+    """What the host's provider client needs for `config`: the mock's endpoints under this service, an OIDC
+    issuer's discovered ones, or the well-known type's."""
+    if uses_mock(config):
+        mock = OAuthProviderConfig(
+            id=config.id, type="mock", client_id=config.id, client_secret=config.client_secret or MOCK_CLIENT_ID
+        )
+        return provider_spec(mock, mock_endpoints(ctx.base_url))
+    endpoints: ProviderEndpoints | None = None
+    if config.type == "oidc":
+        endpoints = yield from _provider_call(DiscoverProvider(config.issuer_url or ""))
+    return provider_spec(config, endpoints)
+
+
+def _kind(config: OAuthProviderConfig) -> str:
+    return "mock" if uses_mock(config) else config.type
+
+
+def _scope(config: OAuthProviderConfig, provider_scope: str | None) -> str:
+    """The provider scopes asked for: the type's base scopes, then the app's extra ones (each once)."""
+    words = [*PROVIDER_TYPES[_kind(config)].base_scope.split(), *(provider_scope or "").split()]
+    return " ".join(dict.fromkeys(words))
+
+
+def _provider_call(effect: Any) -> Flow[Any]:
+    """A provider effect, its failures mapped (reference §7.3 step 4, `effects.oauth_provider`)."""
+    try:
+        return (yield effect)
+    except ProviderFailure as failure:
+        if failure.kind == "access_denied":
+            raise KnownError(ErrorCode.OAUTH_PROVIDER_ACCESS_DENIED) from None
+        if failure.kind == "unavailable":
+            raise KnownError(ErrorCode.OAUTH_PROVIDER_TEMPORARILY_UNAVAILABLE) from None
+        raise PlainError(400, _INVALID_GRANT) from None
+
+
+def _callback_url(ctx: RequestContext, provider_id: str) -> str:
+    """Our redirect URI at the provider (reference §7.1), under the service's public base URL (mount point
+    included)."""
+    return f"{ctx.base_url}/api/v1/auth/oauth/callback/{provider_id}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GET /auth/oauth/authorize/{provider_id}
+
+
+def _token_user(ctx: RequestContext, project: Project, token: str) -> Flow[str]:
+    """The user an access token sent as `?token=` names (anonymous and restricted users too), checked as request
+    authentication checks one: signature by its own project's key, then expiry, then its project."""
+    claims = unverified_claims(token)
+    audience = claims.get("aud") if claims is not None else None
+    if not isinstance(audience, str) or not audience.split(":", 1)[0]:
+        raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
+    token_project_id = audience.split(":", 1)[0]
+    signer = project if token_project_id == project.id else (yield from perform(LoadProject(token_project_id)))
+    if signer is None:
+        raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
+    verified = access_token_key(signer.signing_key, anonymous=audience.endswith(":anon")).verify(token)
+    if verified is None or not isinstance(verified.get("sub"), str) or not isinstance(verified.get("exp"), int):
+        raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
+    if ctx.now_ms >= verified["exp"] * 1000:
+        raise KnownError(
+            ErrorCode.ACCESS_TOKEN_EXPIRED,
+            details={
+                "expired_at_millis": verified["exp"] * 1000,
+                "project_id": token_project_id,
+                "user_id": verified["sub"],
+                "refresh_token_id": verified.get("refresh_token_id"),
+            },
+        )
+    if token_project_id != project.id:
+        raise PlainError(403, _TOKEN_OF_OTHER_PROJECT)
+    return str(verified["sub"])
+
+
+def _with_query(url: str, params: list[tuple[str, str]]) -> str:
+    """`url` with `params` set in its query (replacing parameters of the same names)."""
+    parts = urlsplit(url)
+    names = {name for name, _ in params}
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in names]
+    return urlunsplit(parts._replace(query=urlencode([*kept, *params])))
+
+
+def _cookie_header(ctx: RequestContext, inner_state: str, *, max_age: int) -> tuple[str, str]:
+    """The inner cookie (reference §7.2): `Path=/`, so the callback gets it wherever the service is mounted;
+    `Secure` outside dev mode. `max_age=0` deletes it."""
+    secure = "" if ctx.options.dev_mode else "; Secure"
+    value = "true" if max_age else ""
+    return ("set-cookie", f"{COOKIE_PREFIX}{inner_state}={value}; Path=/; Max-Age={max_age}; HttpOnly{secure}")
+
+
+def authorize(ctx: RequestContext) -> Flow[Response]:
+    """GET /auth/oauth/authorize/{provider_id}: check the app's request in the original's order (reference §7.2),
+    keep it 10 minutes for the callback, and send the browser to the provider: 307 with the inner cookie, or 200
+    `{location}` with `stack_response_mode=json` (the SDK's way; no cookie: PKCE protects that flow)."""
+    query: OAuthAuthorizeQuery = ctx.query
+    provider_id: str = ctx.params.provider_id
+    project = yield from _client_project(ctx, query.client_id)
+    if project is None:
+        raise KnownError(ErrorCode.INVALID_OAUTH_CLIENT_ID_OR_SECRET, details={"client_id": query.client_id})
+    _check_client_key(
+        project,
+        query.client_secret,
+        KnownError(ErrorCode.INVALID_PUBLISHABLE_CLIENT_KEY, details={"project_id": project.id}),
+    )
+    config = _provider(ctx, project, provider_id)
+    if query.type == "link" and not query.token:
+        raise PlainError(400, _LINK_NEEDS_TOKEN)
+    after = query.after_callback_redirect_url
+    if after is not None and not callback_is_trusted(after, project.config):
+        raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+    # The shared "MOCK" credentials stand for the original's shared keys, which take no extra scopes.
+    if query.provider_scope and config.client_id == MOCK_CLIENT_ID and config.type != "mock":
+        raise KnownError(ErrorCode.OAUTH_EXTRA_SCOPE_NOT_AVAILABLE_WITH_SHARED_OAUTH_KEYS)
+    user_id = (yield from _token_user(ctx, project, query.token)) if query.token else None
+    if query.scope != OUTER_SCOPE:
+        # (inferred) "legacy" is the only outer scope; the original's OAuth library refuses others only at the
+        # callback, after the provider round trip. Refused here, before anything is kept, in the same words.
+        raise PlainError(400, _INVALID_SCOPE)
+
+    spec = yield from _spec(ctx, config)
+    kind = PROVIDER_TYPES[_kind(config)]
+    inner_state, verifier = _random_token(ctx), _random_token(ctx)
+    nonce = _random_token(ctx) if kind.openid else None
+    scope = _scope(config, query.provider_scope)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    location = _with_query(
+        spec.endpoints.authorization_endpoint,
+        [
+            ("client_id", spec.client_id),
+            ("redirect_uri", _callback_url(ctx, config.id)),
+            ("response_type", "code"),
+            ("scope", scope),
+            ("state", inner_state),
+            ("code_challenge", challenge),
+            ("code_challenge_method", "S256"),
+            *((("nonce", nonce),) if nonce else ()),
+            *kind.extra_authorize_params,
+        ],
+    )
+    state = OAuthState(
+        project_id=project.id,
+        branch_id=query.client_id.partition("#")[2] or None,
+        provider_id=config.id,
+        type=query.type,
+        redirect_uri=query.redirect_uri,
+        outer_state=query.state,
+        code_challenge=query.code_challenge,
+        code_challenge_method=query.code_challenge_method,
+        inner_code_verifier=verifier,
+        nonce=nonce,
+        user_id=user_id,
+        provider_scope=query.provider_scope,
+        error_redirect_uri=query.error_redirect_uri or query.error_redirect_url,
+        after_callback_redirect_url=after,
+        response_mode=query.stack_response_mode,
+        created_at_millis=ctx.now_ms,
+        expires_at_millis=ctx.now_ms + STATE_LIFETIME_MS,
+    )
+    yield from perform(SaveOAuthState(_sha256(inner_state), state))
+    if query.stack_response_mode == "json":
+        return json_response(200, {"location": location})
+    return Response(
+        307,
+        (
+            ("location", location),
+            ("content-type", "text/plain; charset=utf-8"),
+            _cookie_header(ctx, inner_state, max_age=STATE_LIFETIME_MS // 1000),
+            ("cache-control", "no-store"),
+        ),
+        b"",
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GET/POST /auth/oauth/callback/{provider_id}
+
+
+def _cookie_sent(ctx: RequestContext, name: str) -> bool:
+    raw = ctx.request.header("cookie")
+    if not raw:
+        return False
+    jar: SimpleCookie = SimpleCookie()
+    for part in raw.split(";"):  # one bad pair must not hide the others (SimpleCookie stops at the first)
+        try:
+            jar.load(part.strip())
+        except CookieError:
+            continue
+    morsel = jar.get(name)
+    return morsel is not None and morsel.value == "true"
+
+
+def _redirect_or_raise(ctx: RequestContext, project: Project, state: OAuthState, error: KnownError) -> Response:
+    """reference §7.3: a known error from step 3 on goes back to the app: to its redirect URI if trusted, else to
+    its error redirect URL if trusted, with `error=server_error&error_description&errorCode&message&details`;
+    when neither is trusted it is answered as itself."""
+    for target in (state.redirect_uri, state.error_redirect_uri):
+        if target is not None and callback_is_trusted(target, project.config):
+            details = dump_json(error.details if error.details else {}).decode()
+            location = _with_query(
+                target,
+                [
+                    ("error", "server_error"),
+                    ("error_description", error.message),
+                    ("errorCode", error.code.name),
+                    ("message", error.message),
+                    ("details", details),
+                ],
+            )
+            return Response(307, (("location", location), ("cache-control", "no-store")), b"")
+    raise error
+
+
+def callback(ctx: RequestContext) -> Flow[Response]:
+    """GET/POST /auth/oauth/callback/{provider_id}: the provider sends the browser back here (reference §7.3).
+    Take the kept request (once), check the inner cookie, exchange the provider's code, find or create the user
+    (§7.4), store the provider tokens, and send the browser back to the app with a one-time outer code (303)."""
+    query: OAuthCallbackInput = ctx.query
+    form: OAuthCallbackForm | None = ctx.body
+    inner_state = query.state or (form.state if form is not None else None) or ""
+    state = (yield from perform(TakeOAuthState(_sha256(inner_state)))) if inner_state else None
+    if state is None or state.provider_id != ctx.params.provider_id:
+        raise PlainError(400, _INVALID_STATE)
+    cookie: tuple[tuple[str, str], ...] = ()
+    if state.response_mode != "json":
+        if not _cookie_sent(ctx, COOKIE_PREFIX + inner_state):
+            raise PlainError(400, _NO_COOKIE)
+        cookie = (_cookie_header(ctx, inner_state, max_age=0),)
+    project = yield from perform(LoadProject(state.project_id))
+    if project is None:  # deleted since: nothing can be checked against its domains (a 400, not a redirect)
+        raise KnownError(ErrorCode.INVALID_OAUTH_CLIENT_ID_OR_SECRET, details={"client_id": state.project_id})
+    try:
+        response = yield from _complete(ctx, project, state, query, form)
+    except KnownError as error:
+        response = _redirect_or_raise(ctx, project, state, error)
+    return response.with_headers(cookie) if cookie else response
+
+
+def _complete(
+    ctx: RequestContext,
+    project: Project,
+    state: OAuthState,
+    query: OAuthCallbackInput,
+    form: OAuthCallbackForm | None,
+) -> Flow[Response]:
+    if ctx.now_ms >= state.expires_at_millis:
+        raise KnownError(ErrorCode.OUTER_OAUTH_TIMEOUT)
+    config = _provider(ctx, project, state.provider_id)
+    # (The original re-checks the publishable key here; the kept request does not hold it, and a key rotated
+    # within these ten minutes does not undo a sign-in its user already started.)
+    provider_error = query.error or (form.error if form is not None else None)
+    if provider_error == "access_denied":
+        raise KnownError(ErrorCode.OAUTH_PROVIDER_ACCESS_DENIED)
+    code = query.code or (form.code if form is not None else None)
+    if provider_error or not code:  # (inferred) any other refusal: the provider gave no code to exchange
+        raise PlainError(400, _INVALID_GRANT)
+    spec = yield from _spec(ctx, config)
+    scope = _scope(config, state.provider_scope)
+    grant: ProviderGrant = yield from _provider_call(
+        ExchangeProviderCode(
+            spec,
+            code=code,
+            redirect_uri=_callback_url(ctx, config.id),
+            code_verifier=state.inner_code_verifier,
+            scope=scope,
+            nonce=state.nonce,
+        )
+    )
+    # The original's OAuth library checks the outer redirect URI before it asks who signed in.
+    if not callback_is_trusted(state.redirect_uri, project.config):
+        raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+    user, account, is_new_user = yield from _resolve_user(ctx, project, config, state, grant.identity)
+    yield from _store_provider_tokens(ctx, project, user, account, grant, scope)
+    code_value = ctx.entropy.token_bytes(32).hex()
+    yield from perform(
+        SaveOuterCode(
+            _sha256(code_value),
+            OuterCode(
+                project_id=project.id,
+                user_id=user.id,
+                redirect_uri=state.redirect_uri,
+                code_challenge=state.code_challenge,
+                code_challenge_method=state.code_challenge_method,
+                is_new_user=is_new_user,
+                after_callback_redirect_url=state.after_callback_redirect_url,
+                expires_at_millis=ctx.now_ms + OUTER_CODE_LIFETIME_MS,
+            ),
+        )
+    )
+    location = _with_query(state.redirect_uri, [("code", code_value), ("state", state.outer_state)])
+    return Response(303, (("location", location), ("cache-control", "no-store")), b"")
+
+
+def _count_sign_in(ctx: RequestContext, project: Project) -> Flow[None]:
+    """The `sign_in_ip` rule for a request presenting a secret (a provider's code, our outer code)."""
+    address = ctx.client_address
+    if not ctx.options.rate_limits_enabled or not address:
+        return
+    rule, subject = rule_for("sign_in_ip", project.config), address_bucket(address)
+    yield from check_under_limit(rule, subject, now_ms=ctx.now_ms)
+    yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
+
+
+def _store_provider_tokens(
+    ctx: RequestContext, project: Project, user: User, account: OAuthAccount, grant: ProviderGrant, scope: str
+) -> Flow[None]:
+    """reference §7.4: the provider's tokens kept per account, tagged with the scopes asked for; sealed, and only
+    when a key is configured (or in dev mode): see `identity_proto.provider_tokens`."""
+    key = token_key(ctx.options)
+    if key is None:
+        return
+    granted = grant.tokens.scope or scope
+    sealed = seal(grant.tokens, granted, key, project_id=project.id, account_row_id=account.id, entropy=ctx.entropy)
+    yield from perform(SaveProviderTokens(project.id, user.id, account.id, sealed))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Finding or creating the user (reference §7.4)
+
+
+def _new_account(ctx: RequestContext, config: OAuthProviderConfig, identity: ProviderIdentity) -> OAuthAccount:
+    return OAuthAccount(
+        id=new_uuid(ctx.entropy),
+        provider_config_id=config.id,
+        account_id=identity.account_id,
+        email=identity.email,
+        created_at_millis=ctx.now_ms,
+    )
+
+
+def _add_account(
+    ctx: RequestContext, project: Project, user: User, account: OAuthAccount
+) -> Flow[tuple[AccountsWrite, User | None, OAuthAccount]]:
+    """Append `account` to the user's accounts, or find the user's own row for the same provider account
+    (compare-and-set, retried while other writes change the list)."""
+    for _ in range(_ACCOUNT_WRITE_ATTEMPTS):
+        own = next(
+            (
+                a
+                for a in user.oauth_accounts
+                if a.provider_config_id == account.provider_config_id and a.account_id == account.account_id
+            ),
+            None,
+        )
+        if own is not None:
+            return AccountsWrite.DONE, user, own
+        outcome, changed = yield from perform(
+            ChangeOAuthAccounts(project.id, user.id, user.oauth_accounts, (*user.oauth_accounts, account))
+        )
+        if outcome is not AccountsWrite.CONFLICT:
+            return outcome, changed, account
+        reread = yield from perform(LoadUser(project.id, user.id))
+        if reread is None:
+            return AccountsWrite.USER_NOT_FOUND, None, account
+        user = reread
+    raise RuntimeError("linking an OAuth account: the user's accounts kept changing")  # a 500, logged
+
+
+def _email_in_use(project: Project, email: str, identity: ProviderIdentity, stored_verified: bool) -> bool:
+    """The merge strategy for a provider e-mail that signs `existing` in (reference §7.4 (2)): True to link the
+    account to them; False to sign up a new user without that e-mail for auth (`allow_duplicates`); raises 409
+    CONTACT_CHANNEL_ALREADY_USED_FOR_AUTH_BY_SOMEONE_ELSE otherwise."""
+    strategy = project.config.oauth_account_merge_strategy
+    if strategy == "allow_duplicates":
+        return False
+    if strategy == "link_method" and stored_verified and identity.email_verified:
+        return True
+    would_work = strategy == "link_method" and not stored_verified
+    message = f'This email "({email})" is already used for authentication by another account' + (
+        " but the email is not verified. Please login to your existing account with the method you used to sign up, "
+        "and then verify your email to sign in with this login method."
+        if would_work
+        else "."
+    )
+    raise KnownError(
+        ErrorCode.CONTACT_CHANNEL_ALREADY_USED_FOR_AUTH_BY_SOMEONE_ELSE,
+        message=message,
+        details={"type": "email", "contact_channel_value": email, "would_work_if_email_was_verified": would_work},
+    )
+
+
+def _resolve_user(
+    ctx: RequestContext,
+    project: Project,
+    config: OAuthProviderConfig,
+    state: OAuthState,
+    identity: ProviderIdentity,
+) -> Flow[tuple[User, OAuthAccount, bool]]:
+    """(user, their account row, is_new_user) for the provider account that signed in."""
+    for _ in range(_ACCOUNT_WRITE_ATTEMPTS):
+        found = yield from _try_resolve_user(ctx, project, config, state, identity)
+        if found is not None:
+            return found
+    raise RuntimeError("OAuth sign-in: concurrent sign-ups kept taking the account")  # a 500, logged
+
+
+def _try_resolve_user(
+    ctx: RequestContext,
+    project: Project,
+    config: OAuthProviderConfig,
+    state: OAuthState,
+    identity: ProviderIdentity,
+) -> Flow[tuple[User, OAuthAccount, bool] | None]:
+    """One attempt of `_resolve_user`; None when a concurrent write took what it was about to claim (retry)."""
+    holder = yield from perform(FindUserByOAuthAccount(project.id, config.id, identity.account_id))
+    holder_row = _row(holder, config.id, identity.account_id)
+
+    if state.type == "link":
+        user_id = state.user_id or ""
+        if holder is not None and holder.id != user_id:
+            raise KnownError(ErrorCode.OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER)
+        if holder is not None and holder_row is not None:
+            return holder, holder_row, False
+        user = yield from perform(LoadUser(project.id, user_id))
+        if user is None:  # deleted since the link began (inferred: the original fails with a 500)
+            raise KnownError(ErrorCode.USER_NOT_FOUND)
+        outcome, linked, row = yield from _add_account(ctx, project, user, _new_account(ctx, config, identity))
+        if outcome is AccountsWrite.ACCOUNT_TAKEN:
+            raise KnownError(ErrorCode.OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER)
+        if outcome is AccountsWrite.USER_NOT_FOUND or linked is None:
+            raise KnownError(ErrorCode.USER_NOT_FOUND)
+        return linked, row, False
+
+    # (1) a sign-in account of this provider account: its user.
+    if holder is not None and holder_row is not None:
+        return holder, holder_row, False
+
+    # (2) the provider's e-mail signs someone in: the project's merge strategy decides.
+    email = normalize_email(identity.email) if identity.email else None
+    email_auth = email is not None
+    if email is not None:
+        existing = yield from perform(FindUserByAuthEmail(project.id, email))
+        if existing is not None:
+            channels = yield from perform(ListContactChannels(project.id, existing.id))
+            stored = channels.stored if channels is not None else ()
+            if _email_in_use(project, email, identity, auth_address_verified(existing, stored, email)):
+                outcome, linked, row = yield from _add_account(
+                    ctx, project, existing, _new_account(ctx, config, identity)
+                )
+                if outcome is AccountsWrite.DONE and linked is not None:
+                    return linked, row, False
+                return None  # taken or gone meanwhile: look again
+            email_auth = False
+
+    # (3) a new user, or the anonymous caller upgraded in place.
+    if not project.config.sign_up_enabled:
+        raise KnownError(ErrorCode.SIGN_UP_NOT_ENABLED)
+    account = _new_account(ctx, config, identity)
+    fields: dict[str, Any] = {
+        "display_name": identity.display_name,
+        "profile_image_url": identity.profile_image_url,
+        "primary_email": email,
+        "primary_email_verified": identity.email_verified if email is not None else False,
+        "primary_email_auth_enabled": email_auth,
+    }
+    if state.user_id is not None:
+        anonymous = yield from perform(LoadUser(project.id, state.user_id))
+        if anonymous is not None and anonymous.is_anonymous:
+            upgraded = yield from _upgrade(ctx, project, anonymous, fields, account)
+            if isinstance(upgraded, User):
+                return upgraded, account, True
+            if upgraded in (UpgradeRefusal.EMAIL_TAKEN, UpgradeRefusal.ACCOUNT_TAKEN):
+                return None
+            # upgraded or deleted meanwhile: a new user as if no token had come
+    new_user = User(
+        id=new_uuid(ctx.entropy),
+        signed_up_at_millis=ctx.now_ms,
+        last_active_at_millis=ctx.now_ms,
+        oauth_accounts=(account,),
+        **fields,
+    )
+    team = personal_team(ctx, project, new_user)
+    if team is not None:
+        new_user = replaced(new_user, {"selected_team_id": team[0].id})
+    created = yield from perform(SignUpWithOAuth(project.id, new_user, team))
+    if isinstance(created, SignUpWithOAuthRefusal):
+        if created is SignUpWithOAuthRefusal.ID_TAKEN:
+            raise RuntimeError("OAuth sign-up: a random user id collided")  # a 500, logged
+        return None
+    yield from grant_sign_up_permissions(project, created.id)  # permissions
+    return created, account, True
+
+
+def _row(user: User | None, provider_id: str, account_id: str) -> OAuthAccount | None:
+    if user is None:
+        return None
+    return next(
+        (
+            a
+            for a in user.oauth_accounts
+            if a.provider_config_id == provider_id and a.account_id == account_id and a.allow_sign_in
+        ),
+        None,
+    )
+
+
+def _upgrade(
+    ctx: RequestContext, project: Project, user: User, fields: Mapping[str, Any], account: OAuthAccount
+) -> Flow[User | UpgradeRefusal]:
+    """The anonymous `user` becomes the provider account's user in place (same id), as the other sign-ups upgrade
+    (`flows.anonymous.upgrade_anonymous_user`); their display name stays unless the provider gives one."""
+    keep_when_absent = ("display_name", "profile_image_url")
+    changes = {k: v for k, v in fields.items() if v is not None or k not in keep_when_absent}
+    all_changes = UserChanges.of(
+        {
+            **changes,
+            "is_anonymous": False,
+            "signed_up_at_millis": max(ctx.now_ms, user.signed_up_at_millis),
+            "last_active_at_millis": max(ctx.now_ms, user.last_active_at_millis),
+        }.items()
+    )
+    team_name = personal_team_name(all_changes.apply(user))
+    return (
+        yield from perform(UpgradeAnonymousUser(project.id, user.id, all_changes, team_name, oauth_account=account))
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# POST /auth/oauth/token
+
+
+def _pkce_matches(code: OuterCode, verifier: str | None) -> bool:
+    """RFC 7636 §4.6: the verifier against the challenge the code was issued for, by its method."""
+    if verifier is None:
+        return False
+    if code.code_challenge_method == "S256":
+        verifier = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    elif code.code_challenge_method != "plain":
+        return False
+    return hmac.compare_digest(verifier.encode(), code.code_challenge.encode())
+
+
+def oauth_token(ctx: RequestContext) -> Flow[Response]:
+    """POST /auth/oauth/token: the refresh grant (`flows.sessions.oauth_token`) or the authorization-code grant
+    (reference §7.5), which exchanges an outer code for a new session's tokens."""
+    body: OAuthTokenGrantBody = ctx.body
+    if body.grant_type == "refresh_token":
+        return (yield from sessions.oauth_token(ctx))
+    project = yield from _client_project(ctx, body.client_id)
+    if project is None:
+        raise KnownError(ErrorCode.INVALID_OAUTH_CLIENT_ID_OR_SECRET, details={"client_id": None})
+    _check_client_key(
+        project,
+        body.client_secret,
+        KnownError(ErrorCode.INVALID_OAUTH_CLIENT_ID_OR_SECRET, details={"client_id": None}),
+    )
+    yield from _count_sign_in(ctx, project)
+    # Consumed before it is checked, so a code presented with the wrong verifier is burnt, as the original's OAuth
+    # library revokes it: a stolen code is worth one guess.
+    code = yield from perform(ConsumeOuterCode(project.id, _sha256(body.code or "")))
+    if code is None or code.project_id != project.id or ctx.now_ms >= code.expires_at_millis:
+        raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
+    if body.redirect_uri != code.redirect_uri:
+        raise PlainError(400, _REDIRECT_MISMATCH)
+    if not _pkce_matches(code, body.code_verifier):
+        raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
+    user = yield from perform(LoadUser(project.id, code.user_id))
+    if user is None:  # deleted since the callback (inferred: the original fails with a 500)
+        raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
+    if user.totp_secret_base64 is not None:
+        # As the original: the attempt code says is_new_user false (a new user has no second factor yet).
+        yield from require_second_factor(ctx, project, user, is_new_user=False)
+    tokens = yield from start_session(ctx, project, user)
+    after = code.after_callback_redirect_url
+    return json_response(
+        200,
+        {
+            "access_token": tokens.access_token,
+            "token_type": "Bearer",
+            # The access token's real lifetime (the original's library says 3600 for its 10-minute tokens).
+            "expires_in": ctx.options.access_token_lifetime_ms // 1000,
+            "refresh_token": tokens.refresh_token,
+            "scope": OUTER_SCOPE,
+            "is_new_user": code.is_new_user,
+            "newUser": code.is_new_user,
+            "after_callback_redirect_url": after,
+            "afterCallbackRedirectUrl": after,
+        },
+        headers=(("cache-control", "no-store"), ("pragma", "no-cache")),
+    )

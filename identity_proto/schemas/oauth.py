@@ -1,0 +1,126 @@
+"""OAuth sign-in (reference part 2 §7.2-7.5): the authorize query, the provider's callback, the token exchange.
+
+The authorize query and the callback tolerate unknown parameters (browsers and providers add their own: `ttclid`,
+`iss`, `session_state`, ...), as the original does; the token body does not.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from identity_proto.schemas.base import Body, Query, _web_url
+
+__all__ = [
+    "OAuthAuthorizeQuery",
+    "OAuthCallbackForm",
+    "OAuthCallbackInput",
+    "OAuthProviderIdParams",
+    "OAuthTokenGrantBody",
+]
+
+
+def _redirect_url(value: str | None) -> str | None:
+    """A redirect URL (reference §7.2 e2e: "contains spaces", "is not a valid URL"), normalised, fragment dropped:
+    what is stored and compared at the token exchange is what every parser reads alike."""
+    if value is None:
+        return None
+    if any(c.isspace() for c in value):
+        raise ValueError("contains spaces")
+    href = _web_url(value.split("#", 1)[0])
+    return href
+
+
+class OAuthProviderIdParams(Query):
+    """Path parameters naming a project's OAuth provider."""
+
+    provider_id: str = Field(min_length=1, max_length=64)
+
+
+class OAuthAuthorizeQuery(Query):
+    """GET /auth/oauth/authorize/{provider_id} (reference §7.2)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    client_id: str = Field(max_length=128)
+    client_secret: str = Field(max_length=256)
+    redirect_uri: str = Field(max_length=2048)
+    scope: str = Field(max_length=256)
+    state: str = Field(max_length=2048)
+    grant_type: Literal["authorization_code"]
+    code_challenge: str = Field(min_length=1, max_length=256)
+    # (inferred) the original lets any value through to its OAuth library, which refuses others at the callback;
+    # refusing them here changes nothing for a client that works and tells one that does not at once.
+    code_challenge_method: Literal["S256", "plain"]
+    response_type: Literal["code"]
+    type: Literal["authenticate", "link"] = "authenticate"
+    token: str = Field(default="", max_length=8192)
+    provider_scope: str | None = Field(default=None, max_length=1024)
+    error_redirect_uri: str | None = Field(default=None, max_length=2048)
+    #: Deprecated spelling of `error_redirect_uri` (the SDK still sends it).
+    error_redirect_url: str | None = Field(default=None, max_length=2048)
+    after_callback_redirect_url: str | None = Field(default=None, max_length=2048)
+    stack_response_mode: Literal["json", "redirect"] = "redirect"
+
+    _urls = field_validator("redirect_uri", "error_redirect_uri", "error_redirect_url", "after_callback_redirect_url")(
+        _redirect_url
+    )
+
+
+class OAuthCallbackInput(Query):
+    """The provider's redirect back (query, or a form body for `response_mode=form_post`): only `state` is ours;
+    the rest is the provider's."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    state: str | None = Field(default=None, max_length=2048)
+    code: str | None = Field(default=None, max_length=4096)
+    error: str | None = Field(default=None, max_length=256)
+
+
+class OAuthCallbackForm(Body):
+    """The provider's redirect back as a form body (`response_mode=form_post`): as `OAuthCallbackInput`."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    state: str | None = Field(default=None, max_length=2048)
+    code: str | None = Field(default=None, max_length=4096)
+    error: str | None = Field(default=None, max_length=256)
+
+
+class OAuthTokenGrantBody(Body):
+    """POST /auth/oauth/token, form-encoded from the SDK, JSON in the original's e2e (reference §7.5,
+    official-sdk §3.8): the refresh grant or the authorization-code grant, each with the fields it needs."""
+
+    grant_type: Literal["refresh_token", "authorization_code"]
+    client_id: str = Field(min_length=1, max_length=128)
+    client_secret: str | None = Field(default=None, min_length=1, max_length=256)
+    scope: str | None = None
+    # the refresh grant
+    refresh_token: str | None = Field(default=None, min_length=1, max_length=256)
+    # the authorization-code grant
+    code: str | None = Field(default=None, min_length=1, max_length=256)
+    redirect_uri: str | None = Field(default=None, max_length=2048)
+    code_verifier: str | None = Field(default=None, max_length=256)
+
+    @field_validator("redirect_uri")
+    @classmethod
+    def _redirect(cls, value: str | None) -> str | None:
+        # Normalised as at the authorize endpoint, so the same URL compares equal; one that does not parse cannot
+        # be the one the code was issued for (the plain "Invalid redirect URI" error, in the flow).
+        try:
+            return _redirect_url(value)
+        except ValueError:
+            return ""
+
+    @model_validator(mode="after")
+    def _grant_fields(self) -> Self:
+        missing: list[str] = []
+        if self.grant_type == "refresh_token":
+            missing = [name for name in ("refresh_token", "client_secret") if getattr(self, name) is None]
+        elif self.code is None:
+            missing = ["code"]
+        if missing:
+            raise ValueError("\n".join(f"body.{name} must be defined" for name in missing))
+        return self

@@ -1,0 +1,738 @@
+"""OAuth storage over every store, each write one atomic step: the authorize request kept for its callback
+(SaveOAuthState / TakeOAuthState: taken once), the outer code kept for the token exchange (SaveOuterCode /
+ConsumeOuterCode: consumed once), linked accounts on the user record with the project's OAuth index
+(SignUpWithOAuth, ChangeOAuthAccounts as a compare-and-set, the anonymous upgrade's claim, FindUserByOAuthAccount),
+provider tokens (SaveProviderTokens / LoadProviderTokens), and what a user's deletion and a project's reset take
+with them; races with exactly one winner, and the TTLs of the short-lived records on Redis."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import pytest
+
+from backends.redis import RedisStore
+from backends.redis.keys import OAUTH_GRACE_MS
+from identity_proto.changes import UserChanges
+from identity_proto.drivers import Store, arun
+from identity_proto.effects import (
+    AccountsWrite,
+    ChangeOAuthAccounts,
+    ConsumeOuterCode,
+    CreateProject,
+    CreateUser,
+    DeleteProject,
+    DeleteUser,
+    FindUserByAuthEmail,
+    FindUserByOAuthAccount,
+    ListMemberships,
+    ListTeams,
+    ListUsers,
+    LoadProviderTokens,
+    LoadUser,
+    LoadUserWithTeam,
+    OAuthState,
+    OuterCode,
+    ResetProjectData,
+    SaveOAuthState,
+    SaveOuterCode,
+    SaveProviderTokens,
+    SignUpAnonymously,
+    SignUpWithOAuth,
+    SignUpWithOAuthRefusal,
+    TakeOAuthState,
+    UpdateUser,
+    UpgradeAnonymousUser,
+    UpgradeRefusal,
+    perform,
+)
+from identity_proto.flows.projects import new_project
+from identity_proto.records import Membership, OAuthAccount, Team, User
+from identity_proto.tokens import SeededEntropy
+from tests.contract.conftest import AsyncBackend
+from tests.contract.factories import OTHER_PROJECT, PROJECT, T0, in_threads, make_membership, make_session, make_user
+
+EMAIL = "ada@example.com"
+
+
+def account(
+    row: str = "row-1", provider: str = "github", account_id: str = "gh-1", *, sign_in: bool = True, **fields: Any
+) -> OAuthAccount:
+    return OAuthAccount(
+        id=row,
+        provider_config_id=provider,
+        account_id=account_id,
+        email=fields.pop("email", EMAIL),
+        allow_sign_in=sign_in,
+        created_at_millis=fields.pop("created_at_millis", T0),
+        **fields,
+    )
+
+
+def oauth_user(user_id: str = "ada", email: str | None = EMAIL, *accounts: OAuthAccount, **fields: Any) -> User:
+    return dataclasses.replace(make_user(user_id, email, **fields), oauth_accounts=accounts or (account(),))
+
+
+def personal_team(user_id: str = "ada", team_id: str = "team-ada") -> tuple[Team, Membership]:
+    team = Team(id=team_id, display_name="ada@example.com's Team", created_at_millis=T0)
+    return team, make_membership(team_id, user_id, permissions=("$read_members", "team_admin"))
+
+
+def sign_up(user: User | None = None, team: tuple[Team, Membership] | None = None) -> SignUpWithOAuth:
+    user = user or oauth_user()
+    if team is not None:
+        user = dataclasses.replace(user, selected_team_id=team[0].id)
+    return SignUpWithOAuth(PROJECT, user, team)
+
+
+def find(provider: str = "github", account_id: str = "gh-1", project: str = PROJECT) -> FindUserByOAuthAccount:
+    return FindUserByOAuthAccount(project, provider, account_id)
+
+
+def change(user_id: str, expected: tuple[OAuthAccount, ...], accounts: tuple[OAuthAccount, ...]) -> Any:
+    return ChangeOAuthAccounts(PROJECT, user_id, expected, accounts)
+
+
+def make_state(n: int = 1, *, created_at: int = T0, lifetime_ms: int = 600_000, **fields: Any) -> OAuthState:
+    values: dict[str, Any] = {
+        "project_id": PROJECT,
+        "branch_id": None,
+        "provider_id": "github",
+        "type": "authenticate",
+        "redirect_uri": "http://localhost:3000/handler/oauth-callback",
+        "outer_state": f"outer-{n}",
+        "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        "code_challenge_method": "S256",
+        "inner_code_verifier": f"verifier-{n}",
+        "nonce": f"nonce-{n}",
+        "user_id": None,
+        "provider_scope": None,
+        "error_redirect_uri": None,
+        "after_callback_redirect_url": None,
+        "response_mode": "redirect",
+        "created_at_millis": created_at,
+        "expires_at_millis": created_at + lifetime_ms,
+    }
+    return OAuthState(**(values | fields))
+
+
+def rich_state() -> OAuthState:
+    return make_state(
+        7,
+        branch_id="main",
+        type="link",
+        redirect_uri="https://app.example.com/ü/callback?x=1&y=«2»",
+        outer_state='st"ate\nwith ✓',
+        code_challenge_method="plain",
+        nonce=None,
+        user_id="user-ü",
+        provider_scope="repo read:user",
+        error_redirect_uri="https://app.example.com/error",
+        after_callback_redirect_url="https://app.example.com/after",
+        response_mode="json",
+    )
+
+
+def make_code(user_id: str = "ada", *, expires_at: int = T0 + 300_000, **fields: Any) -> OuterCode:
+    values: dict[str, Any] = {
+        "project_id": PROJECT,
+        "user_id": user_id,
+        "redirect_uri": "http://localhost:3000/handler/oauth-callback",
+        "code_challenge": "challenge",
+        "code_challenge_method": "S256",
+        "is_new_user": True,
+        "after_callback_redirect_url": None,
+        "expires_at_millis": expires_at,
+    }
+    return OuterCode(**(values | fields))
+
+
+def anonymous(user_id: str = "anon") -> User:
+    return dataclasses.replace(make_user(user_id), is_anonymous=True)
+
+
+def upgrade(user_id: str = "anon", claim: OAuthAccount | None = None, email: str = EMAIL) -> UpgradeAnonymousUser:
+    changes = (
+        ("primary_email", email),
+        ("primary_email_verified", True),
+        ("primary_email_auth_enabled", True),
+        ("is_anonymous", False),
+    )
+    return UpgradeAnonymousUser(PROJECT, user_id, changes, f"{email}'s Team", oauth_account=claim or account())
+
+
+def store_anonymous(store: Store, user_id: str = "anon") -> None:
+    user = anonymous(user_id)
+    assert store.apply(SignUpAnonymously(PROJECT, user, make_session(f"s-{user_id}", user_id))) == user
+
+
+# --------------------------------------------------------------------------------------------------------------
+# States and outer codes
+
+
+def test_a_state_is_taken_once(store: Store) -> None:
+    state = make_state()
+    store.apply(SaveOAuthState("state-hash", state))
+
+    assert store.apply(TakeOAuthState("state-hash")) == state
+    assert store.apply(TakeOAuthState("state-hash")) is None
+
+
+def test_a_state_keeps_every_field_as_it_was_saved(store: Store) -> None:
+    state = rich_state()
+    store.apply(SaveOAuthState("rich", state))
+    assert store.apply(TakeOAuthState("rich")) == state
+
+
+def test_a_state_never_saved_is_not_found(store: Store) -> None:
+    store.apply(SaveOAuthState("one", make_state()))
+    assert store.apply(TakeOAuthState("other")) is None
+    assert store.apply(TakeOAuthState("one")) == make_state()
+
+
+def test_states_of_two_projects_are_each_found_by_their_hash(store: Store) -> None:
+    mine, theirs = make_state(1), make_state(2, project_id=OTHER_PROJECT)
+    store.apply(SaveOAuthState("mine", mine))
+    store.apply(SaveOAuthState("theirs", theirs))
+    assert store.apply(TakeOAuthState("theirs")) == theirs
+    assert store.apply(TakeOAuthState("mine")) == mine
+
+
+def test_concurrent_callbacks_take_one_state_exactly_once(store: Store) -> None:
+    store.apply(SaveOAuthState("raced", make_state()))
+    results = in_threads(*(lambda: store.apply(TakeOAuthState("raced")) for _ in range(12)))
+    assert [r for r in results if r is not None] == [make_state()]
+
+
+def test_an_outer_code_is_consumed_once(store: Store) -> None:
+    code = make_code()
+    store.apply(SaveOuterCode("code-hash", code))
+
+    assert store.apply(ConsumeOuterCode(PROJECT, "code-hash")) == code
+    assert store.apply(ConsumeOuterCode(PROJECT, "code-hash")) is None
+
+
+def test_an_outer_code_is_its_projects_only(store: Store) -> None:
+    code = make_code(after_callback_redirect_url="https://app.example.com/ü", is_new_user=False)
+    store.apply(SaveOuterCode("code-hash", code))
+
+    assert store.apply(ConsumeOuterCode(OTHER_PROJECT, "code-hash")) is None
+    assert store.apply(ConsumeOuterCode(PROJECT, "code-hash")) == code
+
+
+def test_concurrent_exchanges_of_one_code_have_one_winner(store: Store) -> None:
+    store.apply(SaveOuterCode("raced", make_code()))
+    results = in_threads(*(lambda: store.apply(ConsumeOuterCode(PROJECT, "raced")) for _ in range(12)))
+    assert [r for r in results if r is not None] == [make_code()]
+
+
+def test_redis_states_and_outer_codes_expire_shortly_after_their_expiry(redis_store: RedisStore) -> None:
+    now = int(time.time() * 1000)
+    redis_store.apply(SaveOAuthState("ttl", make_state(created_at=now, lifetime_ms=600_000)))
+    redis_store.apply(SaveOuterCode("ttl", make_code(expires_at=now + 300_000)))
+    keys, client = redis_store.keys, redis_store.client
+    for key, lifetime in ((keys.oauth_state("ttl"), 600_000), (keys.outer_code(PROJECT, "ttl"), 300_000)):
+        expected = lifetime + OAUTH_GRACE_MS
+        assert expected - 2_000 <= int(client.pttl(key)) <= expected
+
+
+def test_redis_a_state_saved_long_after_its_expiry_is_not_kept(redis_store: RedisStore) -> None:
+    past = int(time.time() * 1000) - 3_600_000
+    redis_store.apply(SaveOAuthState("old", make_state(created_at=past)))
+    redis_store.apply(SaveOuterCode("old", make_code(expires_at=past)))
+    assert redis_store.apply(TakeOAuthState("old")) is None
+    assert redis_store.apply(ConsumeOuterCode(PROJECT, "old")) is None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SignUpWithOAuth and FindUserByOAuthAccount
+
+
+def test_an_oauth_sign_up_stores_the_user_with_both_index_entries_and_the_personal_team(store: Store) -> None:
+    team, creator = personal_team()
+
+    stored = store.apply(sign_up(team=(team, creator)))
+
+    expected = oauth_user(selected_team_id=team.id)
+    assert stored == expected
+    assert store.apply(LoadUserWithTeam(PROJECT, "ada")) == (expected, team)
+    assert store.apply(find()) == expected
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == expected
+    assert store.apply(ListUsers(PROJECT)) == (expected,)
+    assert store.apply(ListTeams(PROJECT, user_id="ada")) == (team,)
+    assert store.apply(ListMemberships(PROJECT, team_id=team.id)) == (creator,)
+
+
+def test_an_oauth_sign_up_without_an_auth_address_or_a_team(store: Store) -> None:
+    user = oauth_user("ada", None)
+    assert store.apply(sign_up(user)) == user
+    assert store.apply(find()) == user
+    assert store.apply(ListTeams(PROJECT)) == ()
+
+
+def test_only_sign_in_accounts_are_in_the_index(store: Store) -> None:
+    user = oauth_user("ada", EMAIL, account("r1", "github", "gh-1"), account("r2", "google", "g-1", sign_in=False))
+    assert store.apply(sign_up(user)) == user
+    assert store.apply(find("github", "gh-1")) == user
+    assert store.apply(find("google", "g-1")) is None
+
+
+def test_the_index_is_per_project_and_per_provider(store: Store) -> None:
+    user = oauth_user()
+    store.apply(sign_up(user))
+    assert store.apply(find(project=OTHER_PROJECT)) is None
+    assert store.apply(find("gitlab", "gh-1")) is None
+    assert store.apply(find("github", "gh-2")) is None
+
+
+def test_an_oauth_sign_up_with_a_taken_id_writes_nothing(store: Store) -> None:
+    holder = make_user("ada", "other@example.com")
+    store.apply(CreateUser(PROJECT, holder))
+
+    assert store.apply(sign_up(team=personal_team())) is SignUpWithOAuthRefusal.ID_TAKEN
+
+    assert store.apply(ListUsers(PROJECT)) == (holder,)
+    assert store.apply(find()) is None
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(ListTeams(PROJECT)) == ()
+
+
+def test_an_oauth_sign_up_with_a_taken_address_writes_nothing(store: Store) -> None:
+    holder = make_user("holder", EMAIL)
+    store.apply(CreateUser(PROJECT, holder))
+
+    assert store.apply(sign_up(team=personal_team())) is SignUpWithOAuthRefusal.EMAIL_TAKEN
+
+    assert store.apply(ListUsers(PROJECT)) == (holder,)
+    assert store.apply(find()) is None
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == holder
+    assert store.apply(ListTeams(PROJECT)) == ()
+
+
+def test_an_oauth_sign_up_with_a_taken_account_writes_nothing(store: Store) -> None:
+    holder = oauth_user("holder", "holder@example.com")
+    store.apply(sign_up(holder))
+
+    assert store.apply(sign_up(team=personal_team())) is SignUpWithOAuthRefusal.ACCOUNT_TAKEN
+
+    assert store.apply(ListUsers(PROJECT)) == (holder,)
+    assert store.apply(find()) == holder
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(ListTeams(PROJECT)) == ()
+
+
+def test_an_account_without_sign_in_may_be_linked_to_several_users(store: Store) -> None:
+    first = oauth_user("first", "first@example.com", account("r1", sign_in=False))
+    second = oauth_user("second", "second@example.com", account("r2", sign_in=False))
+    assert store.apply(sign_up(first)) == first
+    assert store.apply(sign_up(second)) == second
+    assert store.apply(find()) is None
+
+
+def test_the_sign_up_effect_needs_an_account_and_the_selected_personal_team() -> None:
+    with pytest.raises(ValueError, match="provider account"):
+        SignUpWithOAuth(PROJECT, make_user("ada", EMAIL))
+    with pytest.raises(ValueError, match="personal team"):
+        SignUpWithOAuth(PROJECT, oauth_user(), personal_team())
+
+
+def test_concurrent_sign_ups_with_one_account_make_one_user(store: Store) -> None:
+    users = [oauth_user(f"u{n}", f"u{n}@example.com", account(f"r{n}")) for n in range(10)]
+
+    results = in_threads(*(lambda user=user: store.apply(sign_up(user)) for user in users))
+
+    winners = [r for r in results if isinstance(r, User)]
+    assert len(winners) == 1
+    assert [r for r in results if not isinstance(r, User)] == [SignUpWithOAuthRefusal.ACCOUNT_TAKEN] * 9
+    assert store.apply(find()) == winners[0]
+    assert store.apply(ListUsers(PROJECT)) == (winners[0],)
+
+
+def test_a_users_accounts_survive_their_other_updates(store: Store) -> None:
+    store.apply(sign_up())
+    updated = store.apply(UpdateUser(PROJECT, "ada", (("display_name", "Ada"),)))
+    assert isinstance(updated, User)
+    assert updated.oauth_accounts == (account(),)
+    assert store.apply(find()) == updated
+
+
+def test_a_change_set_never_sets_the_accounts() -> None:
+    with pytest.raises(TypeError, match="oauth_accounts"):
+        UserChanges.of(oauth_accounts=())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# ChangeOAuthAccounts
+
+
+def test_linking_an_account_indexes_it(store: Store) -> None:
+    store.apply(sign_up())
+    linked = account("row-2", "google", "g-1", email="ada@gmail.com")
+
+    outcome, user = store.apply(change("ada", (account(),), (account(), linked)))
+
+    assert outcome is AccountsWrite.DONE
+    assert user == oauth_user("ada", EMAIL, account(), linked)
+    assert store.apply(LoadUser(PROJECT, "ada")) == user
+    assert store.apply(find("google", "g-1")) == user
+    assert store.apply(find("github", "gh-1")) == user
+
+
+def test_a_user_without_accounts_links_one(store: Store) -> None:
+    plain = make_user("bob", "bob@example.com")
+    store.apply(CreateUser(PROJECT, plain))
+
+    outcome, user = store.apply(change("bob", (), (account(),)))
+
+    assert outcome is AccountsWrite.DONE
+    assert user == dataclasses.replace(plain, oauth_accounts=(account(),))
+    assert store.apply(find()) == user
+
+
+def test_a_stale_expected_list_is_a_conflict_and_writes_nothing(store: Store) -> None:
+    store.apply(sign_up())
+    stale = dataclasses.replace(account(), email="old@example.com")
+
+    assert store.apply(change("ada", (), (account("row-9", "google", "g-1"),))) == (AccountsWrite.CONFLICT, None)
+    assert store.apply(change("ada", (stale,), ())) == (AccountsWrite.CONFLICT, None)
+
+    assert store.apply(LoadUser(PROJECT, "ada")) == oauth_user()
+    assert store.apply(find()) == oauth_user()
+    assert store.apply(find("google", "g-1")) is None
+
+
+def test_changing_the_accounts_of_a_missing_user(store: Store) -> None:
+    assert store.apply(change("nobody", (), (account(),))) == (AccountsWrite.USER_NOT_FOUND, None)
+    assert store.apply(find()) is None
+
+
+def test_linking_another_users_sign_in_account_is_refused_and_writes_nothing(store: Store) -> None:
+    holder = oauth_user("holder", "holder@example.com")
+    store.apply(sign_up(holder))
+    bob = make_user("bob", "bob@example.com")
+    store.apply(CreateUser(PROJECT, bob))
+    store.apply(SaveProviderTokens(PROJECT, "holder", "row-1", "sealed-holder"))
+
+    taken = account("row-b", "github", "gh-1")
+    assert store.apply(change("bob", (), (taken,))) == (AccountsWrite.ACCOUNT_TAKEN, None)
+
+    assert store.apply(LoadUser(PROJECT, "bob")) == bob
+    assert store.apply(find()) == holder
+    # Without sign-in the same provider account may be linked (not in the index).
+    outcome, linked = store.apply(change("bob", (), (dataclasses.replace(taken, allow_sign_in=False),)))
+    assert outcome is AccountsWrite.DONE
+    assert store.apply(find()) == holder
+    assert store.apply(LoadProviderTokens(PROJECT, "row-1")) == "sealed-holder"
+    assert linked is not None
+    # ... but turning its sign-in on is refused while the holder has it.
+    assert store.apply(change("bob", linked.oauth_accounts, (taken,))) == (AccountsWrite.ACCOUNT_TAKEN, None)
+
+
+def test_removing_an_account_drops_its_index_entry_and_its_tokens_only(store: Store) -> None:
+    other = account("row-2", "google", "g-1")
+    store.apply(sign_up(oauth_user("ada", EMAIL, account(), other)))
+    store.apply(SaveProviderTokens(PROJECT, "ada", "row-1", "sealed-1"))
+    store.apply(SaveProviderTokens(PROJECT, "ada", "row-2", "sealed-2"))
+
+    outcome, user = store.apply(change("ada", (account(), other), (other,)))
+
+    assert outcome is AccountsWrite.DONE
+    assert user == oauth_user("ada", EMAIL, other)
+    assert store.apply(find()) is None
+    assert store.apply(find("google", "g-1")) == user
+    assert store.apply(LoadProviderTokens(PROJECT, "row-1")) is None
+    assert store.apply(LoadProviderTokens(PROJECT, "row-2")) == "sealed-2"
+    # The removed account is free for someone else now.
+    assert isinstance(store.apply(sign_up(oauth_user("bob", "bob@example.com", account("row-b")))), User)
+
+
+def test_turning_sign_in_off_and_on_moves_the_index_entry_and_keeps_the_tokens(store: Store) -> None:
+    store.apply(sign_up())
+    store.apply(SaveProviderTokens(PROJECT, "ada", "row-1", "sealed-1"))
+    off = dataclasses.replace(account(), allow_sign_in=False)
+
+    outcome, user = store.apply(change("ada", (account(),), (off,)))
+    assert outcome is AccountsWrite.DONE
+    assert store.apply(find()) is None
+    assert store.apply(LoadProviderTokens(PROJECT, "row-1")) == "sealed-1"
+
+    outcome, user = store.apply(change("ada", (off,), (account(),)))
+    assert (outcome, user) == (AccountsWrite.DONE, oauth_user())
+    assert store.apply(find()) == oauth_user()
+
+
+def test_rich_accounts_compare_and_round_trip(store: Store) -> None:
+    rich = OAuthAccount(
+        id="row-ü",
+        provider_config_id="my-oidc_1",
+        account_id='1234567890123456789 "ü"\\',
+        email="zoë@exämple.com",
+        allow_sign_in=True,
+        allow_connected_accounts=False,
+        created_at_millis=T0 + 123,
+    )
+    no_email = account("row-n", "gitlab", "9007199254740993", email=None, created_at_millis=0)
+    user = oauth_user("ada", EMAIL, rich, no_email)
+    assert store.apply(sign_up(user)) == user
+    assert store.apply(LoadUser(PROJECT, "ada")) == user
+    assert store.apply(FindUserByOAuthAccount(PROJECT, "my-oidc_1", rich.account_id)) == user
+
+    outcome, changed = store.apply(change("ada", (rich, no_email), (no_email,)))
+    assert outcome is AccountsWrite.DONE
+    assert changed == oauth_user("ada", EMAIL, no_email)
+    assert store.apply(change("ada", (no_email,), ())) == (AccountsWrite.DONE, make_user("ada", EMAIL))
+    assert store.apply(find("gitlab", "9007199254740993")) is None
+
+
+def test_concurrent_changes_of_one_users_accounts_lose_no_update(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada", EMAIL)))
+    new = [account(f"row-{n}", "github", f"gh-{n}") for n in range(8)]
+
+    first = in_threads(*(lambda a=a: store.apply(change("ada", (), (a,))) for a in new))
+    assert sorted(outcome.value for outcome, _ in first) == ["conflict"] * 7 + ["done"]
+
+    def link(linked: OAuthAccount) -> int:
+        """Read, append, write; again on CONFLICT. Returns the number of conflicts met."""
+        conflicts = 0
+        while True:
+            user = store.apply(LoadUser(PROJECT, "ada"))
+            assert user is not None
+            if linked in user.oauth_accounts:
+                return conflicts
+            outcome, _ = store.apply(change("ada", user.oauth_accounts, (*user.oauth_accounts, linked)))
+            if outcome is AccountsWrite.DONE:
+                return conflicts
+            assert outcome is AccountsWrite.CONFLICT
+            conflicts += 1
+
+    in_threads(*(lambda a=a: link(a) for a in new))
+    user = store.apply(LoadUser(PROJECT, "ada"))
+    assert user is not None
+    assert sorted(a.id for a in user.oauth_accounts) == sorted(a.id for a in new)
+    for a in new:
+        assert store.apply(find("github", a.account_id)) == user
+
+
+def test_two_users_claiming_one_account_at_once_make_one_holder(store: Store) -> None:
+    ids = [f"u{n}" for n in range(8)]
+    for user_id in ids:
+        store.apply(CreateUser(PROJECT, make_user(user_id, f"{user_id}@example.com")))
+
+    results = in_threads(*(lambda u=u: store.apply(change(u, (), (account(f"row-{u}"),))) for u in ids))
+
+    assert sorted(outcome.value for outcome, _ in results) == ["account_taken"] * 7 + ["done"]
+    (winner,) = [user for outcome, user in results if outcome is AccountsWrite.DONE]
+    assert store.apply(find()) == winner
+    holders = [u.id for u in store.apply(ListUsers(PROJECT)) if u.oauth_accounts]
+    assert holders == [winner.id]
+
+
+def test_redis_a_user_stored_before_accounts_existed_has_none(redis_store: RedisStore) -> None:
+    redis_store.apply(CreateUser(PROJECT, make_user("old", EMAIL)))
+    redis_store.client.hdel(redis_store.keys.user(PROJECT, "old"), "oauth_accounts")
+
+    assert redis_store.apply(change("old", (account(),), ())) == (AccountsWrite.CONFLICT, None)
+    outcome, user = redis_store.apply(change("old", (), (account(),)))
+
+    assert outcome is AccountsWrite.DONE
+    assert user == oauth_user("old", EMAIL)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Provider tokens
+
+
+def test_provider_tokens_are_stored_per_account_row_and_replaced(store: Store) -> None:
+    store.apply(sign_up(oauth_user("ada", EMAIL, account(), account("row-2", "google", "g-1"))))
+
+    assert store.apply(SaveProviderTokens(PROJECT, "ada", "row-1", "sealed-a")) is True
+    assert store.apply(SaveProviderTokens(PROJECT, "ada", "row-2", "sealed-b")) is True
+    assert store.apply(SaveProviderTokens(PROJECT, "ada", "row-1", "sealed-c")) is True
+
+    assert store.apply(LoadProviderTokens(PROJECT, "row-1")) == "sealed-c"
+    assert store.apply(LoadProviderTokens(PROJECT, "row-2")) == "sealed-b"
+    assert store.apply(LoadProviderTokens(OTHER_PROJECT, "row-1")) is None
+    assert store.apply(LoadProviderTokens(PROJECT, "row-3")) is None
+
+
+def test_provider_tokens_of_a_row_the_user_does_not_have_are_not_stored(store: Store) -> None:
+    store.apply(sign_up())
+    store.apply(sign_up(oauth_user("bob", "bob@example.com", account("row-b", "github", "gh-b"))))
+
+    assert store.apply(SaveProviderTokens(PROJECT, "ada", "row-b", "sealed")) is False
+    assert store.apply(SaveProviderTokens(PROJECT, "nobody", "row-1", "sealed")) is False
+    assert store.apply(SaveProviderTokens(OTHER_PROJECT, "ada", "row-1", "sealed")) is False
+
+    assert store.apply(LoadProviderTokens(PROJECT, "row-b")) is None
+    assert store.apply(LoadProviderTokens(PROJECT, "row-1")) is None
+
+
+def test_redis_provider_tokens_and_the_index_never_expire(redis_store: RedisStore) -> None:
+    redis_store.apply(sign_up())
+    redis_store.apply(SaveProviderTokens(PROJECT, "ada", "row-1", "sealed"))
+    keys = redis_store.keys
+    for key in (keys.oauth_index(PROJECT), keys.provider_tokens(PROJECT)):
+        assert redis_store.client.pttl(key) == -1
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What a user's deletion and a project's reset take with them
+
+
+def test_deleting_a_user_frees_their_accounts_and_drops_their_tokens(store: Store) -> None:
+    store.apply(sign_up(oauth_user("ada", EMAIL, account(), account("row-2", "google", "g-1", sign_in=False))))
+    bob = oauth_user("bob", "bob@example.com", account("row-b", "gitlab", "gl-1"))
+    store.apply(sign_up(bob))
+    for user_id, row in (("ada", "row-1"), ("ada", "row-2"), ("bob", "row-b")):
+        store.apply(SaveProviderTokens(PROJECT, user_id, row, f"sealed-{row}"))
+
+    assert store.apply(DeleteUser(PROJECT, "ada")) is True
+
+    assert store.apply(find()) is None
+    assert store.apply(LoadProviderTokens(PROJECT, "row-1")) is None
+    assert store.apply(LoadProviderTokens(PROJECT, "row-2")) is None
+    assert store.apply(find("gitlab", "gl-1")) == bob
+    assert store.apply(LoadProviderTokens(PROJECT, "row-b")) == "sealed-row-b"
+    # The account signs someone else up now.
+    assert isinstance(store.apply(sign_up(oauth_user("carol", "carol@example.com", account("row-c")))), User)
+
+
+def _project(project_id: str) -> Any:
+    project, _ = new_project(SeededEntropy(3), T0, "OAuth", None, project_id=project_id)
+    return project
+
+
+@pytest.mark.parametrize("effect", [ResetProjectData, DeleteProject])
+def test_a_project_reset_or_deletion_clears_its_oauth_data_only(store: Store, effect: type[Any]) -> None:
+    for project_id in (PROJECT, OTHER_PROJECT):
+        store.apply(CreateProject(_project(project_id)))
+        store.apply(SignUpWithOAuth(project_id, oauth_user()))
+        store.apply(SaveProviderTokens(project_id, "ada", "row-1", "sealed"))
+        store.apply(SaveOuterCode(f"code-{project_id}", make_code(project_id=project_id)))
+
+    assert store.apply(effect(PROJECT)) is True
+
+    assert store.apply(find()) is None
+    assert store.apply(LoadProviderTokens(PROJECT, "row-1")) is None
+    assert store.apply(ConsumeOuterCode(PROJECT, f"code-{PROJECT}")) is None
+    assert store.apply(find(project=OTHER_PROJECT)) == oauth_user()
+    assert store.apply(LoadProviderTokens(OTHER_PROJECT, "row-1")) == "sealed"
+    assert store.apply(ConsumeOuterCode(OTHER_PROJECT, f"code-{OTHER_PROJECT}")) is not None
+    # The account signs up anew in the reset project.
+    if effect is ResetProjectData:
+        assert store.apply(SignUpWithOAuth(PROJECT, oauth_user())) == oauth_user()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The anonymous upgrade's account
+
+
+def test_an_oauth_upgrade_links_and_indexes_the_account(store: Store) -> None:
+    store_anonymous(store)
+
+    upgraded = store.apply(upgrade())
+
+    assert isinstance(upgraded, User)
+    assert (upgraded.is_anonymous, upgraded.primary_email) == (False, EMAIL)
+    assert upgraded.oauth_accounts == (account(),)
+    assert store.apply(LoadUser(PROJECT, "anon")) == upgraded
+    assert store.apply(find()) == upgraded
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == upgraded
+
+
+def test_an_oauth_upgrade_with_an_account_without_sign_in_is_not_indexed(store: Store) -> None:
+    store_anonymous(store)
+    upgraded = store.apply(upgrade(claim=account(sign_in=False)))
+    assert isinstance(upgraded, User)
+    assert upgraded.oauth_accounts == (account(sign_in=False),)
+    assert store.apply(find()) is None
+
+
+def test_an_oauth_upgrade_to_a_taken_account_writes_nothing(store: Store) -> None:
+    store_anonymous(store)
+    holder = oauth_user("holder", "holder@example.com")
+    store.apply(sign_up(holder))
+
+    assert store.apply(upgrade()) is UpgradeRefusal.ACCOUNT_TAKEN
+
+    assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(find()) == holder
+
+
+def test_an_oauth_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
+    store_anonymous(store)
+    holder = make_user("holder", EMAIL)
+    store.apply(CreateUser(PROJECT, holder))
+
+    assert store.apply(upgrade()) is UpgradeRefusal.EMAIL_TAKEN
+
+    assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == holder
+    assert store.apply(find()) is None
+
+
+def test_an_oauth_upgrade_checks_the_account_before_the_address(store: Store) -> None:
+    store_anonymous(store)
+    store.apply(sign_up(oauth_user("holder", EMAIL)))  # holds both the account and the address
+    assert store.apply(upgrade()) is UpgradeRefusal.ACCOUNT_TAKEN
+
+
+def test_an_oauth_upgrade_of_a_user_no_longer_anonymous_claims_nothing(store: Store) -> None:
+    store_anonymous(store)
+    assert isinstance(store.apply(upgrade(claim=account("row-x", "gitlab", "gl-1"))), User)
+    assert store.apply(upgrade()) is UpgradeRefusal.NOT_ANONYMOUS
+    assert store.apply(find()) is None
+    assert store.apply(upgrade("nobody")) is UpgradeRefusal.NOT_FOUND
+
+
+def test_concurrent_oauth_upgrades_claiming_one_account_make_one_holder(store: Store) -> None:
+    ids = [f"anon-{n}" for n in range(8)]
+    for user_id in ids:
+        store_anonymous(store, user_id)
+
+    results = in_threads(*(lambda u=u: store.apply(upgrade(u, account(f"row-{u}"), f"{u}@example.com")) for u in ids))
+
+    winners = [r for r in results if isinstance(r, User)]
+    assert len(winners) == 1
+    assert [r for r in results if not isinstance(r, User)] == [UpgradeRefusal.ACCOUNT_TAKEN] * 7
+    assert store.apply(find()) == winners[0]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The asyncio stores
+
+
+def test_async_oauth_storage_through_arun(async_store: AsyncBackend) -> None:
+    async def scenario(store: Any) -> list[Any]:
+        return [
+            await arun(perform(SaveOAuthState("s", make_state())), store),
+            await arun(perform(TakeOAuthState("s")), store),
+            await arun(perform(TakeOAuthState("s")), store),
+            await arun(perform(SaveOuterCode("c", make_code())), store),
+            await arun(perform(ConsumeOuterCode(PROJECT, "c")), store),
+            await arun(perform(sign_up()), store),
+            await arun(perform(find()), store),
+            await arun(perform(SaveProviderTokens(PROJECT, "ada", "row-1", "sealed")), store),
+            await arun(perform(LoadProviderTokens(PROJECT, "row-1")), store),
+            await arun(perform(change("ada", (account(),), ())), store),
+            await arun(perform(LoadProviderTokens(PROJECT, "row-1")), store),
+        ]
+
+    results = async_store.run(scenario)
+    user = oauth_user()
+    assert results == [
+        None,
+        make_state(),
+        None,
+        None,
+        make_code(),
+        user,
+        user,
+        True,
+        "sealed",
+        (AccountsWrite.DONE, make_user("ada", EMAIL)),
+        None,
+    ]
