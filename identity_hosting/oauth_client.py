@@ -25,15 +25,21 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+# authlib 1.6+ announces a future move of its httpx integration (to "httpx2"); the integration is what it documents
+# today, and the warning would fail test suites that turn warnings into errors. Importing `authlib.deprecate` installs
+# an "always" filter for it, so that module is imported first and the "ignore" below goes in front of that filter.
+import authlib.deprecate  # noqa: F401
 import httpx
 from joserfc import jws, jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from identity_proto.context import ServiceOptions, public_base_url
 from identity_proto.effects.oauth_provider import (
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -47,16 +53,21 @@ from identity_proto.effects.oauth_provider import (
     ProviderTokens,
     RefreshProviderToken,
 )
+from identity_proto.http import Request
 from identity_proto.oauth import MOCK_OAUTH_PATH
 
 with warnings.catch_warnings():
-    # authlib 1.6+ announces a future move of its httpx integration (to "httpx2"); the integration is what it
-    # documents today, and the warning would fail test suites that turn warnings into errors.
     warnings.simplefilter("ignore")
     from authlib.integrations.base_client.errors import OAuthError
     from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuth2Client
 
-__all__ = ["CACHE_TTL_S", "AsyncProviderHttpClient", "ProviderHttpClient", "is_local_mock_url"]
+__all__ = [
+    "CACHE_TTL_S",
+    "AsyncProviderHttpClient",
+    "ProviderHttpClient",
+    "is_local_mock_url",
+    "local_mock_mount",
+]
 
 logger = logging.getLogger("identity_service.oauth")
 
@@ -68,48 +79,130 @@ _ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "E
 _LEEWAY_S = 60
 
 
-def is_local_mock_url(url: str, base_url: str) -> bool:
-    """Whether `url` is served by this service's own mock provider: its path is under `MOCK_OAUTH_PATH` below the
-    base URL's mount point, and (when a base URL is configured) on the base URL's origin."""
+#: The public base URL of the request being served (set by a client's `for_request` view while it performs an
+#: effect): the URLs under it + `MOCK_OAUTH_PATH` are this service's own mock provider.
+_REQUEST_BASE_URL: ContextVar[str] = ContextVar("identity_oauth_request_base_url", default="")
+
+
+def local_mock_mount(url: str, base_url: str) -> str | None:
+    """The mount point (the path before `MOCK_OAUTH_PATH`, percent-encoded, "" at the root) when `url` is served by
+    the service's own mock provider at `base_url` (same scheme and host, path under its mount point +
+    `MOCK_OAUTH_PATH`); None when it is not. Without a base URL only a path under `MOCK_OAUTH_PATH` at the root
+    counts."""
     target = urlsplit(url)
+    mount = ""
     if base_url:
         base = urlsplit(base_url)
-        if (target.scheme, target.netloc) != (base.scheme, base.netloc):
-            return False
-        prefix = base.path.rstrip("/") + MOCK_OAUTH_PATH + "/"
-    else:
-        prefix = MOCK_OAUTH_PATH + "/"
-    return target.path.startswith(prefix)
+        if (target.scheme, target.netloc.lower()) != (base.scheme, base.netloc.lower()):
+            return None
+        mount = base.path.rstrip("/")
+    return mount if target.path.startswith(mount + MOCK_OAUTH_PATH + "/") else None
+
+
+def is_local_mock_url(url: str, base_url: str) -> bool:
+    """Whether `url` is served by this service's own mock provider (see `local_mock_mount`)."""
+    return local_mock_mount(url, base_url) is not None
+
+
+def _unmounted(request: httpx.Request, mount: str) -> httpx.Request:
+    """`request` as a WSGI server hands it to an application mounted at `mount`: the path after the mount point
+    (`SCRIPT_NAME` carries the rest)."""
+    path = request.url.path[len(mount) :] or "/"
+    return httpx.Request(
+        request.method,
+        request.url.copy_with(path=path),
+        headers=request.headers,
+        stream=request.stream,
+        extensions=request.extensions,
+    )
 
 
 class _LocalDispatch(httpx.BaseTransport):
-    def __init__(self, local: httpx.BaseTransport | None, base_url: str) -> None:
+    """The network, except for this service's own mock provider: that is served by `app` in process (WSGI), handed
+    the path as a WSGI server would hand it to an application mounted where the service is."""
+
+    def __init__(self, app: Any, base_url: str) -> None:
         self._network = httpx.HTTPTransport()
-        self._local = local
+        self._app = app
         self._base_url = base_url
+        self._local: dict[str, httpx.WSGITransport] = {}
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if self._local is not None and is_local_mock_url(str(request.url), self._base_url):
-            return self._local.handle_request(request)
-        return self._network.handle_request(request)
+        base = _REQUEST_BASE_URL.get() or self._base_url
+        mount = local_mock_mount(str(request.url), base) if self._app is not None else None
+        if mount is None:
+            return self._network.handle_request(request)
+        mount = unquote(mount)
+        local = self._local.get(mount)
+        if local is None:
+            local = self._local[mount] = httpx.WSGITransport(app=self._app, script_name=mount)
+        return local.handle_request(_unmounted(request, mount) if mount else request)
 
     def close(self) -> None:
         self._network.close()
 
 
 class _AsyncLocalDispatch(httpx.AsyncBaseTransport):
-    def __init__(self, local: httpx.AsyncBaseTransport | None, base_url: str) -> None:
+    """`_LocalDispatch` for the ASGI host: the mock is served by `app` in process (ASGI: the whole path, and the
+    mount point as `root_path`)."""
+
+    def __init__(self, app: Any, base_url: str) -> None:
         self._network = httpx.AsyncHTTPTransport()
-        self._local = local
+        self._app = app
         self._base_url = base_url
+        self._local: dict[str, httpx.ASGITransport] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._local is not None and is_local_mock_url(str(request.url), self._base_url):
-            return await self._local.handle_async_request(request)
-        return await self._network.handle_async_request(request)
+        base = _REQUEST_BASE_URL.get() or self._base_url
+        mount = local_mock_mount(str(request.url), base) if self._app is not None else None
+        if mount is None:
+            return await self._network.handle_async_request(request)
+        mount = unquote(mount)
+        local = self._local.get(mount)
+        if local is None:
+            local = self._local[mount] = httpx.ASGITransport(app=self._app, root_path=mount)
+        return await local.handle_async_request(request)
 
     async def aclose(self) -> None:
         await self._network.aclose()
+
+
+class _ForRequest:
+    """A sync client's view for one request: it knows the request's public base URL (its own mock provider)."""
+
+    __slots__ = ("_client", "_options", "_request")
+
+    def __init__(self, client: ProviderHttpClient, request: Request, options: ServiceOptions) -> None:
+        self._client = client
+        self._request = request
+        self._options = options
+
+    def perform(self, effect: ProviderEffect[object]) -> object:
+        """Do `effect` for this request."""
+        token = _REQUEST_BASE_URL.set(public_base_url(self._request, self._options))
+        try:
+            return self._client.perform(effect)
+        finally:
+            _REQUEST_BASE_URL.reset(token)
+
+
+class _AsyncForRequest:
+    """`_ForRequest` of the asyncio client."""
+
+    __slots__ = ("_client", "_options", "_request")
+
+    def __init__(self, client: AsyncProviderHttpClient, request: Request, options: ServiceOptions) -> None:
+        self._client = client
+        self._request = request
+        self._options = options
+
+    async def perform(self, effect: ProviderEffect[object]) -> object:
+        """Do `effect` for this request."""
+        token = _REQUEST_BASE_URL.set(public_base_url(self._request, self._options))
+        try:
+            return await self._client.perform(effect)
+        finally:
+            _REQUEST_BASE_URL.reset(token)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -303,8 +396,7 @@ class ProviderHttpClient:
         local_app: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        local = httpx.WSGITransport(app=local_app) if local_app is not None else None
-        self._http = httpx.Client(transport=_LocalDispatch(local, base_url), timeout=httpx.Timeout(timeout_s))
+        self._http = httpx.Client(transport=_LocalDispatch(local_app, base_url), timeout=httpx.Timeout(timeout_s))
         self._timeout = timeout_s
         self._clock = clock
         self._cache: dict[str, _Cached] = {}
@@ -313,6 +405,11 @@ class ProviderHttpClient:
     def close(self) -> None:
         """Close the HTTP connections."""
         self._http.close()
+
+    def for_request(self, request: Request, options: ServiceOptions) -> _ForRequest:
+        """This client as one request's flow uses it: URLs under that request's public base URL + `MOCK_OAUTH_PATH`
+        are the service's own mock provider, served in process."""
+        return _ForRequest(self, request, options)
 
     def perform(self, effect: ProviderEffect[object]) -> object:
         """Do `effect` (raises `ProviderFailure` on any provider trouble)."""
@@ -446,8 +543,9 @@ class AsyncProviderHttpClient:
         local_app: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        local = httpx.ASGITransport(app=local_app) if local_app is not None else None
-        self._http = httpx.AsyncClient(transport=_AsyncLocalDispatch(local, base_url), timeout=httpx.Timeout(timeout_s))
+        self._http = httpx.AsyncClient(
+            transport=_AsyncLocalDispatch(local_app, base_url), timeout=httpx.Timeout(timeout_s)
+        )
         self._timeout = timeout_s
         self._clock = clock
         self._cache: dict[str, _Cached] = {}
@@ -455,6 +553,10 @@ class AsyncProviderHttpClient:
     async def aclose(self) -> None:
         """Close the HTTP connections."""
         await self._http.aclose()
+
+    def for_request(self, request: Request, options: ServiceOptions) -> _AsyncForRequest:
+        """This client as one request's flow uses it (see `ProviderHttpClient.for_request`)."""
+        return _AsyncForRequest(self, request, options)
 
     async def perform(self, effect: ProviderEffect[object]) -> object:
         """Do `effect` (raises `ProviderFailure` on any provider trouble)."""

@@ -10,7 +10,7 @@ limit: it always applies.
 | `ip` | every request with client access or none | client address | 600 / 60 s |
 | `project` | every request of a project with client access | project | 30000 / 60 s |
 | `project_server` | every request of a project with server or admin access | project | 30000 / 60 s |
-| `sign_in_ip` | code, MFA, password and OAuth sign-in (callback, code exchange), resets, code checks (client or none) | client address | 30 / 60 s |
+| `sign_in_ip` | code, MFA, password, OAuth sign-in, resets, code checks (client or none) | client address | 30 / 60 s |
 | `send_code_ip` | sign-in and reset codes sent, password sign-up (client or none) | client address | 10 / 60 s |
 | `send_code_email` | sign-in codes mailed; reset codes asked for (any access) | project and address | 5 / 600 s |
 | `sign_in_failures` | failed password and MFA sign-ins, wrong old passwords | project and account | 10 / 600 s |
@@ -20,7 +20,7 @@ limit: it always applies.
 
 Contact channels: mailing a verification code (either route) counts as `send_code_ip` and, once the mail goes out,
 `send_code_email` (one inbox, one budget, whatever the code is for); verifying a contact channel and checking its
-code count as `sign_in_ip`.
+code count as `sign_in_ip`; so do the OAuth callback and the OAuth code exchange.
 
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,
