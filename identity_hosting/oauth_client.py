@@ -121,8 +121,8 @@ class _LocalDispatch(httpx.BaseTransport):
     """The network, except for this service's own mock provider: that is served by `app` in process (WSGI), handed
     the path as a WSGI server would hand it to an application mounted where the service is."""
 
-    def __init__(self, app: Any, base_url: str) -> None:
-        self._network = httpx.HTTPTransport()
+    def __init__(self, app: Any, base_url: str, network: httpx.BaseTransport | None) -> None:
+        self._network = network or httpx.HTTPTransport()
         self._app = app
         self._base_url = base_url
         self._local: dict[str, httpx.WSGITransport] = {}
@@ -146,8 +146,8 @@ class _AsyncLocalDispatch(httpx.AsyncBaseTransport):
     """`_LocalDispatch` for the ASGI host: the mock is served by `app` in process (ASGI: the whole path, and the
     mount point as `root_path`)."""
 
-    def __init__(self, app: Any, base_url: str) -> None:
-        self._network = httpx.AsyncHTTPTransport()
+    def __init__(self, app: Any, base_url: str, network: httpx.AsyncBaseTransport | None) -> None:
+        self._network = network or httpx.AsyncHTTPTransport()
         self._app = app
         self._base_url = base_url
         self._local: dict[str, httpx.ASGITransport] = {}
@@ -375,7 +375,7 @@ def _bearer(token: str) -> dict[str, str]:
 def _api_base(spec: ProviderSpec) -> str:
     """Where a provider's API lives: the origin of its userinfo endpoint, with the path up to the known suffix."""
     userinfo = spec.endpoints.userinfo_endpoint or ""
-    for suffix in ("/user", "/users/@me", "/2.0/user", "/v1/me"):
+    for suffix in ("/2.0/user", "/users/@me", "/v1/me", "/user"):  # longest first: Bitbucket's ends in /user too
         if userinfo.endswith(suffix):
             return userinfo[: -len(suffix)]
     return userinfo
@@ -395,8 +395,11 @@ class ProviderHttpClient:
         base_url: str = "",
         local_app: Any = None,
         clock: Callable[[], float] = time.time,
+        network: httpx.BaseTransport | None = None,
     ) -> None:
-        self._http = httpx.Client(transport=_LocalDispatch(local_app, base_url), timeout=httpx.Timeout(timeout_s))
+        # `network`: how providers are reached (default: HTTP; tests give an `httpx.MockTransport`).
+        dispatch = _LocalDispatch(local_app, base_url, network)
+        self._http = httpx.Client(transport=dispatch, timeout=httpx.Timeout(timeout_s))
         self._timeout = timeout_s
         self._clock = clock
         self._cache: dict[str, _Cached] = {}
@@ -542,10 +545,10 @@ class AsyncProviderHttpClient:
         base_url: str = "",
         local_app: Any = None,
         clock: Callable[[], float] = time.time,
+        network: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._http = httpx.AsyncClient(
-            transport=_AsyncLocalDispatch(local_app, base_url), timeout=httpx.Timeout(timeout_s)
-        )
+        dispatch = _AsyncLocalDispatch(local_app, base_url, network)
+        self._http = httpx.AsyncClient(transport=dispatch, timeout=httpx.Timeout(timeout_s))
         self._timeout = timeout_s
         self._clock = clock
         self._cache: dict[str, _Cached] = {}
