@@ -10,7 +10,7 @@ It translates ASGI messages into a `Request`, runs the core's flow with the asyn
 `Response`. It adds nothing of its own but three edge duties:
 
 - the lifespan protocol (start-up bootstraps the projects, then prepares the service in a thread; shutdown waits
-  for that and closes the store).
+  for that and closes the store and the OAuth provider client).
   Embedders whose framework does not forward lifespan to mounted apps lose nothing: the first request starts the
   service lazily.
 - the request body limit: past `IDENTITY_MAX_BODY_BYTES` the answer is 413 and the rest is not read; a malformed
@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from identity_hosting.oauth_client import AsyncProviderHttpClient
 from identity_hosting.settings import (
     ConfigurationError,
     Dashboard,
@@ -79,6 +80,7 @@ class IdentityASGI:
         clock: Callable[[], int] = wall_clock_ms,
         entropy: Any = None,
         configure_logs: bool = False,
+        provider: AsyncProviderHttpClient | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.service = service or Service(self.settings.service_options())
@@ -93,6 +95,10 @@ class IdentityASGI:
         self._configure_logs = configure_logs
         self._start_lock = asyncio.Lock()
         self._preparing: asyncio.Future[None] | None = None
+        # OAuth: the client that talks to providers (built when first needed, closed at shutdown; the service's own
+        # mock provider is served by this app in process). One given here is the caller's to close.
+        self._provider = provider
+        self._owns_provider = provider is None
 
     @classmethod
     def from_env(cls) -> IdentityASGI:
@@ -142,13 +148,25 @@ class IdentityASGI:
             self._preparing = asyncio.get_running_loop().run_in_executor(None, self.service.prepare)
 
     async def shutdown(self) -> None:
-        """Close the store (after the start-up's preparation, if it is still running)."""
+        """Close the store and the OAuth provider client (after the start-up's preparation, if it is still
+        running)."""
         if self._preparing is not None:
             await self._preparing
             self._preparing = None
         if self._store is not None:
             await self._store.aclose()
+        if self._provider is not None and self._owns_provider:
+            provider, self._provider = self._provider, None
+            await provider.aclose()
         self._started = False
+
+    def provider_client(self) -> AsyncProviderHttpClient:
+        """The OAuth provider client (`IDENTITY_OAUTH_TIMEOUT_SECONDS`), built on first use."""
+        if self._provider is None:
+            self._provider = AsyncProviderHttpClient(
+                timeout_s=self.settings.oauth_timeout_s, base_url=self.settings.base_url, local_app=self
+            )
+        return self._provider
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -194,7 +212,9 @@ class IdentityASGI:
             if static is not None:
                 await respond(static)
                 return
-            response = await arun(self.service.handle(request, self.clock(), self.entropy), self._store, self._mailer)
+            provider = self.provider_client().for_request(request, self.service.options)
+            flow = self.service.handle(request, self.clock(), self.entropy)
+            response = await arun(flow, self._store, self._mailer, provider)
             await respond(response)
         except Exception:
             request_id = new_request_id(self.entropy)

@@ -120,6 +120,10 @@ class Settings:
     trusted_proxy_header: str = ""
     #: OAuth: the key provider tokens are sealed with (32 bytes), or None (see `identity_proto.provider_tokens`).
     oauth_token_key: bytes | None = field(default=None, repr=False)
+    # --- OAuth provider side ---
+    #: Seconds each call to an OAuth provider may take (connect, each read) before it counts as unavailable.
+    oauth_timeout_s: float = 10.0
+    # --- end OAuth provider side ---
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -189,7 +193,16 @@ class Settings:
                 oauth_token_key = decode_token_key(env["IDENTITY_OAUTH_TOKEN_KEY"])
             except ValueError as exc:
                 raise ConfigurationError(f"IDENTITY_OAUTH_TOKEN_KEY {exc}") from None
+        # --- OAuth provider side ---
+        try:
+            oauth_timeout_s = float(env.get("IDENTITY_OAUTH_TIMEOUT_SECONDS", "10"))
+        except ValueError:
+            raise ConfigurationError("IDENTITY_OAUTH_TIMEOUT_SECONDS must be a number of seconds") from None
+        if not 0.1 <= oauth_timeout_s <= 120:  # also refuses nan and inf
+            raise ConfigurationError("IDENTITY_OAUTH_TIMEOUT_SECONDS must be between 0.1 and 120")
+        # --- end OAuth provider side ---
         return cls(
+            oauth_timeout_s=oauth_timeout_s,
             oauth_token_key=oauth_token_key,
             redis_cluster=redis_cluster == "1",
             rate_limits=rate_limits == "on",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
+from identity_hosting.oauth_client import ProviderHttpClient
 from identity_hosting.settings import (
     ConfigurationError,
     Dashboard,
@@ -63,6 +64,7 @@ class IdentityWSGI:
         entropy: Entropy | None = None,
         mailer: Mailer | None = None,
         configure_logs: bool = False,
+        provider: ProviderHttpClient | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.service = service or Service(self.settings.service_options())
@@ -76,6 +78,10 @@ class IdentityWSGI:
         #: logging to the embedding application.
         self._configure_logs = configure_logs
         self._start_lock = threading.Lock()
+        # OAuth: the client that talks to providers (built when first needed, closed by `close`; the service's own
+        # mock provider is served by this app in process). One given here is the caller's to close.
+        self._provider = provider
+        self._owns_provider = provider is None
 
     @classmethod
     def from_env(cls) -> IdentityWSGI:
@@ -109,9 +115,26 @@ class IdentityWSGI:
             self._started = True
 
     def close(self) -> None:
-        """Close the store."""
+        """Close the store and the OAuth provider client."""
         if self.store is not None:
             self.store.close()
+        with self._start_lock:
+            provider, self._provider = self._provider, None
+        if provider is not None and self._owns_provider:
+            provider.close()
+
+    def provider_client(self) -> ProviderHttpClient:
+        """The OAuth provider client (`IDENTITY_OAUTH_TIMEOUT_SECONDS`), built on first use (once, whichever
+        thread comes first)."""
+        provider = self._provider
+        if provider is None:
+            with self._start_lock:
+                if self._provider is None:
+                    self._provider = ProviderHttpClient(
+                        timeout_s=self.settings.oauth_timeout_s, base_url=self.settings.base_url, local_app=self
+                    )
+                provider = self._provider
+        return provider
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:
@@ -140,7 +163,8 @@ class IdentityWSGI:
         static = self.dashboard.response(request.method, request.path)
         if static is not None:
             return static
-        return run(self.service.handle(request, self.clock(), self.entropy), self.store, self.mailer)
+        provider = self.provider_client().for_request(request, self.service.options)
+        return run(self.service.handle(request, self.clock(), self.entropy), self.store, self.mailer, provider)
 
     def _read_body(self, environ: dict[str, Any]) -> bytes:
         """The whole body, never reading more than the limit plus one byte of `wsgi.input` (the server's stream).

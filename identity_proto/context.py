@@ -16,7 +16,7 @@ from identity_proto.tokens import Entropy
 if TYPE_CHECKING:
     from identity_proto.routing import Route
 
-__all__ = ["RequestContext", "ServiceOptions", "client_address"]
+__all__ = ["RequestContext", "ServiceOptions", "client_address", "public_base_url"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +96,7 @@ class RequestContext:
     def base_url(self) -> str:
         """The service's public base URL, everything before `/api/v1`: configured, else where the request came in
         (its scheme, Host header and mount point)."""
-        if self.options.base_url:
-            return self.options.base_url
-        request = self.request
-        return f"{request.scheme}://{request.header('host') or 'localhost'}{quote(request.root_path)}"
+        return public_base_url(self.request, self.options)
 
     @property
     def client_address(self) -> str | None:
@@ -128,6 +125,14 @@ class RequestContext:
 
 
 quick_init(RequestContext)  # made per request (identity_proto.quickinit)
+
+
+def public_base_url(request: Request, options: ServiceOptions) -> str:
+    """The service's public base URL for `request` (`RequestContext.base_url`; hosts use it to know which URLs are
+    their own, e.g. the mock OAuth provider's): configured, else the request's scheme, Host header and mount point."""
+    if options.base_url:
+        return options.base_url
+    return f"{request.scheme}://{request.header('host') or 'localhost'}{quote(request.root_path)}"
 
 
 def client_address(request: Request, options: ServiceOptions) -> str | None:

@@ -15,10 +15,11 @@ contract suite checks every store against it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from identity_proto.records import StoredEvent
 
 __all__ = ["EVENT_TYPES", "TEST_EVENT_TYPE", "StoredEvent", "event_data", "event_payload"]
 
@@ -47,22 +48,6 @@ EVENT_TYPES: dict[str, str] = {
 #: The test event (`POST /webhook-endpoints/{id}/test`, `POST /internal/send-test-webhook`): never recorded by a
 #: change; its `record` is the JSON text of its data.
 TEST_EVENT_TYPE = "stack.test"
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """An event as a store recorded it."""
-
-    #: The message id receivers see (`svix-id` / `webhook-id`), unique within the project, stable over retries.
-    id: str
-    type: str
-    #: When the store recorded it (the store's clock: for retention only).
-    created_at_millis: int
-    #: The changed record: a `User`/`Team` object (memory store) or the JSON text of its stored fields (Redis).
-    record: Any = None
-    #: The user's selected team, likewise (user events), or None.
-    team: Any = None
-    ids: tuple[str, ...] = ()
 
 
 def _loaded(value: Any) -> Any:

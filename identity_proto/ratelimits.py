@@ -21,7 +21,7 @@ limit: it always applies.
 
 Contact channels: mailing a verification code (either route) counts as `send_code_ip` and, once the mail goes out,
 `send_code_email` (one inbox, one budget, whatever the code is for); verifying a contact channel and checking its
-code count as `sign_in_ip`.
+code count as `sign_in_ip`; so do the OAuth callback and the OAuth code exchange.
 
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,

@@ -39,6 +39,7 @@ __all__ = [
     "RateLimitSetting",
     "RiskScores",
     "Session",
+    "StoredEvent",
     "Team",
     "TrustedDomain",
     "User",
@@ -650,3 +651,23 @@ def _make_replacer(cls: type[Any]) -> tuple[Callable[[Any, Any], Any], frozenset
     namespace: dict[str, Any] = {}
     exec(f"def replace(r, get):\n    return cls({arguments})\n", {"cls": cls}, namespace)  # noqa: S102
     return namespace["replace"], names
+
+
+# --- webhooks: what a store records with a change (see identity_proto.events) ---
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as a store recorded it."""
+
+    #: The message id receivers see (`svix-id` / `webhook-id`), unique within the project, stable over retries.
+    id: str
+    type: str
+    #: When the store recorded it (the store's clock: for retention only).
+    created_at_millis: int
+    #: The changed record: a `User`/`Team` object (memory store) or the JSON text of its stored fields (Redis).
+    record: Any = None
+    #: The user's selected team, likewise (user events), or None.
+    team: Any = None
+    ids: tuple[str, ...] = ()
+
+
+# --- end webhooks ---

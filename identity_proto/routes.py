@@ -15,6 +15,7 @@ from identity_proto.flows import (
     emails,
     meta,
     mfa,
+    mock_oauth,  # mock OAuth provider (dev/test mode only)
     oauth,  # OAuth sign-in
     oauth_accounts,  # OAuth accounts
     otp,
@@ -29,9 +30,10 @@ from identity_proto.flows import (
     testing,
     users,
 )
+from identity_proto.oauth import MOCK_OAUTH_PATH
 from identity_proto.routing import ADMIN_ONLY, SERVER_AND_ADMIN, Route
 
-__all__ = ["API_PREFIX", "ROUTES", "TESTING_ROUTES"]
+__all__ = ["API_PREFIX", "MOCK_OAUTH_ROUTES", "ROUTES", "TESTING_ROUTES"]
 
 API_PREFIX = "/api/v1"
 V1 = API_PREFIX
@@ -511,3 +513,53 @@ TESTING_ROUTES: tuple[Route, ...] = (
         params="AnyProjectIdParams",
     ),
 )
+
+
+# --- mock OAuth provider (dev/test mode only) ---
+#: The mock OAuth provider (identity_proto.flows.mock_oauth), beside /api/v1: dev/test mode only, like
+#: TESTING_ROUTES. It speaks OAuth, not this API: no authentication, its own error answers.
+_MOCK = MOCK_OAUTH_PATH
+MOCK_OAUTH_ROUTES: tuple[Route, ...] = (
+    Route("GET", f"{_MOCK}/.well-known/openid-configuration", mock_oauth.discovery, access=None),
+    Route(
+        "GET",
+        f"{_MOCK}/authorize",
+        mock_oauth.authorize_page,
+        access=None,
+        query="MockAuthorizeParams",
+        produces="text/html",
+        plain_errors=(400,),
+    ),
+    Route(
+        "POST",
+        f"{_MOCK}/authorize",
+        mock_oauth.login,
+        access=None,
+        body="MockAuthorizeParams",
+        consumes="application/x-www-form-urlencoded",
+        success=303,
+        produces="text/html",
+        plain_errors=(400,),
+    ),
+    Route(
+        "POST",
+        f"{_MOCK}/token",
+        mock_oauth.token,
+        access=None,
+        body="MockTokenForm",
+        consumes="application/x-www-form-urlencoded",
+        plain_errors=(503,),
+    ),
+    Route("GET", f"{_MOCK}/userinfo", mock_oauth.userinfo, access=None),
+    Route("GET", f"{_MOCK}/jwks", mock_oauth.jwks, access=None),
+    Route(
+        "POST",
+        f"{_MOCK}/hooks/fail-next",
+        mock_oauth.fail_next,
+        access=None,
+        body="MockFailNextBody",
+        plain_errors=(400,),
+    ),
+    Route("POST", f"{_MOCK}/hooks/revoke", mock_oauth.revoke, access=None, body="MockRevokeBody"),
+)
+# --- end mock OAuth provider ---

@@ -37,7 +37,7 @@ from identity_proto.passwords import load_hashing
 from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers, text_response
-from identity_proto.routes import ROUTES, TESTING_ROUTES
+from identity_proto.routes import MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import Validated, schema_error, validate_nothing
 from identity_proto.tokens import Entropy, VerifiedTokenCache, load_signing, new_request_id
@@ -60,7 +60,8 @@ class Service:
         self.options = options or ServiceOptions()
         if routes is None:
             # The test-only routes exist only in dev/test mode: a production service has no such path at all.
-            routes = ROUTES + TESTING_ROUTES if self.options.dev_mode else ROUTES
+            # So does the mock OAuth provider (identity_proto.flows.mock_oauth).
+            routes = ROUTES + TESTING_ROUTES + MOCK_OAUTH_ROUTES if self.options.dev_mode else ROUTES
         self._router = Router(routes)
         self._token_cache = VerifiedTokenCache()
         self.projects = ProjectCache(self.options.project_cache_ms)

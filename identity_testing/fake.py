@@ -4,10 +4,13 @@ see its docstring)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import httpx
 import pyotp
@@ -17,26 +20,30 @@ from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings, SystemEntropy, wall_clock_ms
 from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import Entropy, IssuedKeys, SeededEntropy, Service, run
+from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects import (
     ApiKeyWrite,
     CreateApiKey,
     CreateProject,
     DeleteProject,
     LoadClockOverride,
+    LoadProject,
     LoadUser,
     ResetProjectData,
     SetClockOverride,
+    UpdateProject,
     perform,
 )
 from identity_proto.flows.api_keys import new_api_key
 from identity_proto.flows.portability import export_project_data, import_project_data
 from identity_proto.flows.projects import new_project
-from identity_proto.records import ApiKeyType, ClockOverride, ProjectConfig, TrustedDomain
+from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES
+from identity_proto.records import ApiKeyType, ClockOverride, OAuthProviderConfig, ProjectConfig, TrustedDomain
 
 if TYPE_CHECKING:
     import jwt
 
-__all__ = ["FakeClock", "IdentityFake", "TestProject"]
+__all__ = ["FakeClock", "IdentityFake", "OAuthFlowError", "TestProject"]
 
 BASE_URL = "http://identity.test"
 
@@ -72,6 +79,52 @@ CODE_KINDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
     "password_reset": _whole_link_code("Reset your password at "),
     "email_verification": _whole_link_code("Verify your email at "),
 }
+
+
+# --- OAuth (the mock provider) ---
+
+
+class OAuthFlowError(AssertionError):
+    """`TestProject.oauth_sign_in` ended elsewhere than at the app's redirect URI with a code: an error redirect
+    (`error_code`, `message` and `details` are its `errorCode`, `message` and `details`), or an answer that is no
+    redirect at all (`error_code` is then the `x-service-known-error` header, if any; `status` is its status)."""
+
+    def __init__(
+        self, step: str, status: int, error_code: str | None, message: str, details: Any = None, body: str = ""
+    ) -> None:
+        super().__init__(f"OAuth sign-in failed at {step} ({status}): {error_code or 'no error code'}: {message}")
+        self.step = step
+        self.status = status
+        self.error_code = error_code
+        self.message = message
+        self.details = details
+        self.body = body
+
+
+class _LoginForm(HTMLParser):
+    """The mock provider's login form, as a browser reads it: its action and its inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.action: str | None = None
+        self.fields: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = {name: value or "" for name, value in attrs}
+        if tag == "form" and self.action is None:
+            self.action = named.get("action", "")
+        elif tag == "input" and named.get("name"):
+            self.fields[named["name"]] = named.get("value", "")
+
+
+def _pkce_pair(entropy: Entropy) -> tuple[str, str]:
+    """A PKCE verifier and its S256 challenge (RFC 7636)."""
+    verifier = base64.urlsafe_b64encode(entropy.token_bytes(32)).rstrip(b"=").decode()
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+# --- end OAuth (the mock provider) ---
 
 
 class FakeClock:
@@ -398,6 +451,137 @@ class TestProject:
             raise LookupError(f"no {key_type.value} {owner_id} in project {self.id}")
         return made.text
 
+    # --- OAuth (the mock provider) ---
+
+    def use_mock_oauth(self, provider_id: str = "github", type: str | None = None, **flags: Any) -> None:
+        """Configure the OAuth provider `provider_id`, served by the fake's own mock provider (one call): of `type`
+        (default: `provider_id` when it is a provider type such as "github" or "google", else "mock"), with
+        client id "MOCK" (the mock stands in for the real provider); `flags` are other fields of the provider's
+        config (`allow_sign_in`, `allow_connected_accounts`, `client_secret`). A provider of the same id is
+        replaced; the others are kept. The project's merge strategy is `create_project(
+        oauth_account_merge_strategy=...)`'s."""
+        kind = type or (provider_id if provider_id in PROVIDER_TYPES else "mock")
+        if kind not in PROVIDER_TYPES:
+            raise ValueError(f"unknown provider type {kind!r}; known: {', '.join(PROVIDER_TYPES)}")
+        flags.setdefault("client_id", MOCK_CLIENT_ID)
+        config = OAuthProviderConfig(id=provider_id, type=kind, **flags)
+        project = run(perform(LoadProject(self.id)), self.fake.store)
+        if project is None:
+            raise LookupError(f"no project {self.id}")
+        providers = (*(p for p in project.config.oauth_providers if p.id != provider_id), config)
+        changes = ProjectConfigChanges.of([("oauth_providers", providers)])
+        run(perform(UpdateProject(self.id, config=changes)), self.fake.store)
+        self.fake.service.projects.forget(self.id)  # the service reads the new config at once
+
+    def oauth_authorize_url(
+        self,
+        provider_id: str,
+        *,
+        code_challenge: str,
+        redirect_uri: str = "http://localhost:3000/oauth-callback",
+        state: str = "fake-state",
+        access_token: str | None = None,
+        link: bool = False,
+        **extra: str,
+    ) -> str:
+        """The URL an app sends the browser to for OAuth sign-in with `provider_id` (GET
+        /auth/oauth/authorize/{provider_id}, redirect mode), its PKCE challenge S256. With `access_token`, the
+        signed-in (or anonymous) user it names: an anonymous user is upgraded; with `link=True` the provider
+        account is linked to that user instead (`type=link`). `extra` adds query parameters."""
+        query: dict[str, str] = {
+            "client_id": self.id,
+            "client_secret": self.keys.publishable_client_key,
+            "redirect_uri": redirect_uri,
+            "scope": "legacy",
+            "state": state,
+            "grant_type": "authorization_code",
+            "code_challenge": code_challenge,
+            "code_challenge_method": "S256",
+            "response_type": "code",
+            **extra,
+        }
+        if access_token is not None:
+            query["token"] = access_token
+        if link:
+            query["type"] = "link"
+        return str(httpx.URL(f"{BASE_URL}/api/v1/auth/oauth/authorize/{provider_id}", params=query))
+
+    def oauth_sign_in(
+        self,
+        provider_id: str,
+        *,
+        email: str,
+        display_name: str | None = None,
+        access_token: str | None = None,
+        redirect_uri: str = "http://localhost:3000/oauth-callback",
+        link: bool = False,
+    ) -> dict[str, Any]:
+        """Sign in with the OAuth provider `provider_id` (see `use_mock_oauth`) as a browser and an app would, in
+        process: authorize in redirect mode, the mock's login page filled in with `email` (and `display_name`) and
+        posted, the provider's callback with the inner cookie, then the app's code exchange at POST
+        /auth/oauth/token with its PKCE verifier. Returns the token response: `access_token`, `refresh_token`,
+        `is_new_user`, `after_callback_redirect_url`, ... `access_token` signs in as (or, anonymous, upgrades;
+        with `link=True` links to) the user it names. A flow that ends in an error redirect (or any other answer)
+        raises `OAuthFlowError` carrying its `errorCode`, `message` and `details`.
+
+        The same flow with your own HTTP client: any httpx client on `fake.transport()` that keeps cookies and
+        follows redirects (`follow_redirects=True`) gets the login page from `oauth_authorize_url(...)`; posting
+        its form lands on `redirect_uri?code=...&state=...` (the fake itself answers that URL 404: read the code
+        from `response.url`); then POST the code with your verifier to /api/v1/auth/oauth/token."""
+        verifier, challenge = _pkce_pair(self.fake.entropy)
+        state = base64.urlsafe_b64encode(self.fake.entropy.token_bytes(12)).decode()
+        url = self.oauth_authorize_url(
+            provider_id,
+            code_challenge=challenge,
+            redirect_uri=redirect_uri,
+            state=state,
+            access_token=access_token,
+            link=link,
+        )
+        with self.fake.client() as browser:  # keeps cookies (the inner one); follows no redirect by itself
+            to_provider = browser.get(url)
+            _expect_redirect("authorize", to_provider)
+            page = browser.get(to_provider.headers["location"])
+            if page.status_code != 200:
+                raise _flow_error("the mock provider's login page", page)
+            form = _LoginForm()
+            form.feed(page.text)
+            fields = {**form.fields, "email": email, "display_name": display_name or "", "action": "sign_in"}
+            back = browser.post(urljoin(str(page.url), form.action or ""), data=fields)
+            _expect_redirect("the mock provider's login form", back)
+            to_app = browser.get(back.headers["location"])
+            _expect_redirect("the callback", to_app)
+        location = to_app.headers["location"]
+        if not location.startswith(redirect_uri.split("?")[0]):
+            raise OAuthFlowError("the callback", to_app.status_code, None, f"redirected to {location}")
+        params = dict(parse_qsl(urlsplit(location).query))
+        if "code" not in params:
+            details: Any = params.get("details")
+            with contextlib.suppress(ValueError):  # the JSON the redirect's `details` carries
+                details = httpx.Response(200, content=details or "null").json()
+            raise OAuthFlowError(
+                "the callback", to_app.status_code, params.get("errorCode"), params.get("message", ""), details
+            )
+        if params.get("state") != state:
+            raise OAuthFlowError("the callback", to_app.status_code, None, "the app's state did not come back")
+        with self.fake.client() as app:
+            answer = app.post(
+                "/api/v1/auth/oauth/token",
+                data={
+                    "grant_type": "authorization_code",
+                    "client_id": self.id,
+                    "client_secret": self.keys.publishable_client_key,
+                    "code": params["code"],
+                    "redirect_uri": redirect_uri,
+                    "code_verifier": verifier,
+                },
+            )
+        if answer.status_code != 200:
+            raise _flow_error("the code exchange", answer)
+        return dict(answer.json())
+
+    # --- end OAuth (the mock provider) ---
+
     def reset(self) -> None:
         """Remove every user, team, session, code and mail of this project; other projects are untouched."""
         assert run(perform(ResetProjectData(self.id)), self.fake.store)
@@ -415,3 +599,26 @@ class TestProject:
         """Add an export's users, teams and memberships to this project."""
         result: dict[str, int] = run(import_project_data(self.id, dict(data)), self.fake.store)
         return result
+
+
+# --- OAuth (the mock provider) ---
+
+
+def _flow_error(step: str, response: httpx.Response) -> OAuthFlowError:
+    code = response.headers.get("x-service-known-error")
+    message, details = response.text, None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        message, details = str(body.get("error", message)), body.get("details")
+    return OAuthFlowError(step, response.status_code, code, message, details, response.text)
+
+
+def _expect_redirect(step: str, response: httpx.Response) -> None:
+    if response.status_code not in (302, 303, 307) or "location" not in response.headers:
+        raise _flow_error(step, response)
+
+
+# --- end OAuth (the mock provider) ---

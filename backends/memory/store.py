@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from identity_proto.effects import OAuthState, OuterCode, StorageEffect, Together, oauth_index_key
-from identity_proto.events import StoredEvent
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -21,6 +20,7 @@ from identity_proto.records import (
     Membership,
     Project,
     Session,
+    StoredEvent,
     Team,
     User,
     VerificationCode,
@@ -144,6 +144,10 @@ class MemoryStore:
         # project, and Redis keeps them under their own hash tag, so a project's reset leaves them, in both stores,
         # to be taken (the flow then finds the project's data gone) or forgotten.
         self.oauth_states: dict[str, OAuthState] = {}
+        # --- mock OAuth provider ---
+        #: The dev/test mock provider's data (`backends.memory.mock_oauth.MockOAuthData`), made on first use.
+        self.mock_oauth: Any = None
+        # --- end mock OAuth provider ---
 
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""

@@ -122,6 +122,7 @@ from backends.redis import (  # noqa: F401
     codes,
     contact_channels,
     email_sign_in,
+    mock_oauth,  # mock OAuth provider (dev/test mode only)
     oauth,  # OAuth: states, outer codes, linked accounts and their index, provider tokens
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password

@@ -121,6 +121,17 @@ Key                             Type    Holds                                   
                                         field, a JSON array).
 ``<p>oauth-tokens``             HASH    Account row id -> the row's provider          none
                                         tokens, sealed (encrypted) by the core.
+``<ns>{mock-oauth}:keys``       STRING  Dev/test mode only, the mock OAuth            none
+                                        provider (hash tag ``{mock-oauth}``: its
+                                        own slot): its two private signing JWKs
+                                        (JSON ``{"es256", "rs256"}``).
+``<ns>{mock-oauth}:code:<h>``   STRING  A mock authorization code, by its SHA-256:    PX its lifetime +
+                                        the JSON of its `MockAuthorization`.          `MOCK_GRACE_MS`
+``<ns>{mock-oauth}:token:<h>``  STRING  A mock access or refresh token, by its         PX its lifetime +
+                                        SHA-256: the JSON of its `MockToken`.         `MOCK_GRACE_MS`
+``<ns>{mock-oauth}:fail:<c>``   STRING  Test hook: how the next token request of      PX its lifetime +
+                                        client ``<c>`` fails (``<c>`` empty: any      `MOCK_GRACE_MS`
+                                        client): ``<expires_at_millis>:<kind>``.
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
@@ -154,6 +165,8 @@ GRACE_MS: Final = 24 * 3_600_000
 #: count only matters if such a code is created soon after (then the code extends it to its own expiry).
 ORPHAN_NONCE_TTL_MS: Final = 3_600_000
 
+#: The mock OAuth provider's codes and tokens outlive their lifetime by this much (the core judges expiry).
+MOCK_GRACE_MS: Final = 60_000
 # --- OAuth storage ---
 #: How long Redis keeps an OAuth state or an outer code past its `expires_at_millis` (the core judges expiry; this
 #: only absorbs the skew between the core's clock and Redis's, and then collects the abandoned ones).
@@ -320,6 +333,14 @@ class KeySpace:
         return f"{self.prefix(project_id)}user-channels:{user_id}"
 
     # --- end contact channels ---
+    # --- mock OAuth provider (dev/test mode only) ---
+
+    def mock_oauth(self, suffix: str) -> str:
+        """A key of the mock OAuth provider (hash tag `{mock-oauth}`: its own slot): `keys`, `code:<hash>`,
+        `token:<hash>`, `fail:<client id>`."""
+        return f"{self.namespace}{{mock-oauth}}:{suffix}"
+
+    # --- end mock OAuth provider ---
     # --- OAuth storage ---
 
     def oauth_state(self, state_hash: str) -> str:

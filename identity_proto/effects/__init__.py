@@ -74,6 +74,25 @@ from identity_proto.effects.email_sign_in import (
     SignInByEmail,
 )
 
+# --- mock OAuth provider (dev/test mode only) ---
+from identity_proto.effects.mock_oauth import (
+    EnsureMockSigningKeys,
+    GenerateMockSigningKeys,
+    LoadMockSigningKeys,
+    LoadMockToken,
+    MockAuthorization,
+    MockFailureKind,
+    MockSigningKeys,
+    MockToken,
+    RedeemMockCode,
+    RevokeMockToken,
+    SaveMockCode,
+    SaveMockTokens,
+    SetMockFailure,
+    TakeMockFailure,
+)
+
+# --- end mock OAuth provider ---
 # --- OAuth storage ---
 from identity_proto.effects.oauth import (
     AccountsWrite,
@@ -303,6 +322,24 @@ __all__ += [
     "RefreshProviderToken",
 ]
 
+# --- mock OAuth provider (dev/test mode only) ---
+__all__ += [
+    "EnsureMockSigningKeys",
+    "GenerateMockSigningKeys",
+    "LoadMockSigningKeys",
+    "LoadMockToken",
+    "MockAuthorization",
+    "MockFailureKind",
+    "MockSigningKeys",
+    "MockToken",
+    "RedeemMockCode",
+    "RevokeMockToken",
+    "SaveMockCode",
+    "SaveMockTokens",
+    "SetMockFailure",
+    "TakeMockFailure",
+]
+# --- end mock OAuth provider ---
 # --- OAuth storage ---
 __all__ += [
     "AccountsWrite",

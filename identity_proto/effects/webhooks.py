@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from identity_proto.effects.base import Effect, StorageEffect
-from identity_proto.events import StoredEvent
+from identity_proto.records import StoredEvent
 
 __all__ = [
     "RETRY_SCHEDULE_MS",

@@ -722,5 +722,6 @@ def oauth_token(ctx: RequestContext) -> Flow[Response]:
             "after_callback_redirect_url": after,
             "afterCallbackRedirectUrl": after,
         },
-        headers=(("cache-control", "no-store"), ("pragma", "no-cache")),
+        # Cache-Control: the base headers' "no-store, max-age=0" (a second Cache-Control header would be joined to it).
+        headers=(("pragma", "no-cache"),),
     )

@@ -62,6 +62,15 @@ if TYPE_CHECKING:
     )
 
     # --- end contact channels ---
+    # --- mock OAuth provider (dev/test mode only) ---
+    from identity_proto.schemas.mock_oauth import (
+        MockAuthorizeParams,
+        MockFailNextBody,
+        MockRevokeBody,
+        MockTokenForm,
+    )
+
+    # --- end mock OAuth provider ---
     # --- OAuth sign-in ---
     from identity_proto.schemas.oauth import (
         OAuthAuthorizeQuery,
@@ -181,6 +190,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "UserApiKeysQuery",
     ),
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
+    # --- mock OAuth provider (dev/test mode only) ---
+    "mock_oauth": ("MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"),
+    # --- end mock OAuth provider ---
     "outbox": ("OutboxQuery",),
     # --- OAuth sign-in ---
     "oauth": (
@@ -372,6 +384,9 @@ __all__ += [
     "VerificationCodeBody",
 ]
 # --- end contact channels ---
+# --- mock OAuth provider (dev/test mode only) ---
+__all__ += ["MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"]
+# --- end mock OAuth provider ---
 # --- OAuth sign-in ---
 __all__ += [
     "OAuthAuthorizeQuery",

@@ -97,6 +97,17 @@ from identity_proto.effects import (
     UseRefreshToken,
     VerifyContactChannel,
 )
+from identity_proto.effects.mock_oauth import (  # mock OAuth provider: test_mock_oauth_contract.py
+    EnsureMockSigningKeys,
+    LoadMockSigningKeys,
+    LoadMockToken,
+    RedeemMockCode,
+    RevokeMockToken,
+    SaveMockCode,
+    SaveMockTokens,
+    SetMockFailure,
+    TakeMockFailure,
+)
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.projects import new_project
 from identity_proto.records import Membership, Project, ProjectConfig, ProjectKeys, Team, TrustedDomain
@@ -625,6 +636,16 @@ CONTRACT_TESTED: set[type[Any]] = {
     UpdateContactChannel,
     DeleteContactChannel,
     VerifyContactChannel,
+    # --- mock OAuth provider: test_mock_oauth_contract.py ---
+    LoadMockSigningKeys,
+    EnsureMockSigningKeys,
+    SaveMockCode,
+    RedeemMockCode,
+    SaveMockTokens,
+    LoadMockToken,
+    RevokeMockToken,
+    SetMockFailure,
+    TakeMockFailure,
     # --- OAuth storage: test_oauth_store.py ---
     effects.SaveOAuthState,
     effects.TakeOAuthState,

@@ -38,7 +38,7 @@ from schemathesis.checks import (
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from identity_proto.auth import AccessType
-from identity_proto.routes import ROUTES, TESTING_ROUTES
+from identity_proto.routes import MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route
 from identity_testing import IdentityFake
 from tests.hardening._results import write_results
@@ -47,7 +47,7 @@ MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "5"))
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance, content_type_conformance]
 OPENAPI_PATH = "/api/v1/openapi.json"
 
-ALL_ROUTES: tuple[Route, ...] = ROUTES + TESTING_ROUTES
+ALL_ROUTES: tuple[Route, ...] = ROUTES + TESTING_ROUTES + MOCK_OAUTH_ROUTES  # all of a dev-mode service
 #: Schemathesis leaves out the operation that serves the document it loaded; everything else is fuzzed.
 FUZZED_ROUTES = tuple(r for r in ALL_ROUTES if r.pattern != OPENAPI_PATH)
 ADMIN_ONLY_ROUTES = tuple(r for r in FUZZED_ROUTES if r.access is not None and AccessType.SERVER not in r.access)
@@ -161,7 +161,9 @@ def _world(caller: str) -> World:
         "permission_id": "$read_members",
         "invitation_id": invitation["id"],  # team invitations
         "contact_channel_id": channels[0]["id"],  # contact channels: the user's primary e-mail
+        "provider_id": "github",  # OAuth: a provider served by the mock (configured below)
     }
+    project.use_mock_oauth("github")
     # API keys: both families on (off, every route answers one plain 400), and a key of the user's
     switched = {"config": {"allow_user_api_keys": True, "allow_team_api_keys": True}}
     with project.client("admin") as http:

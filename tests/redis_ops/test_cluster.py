@@ -127,6 +127,15 @@ from identity_proto.effects import (
     UserWrite,
     VerifyContactChannel,
 )
+from identity_proto.effects.mock_oauth import (
+    EnsureMockSigningKeys,
+    LoadMockToken,
+    MockSigningKeys,
+    MockToken,
+    SaveMockTokens,
+    SetMockFailure,
+    TakeMockFailure,
+)
 from identity_proto.errors import StorageUnavailable
 from identity_proto.records import (
     ApiKey,
@@ -577,6 +586,22 @@ def _oauth(store: RedisStore, p: str) -> None:
 # --- end OAuth storage ---
 
 
+# --- mock OAuth provider (dev/test mode; its keys under the hash tag {mock-oauth}) ---
+def _mock_oauth(store: RedisStore) -> None:
+    keys = MockSigningKeys(es256='{"kty": "EC"}', rs256='{"kty": "RSA"}')
+    assert store.apply(EnsureMockSigningKeys(keys)) == keys
+    assert store.apply(EnsureMockSigningKeys(MockSigningKeys(es256="other", rs256="other"))) == keys
+    token = MockToken("access", "github", "openid", "m@example.com", None, "ES256", T0 + 3_600_000)
+    store.apply(SaveMockTokens((("token-hash", token),), T0))
+    assert store.apply(LoadMockToken("token-hash")) == token
+    store.apply(SetMockFailure("invalid_grant", "github", T0, T0 + 600_000))
+    assert store.apply(TakeMockFailure("github", T0)) == "invalid_grant"
+    assert store.apply(TakeMockFailure("github", T0)) is None
+
+
+# --- end mock OAuth provider ---
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -594,6 +619,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _passwords(checked, p)
     _contact_channels(checked, p)
     _oauth(checked, p)  # OAuth storage
+    _mock_oauth(checked)  # the mock OAuth provider
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

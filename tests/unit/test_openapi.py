@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from identity_proto import Service, ServiceOptions
-from identity_proto.routes import ROUTES, TESTING_ROUTES
+from identity_proto.routes import MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
 from tests.support import Harness
 
 
@@ -24,7 +24,8 @@ def test_every_route_is_an_operation_and_test_only_routes_only_in_dev_mode() -> 
     production, dev = _document(False), _document(True)
     assert production["openapi"] == "3.1.0"
     assert _operations(production) == {(r.method, r.pattern) for r in ROUTES}
-    assert _operations(dev) == {(r.method, r.pattern) for r in ROUTES + TESTING_ROUTES}
+    assert _operations(dev) == {(r.method, r.pattern) for r in ROUTES + TESTING_ROUTES + MOCK_OAUTH_ROUTES}
+    assert not any("/mock-oauth/" in path for path in production["paths"])  # mock OAuth provider: dev only
     assert not any("/testing/" in path for path in production["paths"])
 
 
