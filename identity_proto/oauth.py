@@ -10,7 +10,9 @@ served by it too (the original's shared "MOCK" credentials, reference §7.7).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Any
 
 from identity_proto.effects.oauth_provider import ProviderEndpoints, ProviderSpec
 from identity_proto.records import OAuthProviderConfig
@@ -23,6 +25,7 @@ __all__ = [
     "mock_endpoints",
     "mock_issuer",
     "provider_spec",
+    "spec_for",
     "uses_mock",
 ]
 
@@ -174,3 +177,23 @@ def provider_spec(config: OAuthProviderConfig, endpoints: ProviderEndpoints | No
         endpoints=endpoints,
         token_auth_method=kind.token_auth_method,
     )
+
+
+def spec_for(
+    config: OAuthProviderConfig,
+    base_url: str,
+    discover: Callable[[str], Generator[Any, Any, ProviderEndpoints]],
+) -> Generator[Any, Any, ProviderSpec]:
+    """A flow: the spec of `config` as every caller needs it (sign-in, token refresh, token checks), so that a
+    provider is always the same client to its provider. A mock-served provider is the mock type, under this service
+    (`base_url`), with the provider id as its client id (the mock binds codes and tokens to it); an `oidc` issuer's
+    endpoints come from `discover(issuer_url)` (the caller's `DiscoverProvider`, its failures mapped its way)."""
+    if uses_mock(config):
+        mock = OAuthProviderConfig(
+            id=config.id, type="mock", client_id=config.id, client_secret=config.client_secret or MOCK_CLIENT_ID
+        )
+        return provider_spec(mock, mock_endpoints(base_url))
+    endpoints: ProviderEndpoints | None = None
+    if config.type == "oidc":
+        endpoints = yield from discover(config.issuer_url or "")
+    return provider_spec(config, endpoints)

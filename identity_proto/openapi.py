@@ -116,6 +116,27 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
                 "text/plain": {"schema": {"type": "string"}},
             },
         }
+    # Answers in OAuth 2's own error format (RFC 6749 §5.2 `{"error", "error_description"}`, RFC 6750 §3 for a bad
+    # bearer token): the mock provider's token and userinfo endpoints list their statuses in `oauth_errors`.
+    for status in route.flow.__dict__.get("oauth_errors", ()):
+        operation["responses"][str(status)] = {
+            "description": "An OAuth 2 error (RFC 6749 §5.2), or a known error",
+            "content": {
+                _JSON: {
+                    "schema": {
+                        "anyOf": [
+                            {"$ref": _REF.format(model="KnownError")},
+                            {
+                                "type": "object",
+                                "required": ["error"],
+                                "properties": {"error": {"type": "string"}, "error_description": {"type": "string"}},
+                            },
+                        ]
+                    }
+                },
+                "text/plain": {"schema": {"type": "string"}},
+            },
+        }
     if route.access is not None:
         operation["security"] = [_SECURITY_BY_ACCESS[t] for t in AccessType if t in route.access]
     if body_refs:

@@ -34,7 +34,7 @@ from identity_proto.effects.oauth_provider import (
 from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows.oauth_accounts import find_provider, load_user_or_404
 from identity_proto.http import Response
-from identity_proto.oauth import mock_endpoints, provider_spec, uses_mock
+from identity_proto.oauth import spec_for
 from identity_proto.records import OAuthAccount, OAuthProviderConfig
 from identity_proto.render import json_response
 
@@ -62,14 +62,9 @@ def _scopes(value: str | None) -> frozenset[str]:
 
 
 def provider_spec_for(ctx: RequestContext, provider: OAuthProviderConfig) -> Flow[ProviderSpec]:
-    """The spec the host's provider client needs: the well-known type's endpoints, the mock provider's (under
-    this service's base URL), or those an `oidc` issuer's discovery document names."""
-    if uses_mock(provider):
-        return provider_spec(provider, mock_endpoints(ctx.base_url))
-    if provider.type == "oidc" and provider.issuer_url is not None:
-        endpoints = yield from _provider_call(DiscoverProvider(provider.issuer_url))
-        return provider_spec(provider, endpoints)
-    return provider_spec(provider)
+    """The spec the host's provider client needs: the same as sign-in's (`identity_proto.oauth.spec_for`), so the
+    mock sees the client its tokens were issued to."""
+    return (yield from spec_for(provider, ctx.base_url, lambda issuer: _provider_call(DiscoverProvider(issuer))))
 
 
 def _provider_call(effect: Effect[T]) -> Flow[T]:

@@ -361,6 +361,9 @@ def _id_token(ctx: RequestContext, keys: MockSigningKeys, authorization: MockAut
 
 
 # --------------------------------------------------------------------------------------------------------------
+token.oauth_errors = (400, 401)  # type: ignore[attr-defined]  # for the OpenAPI document (`openapi._operation`)
+
+
 # Userinfo, JWKS
 
 
@@ -376,6 +379,9 @@ def userinfo(ctx: RequestContext) -> Flow[Response]:
     if stored.display_name:
         claims["name"] = stored.display_name
     return json_response(200, claims)
+
+
+userinfo.oauth_errors = (401,)  # type: ignore[attr-defined]
 
 
 def jwks(ctx: RequestContext) -> Flow[Response]:

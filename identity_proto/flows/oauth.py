@@ -51,7 +51,6 @@ from identity_proto.effects.oauth import (
 from identity_proto.effects.oauth_provider import (
     DiscoverProvider,
     ExchangeProviderCode,
-    ProviderEndpoints,
     ProviderFailure,
     ProviderGrant,
     ProviderIdentity,
@@ -64,7 +63,7 @@ from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import PUBLIC_CLIENT_SECRET, start_session
 from identity_proto.flows.signin import personal_team, personal_team_name, require_second_factor
 from identity_proto.http import Response
-from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES, mock_endpoints, provider_spec, uses_mock
+from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES, spec_for, uses_mock
 from identity_proto.provider_tokens import seal, token_key
 from identity_proto.ratelimits import address_bucket, check_under_limit, count_event, rule_for
 from identity_proto.records import OAuthAccount, OAuthProviderConfig, Project, User, replaced
@@ -145,17 +144,8 @@ def _provider(ctx: RequestContext, project: Project, provider_id: str) -> OAuthP
 
 
 def _spec(ctx: RequestContext, config: OAuthProviderConfig) -> Flow[ProviderSpec]:
-    """What the host's provider client needs for `config`: the mock's endpoints under this service, an OIDC
-    issuer's discovered ones, or the well-known type's."""
-    if uses_mock(config):
-        mock = OAuthProviderConfig(
-            id=config.id, type="mock", client_id=config.id, client_secret=config.client_secret or MOCK_CLIENT_ID
-        )
-        return provider_spec(mock, mock_endpoints(ctx.base_url))
-    endpoints: ProviderEndpoints | None = None
-    if config.type == "oidc":
-        endpoints = yield from _provider_call(DiscoverProvider(config.issuer_url or ""))
-    return provider_spec(config, endpoints)
+    """What the host's provider client needs for `config` (`identity_proto.oauth.spec_for`)."""
+    return (yield from spec_for(config, ctx.base_url, lambda issuer: _provider_call(DiscoverProvider(issuer))))
 
 
 def _kind(config: OAuthProviderConfig) -> str:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
 import httpx
 import jwt
@@ -585,3 +585,57 @@ def test_sign_up_disabled_comes_back_as_an_error_redirect(web: httpx.Client) -> 
     query = project.error_redirect(_email())
     assert query["errorCode"] == "SIGN_UP_NOT_ENABLED"
     assert json.loads(query["details"]) == {}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Connected accounts: the provider's own access token, stored sealed at sign-in, checked, then refreshed
+
+
+def test_a_connected_account_hands_out_the_providers_token_and_refreshes_it(web: httpx.Client) -> None:
+    project = OAuthProject(web)
+    email = _email()
+    token = project.sign_in(email)["access_token"]
+    listed = project.call("client", "GET", "/connected-accounts/me", token=token)
+    assert listed.status_code == 200, listed.text
+    assert [(a["provider"], a["provider_account_id"]) for a in listed.json()["items"]] == [("github", email)]
+    path = f"/connected-accounts/me/github/{quote(email, safe='')}/access-token"
+
+    def provider_token() -> httpx.Response:
+        return project.call("client", "POST", path, token=token, json={})
+
+    def accepted_by_provider(access_token: str) -> bool:
+        answer = web.get("/mock-oauth/userinfo", headers={"authorization": f"Bearer {access_token}"})
+        return answer.status_code == 200 and answer.json()["email"] == email
+
+    first = provider_token()
+    assert first.status_code == 201, first.text
+    stored = first.json()["access_token"]
+    assert accepted_by_provider(stored)
+    assert provider_token().json()["access_token"] == stored  # still good: the same one
+
+    project.hook("revoke", token=stored)  # the provider no longer accepts it: the stored refresh token is used
+    refreshed = provider_token()
+    assert refreshed.status_code == 201, refreshed.text
+    assert refreshed.json()["access_token"] != stored
+    assert accepted_by_provider(refreshed.json()["access_token"])
+
+    project.hook("revoke", token=refreshed.json()["access_token"])
+    project.hook("fail-next", kind="invalid_grant")  # and now the refresh is refused too
+    gone = provider_token()
+    assert gone.status_code == 400
+    assert gone.json()["code"] == "OAUTH_CONNECTION_DOES_NOT_HAVE_REQUIRED_SCOPE"
+
+
+def test_cancelling_at_the_providers_login_page_is_access_denied(web: httpx.Client) -> None:
+    project = OAuthProject(web)
+    started = project.authorize(verifier=project._verifier)
+    page = web.get(started.json()["location"])
+    form = _Form()
+    form.feed(page.text)
+    assert form.action is not None
+    cancel = web.post(urljoin(str(page.url), form.action), data={**form.inputs, "action": "cancel"})
+    assert cancel.status_code in (302, 303), cancel.text
+    assert _query(cancel.headers["location"])["error"] == "access_denied"
+    back = project.follow_to_app(cancel)
+    assert back.status_code == 307, back.text
+    assert _query(back.headers["location"])["errorCode"] == "OAUTH_PROVIDER_ACCESS_DENIED"
