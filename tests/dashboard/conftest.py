@@ -12,10 +12,13 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -371,3 +374,41 @@ def check_traffic(browser: Browser, backend: Backend) -> None:
         assert not re.search(r"Uncaught|SyntaxError|TypeError|ReferenceError", message), f"a script failed: {message}"
     assert browser.driver.execute_script("return window.localStorage.length") == 0, "a key was put in localStorage"
     assert browser.driver.execute_script("return document.cookie") == "", "the page set a cookie"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A browser app on another origin
+
+
+class _AppServer(ThreadingHTTPServer):
+    page: bytes
+
+
+class _AppHandler(BaseHTTPRequestHandler):
+    server: _AppServer
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(self.server.page)))
+        self.end_headers()
+        self.wfile.write(self.server.page)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve_page(page: str) -> Iterator[str]:
+    """Serve `page` at every path from Python's http.server on a free loopback port (another origin than the
+    service's); yields its origin, and stops the server afterwards."""
+    server = _AppServer(("127.0.0.1", 0), _AppHandler)
+    server.page = page.encode()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -8,16 +8,14 @@ known-error and request-id headers the SDK needs.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 
 from identity_hosting.settings import DEV_KEYS, DEV_PROJECT_ID
-from tests.dashboard.conftest import Browser
+from tests.dashboard.conftest import Browser, serve_page
 from tests.e2e.conftest import Server, start_hypercorn, stop_server
 
 pytestmark = pytest.mark.e2e
@@ -69,24 +67,6 @@ window.app = {
 """
 
 
-class _AppServer(ThreadingHTTPServer):
-    page: bytes
-
-
-class _AppHandler(BaseHTTPRequestHandler):
-    server: _AppServer
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(self.server.page)))
-        self.end_headers()
-        self.wfile.write(self.server.page)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def service() -> Iterator[Server]:
     """The service on its embedded defaults (memory store, dev project, outbox)."""
@@ -100,21 +80,13 @@ def service() -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def app_origin(service: Server) -> Iterator[str]:
     """The app's page, served by Python's http.server on another loopback port (another origin)."""
-    server = _AppServer(("127.0.0.1", 0), _AppHandler)
     values = {
         "service": service.base_url,
         "project_id": DEV_PROJECT_ID,
         "client_key": DEV_KEYS.publishable_client_key,
     }
-    server.page = (APP_PAGE % values).encode()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serve_page(APP_PAGE % values) as origin:
+        yield origin
 
 
 def _run(browser: Browser, call: str, *args: Any) -> dict[str, Any]:

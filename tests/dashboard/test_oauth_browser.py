@@ -8,15 +8,12 @@ it, the browser comes back through the service's callback to the page with the c
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
-from tests.dashboard.conftest import Backend, Browser, Project
+from tests.dashboard.conftest import Backend, Browser, Project, serve_page
 
 pytestmark = pytest.mark.e2e
 
@@ -78,24 +75,6 @@ if (location.pathname === "/callback") {
 """
 
 
-class _AppServer(ThreadingHTTPServer):
-    page: bytes
-
-
-class _AppHandler(BaseHTTPRequestHandler):
-    server: _AppServer
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(self.server.page)))
-        self.end_headers()
-        self.wfile.write(self.server.page)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def app_origin(backend: Backend, project: Project) -> Iterator[str]:
     """The app's page, served by Python's http.server on another loopback port (another origin)."""
@@ -106,17 +85,9 @@ def app_origin(backend: Backend, project: Project) -> Iterator[str]:
             json={"config": {"oauth_providers": [{"id": "github", "type": "github", "client_id": "MOCK"}]}},
         )
     assert patched.status_code == 200, patched.text
-    server = _AppServer(("127.0.0.1", 0), _AppHandler)
     values = {"service": backend.base_url, "project_id": project.id, "client_key": project.publishable_client_key}
-    server.page = (APP_PAGE % values).encode()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serve_page(APP_PAGE % values) as origin:
+        yield origin
 
 
 def test_a_browser_app_signs_in_through_the_mock_providers_login_page(

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import free_port, stop
+from tests.processes import RedisServer, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Generated or local directories of a checkout, left out when a test copies it (`shutil.ignore_patterns`).
@@ -92,3 +92,21 @@ def server() -> Iterator[Server]:
 def http(server: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.base_url, timeout=10.0) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def redis_hypercorn(redis_server: RedisServer) -> Iterator[Server]:
+    """The service on the session's real Redis, for one test module."""
+    running = start_hypercorn({"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": redis_server.url})
+    try:
+        yield running
+    finally:
+        stop_server(running)
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def base_url(request: pytest.FixtureRequest) -> str:
+    """The base URL of the service on the memory store, then on Redis (a test using it runs on both)."""
+    name = "server" if request.param == "memory" else "redis_hypercorn"
+    running: Server = request.getfixturevalue(name)
+    return running.base_url

@@ -13,8 +13,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RedisServer
-from tests.e2e.conftest import Server, start_hypercorn, stop_server
 from tests.support import internal_headers
 
 pytestmark = pytest.mark.e2e
@@ -23,22 +21,6 @@ NOWHERE = "33333333-3333-4333-8333-333333333333"
 #: The original's format: prefix, 45 Crockford characters, the key id without dashes, the type, the flag, the
 #: marker, the CRC32 of all that in hex.
 KEY_FORMAT = re.compile(r"^(sk|pk)_([0-9a-hjkmnp-tv-z]{45})([0-9a-f]{32})(user|team)([0-3])574ck4u7h([0-9a-f]{8})$")
-
-
-@pytest.fixture(scope="module")
-def redis_hypercorn(redis_server: RedisServer) -> Iterator[Server]:
-    running = start_hypercorn({"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": redis_server.url})
-    try:
-        yield running
-    finally:
-        stop_server(running)
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def base_url(request: pytest.FixtureRequest) -> str:
-    name = "server" if request.param == "memory" else "redis_hypercorn"
-    running: Server = request.getfixturevalue(name)
-    return running.base_url
 
 
 class Project:

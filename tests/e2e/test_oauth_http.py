@@ -23,8 +23,6 @@ import httpx
 import jwt
 import pytest
 
-from tests.conftest import RedisServer
-from tests.e2e.conftest import Server, start_hypercorn, stop_server
 from tests.support import internal_headers
 
 pytestmark = pytest.mark.e2e
@@ -33,22 +31,6 @@ pytestmark = pytest.mark.e2e
 APP_CALLBACK = "http://localhost:3000/handler/oauth-callback"
 APP_ERROR = "http://localhost:3000/handler/error"
 SENTINEL = "__stack_public_client__"
-
-
-@pytest.fixture(scope="module")
-def redis_hypercorn(redis_server: RedisServer) -> Iterator[Server]:
-    running = start_hypercorn({"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": redis_server.url})
-    try:
-        yield running
-    finally:
-        stop_server(running)
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def base_url(request: pytest.FixtureRequest) -> str:
-    name = "server" if request.param == "memory" else "redis_hypercorn"
-    running: Server = request.getfixturevalue(name)
-    return running.base_url
 
 
 @pytest.fixture
