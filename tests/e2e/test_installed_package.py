@@ -138,6 +138,10 @@ def test_wheel_install_serves_api_and_dashboard(hypercorn_from_install: str) -> 
         assert script.status_code == 200
         assert script.headers["content-type"].startswith("text/javascript")
         assert "import" in script.text
+        # The mock OAuth provider of dev mode (the installed service's default) is there too.
+        discovery = http.get("/mock-oauth/.well-known/openid-configuration")
+        assert discovery.status_code == 200
+        assert discovery.json()["issuer"] == f"{hypercorn_from_install}/mock-oauth"
 
 
 DOWNSTREAM_TESTS = """
@@ -159,6 +163,16 @@ def test_a_fixture_of_the_plugin_works(identity_project, identity_server_client)
     listed = identity_server_client.get("/api/v1/users").json()["items"]
     assert [u["id"] for u in listed] == [user["id"]]
     assert "identity_proto" in sys.modules
+
+
+def test_oauth_sign_in_through_the_mock_provider(identity_project):
+    identity_project.use_mock_oauth("github")
+    tokens = identity_project.oauth_sign_in("github", email="grace@example.com", display_name="Grace")
+    assert tokens["is_new_user"] is True
+    with identity_project.client("client", access_token=tokens["access_token"]) as http:
+        me = http.get("/api/v1/users/me").json()
+    assert (me["primary_email"], me["display_name"]) == ("grace@example.com", "Grace")
+    assert [p["id"] for p in me["oauth_providers"]] == ["github"]
 """
 
 
@@ -177,4 +191,4 @@ def test_downstream_project_with_generic_module_names(installed: Path, tmp_path:
         timeout=300,
     )
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert "2 passed" in finished.stdout
+    assert "3 passed" in finished.stdout
