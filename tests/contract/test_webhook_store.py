@@ -52,6 +52,7 @@ from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.flows.projects import new_project
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import SeededEntropy
+from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import OTHER_PROJECT, PROJECT, T0, in_threads
 
 #: The service's clock in these tests (the stores take it from the effects).
@@ -662,3 +663,27 @@ def test_the_stores_test_event_type_is_the_events_one() -> None:
     from identity_proto import effects, events
 
     assert effects.TEST_EVENT_TYPE == events.TEST_EVENT_TYPE
+
+
+def test_async_stores_list_events_and_run_the_delivery_steps(async_store: AsyncBackend) -> None:
+    async def scenario(store: Any) -> None:
+        await store.apply(CreateWebhookEndpoint(PROJECT, endpoint("ep-1")))
+        first = await store.apply(AddTestEvent(PROJECT, "ep-1", '{"n":1}', NOW))
+        second = await store.apply(AddTestEvent(PROJECT, "ep-1", '{"n":2}', NOW))
+        assert await store.apply(ListEvents(PROJECT)) == (first, second)
+        assert await store.apply(ListEvents(PROJECT, after=first.id)) == (second,)
+        assert await store.apply(ListWebhookProjects()) == (PROJECT,)
+        assert await store.apply(FanOutEvents(PROJECT, NOW)) == 2
+        claimed = await store.apply(ClaimDeliveries(PROJECT, NOW, LEASE_MS, 5, tokens(5)))
+        assert [c.event for c in claimed] == [first, second]
+        for one in claimed:
+            delivery = one.delivery
+            ok = attempt(NOW + 1, 200, None)
+            assert await store.apply(RecordAttempt(PROJECT, "ep-1", delivery.message_id, one.claim_token, ok))
+        listed = await store.apply(ListDeliveries(PROJECT, "ep-1"))
+        assert [(d.message_id, d.state) for d in listed] == [
+            (second.id, DeliveryState.SUCCEEDED),
+            (first.id, DeliveryState.SUCCEEDED),
+        ]
+
+    async_store.run(scenario)
