@@ -602,6 +602,31 @@ def _mock_oauth(store: RedisStore) -> None:
 # --- end mock OAuth provider ---
 
 
+# --- webhooks (the set of projects with endpoints under the hash tag {webhooks}) ---
+def _webhooks(store: RedisStore, p: str) -> None:
+    from identity_proto import effects as wh
+
+    endpoint = wh.WebhookEndpoint("ep-1", "https://hooks.example.com/h", "whsec_c2VjcmV0", created_at_millis=T0)
+    store.apply(wh.CreateWebhookEndpoint(p, endpoint))
+    assert store.apply(wh.ListWebhookProjects()) == (p,)
+    assert store.apply(wh.UpdateWebhookEndpoint(p, endpoint)) == endpoint
+    event = store.apply(wh.AddTestEvent(p, "ep-1", '{"n":1}', T0))
+    assert store.apply(wh.ListEvents(p)) == (event,)
+    assert store.apply(wh.FanOutEvents(p, T0)) == 1
+    (claimed,) = store.apply(wh.ClaimDeliveries(p, T0, 1_000, 1, ("token",)))
+    failed = wh.DeliveryAttempt(T0, 500, 3, "HTTP 500")
+    assert store.apply(wh.RecordAttempt(p, "ep-1", event.id, "token", failed)) is True
+    assert store.apply(wh.ReplayDelivery(p, "ep-1", event.id, T0 + 1)) is not None
+    assert [d.attempts for d in store.apply(wh.ListDeliveries(p, "ep-1"))] == [(failed,)]
+    store.apply(wh.TrimWebhookData(p, 0, 10))
+    assert claimed.event == event
+    store.apply(wh.CreateWebhookEndpoint(p, wh.WebhookEndpoint("ep-2", "https://h.example.com", "whsec_eA==")))
+    assert store.apply(wh.DeleteWebhookEndpoint(p, "ep-2")) is True
+
+
+# --- end webhooks ---
+
+
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
     assert checked.apply(CreateProject(project_record(p))) is True
@@ -620,6 +645,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _contact_channels(checked, p)
     _oauth(checked, p)  # OAuth storage
     _mock_oauth(checked)  # the mock OAuth provider
+    _webhooks(checked, p)  # webhooks
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

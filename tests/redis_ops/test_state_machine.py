@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
+import re  # webhooks
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -39,6 +40,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from backends.memory import MemoryStore, Tenant
 from backends.redis import RedisStore
+from backends.redis.lua import _EMIT_EVENT  # webhooks
+from identity_proto import effects as _effects  # webhooks
 from identity_proto.effects import (
     AcceptTeamInvitation,
     AddMembership,
@@ -173,8 +176,9 @@ FAMILIES = (
     "passwords",
     "channels",
     "oauth",  # OAuth storage
+    "webhooks",  # webhook endpoints, fan-out, claims, attempts, replay, retention
 )
-FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2, 2, 3, 3)
+FAMILY_WEIGHTS = (5, 2, 2, 2, 3, 4, 1, 1, 2, 2, 2, 2, 3, 3, 5)
 
 MAX_EXAMPLES = 45
 STEPS_PER_EXAMPLE = 100
@@ -300,6 +304,10 @@ class StoresAgree(RuleBasedStateMachine):
         self.redis = RedisStore(self.client, namespace=self.namespace)
         self.serial = itertools.count()
         self.token_rows: list[str] = []  # OAuth: every account row id made, in order
+        # webhooks: per project, each store's message ids -> a common label (the stores name events differently);
+        # the claims made (their tokens), and the tenant object the labels are of (a reset makes a new one)
+        self.event_labels: dict[str, tuple[dict[str, str], dict[str, str], object]] = {}
+        self.claims: list[tuple[str, Any]] = []
         self.counts.examples += 1
 
     def teardown(self) -> None:
@@ -948,6 +956,146 @@ class StoresAgree(RuleBasedStateMachine):
             else:
                 self.both(ConsumeOuterCode(project_id, code_hash))
 
+    # ---- webhooks
+
+    def _labels(self, project_id: str) -> tuple[dict[str, str], dict[str, str]]:
+        """Each store's message ids of the project's events, labelled alike: the events each lists that have no
+        label yet are the newest, recorded in the same order on both (a reset starts the labels afresh)."""
+        tenant = self.memory.tenants.get(project_id)
+        memory_ids, redis_ids, of = self.event_labels.get(project_id, ({}, {}, tenant))
+        if of is not tenant:
+            memory_ids, redis_ids = {}, {}
+        self.event_labels[project_id] = (memory_ids, redis_ids, tenant)
+        listing = _effects.ListEvents(project_id, limit=10_000)
+        new_memory = [e.id for e in self.memory.apply(listing) if e.id not in memory_ids]
+        new_redis = [e.id for e in self.redis.apply(listing) if e.id not in redis_ids]
+        assert len(new_memory) == len(new_redis), f"the stores recorded different events: {new_memory} {new_redis}"
+        for memory_id, redis_id in zip(new_memory, new_redis, strict=True):
+            label = f"ev{next(self.serial)}"
+            memory_ids[memory_id], redis_ids[redis_id] = label, label
+        return memory_ids, redis_ids
+
+    def both_events(
+        self,
+        project_id: str,
+        memory_effect: Any,
+        redis_effect: Any = None,
+        labels: tuple[dict[str, str], dict[str, str]] | None = None,
+    ) -> str:
+        """`both` for effects naming or returning events: each store's message ids compared by label, and the
+        events' `created_at_millis` (each store's own clock) left out."""
+        memory_ids, redis_ids = labels or self._labels(project_id)
+        memory = _outcome(self.memory, memory_effect)
+        redis_side = _outcome(self.redis, memory_effect if redis_effect is None else redis_effect)
+        self.counts.effects += 1
+
+        def normal(outcome: tuple[str, str], labels: dict[str, str]) -> tuple[str, str]:
+            text = re.sub(r"(StoredEvent\(id='[^']*', type='[^']*', created_at_millis=)\d+", r"\g<1>0", outcome[1])
+            text = re.sub(r"'(msg_[^']*)'", lambda m: "'" + labels.get(m.group(1), "unlabelled") + "'", text)
+            return outcome[0], text
+
+        memory, redis_side = normal(memory, memory_ids), normal(redis_side, redis_ids)
+        assert memory == redis_side, (
+            f"the stores disagree on {memory_effect!r}:\n  memory: {memory}\n  redis: {redis_side}"
+        )
+        return memory[1]
+
+    def webhooks(self, data: st.DataObject, project_id: str) -> None:
+        ops = ("endpoint", "update", "delete", "event", "event", "event", "test", "test", "fan_out", "claim",
+               "attempt", "deliver", "deliver", "deliver", "replay", "trim")  # fmt: skip
+        tenant = self._tenant(project_id)
+        n, op = self.step(ops, grow=not tenant.webhook_endpoints)
+        endpoint_id = self._pick(sorted(tenant.webhook_endpoints), ("ep-1", "ep-2", "ep-3"))
+        now = T0 + n * 1_000
+        if op == "deliver":  # an event or two, then the delivery loop's steps, each attempt with a random outcome
+            if self.random.random() < 0.5:
+                self.both_events(project_id, _effects.AddTestEvent(project_id, endpoint_id, "{}", now))
+            if self.random.random() < 0.5:
+                self.record_event(project_id)
+            self.both(_effects.FanOutEvents(project_id, now))
+            tokens = tuple(f"tok-{n}-{i}" for i in range(5))
+            self.both_events(project_id, _effects.ClaimDeliveries(project_id, now, 60_000, 5, tokens))
+            for claimed_endpoint, message_id, token in self._memory_claims(project_id, tokens):
+                self.record_attempt(project_id, claimed_endpoint, message_id, token, now + 1)
+            return
+        if op in {"endpoint", "update"}:
+            endpoint = _effects.WebhookEndpoint(
+                endpoint_id,
+                f"https://hooks.example/{n}",
+                "whsec_c2VjcmV0",
+                description=data.draw(SHORT_TEXT, label="description"),
+                event_types=data.draw(st.none() | st.just(()) | st.just(("user.created",)), label="event types"),
+                disabled=self.random.random() < 0.2,
+                created_at_millis=self.random.choice(TIMES),
+            )
+            made = _effects.CreateWebhookEndpoint if op == "endpoint" else _effects.UpdateWebhookEndpoint
+            self.both(made(project_id, endpoint))
+        elif op == "delete":
+            self.both(_effects.DeleteWebhookEndpoint(project_id, endpoint_id))
+        elif op == "event":
+            self.record_event(project_id)
+        elif op == "test":
+            self.both_events(project_id, _effects.AddTestEvent(project_id, endpoint_id, f'{{"n":{n}}}', now))
+        elif op == "fan_out":
+            self.both(_effects.FanOutEvents(project_id, now, limit=self.random.choice((1, 3, 100))))
+        elif op == "claim":
+            limit = self.random.choice((1, 2, 10))
+            tokens = tuple(f"tok-{n}-{i}" for i in range(limit))
+            lease = self.random.choice((0, 60_000))
+            self.both_events(project_id, _effects.ClaimDeliveries(project_id, now, lease, limit, tokens))
+            self.claims += [(project_id, c) for c in self._memory_claims(project_id, tokens)]
+        elif op == "attempt":
+            mine = [c for p, c in self.claims if p == project_id]
+            if mine:
+                self.record_attempt(project_id, *self.random.choice(mine), now)
+        elif op == "replay":
+            memory_ids, redis_ids = self._labels(project_id)
+            made = sorted(tenant.deliveries)  # mostly a delivery that exists, else any event to any endpoint
+            pairs = made if made and self.random.random() < 0.8 else [(endpoint_id, i) for i in sorted(memory_ids)]
+            if not pairs:
+                return
+            endpoint_id, message_id = self.random.choice(pairs)
+            redis_id = {label: i for i, label in redis_ids.items()}.get(memory_ids.get(message_id, ""), "msg_0-0")
+            self.both_events(
+                project_id,
+                _effects.ReplayDelivery(project_id, endpoint_id, message_id, now),
+                _effects.ReplayDelivery(project_id, endpoint_id, redis_id, now),
+            )
+        else:
+            self._labels(project_id)
+            before = self.random.choice((0, T0 + n * 500, T0 + 10**12))
+            self.both(_effects.TrimWebhookData(project_id, before, self.random.choice((0, 1, 3, 100))))
+
+    def record_event(self, project_id: str) -> None:
+        """Record an event on both stores as a write's handler or script does (the transactional outbox)."""
+        self._labels(project_id)
+        event_type = self.random.choice(("user.created", "team.deleted"))
+        with self.memory._lock:
+            self.memory.tenant(project_id).record_event(event_type, ids=("u0", "t0"))
+        body = _EMIT_EVENT + "emit_event(KEYS[1], ARGV[1], '', '', ARGV[2])\nreturn 1\n"
+        self.client.eval(body, 1, self.redis.keys.events(project_id), event_type, "u0\nt0")  # type: ignore[no-untyped-call]
+
+    def record_attempt(self, project_id: str, endpoint_id: str, message_id: str, token: str, now: int) -> None:
+        """RecordAttempt on both stores, the memory store's message id translated to Redis's."""
+        memory_ids, redis_ids = self._labels(project_id)
+        redis_id = {label: i for i, label in redis_ids.items()}.get(memory_ids.get(message_id, ""), "msg_0-0")
+        status = self.random.choice((200, 204, 500, 500, None))
+        attempt = _effects.DeliveryAttempt(now, status, 5, None if status in (200, 204) else "failed")
+        self.both_events(
+            project_id,
+            _effects.RecordAttempt(project_id, endpoint_id, message_id, token, attempt),
+            _effects.RecordAttempt(project_id, endpoint_id, redis_id, token, attempt),
+        )
+
+    def _memory_claims(self, project_id: str, tokens: tuple[str, ...]) -> list[tuple[str, str, str]]:
+        """(endpoint id, message id, token) of the memory store's deliveries claimed with one of `tokens`."""
+        tenant = self._tenant(project_id)
+        return [
+            (endpoint_id, message_id, row.claim_token)
+            for (endpoint_id, message_id), row in tenant.deliveries.items()
+            if row.claim_token in tokens
+        ]
+
     # ---- after every step: the whole observable state
 
     @invariant()
@@ -974,6 +1122,14 @@ class StoresAgree(RuleBasedStateMachine):
                 self.both(FindUserByOAuthAccount(project_id, provider, account_id))
         for row in self.token_rows[-6:]:
             self.both(LoadProviderTokens(PROJECTS[0], row))
+        # webhooks: the projects with endpoints; each project's endpoints, events and deliveries
+        self.both(_effects.ListWebhookProjects())
+        for project_id in PROJECTS:
+            self.both(_effects.ListWebhookEndpoints(project_id))
+            labels = self._labels(project_id)
+            self.both_events(project_id, _effects.ListEvents(project_id, limit=10_000), labels=labels)
+            for endpoint_id in ("ep-1", "ep-2", "ep-3"):
+                self.both_events(project_id, _effects.ListDeliveries(project_id, endpoint_id), labels=labels)
         # API keys: of the project most steps go to (their keys go with their owner, on both stores alike)
         for owner_type, owners in ((ApiKeyType.USER, USERS), (ApiKeyType.TEAM, TEAMS)):
             for owner_id in owners:
