@@ -2,8 +2,7 @@
 names records exactly its events, in order, in the same atomic step as the change (`identity_proto.events`);
 `event_data` renders them as the original's payloads; a refused write records none.
 
-The events are read as the stores keep them (`recorded`: the memory tenant's list, the Redis stream), so these
-tests prove what each write records, not how events are later listed or delivered."""
+The events are read back with `ListEvents`, in pages, as the delivery loop reads them."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 
 from backends.memory import MemoryStore
-from backends.redis import RedisStore
 from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store
@@ -29,6 +27,7 @@ from identity_proto.effects import (
     EmailSignInOutcome,
     GrantProjectPermissions,
     InvitationAcceptance,
+    ListEvents,
     LoadTeam,
     LoadUser,
     PasswordWrite,
@@ -71,24 +70,13 @@ CONFIG = ProjectConfig()
 
 
 def recorded(store: Store, project_id: str = PROJECT) -> list[StoredEvent]:
-    """Every event the store recorded for the project, oldest first, as it keeps them."""
-    if isinstance(store, MemoryStore):
-        return list(store.tenant(project_id).events)
-    assert isinstance(store, RedisStore)
-    out = []
-    for entry_id, raw in store.client.xrange(store.keys.events(project_id)):
-        fields = {key.decode(): value.decode() for key, value in raw.items()}
-        out.append(
-            StoredEvent(
-                f"msg_{entry_id.decode()}",
-                fields["t"],
-                int(entry_id.split(b"-")[0]),
-                record=fields["r"] or None,
-                team=fields["m"] or None,
-                ids=tuple(fields["i"].split("\n")) if fields["i"] else (),
-            )
-        )
-    return out
+    """Every event the store recorded for the project, oldest first (`ListEvents`, page by page)."""
+    out: list[StoredEvent] = []
+    while True:
+        page = store.apply(ListEvents(project_id, after=out[-1].id if out else None, limit=7))
+        out.extend(page)
+        if len(page) < 7:
+            return out
 
 
 def events(store: Store, project_id: str = PROJECT) -> list[tuple[str, Any]]:
