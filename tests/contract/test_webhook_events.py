@@ -6,14 +6,18 @@ The events are read back with `ListEvents`, in pages, as the delivery loop reads
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import orjson
 import pytest
+from redis.crc import key_slot
 
 from backends.memory import MemoryStore
+from backends.redis import RedisStore
 from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
-from identity_proto.drivers import Store
+from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     AcceptTeamInvitation,
     AddMembership,
@@ -46,10 +50,12 @@ from identity_proto.effects import (
     UpgradeAnonymousUser,
     UpgradeRefusal,
     UserWrite,
+    perform,
 )
 from identity_proto.events import EVENT_TYPES, StoredEvent, event_data, event_payload
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
 from identity_proto.render import render_team, render_user
+from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
@@ -460,3 +466,60 @@ def test_the_user_in_user_created_is_the_user_as_stored_at_that_moment(store: St
     store.apply(CreateUser(PROJECT, make_user("ada", display_name="First")))
     store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Second"), records_update=True))
     assert [data["display_name"] for _, data in events(store)] == ["First", "Second"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Redis: the stream the scripts append to
+
+
+def test_redis_scripts_append_events_to_the_projects_stream_in_its_slot(redis_store: RedisStore) -> None:
+    user = make_user("ada", "ada@example.com")
+    redis_store.apply(CreateUser(PROJECT, user))
+    redis_store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    redis_store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
+    redis_store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Ada"), records_update=True))
+    redis_store.apply(RemoveMembership(PROJECT, "team-1", "ada"))
+    client, keys = redis_store.client, redis_store.keys
+    stream = keys.events(PROJECT)
+    assert stream == f"{keys.namespace}{{p:{PROJECT}}}:events"
+    assert key_slot(stream.encode()) == key_slot(keys.user(PROJECT, "ada").encode())
+    assert client.type(stream) == b"stream"
+    entries = [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in client.xrange(stream)]
+    assert [entry["t"] for entry in entries] == [
+        "user.created",
+        "team.created",
+        "user.updated",
+        "team_membership.deleted",
+    ]
+    # a record is the JSON text of the stored hash (one field per record field), never re-encoded
+    created = orjson.loads(entries[0]["r"])
+    assert set(created) == {f.name for f in dataclasses.fields(User)}
+    assert created["primary_email"] == "ada@example.com"
+    assert (entries[0]["m"], entries[0]["i"]) == ("", "")
+    assert orjson.loads(entries[2]["m"])["id"] == "team-1"  # the selected team, as stored
+    assert (entries[3]["r"], entries[3]["m"], entries[3]["i"]) == ("", "", "team-1\nada")
+
+
+def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> None:
+    async def scenario(store: Any) -> list[tuple[str, Any]]:
+        async def do(effect: Any) -> Any:
+            return await arun(perform(effect), store)
+
+        await do(CreateUser(PROJECT, make_user("ada")))
+        await do(CreateTeam(PROJECT, make_team("team-1")))
+        await do(AddMembership(PROJECT, make_membership("team-1", "ada", permissions=("team_member",))))
+        await do(UpdateUserWithTeam(UpdateUser(PROJECT, "ada", UserChanges.of(), records_update=True)))
+        await do(DeleteUser(PROJECT, "ada"))
+        listed = await do(ListEvents(PROJECT))
+        return [(event.type, event_data(event, CONFIG)) for event in listed]
+
+    ids = {"team_id": "team-1", "user_id": "ada"}
+    assert async_store.run(scenario) == [
+        ("user.created", server_user(make_user("ada"))),
+        ("team.created", server_team(make_team("team-1"))),
+        ("team_membership.created", ids),
+        ("team_permission.created", {"id": "team_member", **ids}),
+        ("user.updated", server_user(make_user("ada"))),
+        ("team_membership.deleted", ids),
+        ("user.deleted", {"id": "ada", "teams": [{"id": "team-1"}]}),
+    ]
