@@ -220,6 +220,51 @@ end
 """
 # --- end webhooks ---
 
+
+# --- webhook events (which write records which event: `identity_proto.events.EVENT_TYPES`) ---
+#: Lua: a user's event (`user.created` / `user.updated`) with the user as stored now (KEYS `user_key`). With a
+#: `team_prefix` ('' for none) the user's selected team is recorded too; `unselected` records the user without
+#: its selected team (a sign-up's `user.created` comes before its personal team's `team.created`). Needs
+#: `_RECORD_JSON` and `_EMIT_EVENT`.
+_EMIT_USER_EVENT = """
+local function emit_user_event(events_key, event_type, user_key, team_prefix, unselected)
+  local fields = redis.call('HGETALL', user_key)
+  local team = ''
+  for i = 1, #fields, 2 do
+    if fields[i] == 'selected_team_id' then
+      if unselected then
+        fields[i + 1] = 'null'
+      elseif team_prefix ~= '' and fields[i + 1] ~= 'null' then
+        local stored = redis.call('HGETALL', team_prefix .. cjson.decode(fields[i + 1]))
+        if #stored > 0 then team = record_json(stored) end
+      end
+    end
+  end
+  emit_event(events_key, event_type, record_json(fields), team, '')
+end
+"""
+
+#: Lua: a team's event (`team.created` / `team.updated`) with the team as stored now. Needs `_RECORD_JSON` and
+#: `_EMIT_EVENT`.
+_EMIT_TEAM_EVENT = """
+local function emit_team_event(events_key, event_type, team_key)
+  emit_event(events_key, event_type, record_json(redis.call('HGETALL', team_key)), '', '')
+end
+"""
+
+#: Lua: a membership added: `team_membership.created`, then one `team_permission.created` per id of
+#: `permissions` (a list of permission ids, in the membership's order). Needs `_EMIT_EVENT`.
+_EMIT_MEMBERSHIP_CREATED = """
+local function emit_membership_created(events_key, team_id, user_id, permissions)
+  emit_event(events_key, 'team_membership.created', '', '', team_id .. '\\n' .. user_id)
+  for _, permission in ipairs(permissions) do
+    emit_event(events_key, 'team_permission.created', '', '', permission .. '\\n' .. team_id .. '\\n' .. user_id)
+  end
+end
+"""
+# --- end webhook events ---
+
+
 # --- webhooks: the delivery scripts' shared functions (backends.redis.webhooks) ---
 #: Lua: stream entry ids (``<ms>-<seq>``): `wh_less` compares two; `wh_sortable` makes the text whose byte order is
 #: theirs (each part 20 digits: the first part of a delivery id, `keys.webhook_delivery_id`), `wh_entry_id` undoes
