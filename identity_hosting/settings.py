@@ -124,6 +124,10 @@ class Settings:
     #: Seconds each call to an OAuth provider may take (connect, each read) before it counts as unavailable.
     oauth_timeout_s: float = 10.0
     # --- end OAuth provider side ---
+    # --- webhook endpoints ---
+    #: Production: endpoint URLs may name private/loopback addresses and local names (IDENTITY_WEBHOOK_ALLOW_PRIVATE).
+    webhook_allow_private: bool = False
+    # --- end webhook endpoints ---
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -201,7 +205,13 @@ class Settings:
         if not 0.1 <= oauth_timeout_s <= 120:  # also refuses nan and inf
             raise ConfigurationError("IDENTITY_OAUTH_TIMEOUT_SECONDS must be between 0.1 and 120")
         # --- end OAuth provider side ---
+        # --- webhook endpoints ---
+        webhook_allow_private = env.get("IDENTITY_WEBHOOK_ALLOW_PRIVATE", "0").strip().lower()
+        if webhook_allow_private not in {"0", "1"}:
+            raise ConfigurationError("IDENTITY_WEBHOOK_ALLOW_PRIVATE must be 1 or 0")
+        # --- end webhook endpoints ---
         return cls(
+            webhook_allow_private=webhook_allow_private == "1",  # webhook endpoints
             oauth_timeout_s=oauth_timeout_s,
             oauth_token_key=oauth_token_key,
             redis_cluster=redis_cluster == "1",
@@ -231,6 +241,7 @@ class Settings:
             rate_limits_enabled=self.rate_limits,
             trusted_proxy_header=self.trusted_proxy_header,
             oauth_token_key=self.oauth_token_key,
+            webhook_allow_private=self.webhook_allow_private,  # webhook endpoints
         )
 
     @property
