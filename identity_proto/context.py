@@ -51,6 +51,11 @@ class ServiceOptions:
     #: OAuth: the AES-256 key provider tokens are sealed with at rest (`identity_proto.provider_tokens`); None: the
     #: public dev key in dev mode, and no provider token stored at all otherwise.
     oauth_token_key: bytes | None = field(default=None, repr=False)
+    # --- webhook endpoints ---
+    #: Production: allow endpoint URLs on private, loopback and link-local addresses and local host names (dev mode
+    #: always allows them; see `flows.webhooks.check_endpoint_url`).
+    webhook_allow_private: bool = False
+    # --- end webhook endpoints ---
     # --- webhooks: delivery ---
     #: Retention of webhook events and settled deliveries (`TrimWebhookData`): recorded this long ago at most...
     webhook_retention_ms: int = 72 * 3600 * 1000
