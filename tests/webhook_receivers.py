@@ -66,8 +66,8 @@ class Receiver:
 
 
 @contextmanager
-def running_receiver(verify: Callable[[bytes, dict[str, str]], Any] | None = None) -> Iterator[Receiver]:
-    """A receiver on a free loopback port for the duration of the block."""
+def running_receiver(verify: Callable[[bytes, dict[str, str]], Any] | None = None, port: int = 0) -> Iterator[Receiver]:
+    """A receiver on a loopback port (`port`, or a free one) for the duration of the block."""
     receiver_box: list[Receiver] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -104,7 +104,7 @@ def running_receiver(verify: Callable[[bytes, dict[str, str]], Any] | None = Non
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet."""
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     receiver = Receiver(url=f"http://127.0.0.1:{server.server_address[1]}/hook", verify=verify)
     receiver_box.append(receiver)
@@ -117,3 +117,37 @@ def running_receiver(verify: Callable[[bytes, dict[str, str]], Any] | None = Non
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def svix_verifier(secret: str) -> Callable[[bytes, dict[str, str]], Any]:
+    """A receiver's check with the `svix` library, as its documentation shows it (timestamp within 5 min)."""
+    import svix.webhooks
+
+    return lambda body, headers: svix.webhooks.Webhook(secret).verify(body, headers)
+
+
+def standard_verifier(secret: str) -> Callable[[bytes, dict[str, str]], Any]:
+    """A receiver's check with the `standardwebhooks` library (the `webhook-*` headers alone)."""
+    import standardwebhooks.webhooks
+
+    def verify(body: bytes, headers: dict[str, str]) -> Any:
+        only = {name: value for name, value in headers.items() if not name.startswith("svix-")}
+        return standardwebhooks.webhooks.Webhook(secret).verify(body, only)
+
+    return verify
+
+
+def signed_at_its_timestamp(secret: str) -> Callable[[bytes, dict[str, str]], None]:
+    """The signature check of `standardwebhooks` without its tolerance on the timestamp: for tests that move the
+    service's clock far from the real one (the headers carry the service's time)."""
+    from datetime import UTC, datetime
+
+    import standardwebhooks.webhooks
+
+    def verify(body: bytes, headers: dict[str, str]) -> None:
+        stamp = datetime.fromtimestamp(int(headers["webhook-timestamp"]), tz=UTC)
+        expected = standardwebhooks.webhooks.Webhook(secret).sign(headers["webhook-id"], stamp, body.decode())
+        if expected not in headers["webhook-signature"].split(" "):
+            raise ValueError("no signature matches")
+
+    return verify
