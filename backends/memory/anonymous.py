@@ -7,7 +7,7 @@ from backends.memory.oauth import upgrade_claiming_account
 from backends.memory.sessions import _create_session
 from backends.memory.store import MemoryStore, _performs
 from backends.memory.teams import _create_team
-from backends.memory.users import _create_user, _update_user
+from backends.memory.users import _update_user, insert_user, record_user_created, record_user_updated
 from identity_proto.effects import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
     CreateSession,
@@ -27,7 +27,8 @@ def _sign_up_anonymously(store: MemoryStore, effect: SignUpAnonymously) -> User 
     project_id = effect.project_id
     if effect.user.id in store.tenant(project_id).users:
         return None
-    _create_user(store, CreateUser(project_id, effect.user))  # no auth e-mail: nothing else can refuse it
+    insert_user(store, CreateUser(project_id, effect.user))  # no auth e-mail: nothing else can refuse it
+    record_user_created(store.tenant(project_id), effect.user)  # webhooks: before its team's team.created
     if effect.personal_team is not None:
         _create_team(store, CreateTeam(project_id, *effect.personal_team))
     _create_session(store, CreateSession(project_id, effect.session))
@@ -57,4 +58,5 @@ def _upgrade_anonymous_user(store: MemoryStore, effect: UpgradeAnonymousUser) ->
         team = tenant.teams.get(team_id)
         if user_id == updated.id and team is not None and team.display_name == ANONYMOUS_PERSONAL_TEAM_NAME:
             tenant.teams[team_id] = replaced(team, {"display_name": effect.personal_team_name})
+    record_user_updated(tenant, updated)  # webhooks: an upgrade announces the user
     return updated

@@ -10,7 +10,7 @@ from backends.memory.contact_channels import auth_address_is_verified
 from backends.memory.sessions import _create_session
 from backends.memory.store import MemoryStore, _performs
 from backends.memory.teams import _create_team
-from backends.memory.users import _create_user, _find_user_by_auth_email
+from backends.memory.users import _find_user_by_auth_email, insert_user, record_user_created
 from identity_proto.effects import (
     CreateSession,
     CreateSignInCode,
@@ -62,7 +62,8 @@ def _sign_in_by_email(store: MemoryStore, effect: SignInByEmail) -> EmailSignIn:
     if new_user.id in tenant.users:
         return EmailSignIn(EmailSignInOutcome.ID_TAKEN)
     tenant.email_index.pop(effect.email, None)  # an entry pointing at nobody (the index holds none such)
-    _create_user(store, CreateUser(project_id, new_user))
+    insert_user(store, CreateUser(project_id, new_user))
+    record_user_created(tenant, new_user)  # webhooks: before its team's team.created
     if effect.personal_team is not None:
         _create_team(store, CreateTeam(project_id, *effect.personal_team))
     _create_session(store, CreateSession(project_id, replaced(effect.session, {"user_id": new_user.id})))

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from backends.memory.store import MemoryStore, Tenant, _performs
 from backends.memory.teams import _create_team
-from backends.memory.users import _create_user, _update_user
+from backends.memory.users import _update_user, insert_user, record_user_created
 from identity_proto.effects import (
     AccountsWrite,
     ChangeOAuthAccounts,
@@ -128,8 +128,9 @@ def _sign_up_with_oauth(store: MemoryStore, effect: SignUpWithOAuth) -> User | S
     keys = sign_in_keys(new_user.oauth_accounts)
     if _held_by_another(tenant, keys, new_user.id):
         return SignUpWithOAuthRefusal.ACCOUNT_TAKEN
-    created = _create_user(store, CreateUser(project_id, new_user))
+    created = insert_user(store, CreateUser(project_id, new_user))
     assert created == new_user  # both refusals were checked above, under the same lock
+    record_user_created(tenant, new_user)  # webhooks: before its team's team.created
     for key in keys:
         tenant.oauth_index[key] = new_user.id
     if effect.personal_team is not None:

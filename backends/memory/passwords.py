@@ -6,7 +6,7 @@ from backends.memory.codes import _create_code
 from backends.memory.outbox import _append_outbox
 from backends.memory.sessions import _drop_session
 from backends.memory.store import MemoryStore, Tenant, _performs
-from backends.memory.users import _find_user_by_auth_email
+from backends.memory.users import _find_user_by_auth_email, record_user_updated
 from identity_proto.effects import (
     AppendOutbox,
     ChangePassword,
@@ -49,6 +49,7 @@ def _reset_password(store: MemoryStore, effect: ResetPassword) -> PasswordWrite:
         return PasswordWrite.USER_NOT_FOUND
     tenant.users[user.id] = replaced(user, {"password_hash": effect.password_hash})
     _drop_sessions(tenant, user.id, keep=None)
+    record_user_updated(tenant, tenant.users[user.id])  # webhooks: a password reset announces the user
     return PasswordWrite.DONE
 
 

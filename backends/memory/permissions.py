@@ -20,6 +20,9 @@ def _grant_project_permissions(store: MemoryStore, effect: GrantProjectPermissio
         return False
     if effect.permission_ids:
         tenant.project_grants.setdefault(effect.user_id, set()).update(effect.permission_ids)
+    if effect.records_events:  # webhooks: an explicit grant (held already or not)
+        for permission_id in effect.permission_ids:
+            tenant.record_event("project_permission.created", ids=(permission_id, effect.user_id))
     return True
 
 
@@ -32,6 +35,9 @@ def _revoke_project_permission(store: MemoryStore, effect: RevokeProjectPermissi
     held.discard(effect.permission_id)
     if not held:
         del grants[effect.user_id]
+    store.tenant(effect.project_id).record_event(  # webhooks
+        "project_permission.deleted", ids=(effect.permission_id, effect.user_id)
+    )
     return True
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from backends.memory.store import MemoryStore, Tenant, _performs
+from backends.memory.teams import record_membership_created
 from identity_proto.effects import (
     AcceptTeamInvitation,
     CreateTeamInvitation,
@@ -89,4 +90,5 @@ def _accept_team_invitation(store: MemoryStore, effect: AcceptTeamInvitation) ->
     if key in tenant.memberships:
         return InvitationAcceptance.ALREADY_MEMBER
     tenant.memberships[key] = membership
+    record_membership_created(tenant, membership)  # webhooks
     return InvitationAcceptance.ACCEPTED

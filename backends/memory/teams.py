@@ -30,6 +30,7 @@ def _create_team(store: MemoryStore, effect: CreateTeam) -> Team | TeamWrite:
     tenant.teams[effect.team.id] = effect.team
     if effect.creator is not None:
         tenant.memberships[(effect.team.id, effect.creator.user_id)] = effect.creator
+    tenant.record_event("team.created", record=effect.team)  # webhooks (the creator's membership: no event)
     return effect.team
 
 
@@ -53,6 +54,7 @@ def _update_team(store: MemoryStore, effect: UpdateTeam) -> Team | None:
         return None
     team = effect.changes.apply(team)
     tenant.teams[team.id] = team
+    tenant.record_event("team.updated", record=team)  # webhooks
     return team
 
 
@@ -64,6 +66,7 @@ def _delete_team(store: MemoryStore, effect: DeleteTeam) -> bool:
     for key in [key for key in tenant.memberships if key[0] == effect.team_id]:
         _drop_membership(tenant, *key)
     tenant.drop_api_keys(ApiKeyType.TEAM, effect.team_id)  # API keys go with their team
+    tenant.record_event("team.deleted", ids=(effect.team_id,))  # webhooks (the original: no membership events)
     return True
 
 
@@ -88,7 +91,20 @@ def _add_membership(store: MemoryStore, effect: AddMembership) -> Membership | T
     if key in tenant.memberships:
         return TeamWrite.MEMBERSHIP_EXISTS
     tenant.memberships[key] = membership
+    record_membership_created(tenant, membership)  # webhooks
     return membership
+
+
+# --- webhook events ---
+def record_membership_created(tenant: Tenant, membership: Membership) -> None:
+    """`team_membership.created`, then one `team_permission.created` per permission the membership got."""
+    team_id, user_id = membership.team_id, membership.user_id
+    tenant.record_event("team_membership.created", ids=(team_id, user_id))
+    for permission_id in membership.permissions:
+        tenant.record_event("team_permission.created", ids=(permission_id, team_id, user_id))
+
+
+# --- end webhook events ---
 
 
 @_performs(LoadMembership)
@@ -109,7 +125,11 @@ def _list_memberships(store: MemoryStore, effect: ListMemberships) -> tuple[Memb
 
 @_performs(RemoveMembership)
 def _remove_membership(store: MemoryStore, effect: RemoveMembership) -> bool:
-    return _drop_membership(store.tenant(effect.project_id), effect.team_id, effect.user_id)
+    tenant = store.tenant(effect.project_id)
+    if not _drop_membership(tenant, effect.team_id, effect.user_id):
+        return False
+    tenant.record_event("team_membership.deleted", ids=(effect.team_id, effect.user_id))  # webhooks
+    return True
 
 
 @_performs(UpdateMembership)
@@ -132,10 +152,16 @@ def _change_permission(store: MemoryStore, effect: ChangePermission) -> Membersh
     if membership is None:
         return None
     held = set(membership.permissions)
+    # webhooks: a grant records team_permission.created even when held already (as the original's upsert); a
+    # revoke records team_permission.deleted only when the permission was held
+    event = "team_permission.created" if effect.granted else None
     if effect.granted:
         held.add(effect.permission_id)
-    else:
+    elif effect.permission_id in held:
         held.discard(effect.permission_id)
+        event = "team_permission.deleted"
     membership = dataclasses.replace(membership, permissions=tuple(sorted(held)))
     tenant.memberships[key] = membership
+    if event is not None:
+        tenant.record_event(event, ids=(effect.permission_id, effect.team_id, effect.user_id))
     return membership

@@ -6,7 +6,7 @@ import bisect
 
 from backends.memory.contact_channels import drop_user_channels, holds_stored_value
 from backends.memory.sessions import _drop_session
-from backends.memory.store import MemoryStore, _performs
+from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     CreateUser,
     DeleteUser,
@@ -18,7 +18,7 @@ from identity_proto.effects import (
     UpdateUserWithTeam,
     UserWrite,
 )
-from identity_proto.records import ApiKeyType, Team, User
+from identity_proto.records import ApiKeyType, Team, User, replaced
 
 
 @_performs(LoadUser)
@@ -55,6 +55,14 @@ def _find_user_by_auth_email(store: MemoryStore, effect: FindUserByAuthEmail) ->
 
 @_performs(CreateUser)
 def _create_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
+    created = insert_user(store, effect)
+    if isinstance(created, User):
+        store.tenant(effect.project_id).record_event("user.created", record=created)  # webhooks
+    return created
+
+
+def insert_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
+    """CreateUser's write without its event (a sign-up records `user.created` itself: `record_user_created`)."""
     tenant = store.tenant(effect.project_id)
     user = effect.user
     if user.id in tenant.users:
@@ -66,6 +74,22 @@ def _create_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
     if user.auth_email is not None:
         tenant.email_index[user.auth_email] = user.id
     return user
+
+
+# --- webhook events ---
+def record_user_created(tenant: Tenant, user: User) -> None:
+    """A sign-up's `user.created`: recorded before its personal team's `team.created`, so as the user was before
+    they selected it (reference part 2 §8: no selected team, inferred)."""
+    tenant.record_event("user.created", record=replaced(user, {"selected_team_id": None}))
+
+
+def record_user_updated(tenant: Tenant, user: User) -> None:
+    """`user.updated` with `user` as stored now and the team they have selected."""
+    team = tenant.teams.get(user.selected_team_id) if user.selected_team_id is not None else None
+    tenant.record_event("user.updated", record=user, team=team)
+
+
+# --- end webhook events ---
 
 
 @_performs(UpdateUser)
@@ -99,6 +123,8 @@ def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
     if effect.revoke_sessions:
         for session_id in list(tenant.user_sessions.pop(updated.id, ())):
             _drop_session(tenant, session_id)
+    if effect.records_update:  # webhooks
+        record_user_updated(tenant, updated)
     return updated
 
 
@@ -108,6 +134,11 @@ def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
     user = tenant.users.pop(effect.user_id, None)
     if user is None:
         return False
+    # webhooks: one team_membership.deleted per team (in membership order), then user.deleted naming them
+    team_ids = tuple(team_id for team_id, user_id in tenant.memberships if user_id == user.id)
+    for team_id in team_ids:
+        tenant.record_event("team_membership.deleted", ids=(team_id, user.id))
+    tenant.record_event("user.deleted", ids=(user.id, *team_ids))
     tenant.user_order.remove((user.signed_up_at_millis, user.id))
     if user.auth_email is not None and tenant.email_index.get(user.auth_email) == user.id:
         del tenant.email_index[user.auth_email]

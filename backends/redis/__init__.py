@@ -134,6 +134,7 @@ from backends.redis import (  # noqa: F401
     teams,
     testing,
     users,
+    webhooks,  # webhooks: endpoints, deliveries, fan-out, retention
 )
 from backends.redis.keys import DEFAULT_NAMESPACE, GRACE_MS, ORPHAN_NONCE_TTL_MS, KeySpace
 from backends.redis.plan import SCRIPTS, Batch, Call, Op, Plan, Scan, Script

@@ -12,7 +12,17 @@ import dataclasses
 
 from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _text, _user
 from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.lua import _AUTH_EMAIL, _CREATE_SESSION, _CREATE_TEAM, _EXTEND_EXPIRY, _RECORD_JSON, _SEQ
+from backends.redis.lua import (
+    _AUTH_EMAIL,
+    _CREATE_SESSION,
+    _CREATE_TEAM,
+    _EMIT_EVENT,
+    _EMIT_TEAM_EVENT,
+    _EMIT_USER_EVENT,
+    _EXTEND_EXPIRY,
+    _RECORD_JSON,
+    _SEQ,
+)
 from backends.redis.oauth import sign_in_keys
 from backends.redis.plan import Plan, Script, _plans, script
 from backends.redis.teams import personal_team_parts
@@ -24,8 +34,8 @@ from identity_proto.effects import (
 )
 from identity_proto.records import User, user_to_json
 
-# KEYS: user, user order, session, token entry, the user's session set, and with a personal team: team, team
-# order, the team's member index, the user's team index, membership order, membership sequence.
+# KEYS: user, user order, session, token entry, the user's session set, the events stream, and with a personal
+# team: team, team order, the team's member index, the user's team index, membership order, membership sequence.
 # ARGV: user id, signed_up_at_millis, session id, session expiry, membership key prefix, team id, team
 # created_at_millis, then the counts nu, ns, nt and nu items field, value, ... of the user, ns of the session, nt of
 # the team, and the rest: the creator's membership. Returns 1 if stored, 0 if the user's id is taken (nothing
@@ -36,14 +46,20 @@ script(
     + _SEQ
     + _CREATE_SESSION
     + _CREATE_TEAM
+    + _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_TEAM_EVENT
+    + _EMIT_USER_EVENT
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local nu, ns, nt = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 redis.call('HSET', KEYS[1], unpack(ARGV, 11, 10 + nu))
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-if #KEYS > 5 then
-  create_team(KEYS[6], KEYS[7], ARGV[6], ARGV[7], {unpack(ARGV, 11 + nu + ns, 10 + nu + ns + nt)})
-  add_creator(KEYS[8], KEYS[9], KEYS[10], KEYS[11], ARGV[5], ARGV[6], ARGV[1], {unpack(ARGV, 11 + nu + ns + nt)})
+emit_user_event(KEYS[6], 'user.created', KEYS[1], '', true)
+if #KEYS > 6 then
+  create_team(KEYS[7], KEYS[8], ARGV[6], ARGV[7], {unpack(ARGV, 11 + nu + ns, 10 + nu + ns + nt)})
+  add_creator(KEYS[9], KEYS[10], KEYS[11], KEYS[12], ARGV[5], ARGV[6], ARGV[1], {unpack(ARGV, 11 + nu + ns + nt)})
+  emit_team_event(KEYS[6], 'team.created', KEYS[7])
 end
 create_session(KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4], {unpack(ARGV, 11 + nu, 10 + nu + ns)})
 return 1
@@ -62,6 +78,7 @@ def _sign_up_anonymously(keys: KeySpace, effect: SignUpAnonymously) -> Plan[User
         keys.session(p, session.id),
         keys.session_by_token(p, session.refresh_token_hash),
         keys.user_sessions(p, user.id),
+        keys.events(p),
     ]
     team_id, team_created_at, team_items, membership_items, team_keys = personal_team_parts(
         keys, p, user.id, effect.personal_team
@@ -90,7 +107,8 @@ def _sign_up_anonymously(keys: KeySpace, effect: SignUpAnonymously) -> Plan[User
     return user if stored else None
 
 
-# KEYS: user, e-mail index, user order, the user's team index, the OAuth index. ARGV: user id, team key prefix, the
+# KEYS: user, e-mail index, user order, the user's team index, the OAuth index, the events stream (`user.updated`,
+# with the selected team). ARGV: user id, team key prefix, the
 # new personal team name (JSON), the linked account's JSON object ('' for none), its OAuth index key ('' for none or
 # an account without sign-in), user key prefix, then field, value, ... (JSON values) of the changes.
 # Returns {'ok', record as JSON}, or {'not_found'} / {'not_anonymous'} / {'account_taken'} / {'email_taken'}
@@ -99,6 +117,8 @@ script(
     "upgrade_anonymous_user",
     _AUTH_EMAIL
     + _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_USER_EVENT
     + """
 local stored = redis.call('HMGET', KEYS[1], 'id', 'is_anonymous', 'primary_email_auth_enabled', 'primary_email')
 if not stored[1] then return {'not_found'} end
@@ -145,6 +165,7 @@ for _, team_id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
     + ANONYMOUS_PERSONAL_TEAM_NAME
     + """' then redis.call('HSET', tkey, 'display_name', ARGV[3]) end
 end
+emit_user_event(KEYS[6], 'user.updated', KEYS[1], ARGV[2], false)
 return {'ok', record_json(redis.call('HGETALL', KEYS[1]))}
 """,
 )
@@ -163,6 +184,7 @@ def _upgrade_anonymous_user(keys: KeySpace, effect: UpgradeAnonymousUser) -> Pla
             keys.user_order(p),
             keys.user_teams(p, user_id),
             keys.oauth_index(p),
+            keys.events(p),
         ),
         (
             user_id,

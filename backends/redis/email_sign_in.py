@@ -11,7 +11,18 @@ import dataclasses
 
 from backends.redis.codecs import _flat, _json_fields, _text, _user
 from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.lua import _ADDRESS_VERIFIED, _CREATE_CODE, _CREATE_SESSION, _CREATE_TEAM, _EXTEND_EXPIRY, _SEQ
+from backends.redis.lua import (
+    _ADDRESS_VERIFIED,
+    _CREATE_CODE,
+    _CREATE_SESSION,
+    _CREATE_TEAM,
+    _EMIT_EVENT,
+    _EMIT_TEAM_EVENT,
+    _EMIT_USER_EVENT,
+    _EXTEND_EXPIRY,
+    _RECORD_JSON,
+    _SEQ,
+)
 from backends.redis.plan import Plan, Script, _plans, script
 from backends.redis.teams import personal_team_parts
 from identity_proto.effects import CreateSignInCode, EmailRefusal, EmailSignIn, EmailSignInOutcome, SignInByEmail
@@ -62,8 +73,8 @@ def _create_sign_in_code(keys: KeySpace, effect: CreateSignInCode) -> Plan[Email
     return None if outcome == "ok" else EmailRefusal(outcome)
 
 
-# KEYS: e-mail index, user order, session, token entry, and with a personal team: team, team order, the team's
-# member index, the new user's team index, membership order, membership sequence.
+# KEYS: e-mail index, user order, session, token entry, the events stream, and with a personal team: team, team
+# order, the team's member index, the new user's team index, membership order, membership sequence.
 # ARGV: e-mail, user key prefix, session set prefix, now_ms, sign-up enabled (1/0), new user's id, its
 # signed_up_at_millis, session id, session expiry, membership key prefix, team id, team created_at_millis,
 # then the counts nu, ns, nt, the contact channels key prefix, and nu items field, value, ... of the new user,
@@ -77,6 +88,10 @@ script(
     + _SEQ
     + _CREATE_SESSION
     + _CREATE_TEAM
+    + _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_TEAM_EVENT
+    + _EMIT_USER_EVENT
     + """
 local nu, ns, nt = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local user_items = {unpack(ARGV, 17, 16 + nu)}
@@ -110,9 +125,11 @@ if redis.call('EXISTS', nkey) == 1 then return {'id_taken'} end
 redis.call('HSET', nkey, unpack(user_items))
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
 redis.call('ZADD', KEYS[2], ARGV[7], ARGV[6])
-if #KEYS > 4 then
-  create_team(KEYS[5], KEYS[6], ARGV[11], ARGV[12], team_items)
-  add_creator(KEYS[7], KEYS[8], KEYS[9], KEYS[10], ARGV[10], ARGV[11], ARGV[6], membership_items)
+emit_user_event(KEYS[5], 'user.created', nkey, '', true)
+if #KEYS > 5 then
+  create_team(KEYS[6], KEYS[7], ARGV[11], ARGV[12], team_items)
+  add_creator(KEYS[8], KEYS[9], KEYS[10], KEYS[11], ARGV[10], ARGV[11], ARGV[6], membership_items)
+  emit_team_event(KEYS[5], 'team.created', KEYS[6])
 end
 start_session(ARGV[6], redis.call('HGET', nkey, 'id'))
 return {'signed_up', redis.call('HGETALL', nkey)}
@@ -130,6 +147,7 @@ def _sign_in_by_email(keys: KeySpace, effect: SignInByEmail) -> Plan[EmailSignIn
         keys.user_order(p),
         keys.session(p, session.id),
         keys.session_by_token(p, session.refresh_token_hash),
+        keys.events(p),
     ]
     team_id, team_created_at, team_items, membership_items, team_keys = personal_team_parts(
         keys, p, user.id, effect.personal_team

@@ -57,6 +57,39 @@ Key                             Type    Holds                                   
                                         the record / the selected team, or ''),       `TrimWebhookData`
                                         ``i`` (ids, newline-joined). The entry id
                                         makes the message id ``msg_<id>``.
+``<ns>{webhooks}:projects``    SET     The ids of the projects that have a webhook   none
+                                        endpoint. Hash tag ``{webhooks}``: its own
+                                        slot, never in a script with a project's
+                                        keys.
+``<p>webhook-endpoints``        HASH    Webhook endpoint id -> its JSON object        none
+                                        (`WebhookEndpoint`; the secret as given: a
+                                        signature needs it).
+``<p>webhook-endpoint-from``    HASH    Endpoint id -> the id of the last             none
+                                        ``events`` entry when it was created (it
+                                        gets later events only).
+``<p>webhook-cursor``           STRING  The fan-out cursor: the id of the last        none
+                                        ``events`` entry fanned out.
+``<p>webhook-delivery:<d>``     HASH    A delivery; ``<d>`` is the delivery id:       PEXPIRE
+                                        the message's entry id with both parts        `SETTLED_DELIVERY_TTL_MS`
+                                        zero-padded to 20 digits, ``:``, the          (30 d) once settled (a
+                                        endpoint id. Fields ``endpoint_id``,          backstop: `TrimWebhookData`
+                                        ``message_id``, ``event_type``, ``state``,    applies the retention);
+                                        ``next_attempt_at_millis`` (decimal, '' when  none while pending (PERSIST
+                                        settled), ``attempts`` (JSON array),          on replay)
+                                        ``created_at_millis``, ``failures`` (since
+                                        the schedule (re)started), ``claim`` (the
+                                        SHA-256 of the claim token, ''),
+                                        ``last_attempt_at_millis``.
+``<p>webhook-deliveries:<e>``   ZSET    The padded entry ids of endpoint ``<e>``'s    none (members of deliveries
+                                        deliveries, score 0 (byte order: oldest       gone by TTL are skipped,
+                                        message first).                               and removed by the trim)
+``<p>webhook-due``              ZSET    The ids of pending deliveries, scored by      none
+                                        their next attempt (a claimed one's: its
+                                        lease's end).
+``<p>webhook-pending``          ZSET    The ids of pending deliveries, score 0 (the   none
+                                        first: the oldest event still needed).
+``<p>webhook-settled``          ZSET    The ids of settled deliveries, scored by      none (trimmed by
+                                        their last attempt's time.                    `TrimWebhookData`)
 ``<p>team:<team_id>``           HASH    A team: one JSON field per `Team` field       none
                                         (metadata any JSON).
 ``<p>team-order``               ZSET    Every team id, scored by its                  none

@@ -219,3 +219,107 @@ local function emit_event(events_key, event_type, record, team, ids)
 end
 """
 # --- end webhooks ---
+
+
+# --- webhook events (which write records which event: `identity_proto.events.EVENT_TYPES`) ---
+#: Lua: a user's event (`user.created` / `user.updated`) with the user as stored now (KEYS `user_key`). With a
+#: `team_prefix` ('' for none) the user's selected team is recorded too; `unselected` records the user without
+#: its selected team (a sign-up's `user.created` comes before its personal team's `team.created`). Needs
+#: `_RECORD_JSON` and `_EMIT_EVENT`.
+_EMIT_USER_EVENT = """
+local function emit_user_event(events_key, event_type, user_key, team_prefix, unselected)
+  local fields = redis.call('HGETALL', user_key)
+  local team = ''
+  for i = 1, #fields, 2 do
+    if fields[i] == 'selected_team_id' then
+      if unselected then
+        fields[i + 1] = 'null'
+      elseif team_prefix ~= '' and fields[i + 1] ~= 'null' then
+        local stored = redis.call('HGETALL', team_prefix .. cjson.decode(fields[i + 1]))
+        if #stored > 0 then team = record_json(stored) end
+      end
+    end
+  end
+  emit_event(events_key, event_type, record_json(fields), team, '')
+end
+"""
+
+#: Lua: a team's event (`team.created` / `team.updated`) with the team as stored now. Needs `_RECORD_JSON` and
+#: `_EMIT_EVENT`.
+_EMIT_TEAM_EVENT = """
+local function emit_team_event(events_key, event_type, team_key)
+  emit_event(events_key, event_type, record_json(redis.call('HGETALL', team_key)), '', '')
+end
+"""
+
+#: Lua: a membership added: `team_membership.created`, then one `team_permission.created` per id of
+#: `permissions` (a list of permission ids, in the membership's order). Needs `_EMIT_EVENT`.
+_EMIT_MEMBERSHIP_CREATED = """
+local function emit_membership_created(events_key, team_id, user_id, permissions)
+  emit_event(events_key, 'team_membership.created', '', '', team_id .. '\\n' .. user_id)
+  for _, permission in ipairs(permissions) do
+    emit_event(events_key, 'team_permission.created', '', '', permission .. '\\n' .. team_id .. '\\n' .. user_id)
+  end
+end
+"""
+# --- end webhook events ---
+
+
+# --- webhooks: the delivery scripts' shared functions (backends.redis.webhooks) ---
+#: Lua: stream entry ids (``<ms>-<seq>``): `wh_less` compares two; `wh_sortable` makes the text whose byte order is
+#: theirs (each part 20 digits: the first part of a delivery id, `keys.webhook_delivery_id`), `wh_entry_id` undoes
+#: it; `wh_next` is the id right after one. Numbers are exact: ms and seq stay far below 2**53.
+_WEBHOOK_IDS = """
+local function wh_parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)')
+  return tonumber(ms), tonumber(seq)
+end
+local function wh_less(a, b)
+  local am, as = wh_parts(a)
+  local bm, bs = wh_parts(b)
+  if am ~= bm then return am < bm end
+  return as < bs
+end
+local function wh_sortable(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return string.rep('0', 20 - #ms) .. ms .. '-' .. string.rep('0', 20 - #seq) .. seq
+end
+local function wh_entry_id(sortable)
+  local ms, seq = wh_parts(sortable)
+  return string.format('%.0f-%.0f', ms, seq)
+end
+local function wh_next(id)
+  local ms, seq = wh_parts(id)
+  return string.format('%.0f-%.0f', ms, seq + 1)
+end
+"""
+
+#: Lua: make a pending delivery of stream entry `entry_id` to an endpoint, due at `now` (its hash, its places in
+#: the due set, the pending set and the endpoint's index). Needs `_WEBHOOK_IDS`.
+_WEBHOOK_NEW_DELIVERY = """
+local function wh_new_delivery(delivery_prefix, due, pending, index, endpoint_id, entry_id, event_type, now)
+  local sortable = wh_sortable(entry_id)
+  local did = sortable .. ':' .. endpoint_id
+  local key = delivery_prefix .. did
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'endpoint_id', endpoint_id, 'message_id', 'msg_' .. entry_id, 'event_type', event_type,
+    'state', 'pending', 'next_attempt_at_millis', now, 'attempts', '[]', 'created_at_millis', now, 'failures', '0',
+    'claim', '', 'last_attempt_at_millis', '')
+  redis.call('ZADD', due, now, did)
+  redis.call('ZADD', pending, 0, did)
+  redis.call('ZADD', index, 0, sortable)
+end
+"""
+
+#: Lua: settle a delivery (`state` succeeded or failed) whose last attempt (or give-up) was at `at`: out of the due
+#: and pending sets, into the settled set scored by `at`, its hash expiring after `ttl` ms.
+_WEBHOOK_SETTLE = """
+local function wh_settle(key, did, state, at, due, pending, settled, ttl)
+  redis.call('HSET', key, 'state', state, 'next_attempt_at_millis', '', 'claim', '', 'last_attempt_at_millis', at)
+  redis.call('ZREM', due, did)
+  redis.call('ZREM', pending, did)
+  redis.call('ZADD', settled, at, did)
+  redis.call('PEXPIRE', key, ttl)
+end
+"""
+# --- end webhooks ---

@@ -19,7 +19,7 @@ import orjson
 
 from backends.redis.codecs import _field_names, _flat, _json, _json_fields, _required, _text, _user
 from backends.redis.keys import OAUTH_GRACE_MS, KeySpace
-from backends.redis.lua import _CREATE_TEAM, _RECORD_JSON, _SEQ
+from backends.redis.lua import _CREATE_TEAM, _EMIT_EVENT, _EMIT_TEAM_EVENT, _EMIT_USER_EVENT, _RECORD_JSON, _SEQ
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
 from backends.redis.teams import personal_team_parts
 from identity_proto.effects import (
@@ -227,8 +227,8 @@ def _load_provider_tokens(keys: KeySpace, effect: LoadProviderTokens) -> Plan[st
     return None if reply is None else _text(reply)
 
 
-# KEYS: user, e-mail index, user order, OAuth index, and with a personal team: team, team order, the team's member
-# index, the new user's team index, membership order, membership sequence.
+# KEYS: user, e-mail index, user order, OAuth index, the events stream, and with a personal team: team, team order,
+# the team's member index, the new user's team index, membership order, membership sequence.
 # ARGV: user id, has an auth e-mail (1/0), the auth e-mail, signed_up_at_millis, user key prefix, membership key
 # prefix, team id, team created_at_millis, then the counts nk, nu, nt, and nk OAuth index keys, nu items field,
 # value, ... of the user, nt of the team, and the rest: the creator's membership.
@@ -238,6 +238,10 @@ script(
     _SEQ
     + _CREATE_TEAM
     + _HELD_BY_ANOTHER
+    + _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_TEAM_EVENT
+    + _EMIT_USER_EVENT
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'id_taken' end
 if ARGV[2] == '1' then
@@ -250,9 +254,11 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 12 + nk, 11 + nk + nu))
 if ARGV[2] == '1' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[1]) end
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
 for i = 12, 11 + nk do redis.call('HSET', KEYS[4], ARGV[i], ARGV[1]) end
-if #KEYS > 4 then
-  create_team(KEYS[5], KEYS[6], ARGV[7], ARGV[8], {unpack(ARGV, 12 + nk + nu, 11 + nk + nu + nt)})
-  add_creator(KEYS[7], KEYS[8], KEYS[9], KEYS[10], ARGV[6], ARGV[7], ARGV[1], {unpack(ARGV, 12 + nk + nu + nt)})
+emit_user_event(KEYS[5], 'user.created', KEYS[1], '', true)
+if #KEYS > 5 then
+  create_team(KEYS[6], KEYS[7], ARGV[7], ARGV[8], {unpack(ARGV, 12 + nk + nu, 11 + nk + nu + nt)})
+  add_creator(KEYS[8], KEYS[9], KEYS[10], KEYS[11], ARGV[6], ARGV[7], ARGV[1], {unpack(ARGV, 12 + nk + nu + nt)})
+  emit_team_event(KEYS[5], 'team.created', KEYS[6])
 end
 return 'ok'
 """,
@@ -287,7 +293,14 @@ def _sign_up_with_oauth(keys: KeySpace, effect: SignUpWithOAuth) -> Plan[User | 
     ]
     reply = yield Script(
         "sign_up_with_oauth",
-        (keys.user(p, user.id), keys.users_by_email(p), keys.user_order(p), keys.oauth_index(p), *team_keys),
+        (
+            keys.user(p, user.id),
+            keys.users_by_email(p),
+            keys.user_order(p),
+            keys.oauth_index(p),
+            keys.events(p),
+            *team_keys,
+        ),
         tuple(args),
     )
     outcome = _text(reply)

@@ -11,7 +11,14 @@ import dataclasses
 
 from backends.redis.codecs import _email_json, _flat, _json, _json_fields, _text
 from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.lua import _CREATE_CODE, _EXTEND_EXPIRY, _REVOKE_SESSIONS
+from backends.redis.lua import (
+    _CREATE_CODE,
+    _EMIT_EVENT,
+    _EMIT_USER_EVENT,
+    _EXTEND_EXPIRY,
+    _RECORD_JSON,
+    _REVOKE_SESSIONS,
+)
 from backends.redis.plan import Plan, Script, _plans, script
 from identity_proto.effects import ChangePassword, PasswordWrite, ResetPassword, SetPassword, StorePasswordResetCode
 from identity_proto.records import CodePurpose
@@ -73,11 +80,15 @@ def _store_password_reset_code(keys: KeySpace, effect: StorePasswordResetCode) -
     return None if found is None else _text(found)
 
 
-# KEYS: code. ARGV: purpose (JSON), now_ms, password hash (JSON), user key prefix, session set prefix, session key
-# prefix, token entry prefix. Returns an outcome of `PasswordWrite`; checks in the contract's order.
+# KEYS: code, the events stream (`user.updated`). ARGV: purpose (JSON), now_ms, password hash (JSON), user key
+# prefix, session set prefix, session key prefix, token entry prefix, team key prefix. Returns an outcome of
+# `PasswordWrite`; checks in the contract's order.
 script(
     "reset_password",
     _REVOKE_SESSIONS
+    + _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_USER_EVENT
     + """
 local code = redis.call('HMGET', KEYS[1], 'purpose', 'expires_at_millis', 'used', 'user_id')
 if not code[1] or code[1] ~= ARGV[1] then return 'code_not_found' end
@@ -88,6 +99,7 @@ local uid = code[4] and cjson.decode(code[4])
 if type(uid) ~= 'string' or redis.call('EXISTS', ARGV[4] .. uid) == 0 then return 'user_not_found' end
 redis.call('HSET', ARGV[4] .. uid, 'password_hash', ARGV[3])
 revoke_sessions(ARGV[5] .. uid, ARGV[6], ARGV[7])
+emit_user_event(KEYS[2], 'user.updated', ARGV[4] .. uid, ARGV[8], false)
 return 'done'
 """,
 )
@@ -98,7 +110,7 @@ def _reset_password(keys: KeySpace, effect: ResetPassword) -> Plan[PasswordWrite
     project_id = effect.project_id
     reply = yield Script(
         "reset_password",
-        (keys.code(project_id, effect.code_hash),),
+        (keys.code(project_id, effect.code_hash), keys.events(project_id)),
         (
             _json(CodePurpose.PASSWORD_RESET),
             effect.now_ms,
@@ -107,6 +119,7 @@ def _reset_password(keys: KeySpace, effect: ResetPassword) -> Plan[PasswordWrite
             keys.user_sessions(project_id),
             keys.session(project_id),
             keys.session_by_token(project_id),
+            keys.team(project_id),
         ),
     )
     return PasswordWrite(_text(reply))

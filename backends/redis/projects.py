@@ -113,6 +113,7 @@ def _delete_project(keys: KeySpace, effect: DeleteProject) -> Plan[bool]:
     existed = yield Call("DEL", keys.project(project_id))
     # Always scan, also when the record was gone: this is how a repeated delete finishes an interrupted one.
     yield from _unlink_matching(keys.project_pattern(project_id))
+    yield Call("SREM", keys.webhook_projects, project_id)  # webhooks: the set is in its own slot
     return bool(existed)
 
 

@@ -11,7 +11,7 @@ import dataclasses
 
 from backends.redis.codecs import _code, _flat, _json, _json_fields, _text
 from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.lua import _CREATE_CODE, _EXTEND_EXPIRY, _FIELDS, _SEQ
+from backends.redis.lua import _CREATE_CODE, _EMIT_EVENT, _EMIT_MEMBERSHIP_CREATED, _EXTEND_EXPIRY, _FIELDS, _SEQ
 from backends.redis.plan import Arg, Plan, Script, _plans, script
 from identity_proto.effects import (
     AcceptTeamInvitation,
@@ -173,14 +173,17 @@ def _revoke_team_invitation(keys: KeySpace, effect: RevokeTeamInvitation) -> Pla
     return bool(revoked)
 
 
-# KEYS: code, user, team, the team's member index, the user's team index, membership order, membership sequence.
-# ARGV: now_ms, team id (JSON), purpose (JSON), user id, team id, membership key prefix, then field, value, ... of
-# the membership. Returns the `InvitationAcceptance` value. The membership is added exactly as the add_membership
-# script of `backends.redis.teams` adds one (the same keys, seq and indexes).
+# KEYS: code, user, team, the team's member index, the user's team index, membership order, membership sequence,
+# the events stream (as add_membership: `team_membership.created`, then its permissions'). ARGV: now_ms, team id
+# (JSON), purpose (JSON), user id, team id, membership key prefix, then field, value, ... of the membership.
+# Returns the `InvitationAcceptance` value. The membership is added exactly as the add_membership script of
+# `backends.redis.teams` adds one (the same keys, seq and indexes).
 script(
     "accept_team_invitation",
     _FIELDS
     + _SEQ
+    + _EMIT_EVENT
+    + _EMIT_MEMBERSHIP_CREATED
     + """
 local f = fields(redis.call('HGETALL', KEYS[1]))
 if f['purpose'] ~= ARGV[3] or f['team_id'] ~= ARGV[2] then return 'not_found' end
@@ -195,6 +198,7 @@ redis.call('HSET', ARGV[6] .. seq, unpack(ARGV, 7))
 redis.call('ZADD', KEYS[4], seq, ARGV[4])
 redis.call('ZADD', KEYS[5], seq, ARGV[5])
 redis.call('ZADD', KEYS[6], seq, seq)
+emit_membership_created(KEYS[8], ARGV[5], ARGV[4], cjson.decode(redis.call('HGET', ARGV[6] .. seq, 'permissions')))
 return 'accepted'
 """,
 )
@@ -214,6 +218,7 @@ def _accept_team_invitation(keys: KeySpace, effect: AcceptTeamInvitation) -> Pla
             keys.user_teams(project_id, user_id),
             keys.membership_order(project_id),
             keys.membership_seq(project_id),
+            keys.events(project_id),
         ),
         (
             effect.now_ms,

@@ -19,7 +19,17 @@ from backends.redis.codecs import (
     _text,
 )
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _BYTE_LESS, _CREATE_TEAM, _DELETE_API_KEYS, _DESELECT, _SEQ
+from backends.redis.lua import (
+    _BYTE_LESS,
+    _CREATE_TEAM,
+    _DELETE_API_KEYS,
+    _DESELECT,
+    _EMIT_EVENT,
+    _EMIT_MEMBERSHIP_CREATED,
+    _EMIT_TEAM_EVENT,
+    _RECORD_JSON,
+    _SEQ,
+)
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     AddMembership,
@@ -37,22 +47,27 @@ from identity_proto.effects import (
 )
 from identity_proto.records import Membership, Team
 
-# KEYS: team, team order, and with a creator: the creator's user, the team's member index, the creator's team
-# index, membership order, membership sequence. ARGV: team id, created_at_millis, membership key prefix,
+# KEYS: team, team order, the events stream (`team.created`; the creator's membership records none), and with a
+# creator: the creator's user, the team's member index, the creator's team index, membership order, membership
+# sequence. ARGV: team id, created_at_millis, membership key prefix,
 # creator's user id (or ''), n, then n items field, value, ... of the team, then those of the creator's
 # membership. Returns 1 if stored, 0 if the creator's user is missing (nothing written).
 script(
     "create_team",
     _SEQ
     + _CREATE_TEAM
+    + _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_TEAM_EVENT
     + """
-local creator = #KEYS > 2
-if creator and redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+local creator = #KEYS > 3
+if creator and redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
 local n = tonumber(ARGV[5])
 create_team(KEYS[1], KEYS[2], ARGV[1], ARGV[2], {unpack(ARGV, 6, 5 + n)})
 if creator then
-  add_creator(KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[1], ARGV[4], {unpack(ARGV, 6 + n)})
+  add_creator(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[3], ARGV[1], ARGV[4], {unpack(ARGV, 6 + n)})
 end
+emit_team_event(KEYS[3], 'team.created', KEYS[1])
 return 1
 """,
 )
@@ -62,7 +77,7 @@ return 1
 def _create_team(keys: KeySpace, effect: CreateTeam) -> Plan[Team | TeamWrite]:
     team, creator, project_id = effect.team, effect.creator, effect.project_id
     team_items = _flat(_json_fields(dataclasses.asdict(team)))
-    script_keys = [keys.team(project_id, team.id), keys.team_order(project_id)]
+    script_keys = [keys.team(project_id, team.id), keys.team_order(project_id), keys.events(project_id)]
     args: list[Arg] = [team.id, team.created_at_millis, keys.membership(project_id), "", len(team_items)]
     args += team_items
     if creator is not None:
@@ -109,15 +124,20 @@ def _list_teams(keys: KeySpace, effect: ListTeams) -> Plan[tuple[Team, ...]]:
     return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
 
 
-# KEYS: team, team order. ARGV: team id, then field, value, ... (maybe none). Returns the record, or nil.
+# KEYS: team, team order, the events stream (`team.updated`). ARGV: team id, then field, value, ... (maybe none).
+# Returns the record, or nil.
 script(
     "update_team",
-    """
+    _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_TEAM_EVENT
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 for i = 2, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   if ARGV[i] == 'created_at_millis' then redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[1]) end
 end
+emit_team_event(KEYS[3], 'team.updated', KEYS[1])
 return redis.call('HGETALL', KEYS[1])
 """,
 )
@@ -129,21 +149,22 @@ def _update_team(keys: KeySpace, effect: UpdateTeam) -> Plan[Team | None]:
     fields = _change_fields(effect.changes)
     reply = yield Script(
         "update_team",
-        (keys.team(project_id, effect.team_id), keys.team_order(project_id)),
+        (keys.team(project_id, effect.team_id), keys.team_order(project_id), keys.events(project_id)),
         (effect.team_id, *_flat(fields)),
     )
     return _team(reply)
 
 
 # KEYS: team, team order, the team's member index, membership order, the team's API key index, the API key hash
-# index. ARGV: team id, membership key prefix, user team-index prefix, user key prefix, API key prefix. Returns 1 if
-# the team existed (and is gone with its memberships and API keys, deselected by every member who had it
-# selected), else 0.
+# index, the events stream (`team.deleted`; as the original, no membership events). ARGV: team id, membership key
+# prefix, user team-index prefix, user key prefix, API key prefix. Returns 1 if the team existed (and is gone with
+# its memberships and API keys, deselected by every member who had it selected), else 0.
 script(
     "delete_team",
     _SEQ
     + _DESELECT
     + _DELETE_API_KEYS
+    + _EMIT_EVENT
     + """
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -157,6 +178,7 @@ for i = 1, #members, 2 do
 end
 redis.call('DEL', KEYS[3])
 delete_api_keys(KEYS[5], ARGV[5], KEYS[6])
+emit_event(KEYS[7], 'team.deleted', '', '', ARGV[1])
 return 1
 """,
 )
@@ -174,6 +196,7 @@ def _delete_team(keys: KeySpace, effect: DeleteTeam) -> Plan[bool]:
             keys.membership_order(project_id),
             keys.owner_api_keys(project_id, "team", team_id),
             keys.api_key_by_hash(project_id),
+            keys.events(project_id),
         ),
         (
             team_id,
@@ -193,12 +216,15 @@ _TEAM_WRITES: Final = {
 }
 
 
-# KEYS: user, team, the team's member index, the user's team index, membership order, membership sequence.
+# KEYS: user, team, the team's member index, the user's team index, membership order, membership sequence, the
+# events stream (`team_membership.created`, then a `team_permission.created` per permission it got).
 # ARGV: team id, user id, membership key prefix, then field, value, ... of the membership.
 # Returns 'ok', or the first check that failed: 'user_not_found', 'team_not_found', 'membership_exists'.
 script(
     "add_membership",
     _SEQ
+    + _EMIT_EVENT
+    + _EMIT_MEMBERSHIP_CREATED
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'user_not_found' end
 if redis.call('EXISTS', KEYS[2]) == 0 then return 'team_not_found' end
@@ -208,6 +234,7 @@ redis.call('HSET', ARGV[3] .. seq, unpack(ARGV, 4))
 redis.call('ZADD', KEYS[3], seq, ARGV[2])
 redis.call('ZADD', KEYS[4], seq, ARGV[1])
 redis.call('ZADD', KEYS[5], seq, seq)
+emit_membership_created(KEYS[7], ARGV[1], ARGV[2], cjson.decode(redis.call('HGET', ARGV[3] .. seq, 'permissions')))
 return 'ok'
 """,
 )
@@ -226,6 +253,7 @@ def _add_membership(keys: KeySpace, effect: AddMembership) -> Plan[Membership | 
             keys.user_teams(project_id, user_id),
             keys.membership_order(project_id),
             keys.membership_seq(project_id),
+            keys.events(project_id),
         ),
         (team_id, user_id, keys.membership(project_id), *_flat(_json_fields(dataclasses.asdict(membership)))),
     )
@@ -288,12 +316,14 @@ def _list_memberships(keys: KeySpace, effect: ListMemberships) -> Plan[tuple[Mem
     return tuple(_required(_membership(item)) for item in reply)
 
 
-# KEYS: the team's member index, the user's team index, membership order, user. ARGV: team id, user id,
-# membership key prefix. Returns 1 if the membership existed (and is gone, the team deselected), else 0.
+# KEYS: the team's member index, the user's team index, membership order, user, the events stream
+# (`team_membership.deleted`). ARGV: team id, user id, membership key prefix. Returns 1 if the membership existed
+# (and is gone, the team deselected), else 0.
 script(
     "remove_membership",
     _SEQ
     + _DESELECT
+    + _EMIT_EVENT
     + """
 local seq = redis.call('ZSCORE', KEYS[1], ARGV[2])
 if not seq then return 0 end
@@ -303,6 +333,7 @@ redis.call('ZREM', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], seq)
 deselect(KEYS[4], ARGV[1])
+emit_event(KEYS[5], 'team_membership.deleted', '', '', ARGV[1] .. '\\n' .. ARGV[2])
 return 1
 """,
 )
@@ -318,6 +349,7 @@ def _remove_membership(keys: KeySpace, effect: RemoveMembership) -> Plan[bool]:
             keys.user_teams(project_id, user_id),
             keys.membership_order(project_id),
             keys.user(project_id, user_id),
+            keys.events(project_id),
         ),
         (team_id, user_id, keys.membership(project_id)),
     )
@@ -351,12 +383,15 @@ def _update_membership(keys: KeySpace, effect: UpdateMembership) -> Plan[Members
     return _membership(reply)
 
 
-# KEYS: the team's member index. ARGV: user id, membership key prefix, permission id, grant (1/0).
-# Returns the record with the permission granted or revoked (permissions kept sorted), or nil.
+# KEYS: the team's member index, the events stream. ARGV: user id, membership key prefix, permission id, grant
+# (1/0), team id. Returns the record with the permission granted or revoked (permissions kept sorted), or nil.
+# Records `team_permission.created` on every grant (held already or not, as the original's upsert), and
+# `team_permission.deleted` on a revoke of a permission held.
 script(
     "change_permission",
     _SEQ
     + _BYTE_LESS
+    + _EMIT_EVENT
     + """
 local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not seq then return false end
@@ -370,9 +405,10 @@ local function keep(permission)
 end
 local raw = redis.call('HGET', key, 'permissions')
 local stored = raw and cjson.decode(raw)
+local had = false
 if type(stored) == 'table' then
   for _, permission in ipairs(stored) do
-    if permission ~= ARGV[3] then keep(permission) end
+    if permission ~= ARGV[3] then keep(permission) else had = true end
   end
 end
 if ARGV[4] == '1' then keep(ARGV[3]) end
@@ -380,6 +416,12 @@ table.sort(held, byte_less)
 local items = {}
 for i, permission in ipairs(held) do items[i] = cjson.encode(permission) end
 redis.call('HSET', key, 'permissions', '[' .. table.concat(items, ',') .. ']')
+local ids = ARGV[3] .. '\\n' .. ARGV[5] .. '\\n' .. ARGV[1]
+if ARGV[4] == '1' then
+  emit_event(KEYS[2], 'team_permission.created', '', '', ids)
+elseif had then
+  emit_event(KEYS[2], 'team_permission.deleted', '', '', ids)
+end
 return redis.call('HGETALL', key)
 """,
 )
@@ -390,8 +432,14 @@ def _change_permission(keys: KeySpace, effect: ChangePermission) -> Plan[Members
     project_id = effect.project_id
     reply = yield Script(
         "change_permission",
-        (keys.team_members(project_id, effect.team_id),),
-        (effect.user_id, keys.membership(project_id), effect.permission_id, 1 if effect.granted else 0),
+        (keys.team_members(project_id, effect.team_id), keys.events(project_id)),
+        (
+            effect.user_id,
+            keys.membership(project_id),
+            effect.permission_id,
+            1 if effect.granted else 0,
+            effect.team_id,
+        ),
     )
     return _membership(reply)
 

@@ -40,4 +40,5 @@ def _reset_project_data(keys: KeySpace, effect: ResetProjectData) -> Plan[bool]:
     if not (yield Call("EXISTS", record)):
         return False
     yield from _unlink_matching(keys.project_pattern(effect.project_id), keep=record)
+    yield Call("SREM", keys.webhook_projects, effect.project_id)  # webhooks: the set is in its own slot
     return True

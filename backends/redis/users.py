@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _team, _text, _user
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _AUTH_EMAIL, _DELETE_API_KEYS, _RECORD_JSON, _REVOKE_SESSIONS, _SEQ
+from backends.redis.lua import (
+    _AUTH_EMAIL,
+    _DELETE_API_KEYS,
+    _EMIT_EVENT,
+    _EMIT_USER_EVENT,
+    _RECORD_JSON,
+    _REVOKE_SESSIONS,
+    _SEQ,
+)
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     CreateUser,
@@ -76,16 +84,21 @@ def _find_user_by_auth_email(keys: KeySpace, effect: FindUserByAuthEmail) -> Pla
     return _user(reply)
 
 
-# KEYS: user, e-mail index, user order. ARGV: user id, has auth e-mail (1/0), auth e-mail, signed_up_at_millis,
-# then field, value, ... Returns 1 if stored, 0 if the auth e-mail is another user's (nothing written).
+# KEYS: user, e-mail index, user order, the events stream (`user.created`). ARGV: user id, has auth e-mail (1/0),
+# auth e-mail, signed_up_at_millis, then field, value, ... Returns 1 if stored, 0 if the auth e-mail is another
+# user's, -1 if the id is taken (nothing written).
 script(
     "create_user",
-    """
+    _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_USER_EVENT
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 if ARGV[2] == '1' and redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 if ARGV[2] == '1' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[1]) end
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+emit_user_event(KEYS[4], 'user.created', KEYS[1], '', false)
 return 1
 """,
 )
@@ -104,7 +117,12 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
     )
     created = yield Script(
         "create_user",
-        (keys.user(project_id, user.id), keys.users_by_email(project_id), keys.user_order(project_id)),
+        (
+            keys.user(project_id, user.id),
+            keys.users_by_email(project_id),
+            keys.user_order(project_id),
+            keys.events(project_id),
+        ),
         args,
     )
     if created == -1:
@@ -112,10 +130,11 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
     return user if created else UserWrite.EMAIL_TAKEN
 
 
-# KEYS: user, e-mail index, user's session set, user order, user's contact channels, and with a session guard, the
-# guard's session.
+# KEYS: user, e-mail index, user's session set, user order, user's contact channels, the events stream, and with a
+# session guard, the guard's session.
 # ARGV: user id, revoke sessions (1/0), session key prefix, token entry prefix, team key prefix ('' to read no
-# team), the guard's user id (JSON) and now_ms ('' without a guard), then field, value, ... (JSON values; maybe none).
+# team), the guard's user id (JSON) and now_ms ('' without a guard), the team key prefix to record `user.updated`
+# with ('' to record no event), then field, value, ... (JSON values; maybe none).
 # Returns {'ok', record as JSON, selected team's record or {}}, {'session_gone'}, {'not_found'} or {'email_taken'} (the
 # last three: nothing written).
 script(
@@ -123,9 +142,11 @@ script(
     _REVOKE_SESSIONS
     + _AUTH_EMAIL
     + _RECORD_JSON
+    + _EMIT_EVENT
+    + _EMIT_USER_EVENT
     + """
-if #KEYS > 5 then
-  local session = redis.call('HMGET', KEYS[6], 'user_id', 'expires_at_millis')
+if #KEYS > 6 then
+  local session = redis.call('HMGET', KEYS[7], 'user_id', 'expires_at_millis')
   if not session[1] or session[1] ~= ARGV[6] or tonumber(session[2]) <= tonumber(ARGV[7]) then
     return {'session_gone'}
   end
@@ -135,7 +156,7 @@ local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'prima
 local enabled, email = stored[1], stored[2]
 local old = auth_email(enabled, email)
 local signed_up = false
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
   if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
   elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
   elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
@@ -156,9 +177,10 @@ if new ~= old then
   if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
   if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
 end
-if #ARGV > 7 then redis.call('HSET', KEYS[1], unpack(ARGV, 8)) end
+if #ARGV > 8 then redis.call('HSET', KEYS[1], unpack(ARGV, 9)) end
 if signed_up then redis.call('ZADD', KEYS[4], signed_up, ARGV[1]) end
 if ARGV[2] == '1' then revoke_sessions(KEYS[3], ARGV[3], ARGV[4]) end
+if ARGV[8] ~= '' then emit_user_event(KEYS[6], 'user.updated', KEYS[1], ARGV[8], false) end
 local team = {}
 if ARGV[5] ~= '' then
   local selected = redis.call('HGET', KEYS[1], 'selected_team_id')
@@ -194,6 +216,7 @@ def _update_user_reading(
         keys.user_sessions(project_id, user_id),
         keys.user_order(project_id),
         keys.user_channels(project_id, user_id),
+        keys.events(project_id),
     )
     if guard is not None:
         script_keys += (keys.session(project_id, guard.session_id),)
@@ -208,6 +231,7 @@ def _update_user_reading(
             keys.team(project_id) if with_team else "",
             _json(guard.user_id) if guard is not None else "",
             guard.now_ms if guard is not None else "",
+            keys.team(project_id) if effect.records_update else "",
             *_flat(fields),
         ),
     )
@@ -223,7 +247,8 @@ def _update_user_reading(
 
 # KEYS: user, e-mail index, user's session set, user order, user's team index, membership order, the user's
 # project permission set, permission users, the user's API key index, the API key hash index, the user's contact
-# channels, and (OAuth) the OAuth index and the provider tokens.
+# channels, (OAuth) the OAuth index and the provider tokens, and the events stream (one `team_membership.deleted` per
+# team, in membership order, then `user.deleted`).
 # ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix, API key
 # prefix.
 # Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
@@ -233,6 +258,7 @@ script(
     + _AUTH_EMAIL
     + _SEQ
     + _DELETE_API_KEYS
+    + _EMIT_EVENT
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
@@ -248,6 +274,12 @@ end
 redis.call('DEL', KEYS[11])
 revoke_sessions(KEYS[3], ARGV[2], ARGV[3])
 local teams = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
+local deleted_ids = {ARGV[1]}
+for i = 1, #teams, 2 do
+  emit_event(KEYS[14], 'team_membership.deleted', '', '', teams[i] .. '\\n' .. ARGV[1])
+  deleted_ids[#deleted_ids + 1] = teams[i]
+end
+emit_event(KEYS[14], 'user.deleted', '', '', table.concat(deleted_ids, '\\n'))
 for i = 1, #teams, 2 do
   local seq = seq_text(teams[i + 1])
   redis.call('DEL', ARGV[4] .. seq)
@@ -303,6 +335,7 @@ def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
             # OAuth
             keys.oauth_index(project_id),
             keys.provider_tokens(project_id),
+            keys.events(project_id),  # webhooks
         ),
         (
             user_id,

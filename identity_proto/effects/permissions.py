@@ -19,6 +19,9 @@ class GrantProjectPermissions(StorageEffect[bool]):
     project_id: str
     user_id: str
     permission_ids: tuple[str, ...]
+    #: webhooks: an explicit grant records one `project_permission.created` per id (held already or not, as the
+    #: original); a sign-up's default grants record none (reference part 2 §8).
+    records_events: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,10 @@ class UpdateUser(StorageEffect["User | UserWrite"]):
     revoke_sessions: bool = False
     #: Write only while this session lives; SESSION_GONE (nothing written) otherwise, before any other check.
     session_guard: SessionGuard | None = None
+    #: webhooks: also record a `user.updated` event (with the user's selected team) in the same atomic step, even
+    #: when `changes` is empty: a PATCH of the user. False for the internal writes (last activity, selected
+    #: personal team, ...), which announce nothing (reference part 2 §8).
+    records_update: bool = False
 
     def __post_init__(self) -> None:
         # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
@@ -89,7 +93,7 @@ class UpdateUser(StorageEffect["User | UserWrite"]):
 
     def guarded_by(self, guard: SessionGuard) -> UpdateUser:
         """This write, made only while `guard`'s session lives."""
-        return UpdateUser(self.project_id, self.user_id, self.changes, self.revoke_sessions, guard)
+        return UpdateUser(self.project_id, self.user_id, self.changes, self.revoke_sessions, guard, self.records_update)
 
 
 @dataclass(frozen=True, slots=True)

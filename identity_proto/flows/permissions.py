@@ -353,7 +353,8 @@ def grant_project_permission(ctx: RequestContext) -> Flow[Response]:
         if (yield from perform(LoadUser(project_id, user_id))) is None:
             raise KnownError(ErrorCode.USER_NOT_FOUND)
         raise refused
-    if not (yield from perform(GrantProjectPermissions(project_id, user_id, (permission_id,)))):
+    # webhooks: an explicit grant records `project_permission.created` (sign-up defaults do not)
+    if not (yield from perform(GrantProjectPermissions(project_id, user_id, (permission_id,), records_events=True))):
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     return json_response(201, {"id": permission_id, "user_id": user_id})
 

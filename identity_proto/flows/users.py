@@ -244,7 +244,10 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
 
     # 9. one atomic write (and, after a password change, no session survives), answering what the response
     #    renders: the user and their selected team (no second read)
-    update = UpdateUser(project.id, user_id, UserChanges.of(changes.items()), revoke_sessions=password_changed)
+    #    (webhooks: every PATCH records `user.updated`, even one that changes nothing)
+    update = UpdateUser(
+        project.id, user_id, UserChanges.of(changes.items()), revoke_sessions=password_changed, records_update=True
+    )
     updated = yield from perform(UpdateUserWithTeam(update))
     if updated is UserWrite.NOT_FOUND:
         raise KnownError(missing)

@@ -1,0 +1,648 @@
+"""Webhooks: endpoints, the fan-out of the events stream (`<p>events`, appended by the scripts of the changes) into
+deliveries, their claims, attempts and retries, and retention; `identity_proto.effects.webhooks` is the contract.
+
+Every write is one script on keys of the project's slot, but for the set of projects with endpoints
+(``<ns>{webhooks}:projects``, its own hash tag), which is never in a script with a project's keys, like the projects
+index. CreateWebhookEndpoint adds the project to it before its script and again after it; DeleteWebhookEndpoint
+removes it after a script that left no endpoint, then looks again (HLEN) and adds it back if an endpoint was created
+meanwhile. Whatever the interleaving, a project with an endpoint is in the set once its creation has returned; a
+crash can at worst leave a project without endpoints in it (harmless: its fan-out finds nothing), never the reverse.
+
+Keys (the table in `keys`): the endpoints hash (id -> JSON, made in Python), the hash of where each endpoint's events
+start (the last stream id at its creation: it gets later events only), the fan-out cursor (the last stream id fanned
+out: FanOutEvents reads ``XRANGE (cursor + COUNT limit``), one hash per delivery (``<sortable entry id>:<endpoint
+id>``, its attempts a JSON array made by joining the JSON texts Python made: never re-encoded in Lua), each
+endpoint's index of its deliveries (sortable ids, score 0: ZREVRANGE is newest first), the due set (pending
+deliveries scored by their next attempt or their lease's end: claims are ZRANGEBYSCORE), the pending set (score 0:
+its first member is the oldest event a delivery still needs, which TrimWebhookData keeps) and the settled set (scored
+by the last attempt: what TrimWebhookData forgets). Claim tokens are kept as their SHA-256 only.
+
+The choices the effects leave open are the memory store's (`backends.memory.webhooks`), point by point.
+
+Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
+`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from typing import Any, Final
+
+import orjson
+
+from backends.redis.codecs import _pairs, _text
+from backends.redis.keys import SETTLED_DELIVERY_TTL_MS, KeySpace, webhook_delivery_id
+from backends.redis.lua import (
+    _FIELDS,
+    _WEBHOOK_IDS,
+    _WEBHOOK_NEW_DELIVERY,
+    _WEBHOOK_SETTLE,
+    EVENTS_HARD_CAP,
+)
+from backends.redis.plan import Call, Plan, Script, _plans, script
+from identity_proto.effects import (
+    RETRY_SCHEDULE_MS,
+    TEST_EVENT_TYPE,
+    AddTestEvent,
+    ClaimDeliveries,
+    ClaimedDelivery,
+    CreateWebhookEndpoint,
+    DeleteWebhookEndpoint,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryState,
+    FanOutEvents,
+    ListDeliveries,
+    ListEvents,
+    ListWebhookEndpoints,
+    ListWebhookProjects,
+    LoadWebhookEndpoint,
+    RecordAttempt,
+    ReplayDelivery,
+    TrimWebhookData,
+    UpdateWebhookEndpoint,
+    WebhookEndpoint,
+)
+from identity_proto.records import StoredEvent
+
+#: A message id of this store: ``msg_<stream entry id>``.
+_MESSAGE_ID: Final = re.compile(r"msg_([0-9]{1,20}-[0-9]{1,20})")
+
+_SCHEDULE: Final = ",".join(str(ms) for ms in RETRY_SCHEDULE_MS)
+
+
+def _entry_id(message_id: str) -> str | None:
+    found = _MESSAGE_ID.fullmatch(message_id)
+    return None if found is None else found.group(1)
+
+
+def _endpoint_json(endpoint: WebhookEndpoint) -> str:
+    return orjson.dumps(dataclasses.asdict(endpoint)).decode()
+
+
+def _endpoint(raw: Any) -> WebhookEndpoint | None:
+    if raw is None:
+        return None
+    data = orjson.loads(raw)
+    if data["event_types"] is not None:
+        data["event_types"] = tuple(data["event_types"])
+    return WebhookEndpoint(**data)
+
+
+def _event(entry_id: Any, fields: Any) -> StoredEvent:
+    """A stream entry (its id and its fields, as XRANGE's reply gives them: a dict or a flat list)."""
+    entry = _text(entry_id)
+    f = _pairs(fields)
+    ids = f.get("i", "")
+    return StoredEvent(
+        id=f"msg_{entry}",
+        type=f["t"],
+        created_at_millis=int(entry.partition("-")[0]),
+        record=f.get("r") or None,
+        team=f.get("m") or None,
+        ids=tuple(ids.split("\n")) if ids else (),
+    )
+
+
+def _delivery(reply: Any) -> Delivery:
+    f = _pairs(reply)
+    next_at = f["next_attempt_at_millis"]
+    return Delivery(
+        endpoint_id=f["endpoint_id"],
+        message_id=f["message_id"],
+        event_type=f["event_type"],
+        state=DeliveryState(f["state"]),
+        next_attempt_at_millis=int(next_at) if next_at else None,
+        attempts=tuple(DeliveryAttempt(**attempt) for attempt in orjson.loads(f["attempts"])),
+        created_at_millis=int(f["created_at_millis"]),
+    )
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Endpoints
+
+# KEYS: endpoints, endpoint starts, cursor, events stream. ARGV: endpoint id, endpoint JSON. The endpoint starts
+# after the stream's last entry; the project's first endpoint moves the cursor there too (its history is nobody's).
+script(
+    "create_webhook_endpoint",
+    _WEBHOOK_IDS
+    + """
+local had = redis.call('HLEN', KEYS[1])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+local last_id = '0-0'
+if #last > 0 then last_id = last[1][1] end
+redis.call('HSET', KEYS[2], ARGV[1], last_id)
+if had == 0 then
+  local cursor = redis.call('GET', KEYS[3])
+  if not cursor or wh_less(cursor, last_id) then redis.call('SET', KEYS[3], last_id) end
+end
+return 1
+""",
+)
+
+
+@_plans(CreateWebhookEndpoint)
+def _create_endpoint(keys: KeySpace, effect: CreateWebhookEndpoint) -> Plan[None]:
+    project_id, endpoint = effect.project_id, effect.endpoint
+    yield Call("SADD", keys.webhook_projects, project_id)  # before: a crash after the script leaves it listed
+    yield Script(
+        "create_webhook_endpoint",
+        (
+            keys.webhook_endpoints(project_id),
+            keys.webhook_endpoint_from(project_id),
+            keys.webhook_cursor(project_id),
+            keys.events(project_id),
+        ),
+        (endpoint.id, _endpoint_json(endpoint)),
+    )
+    yield Call("SADD", keys.webhook_projects, project_id)  # after: a concurrent deletion of the last one removed it
+
+
+@_plans(LoadWebhookEndpoint)
+def _load_endpoint(keys: KeySpace, effect: LoadWebhookEndpoint) -> Plan[WebhookEndpoint | None]:
+    return _endpoint((yield Call("HGET", keys.webhook_endpoints(effect.project_id), effect.endpoint_id)))
+
+
+@_plans(ListWebhookEndpoints)
+def _list_endpoints(keys: KeySpace, effect: ListWebhookEndpoints) -> Plan[tuple[WebhookEndpoint, ...]]:
+    found = [_endpoint(raw) for raw in (yield Call("HVALS", keys.webhook_endpoints(effect.project_id)))]
+    return tuple(sorted((e for e in found if e is not None), key=lambda e: (e.created_at_millis, e.id)))
+
+
+# KEYS: endpoints. ARGV: endpoint id, endpoint JSON. Returns 1 if replaced, 0 if there is no such endpoint.
+script(
+    "update_webhook_endpoint",
+    """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+""",
+)
+
+
+@_plans(UpdateWebhookEndpoint)
+def _update_endpoint(keys: KeySpace, effect: UpdateWebhookEndpoint) -> Plan[WebhookEndpoint | None]:
+    endpoint = effect.endpoint
+    args = (endpoint.id, _endpoint_json(endpoint))
+    updated = yield Script("update_webhook_endpoint", (keys.webhook_endpoints(effect.project_id),), args)
+    return endpoint if updated else None
+
+
+# KEYS: endpoints, endpoint starts, the endpoint's delivery index, due, pending, settled. ARGV: endpoint id, the
+# delivery key prefix. Returns -1 when there was no such endpoint, else how many endpoints are left.
+script(
+    "delete_webhook_endpoint",
+    """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return -1 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+for _, sortable in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  local did = sortable .. ':' .. ARGV[1]
+  redis.call('DEL', ARGV[2] .. did)
+  redis.call('ZREM', KEYS[4], did)
+  redis.call('ZREM', KEYS[5], did)
+  redis.call('ZREM', KEYS[6], did)
+end
+redis.call('DEL', KEYS[3])
+return redis.call('HLEN', KEYS[1])
+""",
+)
+
+
+@_plans(DeleteWebhookEndpoint)
+def _delete_endpoint(keys: KeySpace, effect: DeleteWebhookEndpoint) -> Plan[bool]:
+    project_id = effect.project_id
+    endpoints = keys.webhook_endpoints(project_id)
+    left = yield Script(
+        "delete_webhook_endpoint",
+        (
+            endpoints,
+            keys.webhook_endpoint_from(project_id),
+            keys.webhook_deliveries(project_id, effect.endpoint_id),
+            keys.webhook_due(project_id),
+            keys.webhook_pending(project_id),
+            keys.webhook_settled(project_id),
+        ),
+        (effect.endpoint_id, keys.webhook_delivery(project_id)),
+    )
+    if left == -1:
+        return False
+    if left == 0:
+        yield Call("SREM", keys.webhook_projects, project_id)
+        if (yield Call("HLEN", endpoints)):  # one was created meanwhile (its own SADD may have come before ours)
+            yield Call("SADD", keys.webhook_projects, project_id)
+    return True
+
+
+@_plans(ListWebhookProjects)
+def _list_webhook_projects(keys: KeySpace, effect: ListWebhookProjects) -> Plan[tuple[str, ...]]:
+    return tuple(sorted(_text(member) for member in (yield Call("SMEMBERS", keys.webhook_projects))))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Events and deliveries
+
+
+def _entries(reply: Any) -> list[tuple[Any, Any]]:
+    """XRANGE's reply as (entry id, fields) pairs: redis-py's parsed tuples or the raw nested lists."""
+    return [(entry[0], entry[1]) for entry in reply or ()]
+
+
+@_plans(ListEvents)
+def _list_events(keys: KeySpace, effect: ListEvents) -> Plan[tuple[StoredEvent, ...]]:
+    if effect.limit <= 0:
+        return ()
+    start = "-"
+    if effect.after is not None:
+        after = _entry_id(effect.after)
+        if after is None:
+            return ()
+        start = "(" + after
+    reply = yield Call("XRANGE", keys.events(effect.project_id), start, "+", "COUNT", effect.limit)
+    return tuple(_event(entry_id, fields) for entry_id, fields in _entries(reply))
+
+
+# KEYS: events stream, endpoints, due, pending, the endpoint's delivery index. ARGV: the test event type, its data
+# JSON, endpoint id, now, delivery key prefix, the stream's hard cap. Records the event (as `emit_event` does) and,
+# if the endpoint exists, its one delivery; returns the entry id.
+script(
+    "add_test_event",
+    _WEBHOOK_IDS
+    + _WEBHOOK_NEW_DELIVERY
+    + """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*', 't', ARGV[1], 'r', ARGV[2], 'm', '', 'i', '')
+if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then
+  wh_new_delivery(ARGV[5], KEYS[3], KEYS[4], KEYS[5], ARGV[3], id, ARGV[1], ARGV[4])
+end
+return id
+""",
+)
+
+
+@_plans(AddTestEvent)
+def _add_test_event(keys: KeySpace, effect: AddTestEvent) -> Plan[StoredEvent]:
+    project_id = effect.project_id
+    entry_id = yield Script(
+        "add_test_event",
+        (
+            keys.events(project_id),
+            keys.webhook_endpoints(project_id),
+            keys.webhook_due(project_id),
+            keys.webhook_pending(project_id),
+            keys.webhook_deliveries(project_id, effect.endpoint_id),
+        ),
+        (
+            TEST_EVENT_TYPE,
+            effect.data_json,
+            effect.endpoint_id,
+            effect.now_ms,
+            keys.webhook_delivery(project_id),
+            EVENTS_HARD_CAP,
+        ),
+    )
+    return _event(entry_id, {"t": TEST_EVENT_TYPE, "r": effect.data_json})
+
+
+# KEYS: events stream, cursor, endpoints, endpoint starts, due, pending. ARGV: now, limit, delivery key prefix,
+# delivery index prefix, the test event type. The entries after the cursor (at most `limit`) become one delivery per
+# enabled endpoint that wants their type and started before them (test events: none); the cursor moves to the last.
+# Returns how many entries the cursor moved past.
+script(
+    "fan_out_events",
+    _FIELDS
+    + _WEBHOOK_IDS
+    + _WEBHOOK_NEW_DELIVERY
+    + """
+local cursor = redis.call('GET', KEYS[2])
+local start = '-'
+if cursor then start = '(' .. cursor end
+local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', ARGV[2])
+if #entries == 0 then return 0 end
+local endpoints = {}
+local raw = redis.call('HGETALL', KEYS[3])
+for i = 1, #raw, 2 do
+  local ep = cjson.decode(raw[i + 1])
+  if ep.disabled ~= true then
+    local types = nil
+    if type(ep.event_types) == 'table' then
+      types = {}
+      for _, t in ipairs(ep.event_types) do types[t] = true end
+    end
+    local from = redis.call('HGET', KEYS[4], raw[i]) or '0-0'
+    endpoints[#endpoints + 1] = {id = raw[i], types = types, from = from}
+  end
+end
+for _, entry in ipairs(entries) do
+  local id, t = entry[1], fields(entry[2])['t']
+  if t ~= ARGV[5] then
+    for _, ep in ipairs(endpoints) do
+      if wh_less(ep.from, id) and (ep.types == nil or ep.types[t]) then
+        wh_new_delivery(ARGV[3], KEYS[5], KEYS[6], ARGV[4] .. ep.id, ep.id, id, t, ARGV[1])
+      end
+    end
+  end
+end
+redis.call('SET', KEYS[2], entries[#entries][1])
+return #entries
+""",
+)
+
+
+@_plans(FanOutEvents)
+def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int]:
+    if effect.limit <= 0:
+        return 0
+    project_id = effect.project_id
+    fanned = yield Script(
+        "fan_out_events",
+        (
+            keys.events(project_id),
+            keys.webhook_cursor(project_id),
+            keys.webhook_endpoints(project_id),
+            keys.webhook_endpoint_from(project_id),
+            keys.webhook_due(project_id),
+            keys.webhook_pending(project_id),
+        ),
+        (
+            effect.now_ms,
+            effect.limit,
+            keys.webhook_delivery(project_id),
+            keys.webhook_deliveries(project_id),
+            TEST_EVENT_TYPE,
+        ),
+    )
+    return int(fanned)
+
+
+# KEYS: due, endpoints, events stream, pending, settled. ARGV: now, lease (ms), limit, delivery key prefix, settled
+# TTL (ms), then one claim token hash per claim. The deliveries due at `now` (oldest due first, at most `limit`) are
+# claimed: due again at now + lease, with the next token hash. One whose endpoint is gone or disabled, or whose
+# event is no longer kept, is settled as failed instead (no attempt). Returns {delivery's HGETALL, stream entry,
+# endpoint JSON} per claim.
+script(
+    "claim_deliveries",
+    _WEBHOOK_SETTLE
+    + """
+local until_at = string.format('%.0f', tonumber(ARGV[1]) + tonumber(ARGV[2]))
+local out = {}
+for _, did in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])) do
+  local key = ARGV[4] .. did
+  local d = redis.call('HMGET', key, 'endpoint_id', 'message_id')
+  if not d[1] then
+    redis.call('ZREM', KEYS[1], did)
+    redis.call('ZREM', KEYS[4], did)
+  else
+    local ep = redis.call('HGET', KEYS[2], d[1])
+    local entry_id = string.sub(d[2], 5)
+    local entry = redis.call('XRANGE', KEYS[3], entry_id, entry_id)
+    if (not ep) or #entry == 0 or cjson.decode(ep).disabled == true then
+      wh_settle(key, did, 'failed', ARGV[1], KEYS[1], KEYS[4], KEYS[5], ARGV[5])
+    else
+      redis.call('HSET', key, 'claim', ARGV[6 + #out], 'next_attempt_at_millis', until_at)
+      redis.call('ZADD', KEYS[1], until_at, did)
+      out[#out + 1] = {redis.call('HGETALL', key), entry[1], ep}
+    end
+  end
+end
+return out
+""",
+)
+
+
+@_plans(ClaimDeliveries)
+def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDelivery, ...]]:
+    if effect.limit <= 0:
+        return ()
+    project_id = effect.project_id
+    tokens = effect.claim_tokens[: effect.limit]
+    reply = yield Script(
+        "claim_deliveries",
+        (
+            keys.webhook_due(project_id),
+            keys.webhook_endpoints(project_id),
+            keys.events(project_id),
+            keys.webhook_pending(project_id),
+            keys.webhook_settled(project_id),
+        ),
+        (
+            effect.now_ms,
+            effect.lease_ms,
+            len(tokens),
+            keys.webhook_delivery(project_id),
+            SETTLED_DELIVERY_TTL_MS,
+            *(_token_hash(token) for token in tokens),
+        ),
+    )
+    claimed = []
+    for token, (fields, entry, endpoint) in zip(tokens, reply or (), strict=False):
+        made = _endpoint(endpoint)
+        assert made is not None  # the script checked it
+        claimed.append(ClaimedDelivery(_delivery(fields), _event(entry[0], entry[1]), made, token))
+    return tuple(claimed)
+
+
+# KEYS: the delivery, due, pending, settled. ARGV: delivery id, claim token hash, attempt JSON, attempt time, 1 if
+# it succeeded (2xx) else 0, settled TTL (ms), the retry schedule (ms, comma-separated). The attempt is appended;
+# only under the current claim is the delivery settled or rescheduled. Returns 1 if the claim was current, else 0.
+script(
+    "record_attempt",
+    _WEBHOOK_SETTLE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local attempts = redis.call('HGET', KEYS[1], 'attempts')
+if attempts == '[]' then
+  attempts = '[' .. ARGV[3] .. ']'
+else
+  attempts = string.sub(attempts, 1, -2) .. ',' .. ARGV[3] .. ']'
+end
+redis.call('HSET', KEYS[1], 'attempts', attempts)
+local d = redis.call('HMGET', KEYS[1], 'claim', 'state', 'failures')
+if d[1] == '' or d[1] ~= ARGV[2] or d[2] ~= 'pending' then return 0 end
+if ARGV[5] == '1' then
+  wh_settle(KEYS[1], ARGV[1], 'succeeded', ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[6])
+  return 1
+end
+local failures = tonumber(d[3])
+local schedule = {}
+for wait in string.gmatch(ARGV[7], '%d+') do schedule[#schedule + 1] = tonumber(wait) end
+redis.call('HSET', KEYS[1], 'failures', failures + 1)
+if failures < #schedule then
+  local next_at = string.format('%.0f', tonumber(ARGV[4]) + schedule[failures + 1])
+  redis.call('HSET', KEYS[1], 'next_attempt_at_millis', next_at, 'claim', '', 'last_attempt_at_millis', ARGV[4])
+  redis.call('ZADD', KEYS[2], next_at, ARGV[1])
+else
+  wh_settle(KEYS[1], ARGV[1], 'failed', ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[6])
+end
+return 1
+""",
+)
+
+
+@_plans(RecordAttempt)
+def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
+    if _entry_id(effect.message_id) is None:
+        return False
+    project_id, attempt = effect.project_id, effect.attempt
+    delivery_id = webhook_delivery_id(effect.message_id, effect.endpoint_id)
+    succeeded = attempt.status_code is not None and 200 <= attempt.status_code < 300
+    current = yield Script(
+        "record_attempt",
+        (
+            keys.webhook_delivery(project_id, effect.message_id, effect.endpoint_id),
+            keys.webhook_due(project_id),
+            keys.webhook_pending(project_id),
+            keys.webhook_settled(project_id),
+        ),
+        (
+            delivery_id,
+            _token_hash(effect.claim_token),
+            orjson.dumps(dataclasses.asdict(attempt)).decode(),
+            attempt.at_millis,
+            1 if succeeded else 0,
+            SETTLED_DELIVERY_TTL_MS,
+            _SCHEDULE,
+        ),
+    )
+    return bool(current)
+
+
+# KEYS: the endpoint's delivery index. ARGV: limit, delivery key prefix, endpoint id. Returns the HGETALL of its
+# deliveries, newest first, at most `limit` (skipping those gone by TTL).
+script(
+    "list_deliveries",
+    """
+local limit, out, start = tonumber(ARGV[1]), {}, 0
+while #out < limit do
+  local page = redis.call('ZREVRANGE', KEYS[1], start, start + limit - 1)
+  if #page == 0 then break end
+  for _, sortable in ipairs(page) do
+    local d = redis.call('HGETALL', ARGV[2] .. sortable .. ':' .. ARGV[3])
+    if #d > 0 then
+      out[#out + 1] = d
+      if #out >= limit then break end
+    end
+  end
+  start = start + #page
+end
+return out
+""",
+)
+
+
+@_plans(ListDeliveries)
+def _list_deliveries(keys: KeySpace, effect: ListDeliveries) -> Plan[tuple[Delivery, ...]]:
+    if effect.limit <= 0:
+        return ()
+    project_id = effect.project_id
+    reply = yield Script(
+        "list_deliveries",
+        (keys.webhook_deliveries(project_id, effect.endpoint_id),),
+        (effect.limit, keys.webhook_delivery(project_id), effect.endpoint_id),
+    )
+    return tuple(_delivery(fields) for fields in reply or ())
+
+
+# KEYS: the delivery, due, pending, settled, events stream. ARGV: delivery id, now, the event's entry id. Returns
+# the delivery's HGETALL once it is pending and due now again (claim dropped, schedule restarted, no TTL), or nil
+# when there is no such delivery or its event is no longer kept.
+script(
+    "replay_delivery",
+    """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if #redis.call('XRANGE', KEYS[5], ARGV[3], ARGV[3]) == 0 then return false end
+redis.call('HSET', KEYS[1], 'state', 'pending', 'next_attempt_at_millis', ARGV[2], 'claim', '', 'failures', '0')
+redis.call('PERSIST', KEYS[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[3], 0, ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+""",
+)
+
+
+@_plans(ReplayDelivery)
+def _replay(keys: KeySpace, effect: ReplayDelivery) -> Plan[Delivery | None]:
+    entry_id = _entry_id(effect.message_id)
+    if entry_id is None:
+        return None
+    project_id = effect.project_id
+    reply = yield Script(
+        "replay_delivery",
+        (
+            keys.webhook_delivery(project_id, effect.message_id, effect.endpoint_id),
+            keys.webhook_due(project_id),
+            keys.webhook_pending(project_id),
+            keys.webhook_settled(project_id),
+            keys.events(project_id),
+        ),
+        (webhook_delivery_id(effect.message_id, effect.endpoint_id), effect.now_ms, entry_id),
+    )
+    return _delivery(reply) if reply else None
+
+
+# KEYS: events stream, cursor, endpoints, pending, settled. ARGV: before (ms), keep (events), delivery key prefix,
+# delivery index prefix. Forgets the settled deliveries last attempted before `before`, then trims the stream to
+# the entries from `before` on and the newest `keep` (XTRIM MINID, exact), keeping whatever their age the oldest
+# entry a pending delivery needs and everything after it, and (while the project has endpoints) the entries not
+# fanned out yet.
+script(
+    "trim_webhook_data",
+    _WEBHOOK_IDS
+    + """
+local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[1])
+for _, did in ipairs(old) do
+  redis.call('DEL', ARGV[3] .. did)
+  redis.call('ZREM', ARGV[4] .. string.sub(did, 43), string.sub(did, 1, 41))
+  redis.call('ZREM', KEYS[5], did)
+end
+local minid = ARGV[1] .. '-0'
+local keep = tonumber(ARGV[2])
+local candidate = nil
+if keep <= 0 then
+  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  if #last > 0 then candidate = wh_next(last[1][1]) end
+else
+  local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', keep)
+  if #newest == keep then candidate = newest[keep][1] end
+end
+if candidate and wh_less(minid, candidate) then minid = candidate end
+local first_pending = redis.call('ZRANGE', KEYS[4], 0, 0)
+if #first_pending > 0 then
+  local needed = wh_entry_id(first_pending[1])
+  if wh_less(needed, minid) then minid = needed end
+end
+if redis.call('HLEN', KEYS[3]) > 0 then
+  local next_id = wh_next(redis.call('GET', KEYS[2]) or '0-0')
+  if wh_less(next_id, minid) then minid = next_id end
+end
+redis.call('XTRIM', KEYS[1], 'MINID', minid)
+return 1
+""",
+)
+
+
+@_plans(TrimWebhookData)
+def _trim(keys: KeySpace, effect: TrimWebhookData) -> Plan[None]:
+    project_id = effect.project_id
+    yield Script(
+        "trim_webhook_data",
+        (
+            keys.events(project_id),
+            keys.webhook_cursor(project_id),
+            keys.webhook_endpoints(project_id),
+            keys.webhook_pending(project_id),
+            keys.webhook_settled(project_id),
+        ),
+        (
+            max(effect.before_ms, 0),
+            max(effect.keep_events, 0),
+            keys.webhook_delivery(project_id),
+            keys.webhook_deliveries(project_id),
+        ),
+    )

@@ -1,0 +1,474 @@
+"""Webhook events over every store (memory, fakeredis, a real redis-server): each write the reference's §8 table
+names records exactly its events, in order, in the same atomic step as the change (`identity_proto.events`);
+`event_data` renders them as the original's payloads; a refused write records none.
+
+The events are read as the stores keep them (`recorded`: the memory tenant's list, the Redis stream), so these
+tests prove what each write records, not how events are later listed or delivered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from backends.memory import MemoryStore
+from backends.redis import RedisStore
+from identity_proto.auth import AccessType
+from identity_proto.changes import TeamChanges, UserChanges
+from identity_proto.drivers import Store
+from identity_proto.effects import (
+    AcceptTeamInvitation,
+    AddMembership,
+    ChangePermission,
+    CreateSession,
+    CreateTeam,
+    CreateUser,
+    CreateVerificationCode,
+    DeleteTeam,
+    DeleteUser,
+    EmailSignInOutcome,
+    GrantProjectPermissions,
+    InvitationAcceptance,
+    LoadTeam,
+    LoadUser,
+    PasswordWrite,
+    RemoveMembership,
+    ResetPassword,
+    RevokeProjectPermission,
+    SessionGuard,
+    SignInByEmail,
+    SignUpAnonymously,
+    SignUpWithOAuth,
+    SignUpWithOAuthRefusal,
+    TeamWrite,
+    UpdateTeam,
+    UpdateUser,
+    UpdateUserWithTeam,
+    UpgradeAnonymousUser,
+    UpgradeRefusal,
+    UserWrite,
+)
+from identity_proto.events import EVENT_TYPES, StoredEvent, event_data, event_payload
+from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
+from identity_proto.render import render_team, render_user
+from tests.contract.factories import (
+    OTHER_PROJECT,
+    PROJECT,
+    T0,
+    make_code,
+    make_membership,
+    make_session,
+    make_team,
+    make_user,
+    rich_user,
+)
+
+CONFIG = ProjectConfig()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading what a store recorded
+
+
+def recorded(store: Store, project_id: str = PROJECT) -> list[StoredEvent]:
+    """Every event the store recorded for the project, oldest first, as it keeps them."""
+    if isinstance(store, MemoryStore):
+        return list(store.tenant(project_id).events)
+    assert isinstance(store, RedisStore)
+    out = []
+    for entry_id, raw in store.client.xrange(store.keys.events(project_id)):
+        fields = {key.decode(): value.decode() for key, value in raw.items()}
+        out.append(
+            StoredEvent(
+                f"msg_{entry_id.decode()}",
+                fields["t"],
+                int(entry_id.split(b"-")[0]),
+                record=fields["r"] or None,
+                team=fields["m"] or None,
+                ids=tuple(fields["i"].split("\n")) if fields["i"] else (),
+            )
+        )
+    return out
+
+
+def events(store: Store, project_id: str = PROJECT) -> list[tuple[str, Any]]:
+    """(type, data) of every recorded event: what receivers get."""
+    return [(event.type, event_data(event, CONFIG)) for event in recorded(store, project_id)]
+
+
+def since(store: Store, before: int, project_id: str = PROJECT) -> list[tuple[str, Any]]:
+    return events(store, project_id)[before:]
+
+
+def server_user(user: User, team: Team | None = None) -> dict[str, Any]:
+    return render_user(user, AccessType.SERVER, CONFIG, team)
+
+
+def server_team(team: Team) -> dict[str, Any]:
+    return render_team(team, AccessType.SERVER)
+
+
+def _user(store: Store, user_id: str) -> User:
+    user = store.apply(LoadUser(PROJECT, user_id))
+    assert user is not None
+    return user
+
+
+def _team(store: Store, team_id: str) -> Team:
+    team = store.apply(LoadTeam(PROJECT, team_id))
+    assert team is not None
+    return team
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Users
+
+
+def test_creating_a_user_records_user_created_with_the_server_user(store: Store) -> None:
+    user = make_user("ada", "ada@example.com", display_name="Ada ✓", server_metadata={"plan": ["pro", None]})
+    assert store.apply(CreateUser(PROJECT, user)) == user
+    assert events(store) == [("user.created", server_user(user))]
+    assert events(store, OTHER_PROJECT) == []
+
+
+def test_an_event_renders_the_stored_record_field_for_field(store: Store) -> None:
+    # every field differs from its default: the Redis record's JSON text renders as the memory store's object
+    user = replaced(rich_user(), {"selected_team_id": None})
+    store.apply(CreateUser(PROJECT, user))
+    (event,) = recorded(store)
+    assert event_data(event, CONFIG) == server_user(user)
+    assert event_payload(event, CONFIG).startswith(b'{"type":"user.created","data":{')
+    assert event.id.startswith("msg_")
+
+
+def test_a_refused_user_creation_records_nothing(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com")))
+    before = len(recorded(store))
+    assert store.apply(CreateUser(PROJECT, make_user("bob", "ada@example.com"))) is UserWrite.EMAIL_TAKEN
+    assert store.apply(CreateUser(PROJECT, make_user("ada"))) is UserWrite.ID_TAKEN
+    assert since(store, before) == []
+
+
+def test_a_user_update_records_user_updated_with_the_selected_team_only_when_asked(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    team = make_team("team-1")
+    store.apply(CreateTeam(PROJECT, team, make_membership(team.id, "ada")))
+    before = len(recorded(store))
+    # an internal write (the selected personal team, last activity) announces nothing
+    store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1", last_active_at_millis=T0 + 5)))
+    assert since(store, before) == []
+    # a PATCH does, with the user as stored after it and their selected team
+    updated = store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Ada"), records_update=True))
+    assert isinstance(updated, User)
+    assert since(store, before) == [("user.updated", server_user(updated, team))]
+
+
+def test_a_patch_that_changes_nothing_still_records_user_updated(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    before = len(recorded(store))
+    result = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, "ada", UserChanges.of(), records_update=True)))
+    assert result == (make_user("ada"), None)
+    assert since(store, before) == [("user.updated", server_user(make_user("ada")))]
+
+
+def test_a_refused_user_update_records_nothing(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com")))
+    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    before = len(recorded(store))
+    taken = UpdateUser(PROJECT, "bob", UserChanges.of(primary_email="ada@example.com"), records_update=True)
+    assert store.apply(taken) is UserWrite.EMAIL_TAKEN
+    missing = UpdateUser(PROJECT, "nobody", UserChanges.of(display_name="x"), records_update=True)
+    assert store.apply(missing) is UserWrite.NOT_FOUND
+    gone = UpdateUser(PROJECT, "bob", UserChanges.of(display_name="x"), records_update=True)
+    assert store.apply(gone.guarded_by(SessionGuard("no-session", "bob", T0))) is UserWrite.SESSION_GONE
+    assert since(store, before) == []
+
+
+def test_a_guarded_patch_records_user_updated_once_its_session_is_checked(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateSession(PROJECT, make_session("s-1", "ada")))
+    before = len(recorded(store))
+    patch = UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Ada"), records_update=True)
+    updated = store.apply(patch.guarded_by(SessionGuard("s-1", "ada", T0)))
+    assert isinstance(updated, User)
+    assert since(store, before) == [("user.updated", server_user(updated))]
+
+
+def test_deleting_a_user_records_one_membership_deletion_per_team_then_user_deleted(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateUser(PROJECT, make_user("bob")))
+    store.apply(CreateTeam(PROJECT, make_team("team-b"), make_membership("team-b", "ada")))
+    store.apply(CreateTeam(PROJECT, make_team("team-a")))
+    store.apply(AddMembership(PROJECT, make_membership("team-a", "ada")))
+    store.apply(AddMembership(PROJECT, make_membership("team-a", "bob")))
+    before = len(recorded(store))
+    assert store.apply(DeleteUser(PROJECT, "ada"))
+    assert since(store, before) == [
+        # in membership order: the team created with ada first, then the one she joined
+        ("team_membership.deleted", {"team_id": "team-b", "user_id": "ada"}),
+        ("team_membership.deleted", {"team_id": "team-a", "user_id": "ada"}),
+        ("user.deleted", {"id": "ada", "teams": [{"id": "team-b"}, {"id": "team-a"}]}),
+    ]
+    before = len(recorded(store))
+    assert not store.apply(DeleteUser(PROJECT, "ada"))
+    assert since(store, before) == []
+
+
+def test_deleting_a_user_without_teams_records_user_deleted_alone(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    before = len(recorded(store))
+    assert store.apply(DeleteUser(PROJECT, "ada"))
+    assert since(store, before) == [("user.deleted", {"id": "ada", "teams": []})]
+
+
+def test_a_password_reset_records_user_updated(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com", password_hash="old")))
+    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
+    code = make_code("reset", purpose=CodePurpose.PASSWORD_RESET, user_id="ada", email="ada@example.com")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    before = len(recorded(store))
+    assert store.apply(ResetPassword(PROJECT, code.code_hash, "new-hash", T0)) is PasswordWrite.DONE
+    assert since(store, before) == [("user.updated", server_user(_user(store, "ada"), _team(store, "team-1")))]
+    # refused: the code is used now, and a missing code
+    assert store.apply(ResetPassword(PROJECT, code.code_hash, "other", T0)) is PasswordWrite.CODE_USED
+    assert store.apply(ResetPassword(PROJECT, "code-none", "other", T0)) is PasswordWrite.CODE_NOT_FOUND
+    assert len(recorded(store)) == before + 1
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sign-ups: user.created (without a selected team), then the personal team's team.created
+
+
+def _personal(user_id: str) -> tuple[Team, Any]:
+    team = Team(id=f"team-of-{user_id}", display_name="Personal Team", created_at_millis=T0)
+    return team, make_membership(team.id, user_id, permissions=("team_admin",))
+
+
+@pytest.mark.parametrize("with_team", [True, False], ids=["personal-team", "no-team"])
+def test_an_email_sign_up_records_user_created_then_its_team(store: Store, with_team: bool) -> None:
+    personal = _personal("ada") if with_team else None
+    new_user = make_user("ada", "ada@example.com", selected_team_id=personal[0].id if personal else None)
+    sign_up = SignInByEmail(
+        PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"), personal_team=personal
+    )
+    assert store.apply(sign_up).outcome is EmailSignInOutcome.SIGNED_UP
+    expected = [("user.created", server_user(replaced(new_user, {"selected_team_id": None})))]
+    if personal is not None:
+        expected.append(("team.created", server_team(personal[0])))
+    assert events(store) == expected
+    # signing in again writes (verification, last activity) but announces nothing
+    again = replaced(sign_up, {"now_ms": T0 + 10, "session": make_session("s-2", "ada")})
+    assert store.apply(again).outcome in (EmailSignInOutcome.SIGNED_IN, EmailSignInOutcome.UNVERIFIED)
+    assert events(store) == expected
+
+
+def test_a_refused_email_sign_up_records_nothing(store: Store) -> None:
+    new_user = make_user("ada", "ada@example.com")
+    disabled = SignInByEmail(PROJECT, "ada@example.com", T0, False, new_user, make_session("s-1", "ada"))
+    assert store.apply(disabled).outcome is EmailSignInOutcome.SIGN_UP_DISABLED
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    before = len(recorded(store))
+    taken = SignInByEmail(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"))
+    assert store.apply(taken).outcome is EmailSignInOutcome.ID_TAKEN
+    assert since(store, before) == []
+
+
+def test_an_anonymous_sign_up_records_user_created_then_its_team(store: Store) -> None:
+    personal = _personal("anon")
+    user = make_user("anon", is_anonymous=True, selected_team_id=personal[0].id)
+    assert store.apply(SignUpAnonymously(PROJECT, user, make_session("s-1", "anon"), personal)) == user
+    assert events(store) == [
+        ("user.created", server_user(replaced(user, {"selected_team_id": None}))),
+        ("team.created", server_team(personal[0])),
+    ]
+    assert store.apply(SignUpAnonymously(PROJECT, user, make_session("s-2", "anon"))) is None  # id taken
+    assert len(recorded(store)) == 2
+
+
+def test_an_anonymous_upgrade_records_user_updated(store: Store) -> None:
+    personal = _personal("anon")
+    user = make_user("anon", is_anonymous=True, selected_team_id=personal[0].id)
+    store.apply(SignUpAnonymously(PROJECT, user, make_session("s-1", "anon"), personal))
+    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    before = len(recorded(store))
+    changes = UserChanges.of(is_anonymous=False, primary_email="anon@example.com", primary_email_auth_enabled=True)
+    upgraded = store.apply(UpgradeAnonymousUser(PROJECT, "anon", changes, "anon@example.com's Team"))
+    assert isinstance(upgraded, User)
+    renamed = replaced(personal[0], {"display_name": "anon@example.com's Team"})
+    assert since(store, before) == [("user.updated", server_user(upgraded, renamed))]
+    # refused: not anonymous any more, an address taken, nobody
+    assert store.apply(UpgradeAnonymousUser(PROJECT, "anon", changes, "x")) is UpgradeRefusal.NOT_ANONYMOUS
+    store.apply(SignUpAnonymously(PROJECT, make_user("anon-2", is_anonymous=True), make_session("s-2", "anon-2")))
+    before = len(recorded(store))
+    taken = UserChanges.of(is_anonymous=False, primary_email="bob@example.com", primary_email_auth_enabled=True)
+    assert store.apply(UpgradeAnonymousUser(PROJECT, "anon-2", taken, "x")) is UpgradeRefusal.EMAIL_TAKEN
+    assert store.apply(UpgradeAnonymousUser(PROJECT, "nobody", changes, "x")) is UpgradeRefusal.NOT_FOUND
+    assert since(store, before) == []
+
+
+def test_an_oauth_sign_up_records_user_created_then_its_team(store: Store) -> None:
+    personal = _personal("ada")
+    account = OAuthAccount("acc-1", "github", "gh-1", email="ada@example.com", created_at_millis=T0)
+    new_user = make_user("ada", "ada@example.com", oauth_accounts=(account,), selected_team_id=personal[0].id)
+    assert store.apply(SignUpWithOAuth(PROJECT, new_user, personal)) == new_user
+    assert events(store) == [
+        ("user.created", server_user(replaced(new_user, {"selected_team_id": None}))),
+        ("team.created", server_team(personal[0])),
+    ]
+    other = make_user("bob", "bob@example.com", oauth_accounts=(replaced(account, {"id": "acc-2"}),))
+    assert store.apply(SignUpWithOAuth(PROJECT, other)) is SignUpWithOAuthRefusal.ACCOUNT_TAKEN
+    second = OAuthAccount("acc-3", "github", "gh-2", email="ada@example.com", created_at_millis=T0)
+    same_address = make_user("bob", "ada@example.com", oauth_accounts=(second,))
+    assert store.apply(SignUpWithOAuth(PROJECT, same_address)) is SignUpWithOAuthRefusal.EMAIL_TAKEN
+    assert len(recorded(store)) == 2
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Teams and memberships
+
+
+def test_creating_a_team_records_team_created_and_not_the_creators_membership(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    team = make_team("team-1", client_metadata={"a": [1, None]}, profile_image_url="https://img.example.com/t.png")
+    before = len(recorded(store))
+    assert store.apply(CreateTeam(PROJECT, team, make_membership(team.id, "ada", permissions=("team_admin",))))
+    assert since(store, before) == [("team.created", server_team(team))]
+    before = len(recorded(store))
+    refused = CreateTeam(PROJECT, make_team("team-2"), make_membership("team-2", "nobody"))
+    assert store.apply(refused) is TeamWrite.USER_NOT_FOUND
+    assert since(store, before) == []
+
+
+def test_updating_and_deleting_a_team_record_their_events(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    before = len(recorded(store))
+    updated = store.apply(UpdateTeam(PROJECT, "team-1", TeamChanges.of(display_name="Renamed")))
+    assert isinstance(updated, Team)
+    assert store.apply(UpdateTeam(PROJECT, "team-none", TeamChanges.of(display_name="x"))) is None
+    assert store.apply(DeleteTeam(PROJECT, "team-1"))
+    assert not store.apply(DeleteTeam(PROJECT, "team-1"))
+    assert since(store, before) == [
+        ("team.updated", server_team(updated)),
+        # as the original: no membership events for the members of a deleted team
+        ("team.deleted", {"id": "team-1"}),
+    ]
+
+
+def test_adding_a_membership_records_it_then_one_permission_per_default_permission(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateTeam(PROJECT, make_team("team-1")))
+    before = len(recorded(store))
+    membership = make_membership("team-1", "ada", permissions=("$read_members", "team_member"))
+    assert store.apply(AddMembership(PROJECT, membership)) == membership
+    assert since(store, before) == [
+        ("team_membership.created", {"team_id": "team-1", "user_id": "ada"}),
+        ("team_permission.created", {"id": "$read_members", "team_id": "team-1", "user_id": "ada"}),
+        ("team_permission.created", {"id": "team_member", "team_id": "team-1", "user_id": "ada"}),
+    ]
+    before = len(recorded(store))
+    assert store.apply(AddMembership(PROJECT, membership)) is TeamWrite.MEMBERSHIP_EXISTS
+    assert store.apply(AddMembership(PROJECT, make_membership("team-1", "nobody"))) is TeamWrite.USER_NOT_FOUND
+    assert store.apply(AddMembership(PROJECT, make_membership("team-none", "ada"))) is TeamWrite.TEAM_NOT_FOUND
+    assert since(store, before) == []
+
+
+def test_removing_a_membership_records_team_membership_deleted(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    before = len(recorded(store))
+    assert store.apply(RemoveMembership(PROJECT, "team-1", "ada"))
+    assert not store.apply(RemoveMembership(PROJECT, "team-1", "ada"))
+    assert since(store, before) == [("team_membership.deleted", {"team_id": "team-1", "user_id": "ada"})]
+
+
+def test_accepting_an_invitation_records_the_membership_and_its_permissions(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateTeam(PROJECT, make_team("team-1")))
+    code = make_code("inv", purpose=CodePurpose.TEAM_INVITATION, id="inv-1", team_id="team-1", email="a@example.com")
+    store.apply(CreateVerificationCode(PROJECT, code))
+    before = len(recorded(store))
+    membership = make_membership("team-1", "ada", permissions=("team_member",))
+    accepted = store.apply(AcceptTeamInvitation(PROJECT, code.code_hash, T0 + 1, membership))
+    assert accepted is InvitationAcceptance.ACCEPTED
+    assert since(store, before) == [
+        ("team_membership.created", {"team_id": "team-1", "user_id": "ada"}),
+        ("team_permission.created", {"id": "team_member", "team_id": "team-1", "user_id": "ada"}),
+    ]
+    before = len(recorded(store))
+    again = store.apply(AcceptTeamInvitation(PROJECT, code.code_hash, T0 + 1, membership))
+    assert again is InvitationAcceptance.ALREADY_USED
+    assert store.apply(AcceptTeamInvitation(PROJECT, "code-none", T0 + 1, membership)) is InvitationAcceptance.NOT_FOUND
+    assert since(store, before) == []
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Permissions
+
+
+def test_team_permission_grants_and_revokes_record_their_events(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    before = len(recorded(store))
+    ids = {"id": "editor", "team_id": "team-1", "user_id": "ada"}
+    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", True)) is not None
+    # granting one held already records it again (the original's upsert announces every grant)
+    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", True)) is not None
+    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", False)) is not None
+    # revoking one not held changes nothing and records nothing; no membership: nothing
+    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", False)) is not None
+    assert store.apply(ChangePermission(PROJECT, "team-1", "nobody", "editor", True)) is None
+    assert since(store, before) == [
+        ("team_permission.created", ids),
+        ("team_permission.created", ids),
+        ("team_permission.deleted", ids),
+    ]
+
+
+def test_explicit_project_permission_grants_record_events_and_sign_up_defaults_do_not(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    before = len(recorded(store))
+    assert store.apply(GrantProjectPermissions(PROJECT, "ada", ("read", "write")))  # sign-up defaults
+    assert since(store, before) == []
+    assert store.apply(GrantProjectPermissions(PROJECT, "ada", ("admin",), records_events=True))
+    assert not store.apply(GrantProjectPermissions(PROJECT, "nobody", ("admin",), records_events=True))
+    assert store.apply(RevokeProjectPermission(PROJECT, "ada", "read"))
+    assert not store.apply(RevokeProjectPermission(PROJECT, "ada", "read"))
+    assert since(store, before) == [
+        ("project_permission.created", {"id": "admin", "user_id": "ada"}),
+        ("project_permission.deleted", {"id": "read", "user_id": "ada"}),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Across writes
+
+
+def test_message_ids_are_unique_and_in_recording_order(store: Store) -> None:
+    for n in range(5):
+        store.apply(CreateUser(PROJECT, make_user(f"user-{n}")))
+        store.apply(DeleteUser(PROJECT, f"user-{n}"))
+    ids = [event.id for event in recorded(store)]
+    assert len(ids) == len(set(ids)) == 10
+    if isinstance(store, MemoryStore):
+        assert ids == sorted(ids)
+    else:  # stream ids: <ms>-<seq>, increasing
+        assert [tuple(map(int, i[4:].split("-"))) for i in ids] == sorted(
+            tuple(map(int, i[4:].split("-"))) for i in ids
+        )
+    assert {event.type for event in recorded(store)} <= set(EVENT_TYPES)
+
+
+def test_each_project_records_its_own_events(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(CreateUser(OTHER_PROJECT, make_user("bob")))
+    assert [data["id"] for _, data in events(store)] == ["ada"]
+    assert [data["id"] for _, data in events(store, OTHER_PROJECT)] == ["bob"]
+
+
+def test_the_user_in_user_created_is_the_user_as_stored_at_that_moment(store: Store) -> None:
+    # the payload is the state right after the change, not at delivery: a later update changes no earlier event
+    store.apply(CreateUser(PROJECT, make_user("ada", display_name="First")))
+    store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Second"), records_update=True))
+    assert [data["display_name"] for _, data in events(store)] == ["First", "Second"]
