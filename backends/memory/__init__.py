@@ -40,6 +40,7 @@ from backends.memory import (  # noqa: F401
     teams,
     testing,
     users,
+    webhooks,  # webhooks: endpoints, deliveries, fan-out, retention
 )
 from backends.memory.store import AsyncMemoryStore, MemoryStore, Tenant
 

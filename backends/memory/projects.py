@@ -53,4 +53,5 @@ def _list_projects(store: MemoryStore, effect: ListProjects) -> tuple[Project, .
 @_performs(DeleteProject)
 def _delete_project(store: MemoryStore, effect: DeleteProject) -> bool:
     store.tenants.pop(effect.project_id, None)
+    store.webhook_projects.discard(effect.project_id)  # webhooks
     return store.projects.pop(effect.project_id, None) is not None

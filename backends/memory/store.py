@@ -8,9 +8,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from identity_proto.effects import OAuthState, OuterCode, StorageEffect, Together, oauth_index_key
+from identity_proto.effects import OAuthState, OuterCode, StorageEffect, Together, WebhookEndpoint, oauth_index_key
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -25,6 +25,9 @@ from identity_proto.records import (
     User,
     VerificationCode,
 )
+
+if TYPE_CHECKING:
+    from backends.memory.webhooks import DeliveryRow  # webhooks
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StorageEffect[Any])
@@ -119,6 +122,14 @@ class Tenant:
             StoredEvent(f"msg_{self.event_seq:012d}", event_type, _wall_ms(), record=record, team=team, ids=ids)
         )
 
+    # --- webhooks: endpoints and deliveries (backends.memory.webhooks) ---
+    #: endpoint id -> endpoint; endpoint id -> the `event_seq` when it was created (it gets later events only).
+    webhook_endpoints: dict[str, WebhookEndpoint] = field(default_factory=dict)
+    webhook_endpoint_from: dict[str, int] = field(default_factory=dict)
+    #: (endpoint id, message id) -> the delivery with its claim.
+    deliveries: dict[tuple[str, str], DeliveryRow] = field(default_factory=dict)
+    #: The fan-out cursor: the `event_seq` of the last event fanned out.
+    fanout_seq: int = 0
     # --- end webhooks ---
 
 
@@ -148,6 +159,10 @@ class MemoryStore:
         #: The dev/test mock provider's data (`backends.memory.mock_oauth.MockOAuthData`), made on first use.
         self.mock_oauth: Any = None
         # --- end mock OAuth provider ---
+        # --- webhooks ---
+        #: The ids of the projects that have at least one webhook endpoint (`ListWebhookProjects`).
+        self.webhook_projects: set[str] = set()
+        # --- end webhooks ---
 
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""

@@ -22,4 +22,5 @@ def _reset_project_data(store: MemoryStore, effect: ResetProjectData) -> bool:
     if effect.project_id not in store.projects:
         return False
     store.tenants.pop(effect.project_id, None)
+    store.webhook_projects.discard(effect.project_id)  # webhooks
     return True

@@ -173,6 +173,26 @@ MOCK_GRACE_MS: Final = 60_000
 OAUTH_GRACE_MS: Final = 60_000
 # --- end OAuth storage ---
 
+# --- webhooks ---
+#: A settled (succeeded or failed) delivery's hash expires this long after it settled: a backstop to the configured
+#: retention, which `TrimWebhookData` applies (normally sooner); a retention set longer keeps them this long only.
+SETTLED_DELIVERY_TTL_MS: Final = 30 * 24 * 3_600_000
+
+
+def webhook_sortable(entry_id: str) -> str:
+    """A stream entry id (``<ms>-<seq>``) as text whose byte order is the ids' order (each part 20 digits)."""
+    ms, _, seq = entry_id.partition("-")
+    return f"{ms:0>20}-{seq:0>20}"
+
+
+def webhook_delivery_id(message_id: str, endpoint_id: str) -> str:
+    """The id of a delivery in the webhook keys: the sortable form of its message's stream entry id, ``:``, the
+    endpoint id (the first part has a fixed form, so the id is unambiguous)."""
+    return f"{webhook_sortable(message_id.removeprefix('msg_'))}:{endpoint_id}"
+
+
+# --- end webhooks ---
+
 #: Rate-limit counters outlive their window by this much (Redis's clock may differ a little from the core's).
 RATE_COUNTER_GRACE_MS: Final = 60_000
 
@@ -253,6 +273,44 @@ class KeySpace:
     def events(self, project_id: str) -> str:
         """The project's recorded events (a stream: `lua._EMIT_EVENT` appends, in the script of each change)."""
         return self.prefix(project_id) + "events"
+
+    @property
+    def webhook_projects(self) -> str:
+        """The set of the ids of projects with a webhook endpoint (hash tag `{webhooks}`: its own slot)."""
+        return f"{self.namespace}{{webhooks}}:projects"
+
+    def webhook_endpoints(self, project_id: str) -> str:
+        """Endpoint id -> the endpoint's JSON."""
+        return self.prefix(project_id) + "webhook-endpoints"
+
+    def webhook_endpoint_from(self, project_id: str) -> str:
+        """Endpoint id -> the id of the last stream entry when it was created (it gets later events only)."""
+        return self.prefix(project_id) + "webhook-endpoint-from"
+
+    def webhook_cursor(self, project_id: str) -> str:
+        """The fan-out cursor: the id of the last stream entry fanned out."""
+        return self.prefix(project_id) + "webhook-cursor"
+
+    def webhook_delivery(self, project_id: str, message_id: str = "", endpoint_id: str = "") -> str:
+        """A delivery, by its message id and endpoint id (`webhook_delivery_id`); without them, the prefix."""
+        suffix = webhook_delivery_id(message_id, endpoint_id) if message_id else ""
+        return f"{self.prefix(project_id)}webhook-delivery:{suffix}"
+
+    def webhook_deliveries(self, project_id: str, endpoint_id: str = "") -> str:
+        """The sortable message ids of an endpoint's deliveries (score 0: newest last in byte order)."""
+        return f"{self.prefix(project_id)}webhook-deliveries:{endpoint_id}"
+
+    def webhook_due(self, project_id: str) -> str:
+        """The ids of pending deliveries, scored by when their next attempt (or their lease's end) is due."""
+        return self.prefix(project_id) + "webhook-due"
+
+    def webhook_pending(self, project_id: str) -> str:
+        """The ids of pending deliveries, score 0 (byte order: oldest event first)."""
+        return self.prefix(project_id) + "webhook-pending"
+
+    def webhook_settled(self, project_id: str) -> str:
+        """The ids of settled deliveries, scored by their last attempt's time (the service's clock)."""
+        return self.prefix(project_id) + "webhook-settled"
 
     # --- end webhooks ---
 

@@ -199,6 +199,36 @@ from identity_proto.effects.users import (
     UpdateUserWithTeam,
     UserWrite,
 )
+
+# --- webhooks ---
+from identity_proto.effects.webhooks import (
+    RETRY_SCHEDULE_MS,
+    TEST_EVENT_TYPE,
+    AddTestEvent,
+    ClaimDeliveries,
+    ClaimedDelivery,
+    CreateWebhookEndpoint,
+    DeleteWebhookEndpoint,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryState,
+    FanOutEvents,
+    ListDeliveries,
+    ListEvents,
+    ListWebhookEndpoints,
+    ListWebhookProjects,
+    LoadWebhookEndpoint,
+    RecordAttempt,
+    ReplayDelivery,
+    SendWebhooks,
+    TrimWebhookData,
+    UpdateWebhookEndpoint,
+    WebhookEndpoint,
+    WebhookRequest,
+    WebhookResult,
+)
+
+# --- end webhooks ---
 from identity_proto.quickinit import quick_init
 
 __all__ = [
@@ -358,6 +388,34 @@ __all__ += [
     "oauth_index_key",
 ]
 # --- end OAuth storage ---
+# --- webhooks ---
+__all__ += [
+    "RETRY_SCHEDULE_MS",
+    "TEST_EVENT_TYPE",
+    "AddTestEvent",
+    "ClaimDeliveries",
+    "ClaimedDelivery",
+    "CreateWebhookEndpoint",
+    "DeleteWebhookEndpoint",
+    "Delivery",
+    "DeliveryAttempt",
+    "DeliveryState",
+    "FanOutEvents",
+    "ListDeliveries",
+    "ListEvents",
+    "ListWebhookEndpoints",
+    "ListWebhookProjects",
+    "LoadWebhookEndpoint",
+    "RecordAttempt",
+    "ReplayDelivery",
+    "SendWebhooks",
+    "TrimWebhookData",
+    "UpdateWebhookEndpoint",
+    "WebhookEndpoint",
+    "WebhookRequest",
+    "WebhookResult",
+]
+# --- end webhooks ---
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).
@@ -391,6 +449,12 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         # --- OAuth storage ---
         FindUserByOAuthAccount,
         LoadProviderTokens,
+        # --- webhooks ---
+        LoadWebhookEndpoint,
+        ListWebhookEndpoints,
+        ListEvents,
+        ListWebhookProjects,
+        ListDeliveries,
     }
 )
 

@@ -31,6 +31,7 @@ from identity_proto.records import StoredEvent
 
 __all__ = [
     "RETRY_SCHEDULE_MS",
+    "TEST_EVENT_TYPE",
     "AddTestEvent",
     "ClaimDeliveries",
     "ClaimedDelivery",
@@ -54,6 +55,10 @@ __all__ = [
     "WebhookRequest",
     "WebhookResult",
 ]
+
+#: The type of test events (`AddTestEvent`): `identity_proto.events.TEST_EVENT_TYPE`, repeated here for the stores,
+#: which import only the storage contract (a unit test checks that the two are one).
+TEST_EVENT_TYPE = "stack.test"
 
 #: The Svix schedule: after a failed attempt, the next is due this long after it (then the delivery has failed):
 #: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. Eight attempts in all.

@@ -657,6 +657,22 @@ CONTRACT_TESTED: set[type[Any]] = {
     effects.LoadProviderTokens,
     effects.SignUpWithOAuth,
     # --- end OAuth storage ---
+    # --- webhooks: test_webhook_store.py ---
+    effects.CreateWebhookEndpoint,
+    effects.LoadWebhookEndpoint,
+    effects.ListWebhookEndpoints,
+    effects.UpdateWebhookEndpoint,
+    effects.DeleteWebhookEndpoint,
+    effects.ListEvents,
+    effects.AddTestEvent,
+    effects.ListWebhookProjects,
+    effects.FanOutEvents,
+    effects.ClaimDeliveries,
+    effects.RecordAttempt,
+    effects.ListDeliveries,
+    effects.ReplayDelivery,
+    effects.TrimWebhookData,
+    # --- end webhooks ---
 }
 
 

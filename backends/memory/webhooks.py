@@ -1,0 +1,301 @@
+"""The memory store: webhook endpoints, the fan-out of recorded events (`Tenant.events`) into deliveries, their
+claims, attempts and retries, and retention (`identity_proto.effects.webhooks`: each effect one step under the lock).
+
+Choices the effects' docstrings leave open, the same on Redis (`backends.redis.webhooks`):
+
+- An endpoint gets the events recorded *after* its creation (`Tenant.webhook_endpoint_from`): a new endpoint is not
+  flooded with the project's history, and the first endpoint of a project moves the fan-out cursor to the end.
+- Test events (`stack.test`, `AddTestEvent`) are recorded like the others (`ListEvents` lists them) but never
+  fanned out: their one delivery is made with them.
+- `FanOutEvents` returns how many events the cursor moved past (test events included).
+- A claim that meets a delivery of a disabled endpoint (or one whose event is no longer kept) does not claim it: the
+  delivery is settled as failed, without an attempt (replay it once the endpoint is enabled again).
+- Deliveries are listed newest message first (the order they were made in: fan-out follows the events' order).
+- `TrimWebhookData` keeps the events of pending deliveries and those not yet fanned out (when the project has
+  endpoints) whatever their age: an event is never forgotten before it was delivered or given up.
+- An `after` that is not one of this store's message ids lists nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from dataclasses import dataclass
+
+from backends.memory.store import MemoryStore, Tenant, _performs
+from identity_proto.effects import (
+    RETRY_SCHEDULE_MS,
+    TEST_EVENT_TYPE,
+    AddTestEvent,
+    ClaimDeliveries,
+    ClaimedDelivery,
+    CreateWebhookEndpoint,
+    DeleteWebhookEndpoint,
+    Delivery,
+    DeliveryState,
+    FanOutEvents,
+    ListDeliveries,
+    ListEvents,
+    ListWebhookEndpoints,
+    ListWebhookProjects,
+    LoadWebhookEndpoint,
+    RecordAttempt,
+    ReplayDelivery,
+    TrimWebhookData,
+    UpdateWebhookEndpoint,
+    WebhookEndpoint,
+)
+from identity_proto.records import StoredEvent
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRow:
+    """A delivery as this store keeps it: the record, the current claim's token (None: unclaimed), the failed
+    attempts since the schedule (re)started, and when its last attempt was (retention)."""
+
+    delivery: Delivery
+    claim_token: str | None = None
+    failures: int = 0
+    last_attempt_at_millis: int | None = None
+
+
+def _seq(message_id: str) -> int | None:
+    """The event sequence number of one of this store's message ids (`msg_<12 digits>`), or None."""
+    digits = message_id.removeprefix("msg_")
+    if digits == message_id or not digits.isdigit() or not digits.isascii():
+        return None
+    return int(digits)
+
+
+def _find_event(tenant: Tenant, message_id: str) -> StoredEvent | None:
+    seq = _seq(message_id)
+    if seq is None:
+        return None
+    events = tenant.events
+    at = bisect.bisect_left(events, seq, key=lambda event: _seq(event.id) or 0)
+    return events[at] if at < len(events) and events[at].id == message_id else None
+
+
+def _wants(endpoint: WebhookEndpoint, event_type: str) -> bool:
+    return not endpoint.disabled and (endpoint.event_types is None or event_type in endpoint.event_types)
+
+
+def _new_delivery(tenant: Tenant, endpoint_id: str, event: StoredEvent, now_ms: int) -> None:
+    delivery = Delivery(endpoint_id, event.id, event.type, DeliveryState.PENDING, now_ms, created_at_millis=now_ms)
+    tenant.deliveries[(endpoint_id, event.id)] = DeliveryRow(delivery)
+
+
+def _settled(row: DeliveryRow, state: DeliveryState, failures: int, at: int | None) -> DeliveryRow:
+    delivery = dataclasses.replace(row.delivery, state=state, next_attempt_at_millis=None)
+    return DeliveryRow(delivery, None, failures, at if at is not None else row.last_attempt_at_millis)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Endpoints
+
+
+@_performs(CreateWebhookEndpoint)
+def _create_endpoint(store: MemoryStore, effect: CreateWebhookEndpoint) -> None:
+    tenant = store.tenant(effect.project_id)
+    if not tenant.webhook_endpoints:  # the project's first endpoint: its history is not for it
+        tenant.fanout_seq = max(tenant.fanout_seq, tenant.event_seq)
+    tenant.webhook_endpoints[effect.endpoint.id] = effect.endpoint
+    tenant.webhook_endpoint_from[effect.endpoint.id] = tenant.event_seq
+    store.webhook_projects.add(effect.project_id)
+
+
+@_performs(LoadWebhookEndpoint)
+def _load_endpoint(store: MemoryStore, effect: LoadWebhookEndpoint) -> WebhookEndpoint | None:
+    tenant = store.tenants.get(effect.project_id)
+    return None if tenant is None else tenant.webhook_endpoints.get(effect.endpoint_id)
+
+
+@_performs(ListWebhookEndpoints)
+def _list_endpoints(store: MemoryStore, effect: ListWebhookEndpoints) -> tuple[WebhookEndpoint, ...]:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None:
+        return ()
+    return tuple(sorted(tenant.webhook_endpoints.values(), key=lambda e: (e.created_at_millis, e.id)))
+
+
+@_performs(UpdateWebhookEndpoint)
+def _update_endpoint(store: MemoryStore, effect: UpdateWebhookEndpoint) -> WebhookEndpoint | None:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None or effect.endpoint.id not in tenant.webhook_endpoints:
+        return None
+    tenant.webhook_endpoints[effect.endpoint.id] = effect.endpoint
+    return effect.endpoint
+
+
+@_performs(DeleteWebhookEndpoint)
+def _delete_endpoint(store: MemoryStore, effect: DeleteWebhookEndpoint) -> bool:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None or tenant.webhook_endpoints.pop(effect.endpoint_id, None) is None:
+        return False
+    tenant.webhook_endpoint_from.pop(effect.endpoint_id, None)
+    for key in [key for key in tenant.deliveries if key[0] == effect.endpoint_id]:
+        del tenant.deliveries[key]
+    if not tenant.webhook_endpoints:
+        store.webhook_projects.discard(effect.project_id)
+    return True
+
+
+@_performs(ListWebhookProjects)
+def _list_webhook_projects(store: MemoryStore, effect: ListWebhookProjects) -> tuple[str, ...]:
+    return tuple(sorted(store.webhook_projects))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Events and deliveries
+
+
+@_performs(ListEvents)
+def _list_events(store: MemoryStore, effect: ListEvents) -> tuple[StoredEvent, ...]:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None or effect.limit <= 0:
+        return ()
+    events = tenant.events
+    if effect.after is None:
+        return tuple(events[: effect.limit])
+    after = _seq(effect.after)
+    if after is None:
+        return ()
+    start = bisect.bisect_right(events, after, key=lambda event: _seq(event.id) or 0)
+    return tuple(events[start : start + effect.limit])
+
+
+@_performs(AddTestEvent)
+def _add_test_event(store: MemoryStore, effect: AddTestEvent) -> StoredEvent:
+    tenant = store.tenant(effect.project_id)
+    tenant.record_event(TEST_EVENT_TYPE, record=effect.data_json)
+    event = tenant.events[-1]
+    if effect.endpoint_id in tenant.webhook_endpoints:
+        _new_delivery(tenant, effect.endpoint_id, event, effect.now_ms)
+    return event
+
+
+@_performs(FanOutEvents)
+def _fan_out(store: MemoryStore, effect: FanOutEvents) -> int:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None or effect.limit <= 0:
+        return 0
+    events = tenant.events
+    start = bisect.bisect_right(events, tenant.fanout_seq, key=lambda event: _seq(event.id) or 0)
+    batch = events[start : start + effect.limit]
+    for event in batch:
+        seq = _seq(event.id) or 0
+        if event.type == TEST_EVENT_TYPE:
+            continue
+        for endpoint in tenant.webhook_endpoints.values():
+            if tenant.webhook_endpoint_from.get(endpoint.id, 0) < seq and _wants(endpoint, event.type):
+                _new_delivery(tenant, endpoint.id, event, effect.now_ms)
+    if batch:
+        tenant.fanout_seq = _seq(batch[-1].id) or tenant.fanout_seq
+    return len(batch)
+
+
+@_performs(ClaimDeliveries)
+def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery, ...]:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None or effect.limit <= 0:
+        return ()
+    due = sorted(
+        (
+            (row.delivery.next_attempt_at_millis, _seq(key[1]) or 0, key)
+            for key, row in tenant.deliveries.items()
+            if row.delivery.state is DeliveryState.PENDING
+            and row.delivery.next_attempt_at_millis is not None
+            and row.delivery.next_attempt_at_millis <= effect.now_ms
+        ),
+    )
+    claimed: list[ClaimedDelivery] = []
+    for _, _, key in due[: effect.limit]:
+        row = tenant.deliveries[key]
+        endpoint = tenant.webhook_endpoints.get(key[0])
+        event = _find_event(tenant, key[1])
+        if endpoint is None or endpoint.disabled or event is None:
+            tenant.deliveries[key] = _settled(row, DeliveryState.FAILED, row.failures, effect.now_ms)
+            continue
+        token = effect.claim_tokens[len(claimed)]
+        delivery = dataclasses.replace(row.delivery, next_attempt_at_millis=effect.now_ms + effect.lease_ms)
+        tenant.deliveries[key] = dataclasses.replace(row, delivery=delivery, claim_token=token)
+        claimed.append(ClaimedDelivery(delivery, event, endpoint, token))
+    return tuple(claimed)
+
+
+@_performs(RecordAttempt)
+def _record_attempt(store: MemoryStore, effect: RecordAttempt) -> bool:
+    tenant = store.tenants.get(effect.project_id)
+    key = (effect.endpoint_id, effect.message_id)
+    row = None if tenant is None else tenant.deliveries.get(key)
+    if tenant is None or row is None:
+        return False
+    attempt = effect.attempt
+    delivery = dataclasses.replace(row.delivery, attempts=(*row.delivery.attempts, attempt))
+    row = dataclasses.replace(row, delivery=delivery)
+    current = row.claim_token is not None and row.claim_token == effect.claim_token
+    if not current or delivery.state is not DeliveryState.PENDING:
+        tenant.deliveries[key] = row
+        return False
+    at = attempt.at_millis
+    if attempt.status_code is not None and 200 <= attempt.status_code < 300:
+        tenant.deliveries[key] = _settled(row, DeliveryState.SUCCEEDED, row.failures, at)
+    elif row.failures < len(RETRY_SCHEDULE_MS):
+        delivery = dataclasses.replace(delivery, next_attempt_at_millis=at + RETRY_SCHEDULE_MS[row.failures])
+        tenant.deliveries[key] = dataclasses.replace(
+            row, delivery=delivery, claim_token=None, failures=row.failures + 1, last_attempt_at_millis=at
+        )
+    else:
+        tenant.deliveries[key] = _settled(row, DeliveryState.FAILED, row.failures + 1, at)
+    return True
+
+
+@_performs(ListDeliveries)
+def _list_deliveries(store: MemoryStore, effect: ListDeliveries) -> tuple[Delivery, ...]:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None or effect.limit <= 0:
+        return ()
+    rows = [
+        ((_seq(message_id) or 0), row.delivery)
+        for (endpoint_id, message_id), row in tenant.deliveries.items()
+        if endpoint_id == effect.endpoint_id
+    ]
+    rows.sort(key=lambda pair: pair[0], reverse=True)
+    return tuple(delivery for _, delivery in rows[: effect.limit])
+
+
+@_performs(ReplayDelivery)
+def _replay(store: MemoryStore, effect: ReplayDelivery) -> Delivery | None:
+    tenant = store.tenants.get(effect.project_id)
+    key = (effect.endpoint_id, effect.message_id)
+    row = None if tenant is None else tenant.deliveries.get(key)
+    if tenant is None or row is None or _find_event(tenant, effect.message_id) is None:
+        return None
+    delivery = dataclasses.replace(row.delivery, state=DeliveryState.PENDING, next_attempt_at_millis=effect.now_ms)
+    tenant.deliveries[key] = dataclasses.replace(row, delivery=delivery, claim_token=None, failures=0)
+    return delivery
+
+
+@_performs(TrimWebhookData)
+def _trim(store: MemoryStore, effect: TrimWebhookData) -> None:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None:
+        return
+    for key, row in list(tenant.deliveries.items()):
+        last = row.last_attempt_at_millis
+        if row.delivery.state is not DeliveryState.PENDING and last is not None and last < effect.before_ms:
+            del tenant.deliveries[key]
+    events = tenant.events
+    cut = 0  # events[:cut] go
+    while cut < len(events) and events[cut].created_at_millis < effect.before_ms:
+        cut += 1
+    cut = max(cut, len(events) - max(effect.keep_events, 0))
+    # Kept whatever their age: the events of pending deliveries, and those not fanned out yet.
+    pending = DeliveryState.PENDING
+    keep_from = [_seq(key[1]) or 0 for key, row in tenant.deliveries.items() if row.delivery.state is pending]
+    if tenant.webhook_endpoints:
+        keep_from.append(tenant.fanout_seq + 1)
+    if keep_from:
+        first_kept = min(keep_from)
+        cut = min(cut, bisect.bisect_left(events, first_kept, key=lambda event: _seq(event.id) or 0))
+    del events[:cut]
