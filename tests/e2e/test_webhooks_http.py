@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from identity_proto.events import EVENT_TYPES
 from tests.conftest import RedisServer
 from tests.e2e.conftest import Server, start_hypercorn, stop_server
 from tests.processes import free_port
@@ -35,8 +37,10 @@ pytestmark = pytest.mark.e2e
 FAST = {"IDENTITY_WEBHOOK_POLL_SECONDS": "0.05", "IDENTITY_WEBHOOK_TIMEOUT_SECONDS": "1"}
 
 
-def _redis_env(redis_server: RedisServer) -> dict[str, str]:
-    return {"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": redis_server.url}
+def _redis_env(redis_server: RedisServer, database: int = 0) -> dict[str, str]:
+    """The service on the session's redis-server; a test that needs a store of its own takes another database."""
+    url = redis_server.url.rsplit("/", 1)[0] + f"/{database}"
+    return {"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": url}
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +158,65 @@ def test_a_test_event_reaches_its_endpoint_only_and_both_libraries_verify_it(
         assert [(a["status_code"], a["error"]) for a in delivery["attempts"]] == [(200, None)]
 
 
+def _every_kind_of_change(http: httpx.Client) -> dict[str, str]:
+    """One change of each kind the events table names, through the server and admin routes; returns the ids."""
+    tag = uuid.uuid4().hex[:8]
+    ok = {200, 201}
+
+    def call(method: str, path: str, headers: dict[str, str] | None = None, **kw: Any) -> dict[str, Any]:
+        reply = http.request(method, path, headers=headers or server_headers(), **kw)
+        assert reply.status_code in ok, (method, path, reply.status_code, reply.text)
+        return dict(reply.json())
+
+    user = call("POST", "/api/v1/users", json={"display_name": f"Ada {tag}"})["id"]
+    other = call("POST", "/api/v1/users", json={"display_name": f"Bob {tag}"})["id"]
+    call("PATCH", f"/api/v1/users/{user}", json={"display_name": f"Ada L. {tag}"})
+    team = call("POST", "/api/v1/teams", json={"display_name": f"Crew {tag}"})["id"]
+    call("PATCH", f"/api/v1/teams/{team}", json={"display_name": f"Crew II {tag}"})
+    call("POST", f"/api/v1/team-memberships/{team}/{other}", json={})
+    team_permission, project_permission = f"tp_{tag}", f"pp_{tag}"
+    call("POST", "/api/v1/team-permission-definitions", admin_headers(), json={"id": team_permission})
+    call("POST", "/api/v1/project-permission-definitions", admin_headers(), json={"id": project_permission})
+    call("POST", f"/api/v1/team-permissions/{team}/{other}/{team_permission}", json={})
+    call("DELETE", f"/api/v1/team-permissions/{team}/{other}/{team_permission}")
+    call("POST", f"/api/v1/project-permissions/{other}/{project_permission}", json={})
+    call("DELETE", f"/api/v1/project-permissions/{other}/{project_permission}")
+    call("DELETE", f"/api/v1/team-memberships/{team}/{other}")
+    call("POST", f"/api/v1/team-memberships/{team}/{user}", json={})
+    call("DELETE", f"/api/v1/users/{user}")
+    call("DELETE", f"/api/v1/teams/{team}")
+    call("DELETE", f"/api/v1/users/{other}")
+    return {"user": user, "other": other, "team": team}
+
+
+def test_receivers_verifying_with_svix_and_with_standardwebhooks_accept_every_event_type(
+    http: httpx.Client, endpoints: Endpoints
+) -> None:
+    with running_receiver() as with_svix, running_receiver() as with_standard:
+        with_svix.verify = svix_verifier(endpoints.add(with_svix)["secret"])
+        with_standard.verify = standard_verifier(endpoints.add(with_standard)["secret"])
+        ids = _every_kind_of_change(http)
+        for receiver in (with_svix, with_standard):
+            got = receiver.wait_for(
+                lambda got: (
+                    {item.payload["type"] for item in got} >= set(EVENT_TYPES)
+                    and any(
+                        item.payload == {"type": "user.deleted", "data": {"id": ids["other"], "teams": []}}
+                        for item in got
+                    )
+                )
+            )
+            assert [item.rejected for item in got] == [None] * len(got)
+            assert len({item.message_id for item in got}) == len(got)  # each message once
+            by_type: dict[str, list[Any]] = {}
+            for item in got:
+                by_type.setdefault(item.payload["type"], []).append(item.payload["data"])
+            created = [data for data in by_type["user.created"] if data["id"] == ids["user"]]
+            assert created and created[0]["display_name"].startswith("Ada ")
+            assert {"team_id": ids["team"], "user_id": ids["other"]} in by_type["team_membership.created"]
+            assert {"id": ids["team"]} in by_type["team.deleted"]
+
+
 def test_a_receiver_answering_500_is_retried_on_the_svix_schedule_then_delivered(
     http: httpx.Client, endpoints: Endpoints
 ) -> None:
@@ -233,9 +296,9 @@ def _delete_endpoint(base_url: str, endpoint_id: str) -> None:
 
 @pytest.mark.redis
 def test_a_service_killed_right_after_a_write_delivers_its_event_after_a_restart(redis_server: RedisServer) -> None:
-    # The first process polls once a minute: its loop ran at start-up, before the write, and not again before the
-    # kill, so the event is in the store and nowhere else.
-    slow = start_hypercorn({"IDENTITY_WEBHOOK_POLL_SECONDS": "60", **_redis_env(redis_server)}, workers=0)
+    # The first process polls once a minute, on a store of its own (no earlier work to keep its loop busy): its
+    # loop ran at start-up, before the write, and not again before the kill, so the event is in the store only.
+    slow = start_hypercorn({"IDENTITY_WEBHOOK_POLL_SECONDS": "60", **_redis_env(redis_server, 5)}, workers=0)
     with running_receiver() as receiver:
         try:
             endpoint = _create_endpoint(slow.base_url, receiver.url)
@@ -249,7 +312,7 @@ def test_a_service_killed_right_after_a_write_delivers_its_event_after_a_restart
         finally:
             stop_server(slow)
         assert receiver.received == []
-        restarted = start_hypercorn({**FAST, **_redis_env(redis_server)})
+        restarted = start_hypercorn({**FAST, **_redis_env(redis_server, 5)})
         try:
             got = receiver.wait_for(
                 lambda got: any(item.payload["type"] == "user.created" for item in got), timeout_s=20
@@ -265,7 +328,7 @@ def test_a_service_killed_right_after_a_write_delivers_its_event_after_a_restart
 @pytest.mark.redis
 def test_two_workers_on_one_redis_deliver_every_message_exactly_once(redis_server: RedisServer) -> None:
     n = 40
-    running = start_hypercorn({**FAST, **_redis_env(redis_server)}, workers=2)
+    running = start_hypercorn({**FAST, **_redis_env(redis_server, 6)}, workers=2)
     with running_receiver() as receiver:
         endpoint = _create_endpoint(running.base_url, receiver.url)
         receiver.verify = standard_verifier(endpoint["secret"])
