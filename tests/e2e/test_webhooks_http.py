@@ -211,8 +211,8 @@ def test_receivers_verifying_with_svix_and_with_standardwebhooks_accept_every_ev
             by_type: dict[str, list[Any]] = {}
             for item in got:
                 by_type.setdefault(item.payload["type"], []).append(item.payload["data"])
-            created = [data for data in by_type["user.created"] if data["id"] == ids["user"]]
-            assert created and created[0]["display_name"].startswith("Ada ")
+            (created,) = [data for data in by_type["user.created"] if data["id"] == ids["user"]]
+            assert created["display_name"].startswith("Ada ")
             assert {"team_id": ids["team"], "user_id": ids["other"]} in by_type["team_membership.created"]
             assert {"id": ids["team"]} in by_type["team.deleted"]
 
