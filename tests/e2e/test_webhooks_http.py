@@ -350,3 +350,26 @@ def test_two_workers_on_one_redis_deliver_every_message_exactly_once(redis_serve
         finally:
             _delete_endpoint(running.base_url, endpoint["id"])
             stop_server(running)
+
+
+@pytest.mark.parametrize("n", [40, pytest.param(500, marks=pytest.mark.slow)])
+def test_soak_n_changes_make_exactly_n_events_and_every_one_is_delivered_once(
+    http: httpx.Client, endpoints: Endpoints, n: int
+) -> None:
+    with running_receiver() as receiver:
+        receiver.verify = standard_verifier(endpoints.add(receiver, event_types=["user.updated"])["secret"])
+        user = http.post("/api/v1/users", headers=server_headers(), json={"display_name": "Soak"}).json()["id"]
+        for i in range(n):
+            patched = http.patch(f"/api/v1/users/{user}", headers=server_headers(), json={"display_name": f"S{i}"})
+            assert patched.status_code == 200
+
+        def mine(got: list[Any]) -> list[Any]:
+            return [item for item in got if item.payload["data"]["id"] == user]
+
+        receiver.wait_for(lambda got: len(mine(got)) >= n, timeout_s=30 + n / 20)
+        with pytest.raises(AssertionError):  # nothing more comes
+            receiver.wait_for(lambda got: len(mine(got)) > n, timeout_s=1.0)
+        got = mine(receiver.received)
+        assert len({item.message_id for item in got}) == n
+        assert sorted(item.payload["data"]["display_name"] for item in got) == sorted(f"S{i}" for i in range(n))
+        assert all(item.rejected is None for item in got)
