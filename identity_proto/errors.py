@@ -278,6 +278,12 @@ class ErrorCode(Enum):
         "A provider with the same account ID is already used for signing in.",
     )
     # --- end OAuth accounts ---
+    # --- webhook endpoints (ours: the original keeps endpoints in Svix) ---
+    WEBHOOK_ENDPOINT_NOT_FOUND = (404, "Webhook endpoint not found.")
+    #: details.reason says why (the service's own origin, a private address or local name in production).
+    WEBHOOK_URL_NOT_ALLOWED = (400, "This webhook URL is not allowed: {reason}")
+    WEBHOOK_MESSAGE_NOT_FOUND = (404, "Webhook message {message_id} not found for this endpoint.")
+    # --- end webhook endpoints ---
 
     @property
     def status(self) -> int:

@@ -29,6 +29,7 @@ from identity_proto.flows import (
     teams,
     testing,
     users,
+    webhooks,  # webhook endpoints
 )
 from identity_proto.oauth import MOCK_OAUTH_PATH
 from identity_proto.routing import ADMIN_ONLY, SERVER_AND_ADMIN, Route
@@ -483,6 +484,69 @@ ROUTES: tuple[Route, ...] = (
         success=201,
     ),
     # --- end OAuth accounts ---
+    # --- webhook endpoints (admin; ours: the original keeps endpoints in Svix) ---
+    Route(
+        "POST",
+        f"{V1}/webhook-endpoints",
+        webhooks.create_webhook_endpoint,
+        ADMIN_ONLY,
+        "WebhookEndpointCreateBody",
+        success=201,
+    ),
+    Route("GET", f"{V1}/webhook-endpoints", webhooks.list_webhook_endpoints, ADMIN_ONLY),
+    Route(
+        "GET",
+        f"{V1}/webhook-endpoints/{{endpoint_id}}",
+        webhooks.get_webhook_endpoint,
+        ADMIN_ONLY,
+        params="WebhookEndpointParams",
+    ),
+    Route(
+        "PATCH",
+        f"{V1}/webhook-endpoints/{{endpoint_id}}",
+        webhooks.update_webhook_endpoint,
+        ADMIN_ONLY,
+        "WebhookEndpointUpdateBody",
+        params="WebhookEndpointParams",
+    ),
+    Route(
+        "DELETE",
+        f"{V1}/webhook-endpoints/{{endpoint_id}}",
+        webhooks.delete_webhook_endpoint,
+        ADMIN_ONLY,
+        params="WebhookEndpointParams",
+    ),
+    Route(
+        "POST",
+        f"{V1}/webhook-endpoints/{{endpoint_id}}/rotate-secret",
+        webhooks.rotate_webhook_secret,
+        ADMIN_ONLY,
+        params="WebhookEndpointParams",
+    ),
+    Route(
+        "GET",
+        f"{V1}/webhook-endpoints/{{endpoint_id}}/deliveries",
+        webhooks.list_webhook_deliveries,
+        ADMIN_ONLY,
+        query="WebhookDeliveriesQuery",
+        params="WebhookEndpointParams",
+    ),
+    Route(
+        "POST",
+        f"{V1}/webhook-endpoints/{{endpoint_id}}/deliveries/{{message_id}}/replay",
+        webhooks.replay_webhook_delivery,
+        ADMIN_ONLY,
+        params="WebhookMessageParams",
+    ),
+    Route(
+        "POST",
+        f"{V1}/webhook-endpoints/{{endpoint_id}}/test",
+        webhooks.send_endpoint_test_event,
+        ADMIN_ONLY,
+        params="WebhookEndpointParams",
+    ),
+    Route("POST", f"{V1}/internal/send-test-webhook", webhooks.send_test_webhook, ADMIN_ONLY, "SendTestWebhookBody"),
+    # --- end webhook endpoints ---
 )
 
 

@@ -176,6 +176,18 @@ if TYPE_CHECKING:
         UserIdParams,
     )
 
+    # --- webhook endpoints ---
+    from identity_proto.schemas.webhooks import (
+        SendTestWebhookBody,
+        WebhookDeliveriesQuery,
+        WebhookEndpointCreateBody,
+        WebhookEndpointParams,
+        WebhookEndpointUpdateBody,
+        WebhookMessageParams,
+    )
+
+    # --- end webhook endpoints ---
+
 #: module of this package -> the names it defines that the package re-exports, loaded on first use.
 _LAZY: dict[str, tuple[str, ...]] = {
     # API keys
@@ -241,6 +253,16 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ServerOAuthProviderUpdateBody",
     ),
     # --- end OAuth accounts ---
+    # --- webhook endpoints ---
+    "webhooks": (
+        "SendTestWebhookBody",
+        "WebhookDeliveriesQuery",
+        "WebhookEndpointCreateBody",
+        "WebhookEndpointParams",
+        "WebhookEndpointUpdateBody",
+        "WebhookMessageParams",
+    ),
+    # --- end webhook endpoints ---
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -411,6 +433,16 @@ __all__ += [
     "ServerOAuthProviderUpdateBody",
 ]
 # --- end OAuth accounts ---
+# --- webhook endpoints ---
+__all__ += [
+    "SendTestWebhookBody",
+    "WebhookDeliveriesQuery",
+    "WebhookEndpointCreateBody",
+    "WebhookEndpointParams",
+    "WebhookEndpointUpdateBody",
+    "WebhookMessageParams",
+]
+# --- end webhook endpoints ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error

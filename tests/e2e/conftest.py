@@ -33,11 +33,12 @@ def start_hypercorn(
     target: str = "asgi_app:app",
     ready_path: str = "/api/v1",
     timeout: float = 20.0,
+    workers: int = 1,
 ) -> Server:
     """Start Hypercorn serving `target` on a free loopback port; wait (bounded) until `ready_path` answers 200.
 
     IDENTITY_* variables of the calling environment are dropped, so the service runs on its embedded defaults
-    plus `env`."""
+    plus `env`. `workers=0`: Hypercorn serves in its own process (no worker child), so its PID is the service's."""
     port = free_port()
     # Rate limits are off unless a test asks for them: the suite sends bursts from 127.0.0.1 on purpose, and the
     # rate-limit tests turn them on with IDENTITY_RATE_LIMITS=on.
@@ -45,7 +46,7 @@ def start_hypercorn(
     clean_env["IDENTITY_RATE_LIMITS"] = "off"
     started = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        [sys.executable, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--workers", str(workers)],
         cwd=ROOT,
         env={**clean_env, **(env or {})},
         stdout=subprocess.DEVNULL,
