@@ -9,8 +9,9 @@ standard error naming the variable, and the server does not start (non-zero exit
 It translates ASGI messages into a `Request`, runs the core's flow with the async driver, and writes the
 `Response`. It adds nothing of its own but three edge duties:
 
-- the lifespan protocol (start-up bootstraps the projects, then prepares the service in a thread; shutdown waits
-  for that and closes the store and the OAuth provider client).
+- the lifespan protocol (start-up bootstraps the projects, then prepares the service in a thread and starts the
+  webhook delivery task; shutdown stops that task, waits for the preparation and closes the store, the webhook
+  sender and the OAuth provider client).
   Embedders whose framework does not forward lifespan to mounted apps lose nothing: the first request starts the
   service lazily.
 - the request body limit: past `IDENTITY_MAX_BODY_BYTES` the answer is 413 and the rest is not read; a malformed
@@ -45,6 +46,8 @@ from identity_hosting.settings import (
     report_configuration_error,
     wall_clock_ms,
 )
+from identity_hosting.webhook_loops import AsyncDeliveryLoop
+from identity_hosting.webhook_sender import AsyncWebhookHttpSender
 from identity_proto import (
     AsyncStore,
     ErrorCode,
@@ -81,6 +84,7 @@ class IdentityASGI:
         entropy: Any = None,
         configure_logs: bool = False,
         provider: AsyncProviderHttpClient | None = None,
+        webhook_sender: AsyncWebhookHttpSender | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.service = service or Service(self.settings.service_options())
@@ -99,6 +103,14 @@ class IdentityASGI:
         # mock provider is served by this app in process). One given here is the caller's to close.
         self._provider = provider
         self._owns_provider = provider is None
+        # --- webhooks: delivery ---
+        # The delivery task (started with the service, stopped at shutdown) and its HTTP sender (one given here is
+        # the caller's to close); requests in flight, which the task lets go first.
+        self._webhook_sender = webhook_sender
+        self._owns_webhook_sender = webhook_sender is None
+        self.webhook_loop: AsyncDeliveryLoop | None = None
+        self._in_flight = 0
+        # --- end webhooks: delivery ---
 
     @classmethod
     def from_env(cls) -> IdentityASGI:
@@ -146,10 +158,40 @@ class IdentityASGI:
             # test suite waiting for its server) by as much. A request that needs a model sooner builds it itself
             # (imports are locked per module: never twice, never half).
             self._preparing = asyncio.get_running_loop().run_in_executor(None, self.service.prepare)
+            self._start_webhook_delivery()
+
+    # --- webhooks: delivery ---
+    def _start_webhook_delivery(self) -> None:
+        assert self._store is not None
+        if self._webhook_sender is None:
+            self._webhook_sender = AsyncWebhookHttpSender(
+                allow_private=self.settings.webhooks_may_reach_private, timeout_s=self.settings.webhook_timeout_s
+            )
+        self.webhook_loop = AsyncDeliveryLoop(
+            self.service,
+            self._store,
+            self._webhook_sender,
+            clock=self.clock,
+            entropy=self.entropy,
+            poll_s=self.settings.webhook_poll_s,
+            busy=lambda: self._in_flight,
+        )
+        self.webhook_loop.start()
+
+    async def _stop_webhook_delivery(self) -> None:
+        loop, self.webhook_loop = self.webhook_loop, None
+        if loop is not None:
+            await loop.stop()
+        if self._webhook_sender is not None and self._owns_webhook_sender:
+            sender, self._webhook_sender = self._webhook_sender, None
+            await sender.aclose()
+
+    # --- end webhooks: delivery ---
 
     async def shutdown(self) -> None:
-        """Close the store and the OAuth provider client (after the start-up's preparation, if it is still
-        running)."""
+        """Stop the webhook delivery task, close the store and the OAuth provider client (after the start-up's
+        preparation, if it is still running)."""
+        await self._stop_webhook_delivery()
         if self._preparing is not None:
             await self._preparing
             self._preparing = None
@@ -185,6 +227,13 @@ class IdentityASGI:
                 return
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._in_flight += 1
+        try:
+            await self._http_in_flight(scope, receive, send)
+        finally:
+            self._in_flight -= 1
+
+    async def _http_in_flight(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def respond(response: Response) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.mailers import MailerPair, mailer_from_url
@@ -124,10 +125,17 @@ class Settings:
     #: Seconds each call to an OAuth provider may take (connect, each read) before it counts as unavailable.
     oauth_timeout_s: float = 10.0
     # --- end OAuth provider side ---
-    # --- webhook endpoints ---
-    #: Production: endpoint URLs may name private/loopback addresses and local names (IDENTITY_WEBHOOK_ALLOW_PRIVATE).
+    # --- webhooks: delivery ---
+    #: Seconds between two passes of the delivery loop when the last found nothing to do.
+    webhook_poll_s: float = 1.0
+    #: Seconds a receiver has to answer one POST.
+    webhook_timeout_s: float = 15.0
+    #: Events and settled deliveries are kept this many hours at most, and the newest `webhook_keep_events` events.
+    webhook_retention_hours: float = 72.0
+    webhook_keep_events: int = 10_000
+    #: POST to private and loopback addresses too (always in dev mode; in production only when the operator says).
     webhook_allow_private: bool = False
-    # --- end webhook endpoints ---
+    # --- end webhooks: delivery ---
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -205,13 +213,9 @@ class Settings:
         if not 0.1 <= oauth_timeout_s <= 120:  # also refuses nan and inf
             raise ConfigurationError("IDENTITY_OAUTH_TIMEOUT_SECONDS must be between 0.1 and 120")
         # --- end OAuth provider side ---
-        # --- webhook endpoints ---
-        webhook_allow_private = env.get("IDENTITY_WEBHOOK_ALLOW_PRIVATE", "0").strip().lower()
-        if webhook_allow_private not in {"0", "1"}:
-            raise ConfigurationError("IDENTITY_WEBHOOK_ALLOW_PRIVATE must be 1 or 0")
-        # --- end webhook endpoints ---
+        webhooks = _webhook_settings(env)
         return cls(
-            webhook_allow_private=webhook_allow_private == "1",  # webhook endpoints
+            **webhooks,
             oauth_timeout_s=oauth_timeout_s,
             oauth_token_key=oauth_token_key,
             redis_cluster=redis_cluster == "1",
@@ -242,7 +246,21 @@ class Settings:
             trusted_proxy_header=self.trusted_proxy_header,
             oauth_token_key=self.oauth_token_key,
             webhook_allow_private=self.webhook_allow_private,  # webhook endpoints
+            # --- webhooks: delivery ---
+            webhook_retention_ms=int(self.webhook_retention_hours * 3600 * 1000),
+            webhook_keep_events=self.webhook_keep_events,
+            webhook_timeout_s=self.webhook_timeout_s,
+            # --- end webhooks: delivery ---
         )
+
+    # --- webhooks: delivery ---
+    @property
+    def webhooks_may_reach_private(self) -> bool:
+        """Whether the webhook sender may POST to private and loopback addresses (the SSRF guard off): in dev
+        mode, or when `IDENTITY_WEBHOOK_ALLOW_PRIVATE=1`."""
+        return self.dev_mode or self.webhook_allow_private
+
+    # --- end webhooks: delivery ---
 
     @property
     def disabled_projects(self) -> tuple[str, ...]:
@@ -431,3 +449,34 @@ class Dashboard:
             return Response(404, (("content-type", "text/plain; charset=utf-8"), *_DASHBOARD_HEADERS), b"Not found")
         media_type, body = found
         return Response(200, (("content-type", media_type), *_DASHBOARD_HEADERS), b"" if method == "HEAD" else body)
+
+
+# --- webhooks: delivery ---
+def _webhook_number(env: Mapping[str, str], name: str, default: str, low: float, high: float) -> float:
+    try:
+        value = float(env.get(name, default))
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number") from None
+    if not low <= value <= high:  # also refuses nan and inf
+        raise ConfigurationError(f"{name} must be between {low:g} and {high:g}")
+    return value
+
+
+def _webhook_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The `IDENTITY_WEBHOOK_*` settings (the README's Configuration section lists them)."""
+    allow = env.get("IDENTITY_WEBHOOK_ALLOW_PRIVATE", "0").strip().lower()
+    if allow not in {"0", "1"}:
+        raise ConfigurationError("IDENTITY_WEBHOOK_ALLOW_PRIVATE must be 1 or 0")
+    keep = _webhook_number(env, "IDENTITY_WEBHOOK_KEEP_EVENTS", "10000", 1, 10_000_000)
+    if keep != int(keep):
+        raise ConfigurationError("IDENTITY_WEBHOOK_KEEP_EVENTS must be a whole number")
+    return {
+        "webhook_poll_s": _webhook_number(env, "IDENTITY_WEBHOOK_POLL_SECONDS", "1", 0.01, 3600),
+        "webhook_timeout_s": _webhook_number(env, "IDENTITY_WEBHOOK_TIMEOUT_SECONDS", "15", 0.1, 120),
+        "webhook_retention_hours": _webhook_number(env, "IDENTITY_WEBHOOK_RETENTION_HOURS", "72", 0.01, 24 * 365),
+        "webhook_keep_events": int(keep),
+        "webhook_allow_private": allow == "1",
+    }
+
+
+# --- end webhooks: delivery ---

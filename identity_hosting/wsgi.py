@@ -29,6 +29,8 @@ from identity_hosting.settings import (
     report_configuration_error,
     wall_clock_ms,
 )
+from identity_hosting.webhook_loops import DeliveryThread
+from identity_hosting.webhook_sender import WebhookHttpSender
 from identity_proto import (
     Entropy,
     ErrorCode,
@@ -65,6 +67,7 @@ class IdentityWSGI:
         mailer: Mailer | None = None,
         configure_logs: bool = False,
         provider: ProviderHttpClient | None = None,
+        webhook_sender: WebhookHttpSender | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.service = service or Service(self.settings.service_options())
@@ -82,6 +85,15 @@ class IdentityWSGI:
         # mock provider is served by this app in process). One given here is the caller's to close.
         self._provider = provider
         self._owns_provider = provider is None
+        # --- webhooks: delivery ---
+        # The delivery thread (started with the host, stopped by `close`) and its HTTP sender (one given here is the
+        # caller's to close); requests in flight, which the thread lets go first.
+        self._webhook_sender = webhook_sender
+        self._owns_webhook_sender = webhook_sender is None
+        self.webhook_thread: DeliveryThread | None = None
+        self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
+        # --- end webhooks: delivery ---
 
     @classmethod
     def from_env(cls) -> IdentityWSGI:
@@ -113,9 +125,40 @@ class IdentityWSGI:
                 default = run(perform(LoadProject(self.settings.default_project.id)), self.store)
                 self.settings.warn_about_production_risks(default)
             self._started = True
+            self._start_webhook_delivery()
+
+    # --- webhooks: delivery ---
+    def _start_webhook_delivery(self) -> None:
+        assert self.store is not None
+        if self._webhook_sender is None:
+            self._webhook_sender = WebhookHttpSender(
+                allow_private=self.settings.webhooks_may_reach_private, timeout_s=self.settings.webhook_timeout_s
+            )
+        self.webhook_thread = DeliveryThread(
+            self.service,
+            self.store,
+            self._webhook_sender,
+            clock=self.clock,
+            entropy=self.entropy,
+            poll_s=self.settings.webhook_poll_s,
+            busy=lambda: self._in_flight,
+        )
+        self.webhook_thread.start()
+
+    def _stop_webhook_delivery(self) -> None:
+        with self._start_lock:
+            thread, self.webhook_thread = self.webhook_thread, None
+            sender, self._webhook_sender = self._webhook_sender, None
+        if thread is not None:
+            thread.stop()
+        if sender is not None and self._owns_webhook_sender:
+            sender.close()
+
+    # --- end webhooks: delivery ---
 
     def close(self) -> None:
-        """Close the store and the OAuth provider client."""
+        """Stop the webhook delivery thread, close the store, the webhook sender and the OAuth provider client."""
+        self._stop_webhook_delivery()
         if self.store is not None:
             self.store.close()
         with self._start_lock:
@@ -137,6 +180,8 @@ class IdentityWSGI:
         return provider
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        with self._in_flight_lock:
+            self._in_flight += 1
         try:
             response = self._respond(environ)
         except Exception:
@@ -144,6 +189,9 @@ class IdentityWSGI:
             logger.exception("host error (request %s)", request_id)
             error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
             response = self.service.error_response(error, request_id)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight -= 1
         reason = HTTPStatus(response.status).phrase
         start_response(f"{response.status} {reason}", list(response.headers))
         return [response.body]

@@ -56,6 +56,14 @@ class ServiceOptions:
     #: always allows them; see `flows.webhooks.check_endpoint_url`).
     webhook_allow_private: bool = False
     # --- end webhook endpoints ---
+    # --- webhooks: delivery ---
+    #: Retention of webhook events and settled deliveries (`TrimWebhookData`): recorded this long ago at most...
+    webhook_retention_ms: int = 72 * 3600 * 1000
+    #: ...and the newest this many events per project at most.
+    webhook_keep_events: int = 10_000
+    #: Seconds a receiver has to answer one webhook POST (Svix: 15).
+    webhook_timeout_s: float = 15.0
+    # --- end webhooks: delivery ---
 
     @property
     def headers(self) -> HeaderReader:

@@ -7,6 +7,7 @@ host). Both do exactly the same thing, so a flow gives identical results under e
 - a `ComputeEffect` is computed; `arun` does it in a worker thread, so bcrypt never blocks the event loop;
 - a `MailEffect` goes to the mailer;
 - a `ProviderEffect` (talking to an OAuth provider) goes to the host's provider client;
+- `SendWebhooks` (the delivery loop's POSTs) goes to the host's webhook sender;
 - an exception raised while performing an effect (a store's `StorageUnavailable`, say) is *thrown into the flow*
   at the `yield` that asked for it, so the core, not the host, decides how every failure is rendered.
 """
@@ -17,9 +18,21 @@ from typing import Any, Protocol, TypeVar
 
 from identity_proto.effects import ComputeEffect, Effect, Flow, SendEmail, StorageEffect
 from identity_proto.effects.oauth_provider import AsyncProviderClient, ProviderClient, ProviderEffect
+from identity_proto.effects.webhooks import SendWebhooks, WebhookResult
 from identity_proto.records import Email
 
-__all__ = ["AsyncMailer", "AsyncProviderClient", "AsyncStore", "Mailer", "ProviderClient", "Store", "arun", "run"]
+__all__ = [
+    "AsyncMailer",
+    "AsyncProviderClient",
+    "AsyncStore",
+    "AsyncWebhookSender",
+    "Mailer",
+    "ProviderClient",
+    "Store",
+    "WebhookSender",
+    "arun",
+    "run",
+]
 
 T = TypeVar("T")
 
@@ -64,9 +77,36 @@ class AsyncMailer(Protocol):
         ...
 
 
-def run(flow: Flow[T], store: Store, mailer: Mailer | None = None, provider: ProviderClient | None = None) -> T:
-    """Run `flow` to completion against a sync store (and mailer, and OAuth provider client) and return its
-    result."""
+# --- webhooks: delivery ---
+class WebhookSender(Protocol):
+    """POSTs webhooks for sync hosts (`SendWebhooks`): one result per request; a receiver's failure is a result,
+    never an exception."""
+
+    def send(self, effect: SendWebhooks) -> tuple[WebhookResult, ...]:
+        """Perform `effect`."""
+        ...
+
+
+class AsyncWebhookSender(Protocol):
+    """The asyncio twin of `WebhookSender`."""
+
+    async def send(self, effect: SendWebhooks) -> tuple[WebhookResult, ...]:
+        """Perform `effect`."""
+        ...
+
+
+# --- end webhooks: delivery ---
+
+
+def run(
+    flow: Flow[T],
+    store: Store,
+    mailer: Mailer | None = None,
+    provider: ProviderClient | None = None,
+    webhooks: WebhookSender | None = None,
+) -> T:
+    """Run `flow` to completion against a sync store (and mailer, OAuth provider client, webhook sender) and
+    return its result."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -76,16 +116,20 @@ def run(flow: Flow[T], store: Store, mailer: Mailer | None = None, provider: Pro
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            value = _perform(effect, store, mailer, provider)
+            value = _perform(effect, store, mailer, provider, webhooks)
         except Exception as exc:  # handed to the flow, which decides what it means
             error = exc
 
 
 async def arun(
-    flow: Flow[T], store: AsyncStore, mailer: AsyncMailer | None = None, provider: AsyncProviderClient | None = None
+    flow: Flow[T],
+    store: AsyncStore,
+    mailer: AsyncMailer | None = None,
+    provider: AsyncProviderClient | None = None,
+    webhooks: AsyncWebhookSender | None = None,
 ) -> T:
-    """Run `flow` to completion against an async store (and mailer, and OAuth provider client) and return its
-    result."""
+    """Run `flow` to completion against an async store (and mailer, OAuth provider client, webhook sender) and
+    return its result."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -111,13 +155,23 @@ async def arun(
                 if provider is None:
                     raise RuntimeError("this flow talks to an OAuth provider but the host configured no client")
                 value = await provider.perform(effect)
+            elif isinstance(effect, SendWebhooks):
+                if webhooks is None:
+                    raise RuntimeError("this flow sends webhooks but the host configured no webhook sender")
+                value = await webhooks.send(effect)
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except Exception as exc:
             error = exc
 
 
-def _perform(effect: Effect[Any], store: Store, mailer: Mailer | None, provider: ProviderClient | None) -> Any:
+def _perform(
+    effect: Effect[Any],
+    store: Store,
+    mailer: Mailer | None,
+    provider: ProviderClient | None,
+    webhooks: WebhookSender | None,
+) -> Any:
     if isinstance(effect, StorageEffect):
         return store.apply(effect)
     if isinstance(effect, ComputeEffect):
@@ -131,4 +185,8 @@ def _perform(effect: Effect[Any], store: Store, mailer: Mailer | None, provider:
         if provider is None:
             raise RuntimeError("this flow talks to an OAuth provider but the host configured no client")
         return provider.perform(effect)
+    if isinstance(effect, SendWebhooks):
+        if webhooks is None:
+            raise RuntimeError("this flow sends webhooks but the host configured no webhook sender")
+        return webhooks.send(effect)
     raise TypeError(f"not an effect: {effect!r}")
