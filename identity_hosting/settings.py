@@ -125,10 +125,6 @@ class Settings:
     #: Seconds each call to an OAuth provider may take (connect, each read) before it counts as unavailable.
     oauth_timeout_s: float = 10.0
     # --- end OAuth provider side ---
-    # --- webhook endpoints ---
-    #: Production: endpoint URLs may name private/loopback addresses and local names (IDENTITY_WEBHOOK_ALLOW_PRIVATE).
-    webhook_allow_private: bool = False
-    # --- end webhook endpoints ---
     # --- webhooks: delivery ---
     #: Seconds between two passes of the delivery loop when the last found nothing to do.
     webhook_poll_s: float = 1.0
@@ -137,6 +133,8 @@ class Settings:
     #: Events and settled deliveries are kept this many hours at most, and the newest `webhook_keep_events` events.
     webhook_retention_hours: float = 72.0
     webhook_keep_events: int = 10_000
+    #: POST to private and loopback addresses too (always in dev mode; in production only when the operator says).
+    webhook_allow_private: bool = False
     # --- end webhooks: delivery ---
 
     @classmethod
@@ -215,15 +213,9 @@ class Settings:
         if not 0.1 <= oauth_timeout_s <= 120:  # also refuses nan and inf
             raise ConfigurationError("IDENTITY_OAUTH_TIMEOUT_SECONDS must be between 0.1 and 120")
         # --- end OAuth provider side ---
-        # --- webhook endpoints ---
-        webhook_allow_private = env.get("IDENTITY_WEBHOOK_ALLOW_PRIVATE", "0").strip().lower()
-        if webhook_allow_private not in {"0", "1"}:
-            raise ConfigurationError("IDENTITY_WEBHOOK_ALLOW_PRIVATE must be 1 or 0")
-        # --- end webhook endpoints ---
-        webhooks = _webhook_settings(env)  # webhooks: delivery
+        webhooks = _webhook_settings(env)
         return cls(
             **webhooks,
-            webhook_allow_private=webhook_allow_private == "1",  # webhook endpoints
             oauth_timeout_s=oauth_timeout_s,
             oauth_token_key=oauth_token_key,
             redis_cluster=redis_cluster == "1",
@@ -471,7 +463,10 @@ def _webhook_number(env: Mapping[str, str], name: str, default: str, low: float,
 
 
 def _webhook_settings(env: Mapping[str, str]) -> dict[str, Any]:
-    """The delivery loop's `IDENTITY_WEBHOOK_*` settings (the README's Configuration section lists them)."""
+    """The `IDENTITY_WEBHOOK_*` settings (the README's Configuration section lists them)."""
+    allow = env.get("IDENTITY_WEBHOOK_ALLOW_PRIVATE", "0").strip().lower()
+    if allow not in {"0", "1"}:
+        raise ConfigurationError("IDENTITY_WEBHOOK_ALLOW_PRIVATE must be 1 or 0")
     keep = _webhook_number(env, "IDENTITY_WEBHOOK_KEEP_EVENTS", "10000", 1, 10_000_000)
     if keep != int(keep):
         raise ConfigurationError("IDENTITY_WEBHOOK_KEEP_EVENTS must be a whole number")
@@ -480,6 +475,7 @@ def _webhook_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "webhook_timeout_s": _webhook_number(env, "IDENTITY_WEBHOOK_TIMEOUT_SECONDS", "15", 0.1, 120),
         "webhook_retention_hours": _webhook_number(env, "IDENTITY_WEBHOOK_RETENTION_HOURS", "72", 0.01, 24 * 365),
         "webhook_keep_events": int(keep),
+        "webhook_allow_private": allow == "1",
     }
 
 

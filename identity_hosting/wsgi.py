@@ -68,6 +68,7 @@ class IdentityWSGI:
         configure_logs: bool = False,
         provider: ProviderHttpClient | None = None,
         webhook_sender: WebhookHttpSender | None = None,
+        webhook_delivery: bool = True,
     ) -> None:
         self.settings = settings or Settings()
         self.service = service or Service(self.settings.service_options())
@@ -91,6 +92,8 @@ class IdentityWSGI:
         self._webhook_sender = webhook_sender
         self._owns_webhook_sender = webhook_sender is None
         self.webhook_thread: DeliveryThread | None = None
+        #: False: no delivery thread (the in-process fake delivers itself, at its test's pace).
+        self._webhook_delivery = webhook_delivery
         self._in_flight = 0
         self._in_flight_lock = threading.Lock()
         # --- end webhooks: delivery ---
@@ -125,7 +128,8 @@ class IdentityWSGI:
                 default = run(perform(LoadProject(self.settings.default_project.id)), self.store)
                 self.settings.warn_about_production_risks(default)
             self._started = True
-            self._start_webhook_delivery()
+            if self._webhook_delivery:
+                self._start_webhook_delivery()
 
     # --- webhooks: delivery ---
     def _start_webhook_delivery(self) -> None:

@@ -3,11 +3,13 @@ see its docstring)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import datetime as dt
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urljoin, urlsplit
@@ -34,11 +36,22 @@ from identity_proto.effects import (
     UpdateProject,
     perform,
 )
+from identity_proto.effects.webhooks import ListDeliveries, ListEvents, ListWebhookEndpoints  # webhooks
+from identity_proto.events import event_data  # webhooks
 from identity_proto.flows.api_keys import new_api_key
 from identity_proto.flows.portability import export_project_data, import_project_data
 from identity_proto.flows.projects import new_project
+from identity_proto.flows.webhook_delivery import WebhookDelivery  # webhooks
+from identity_proto.flows.webhooks import render_delivery  # webhooks
 from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES
 from identity_proto.records import ApiKeyType, ClockOverride, OAuthProviderConfig, ProjectConfig, TrustedDomain
+from identity_testing.webhooks import (
+    InProcessWebhookSender,
+    ReceiverKind,
+    RecordingReceiver,
+    WebhookReceiver,
+    receiver_kind,
+)
 
 if TYPE_CHECKING:
     import jwt
@@ -46,6 +59,9 @@ if TYPE_CHECKING:
 __all__ = ["FakeClock", "IdentityFake", "OAuthFlowError", "TestProject"]
 
 BASE_URL = "http://identity.test"
+#: How the fake sends webhooks (`IdentityFake(webhooks=...)`): "manual" at `deliver_webhooks()`, "sync" also after
+#: every request through its clients.
+WEBHOOK_MODES = ("manual", "sync")  # webhooks
 
 
 def _link_code(link: str) -> str:
@@ -181,7 +197,13 @@ class IdentityFake:
     """An identity service in process on the memory store, in dev/test mode, with a controllable clock."""
 
     def __init__(
-        self, *, password_rounds: int = 4, compat: bool = False, seed: int | None = None, rate_limits: bool = False
+        self,
+        *,
+        password_rounds: int = 4,
+        compat: bool = False,
+        seed: int | None = None,
+        rate_limits: bool = False,
+        webhooks: str = "manual",
     ) -> None:
         # Rate limits are off by default here: a test suite sends bursts from one address on purpose. Turn them on
         # (rate_limits=True) to test how your application handles 429.
@@ -196,7 +218,13 @@ class IdentityFake:
         self.store = MemoryStore()
         self.service = Service(self.settings.service_options())
         self.entropy: Entropy = SeededEntropy(seed) if seed is not None else SystemEntropy()
-        self.wsgi = IdentityWSGI(self.settings, store=self.store, service=self.service, entropy=self.entropy)
+        self.wsgi = IdentityWSGI(
+            self.settings,
+            store=self.store,
+            service=self.service,
+            entropy=self.entropy,
+            webhook_delivery=False,  # webhooks: the fake delivers itself (deliver_webhooks, "sync" mode)
+        )
         self.asgi = IdentityASGI(
             self.settings, store=AsyncMemoryStore(self.store), service=self.service, entropy=self.entropy
         )
@@ -204,6 +232,16 @@ class IdentityFake:
         self.asgi._started = True  # same store, already bootstrapped by the WSGI face
         self.clock = FakeClock(self)
         self.internal_admin_key = DEV_INTERNAL_ADMIN_KEY
+        # --- webhooks ---
+        #: "manual": webhooks go out when `deliver_webhooks()` is called; "sync": after every request made through
+        #: the fake's clients and transports too. Either may be set at any time.
+        self.webhooks = webhooks
+        if webhooks not in WEBHOOK_MODES:
+            raise ValueError(f"webhooks must be one of {', '.join(WEBHOOK_MODES)}, not {webhooks!r}")
+        self.webhook_sender = InProcessWebhookSender()
+        self._webhook_delivery = WebhookDelivery(self.service.options)
+        self._delivering = threading.local()
+        # --- end webhooks ---
 
     @property
     def dev_project(self) -> TestProject:
@@ -224,11 +262,51 @@ class IdentityFake:
     def transport(self) -> httpx.WSGITransport:
         """An httpx transport to the service in process (WSGI): give it to the HTTP client your own code uses,
         e.g. to fetch the JWKS: `httpx.Client(transport=fake.transport())`."""
-        return httpx.WSGITransport(app=self.wsgi)
+        return httpx.WSGITransport(app=self._delivering_wsgi)
 
     def async_transport(self) -> httpx.ASGITransport:
         """An async httpx transport to the service in process (ASGI)."""
-        return httpx.ASGITransport(app=self.asgi)
+        return httpx.ASGITransport(app=self._delivering_asgi)
+
+    # --- webhooks ---
+
+    def deliver_webhooks(self, *, max_passes: int = 1000) -> int:
+        """Deliver webhooks now, at the fake's clock: run the service's delivery passes (the same as a host's
+        delivery loop runs) until nothing is due, and return how many POSTs were made. A failed attempt is due
+        again after the retry schedule's next step: `clock.advance(seconds=5)` then `deliver_webhooks()` retries
+        it. Deliveries go to the receivers of `TestProject.add_webhook_receiver`, in process."""
+        if getattr(self._delivering, "active", False):
+            return 0  # a receiver that calls the fake while a delivery is under way: the running pass goes on
+        self._delivering.active = True
+        try:
+            attempts = 0
+            for _ in range(max_passes):
+                report = run(
+                    self._webhook_delivery.run_pass(wall_clock_ms(), self.entropy),
+                    self.store,
+                    webhooks=self.webhook_sender,
+                )
+                attempts += report.attempted
+                if not (report.more or report.attempted or report.fanned_out):
+                    break
+            return attempts
+        finally:
+            self._delivering.active = False
+
+    def _delivering_wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The WSGI app with the "sync" webhook mode: the response is read whole, then webhooks go out."""
+        body = b"".join(self.wsgi(environ, start_response))
+        if self.webhooks == "sync":
+            self.deliver_webhooks()
+        return [body]
+
+    async def _delivering_asgi(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        """The ASGI app with the "sync" webhook mode (delivery on a worker thread: receivers may be sync)."""
+        await self.asgi(scope, receive, send)
+        if scope.get("type") == "http" and self.webhooks == "sync":
+            await asyncio.to_thread(self.deliver_webhooks)
+
+    # --- end webhooks ---
 
     def client(self, headers: Mapping[str, str] | None = None) -> httpx.Client:
         """An `httpx.Client` wired to the service in process (WSGI, no port)."""
@@ -581,6 +659,72 @@ class TestProject:
         return dict(answer.json())
 
     # --- end OAuth (the mock provider) ---
+
+    # --- webhooks ---
+
+    def events(self, *types: str) -> list[dict[str, Any]]:
+        """Every webhook event the service recorded for this project (still kept), oldest first, as `{"id",
+        "type", "data"}` dicts (`data` as receivers get it), whatever the endpoints: also with none at all. With
+        `types`, only events of those types."""
+        project = run(perform(LoadProject(self.id)), self.fake.store)
+        if project is None:
+            raise LookupError(f"no project {self.id}")
+        events: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            page = run(perform(ListEvents(self.id, after=after, limit=500)), self.fake.store)
+            for event in page:
+                if not types or event.type in types:
+                    events.append({"id": event.id, "type": event.type, "data": event_data(event, project.config)})
+            if len(page) < 500:
+                return events
+            after = page[-1].id
+
+    def webhook_deliveries(self) -> list[dict[str, Any]]:
+        """Every delivery still kept, of every endpoint of this project, oldest message first: the
+        `GET /webhook-endpoints/{id}/deliveries` items (`message_id`, `event_type`, `state`, `attempts`...) plus
+        the endpoint's `endpoint_id` and `url`."""
+        store = self.fake.store
+        found: list[dict[str, Any]] = []
+        for endpoint in run(perform(ListWebhookEndpoints(self.id)), store):
+            for delivery in run(perform(ListDeliveries(self.id, endpoint.id, limit=1_000_000)), store):
+                found.append({"endpoint_id": endpoint.id, "url": endpoint.url, **render_delivery(delivery)})
+        found.sort(key=lambda item: (item["created_at_millis"], item["message_id"], item["url"]))
+        return found
+
+    def add_webhook_receiver(
+        self,
+        target: Any,
+        event_types: Sequence[str] | None = None,
+        *,
+        path: str = "/",
+        kind: ReceiverKind | None = None,
+        description: str = "",
+    ) -> WebhookReceiver:
+        """Register `target` as a webhook endpoint of this project, delivered in process (no port): a callable
+        `(headers, body) -> status` (headers a dict, lower-case names; body the raw bytes the signature covers),
+        or a WSGI or ASGI app, which gets the POST at `path` (`kind` says which when the guess of
+        `identity_testing.webhooks.receiver_kind` would be wrong). `event_types`: the types it gets (None: every
+        type). Deliveries are signed exactly as real ones, with the endpoint's secret (`.secret` of the result; a
+        `RecordingReceiver` is given it). They go out at `fake.deliver_webhooks()`, or after every request in the
+        fake's "sync" mode. Only events recorded after this call are delivered to it."""
+        sender = self.fake.webhook_sender
+        url = sender.new_url(path)
+        body: dict[str, Any] = {"url": url, "description": description}
+        if event_types is not None:
+            body["event_types"] = list(event_types)
+        with self.client("admin") as http:
+            created = http.post("/api/v1/webhook-endpoints", json=body)
+        if created.status_code != 201:
+            raise AssertionError(f"POST /api/v1/webhook-endpoints -> {created.status_code}: {created.text}")
+        endpoint = created.json()
+        receiver = WebhookReceiver(endpoint["id"], url, endpoint["secret"], target, kind or receiver_kind(target))
+        if isinstance(target, RecordingReceiver):
+            target.endpoint_id, target.secret = receiver.endpoint_id, receiver.secret
+        sender.register(receiver)
+        return receiver
+
+    # --- end webhooks ---
 
     def reset(self) -> None:
         """Remove every user, team, session, code and mail of this project; other projects are untouched."""

@@ -7,6 +7,8 @@
 | `identity_clock` | test | the fake's clock; back to real time after the test |
 | `identity_outbox` | test | `identity_outbox(to=None)`: the project's sent mail, newest first |
 | `identity_client`, `identity_server_client`, `identity_admin_client` | test | in-process `httpx.Client`s |
+| `identity_events` | test | `identity_events(*types)`: the project's webhook events, `{"id", "type", "data"}` |
+| `identity_webhook_receiver` | test | a `RecordingReceiver` of every event, delivered after each request |
 
 Each pytest-xdist worker is its own process with its own fake, and each test its own project, so tests never see
 each other's users.
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     import httpx
 
     from identity_testing.fake import FakeClock, IdentityFake, TestProject
+    from identity_testing.webhooks import RecordingReceiver
 
 
 @pytest.fixture(scope="session")
@@ -76,3 +79,32 @@ def identity_admin_client(identity_project: TestProject) -> Iterator[httpx.Clien
     """An admin-access `httpx.Client` for the test's project."""
     with identity_project.client("admin") as client:
         yield client
+
+
+# --- webhooks ---
+
+
+@pytest.fixture
+def identity_events(identity_project: TestProject) -> Callable[..., list[dict[str, Any]]]:
+    """The project's webhook events: `identity_events(*types)`, oldest first, whatever the endpoints."""
+    return identity_project.events
+
+
+@pytest.fixture
+def identity_webhook_receiver(
+    identity_fake: IdentityFake, identity_project: TestProject
+) -> Iterator[RecordingReceiver]:
+    """A receiver of every event type of the test's project, which verifies each POST with `standardwebhooks`
+    (`received`, `events`, `types()`; `rejected` what did not verify; set `status` to make deliveries fail). For
+    the test, the fake delivers after every request made through its clients ("sync" mode); `identity_fake.
+    deliver_webhooks()` delivers what is due at other times (a retry after `identity_clock.advance(...)`)."""
+    from identity_testing.webhooks import RecordingReceiver
+
+    receiver = RecordingReceiver()
+    identity_project.add_webhook_receiver(receiver)
+    mode, identity_fake.webhooks = identity_fake.webhooks, "sync"
+    yield receiver
+    identity_fake.webhooks = mode
+
+
+# --- end webhooks ---

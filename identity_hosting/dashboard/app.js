@@ -6,6 +6,7 @@ import { renderProject, renderProjects } from "./projects.js";
 import { renderTeam, renderTeams } from "./teams.js";
 import { busy, errorBox, field, fill, form, h } from "./ui.js";
 import { renderUser, renderUsers } from "./users.js";
+import { renderWebhooks } from "./webhooks.js"; // webhook endpoints
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -20,6 +21,7 @@ const ROUTES = [
   [/^teams$/, (view) => renderTeams(view)],
   [/^teams\/([^/]+)$/, (view, id) => renderTeam(view, id)],
   [/^outbox$/, (view) => renderOutbox(view)],
+  [/^webhooks$/, (view) => renderWebhooks(view)], // webhook endpoints
   [/^project$/, (view) => renderProject(view)],
   [/^projects$/, (view) => renderProjects(view)],
 ];
