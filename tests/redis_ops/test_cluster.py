@@ -645,7 +645,9 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _contact_channels(checked, p)
     _oauth(checked, p)  # OAuth storage
     _mock_oauth(checked)  # the mock OAuth provider
-    _webhooks(checked, p)  # webhooks
+    # webhooks: in a project of their own (the writes above recorded events of theirs in `p`)
+    assert checked.apply(CreateProject(project_record("webhooks"))) is True
+    _webhooks(checked, "webhooks")
     # Project record scripts, then ResetProjectData and DeleteProject.
     updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
     assert updated is not None

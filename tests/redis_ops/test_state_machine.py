@@ -117,6 +117,7 @@ from identity_proto.effects import (
     UseRefreshToken,
     VerifyContactChannel,
 )
+from identity_proto.events import event_data
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -128,9 +129,11 @@ from identity_proto.records import (
     OAuthAccount,
     PermissionDefinition,
     Project,
+    ProjectConfig,
     ProjectKeys,
     RiskScores,
     Session,
+    StoredEvent,
     Team,
     TrustedDomain,
     User,
@@ -268,9 +271,21 @@ def _project_record(project_id: str, n: int) -> Project:
     )
 
 
+def _comparable(value: Any) -> Any:
+    """A store's answer as both stores' answers compare: an event's record (a `User`/`Team` on memory, the JSON
+    text of its stored hash on Redis) as the payload it renders to."""
+    if isinstance(value, StoredEvent):
+        return dataclasses.replace(value, record=None, team=event_data(value, ProjectConfig()))
+    if isinstance(value, tuple):
+        return tuple(_comparable(item) for item in value)
+    if isinstance(getattr(value, "event", None), StoredEvent):  # a claimed delivery
+        return dataclasses.replace(value, event=_comparable(value.event))
+    return value
+
+
 def _outcome(store: Any, effect: StorageEffect[Any]) -> tuple[str, str]:
     try:
-        return "returned", repr(store.apply(effect))
+        return "returned", repr(_comparable(store.apply(effect)))
     except Exception as exc:  # a store that raises is compared too: both must raise the same way
         return "raised", type(exc).__name__
 
