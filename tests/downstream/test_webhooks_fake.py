@@ -6,7 +6,7 @@ deliveries as the service keeps them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -142,3 +142,71 @@ def test_the_receiver_fixture_verifies_and_records_what_the_service_sends(
     assert secret is not None
     SvixWebhook(secret).verify(got.body, dict(got.headers))  # raises unless the signature verifies
     assert identity_webhook_receiver.rejected == []
+
+
+def test_every_change_is_an_event_in_order_without_any_endpoint(
+    identity_project: TestProject, identity_events: Callable[..., list[dict[str, Any]]]
+) -> None:
+    user = identity_project.create_user("ada@example.com", display_name="Ada")
+    with identity_project.client("server") as http:
+        assert http.patch(f"/api/v1/users/{user['id']}", json={"display_name": "Ada L."}).status_code == 200
+        team = http.post("/api/v1/teams", json={"display_name": "Crew"}).json()
+
+    events = identity_events()
+
+    assert [e["type"] for e in events][:1] == ["user.created"]
+    assert "team.created" in [e["type"] for e in events]
+    updated = identity_events("user.updated")
+    assert [(e["data"]["id"], e["data"]["display_name"]) for e in updated] == [(user["id"], "Ada L.")]
+    assert identity_events("team.created")[-1]["data"]["id"] == team["id"]
+    assert [e["id"] for e in events] == sorted({e["id"] for e in events}, key=[e["id"] for e in events].index)
+
+
+def test_the_receiver_fixture_gets_each_change_signed_right_after_the_request(
+    identity_project: TestProject, identity_webhook_receiver: RecordingReceiver
+) -> None:
+    user = identity_project.create_user("grace@example.com")
+
+    assert identity_webhook_receiver.types() == ["user.created"]
+    (got,) = identity_webhook_receiver.received
+    assert got.data["id"] == user["id"]
+    assert got.data["primary_email"] == "grace@example.com"
+    assert identity_webhook_receiver.rejected == []
+    # The POST carries both header families, and the svix verifier accepts it too.
+    assert got.headers["svix-id"] == got.headers["webhook-id"] == got.id
+    secret = identity_webhook_receiver.secret
+    assert secret is not None
+    SvixWebhook(secret).verify(got.body, dict(got.headers))
+    with identity_project.client("server") as http:
+        http.delete(f"/api/v1/users/{user['id']}")
+    assert identity_webhook_receiver.types()[-1] == "user.deleted"
+
+
+def test_only_the_types_asked_for_are_delivered_and_the_test_event_reaches_its_endpoint(
+    identity_fake: IdentityFake, identity_project: TestProject
+) -> None:
+    teams, everything = RecordingReceiver(), RecordingReceiver()
+    team_receiver = identity_project.add_webhook_receiver(teams, event_types=["team.created"])
+    identity_project.add_webhook_receiver(everything)
+    identity_project.create_user("types@example.com")
+    with identity_project.client("admin") as http:
+        http.post("/api/v1/teams", json={"display_name": "Typed"})
+        tested = http.post(f"/api/v1/webhook-endpoints/{team_receiver.endpoint_id}/test").json()
+    identity_fake.deliver_webhooks()
+
+    assert teams.types() == ["team.created", "stack.test"]
+    assert teams.events[-1] == {"id": tested["message_id"], "type": "stack.test", "data": tested["data"]}
+    assert everything.types()[0] == "user.created"
+    assert "stack.test" not in everything.types()
+
+
+def test_a_sync_fake_delivers_each_change_after_its_request() -> None:
+    project = IdentityFake(webhooks="sync").create_project()
+    receiver = RecordingReceiver()
+    project.add_webhook_receiver(receiver)
+
+    project.create_user("sync@example.com")
+
+    assert receiver.types() == ["user.created"]
+    with pytest.raises(ValueError, match="webhooks must be one of manual, sync"):
+        IdentityFake(webhooks="later")
