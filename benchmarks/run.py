@@ -17,6 +17,8 @@ same Hypercorn command (one worker) and loaded by the same load generator on loo
 - Redis round trips per operation, counted on the redis-py client (the second identical request: caches warm);
 - growth: GET and PATCH /users/me with 1k, 100k and 1M users in the store (memory and Redis), and the memory each
   stored user takes;
+- webhooks: server PATCH with one webhook endpoint configured (each PATCH delivered) against without, and how
+  long the backlog the load left takes to deliver;
 - start-up: import to first response in process; process start to first 200 for Hypercorn (service, baseline); the
   CPU the pytest plugin adds to a run that does not use it.
 
@@ -476,6 +478,84 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
         redis.stop()
 
 
+def webhook_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
+    """Delivery does not slow requests: server PATCH /users/{id} on a service with one webhook endpoint (subscribed
+    to `user.updated`, so every PATCH is delivered, to the baseline app as receiver) against the same service without,
+    alternating (P H P: the hooked figure over the mean of the plain ones around it), on the memory store and on
+    Redis. Then how long the hooked service takes to deliver the backlog the load left (its newest delivery
+    succeeded), bounded at 120 s."""
+    servers: list[Hypercorn] = []
+    redis = start_redis(opts.placement)
+    try:
+        receiver = start_hypercorn(
+            "receiver", "benchmarks.baseline_app:app", {}, opts.placement, ready_path="/", logdir=opts.logdir
+        )
+        servers.append(receiver)
+        targets: dict[str, Target] = {}
+        endpoints: dict[str, str] = {}
+        for store in STORES:
+            for hooked in (False, True):
+                name = f"{store}+webhook" if hooked else store
+                redis_url = "" if store != "redis" else redis.url[:-1] + ("3" if hooked else "2")
+                # Production mode, as every service here: the receiver is on loopback, which the operator allows.
+                env = {**service_env(backend=store, redis_url=redis_url), "IDENTITY_WEBHOOK_ALLOW_PRIVATE": "1"}
+                server = start_hypercorn(
+                    f"service-{name}",
+                    "asgi_app:app",
+                    env,
+                    opts.placement,
+                    ready_path="/api/v1",
+                    logdir=opts.logdir,
+                    extra_args=opts.service_hypercorn_args,
+                )
+                servers.append(server)
+                targets[name] = set_up(
+                    server, f"webhooks-{name}-{repeat}", rate_limits=False, redis=redis if store == "redis" else None
+                )
+                if hooked:
+                    endpoint = {"url": f"http://127.0.0.1:{receiver.port}/hook", "event_types": ["user.updated"]}
+                    created = expect(
+                        server.request("POST", "/api/v1/webhook-endpoints", admin_headers(), endpoint),
+                        201,
+                        f"{name}: create the webhook endpoint",
+                    )
+                    endpoints[name] = created["id"]
+
+        def run(target: Target) -> Measured:
+            method, path, headers, body = http_operation(target, "server_patch")
+            return measured(target.meter(), lambda: load(opts, target.server.port, method, path, headers, body))
+
+        for store in STORES:
+            plain, hooked = targets[store], targets[f"{store}+webhook"]
+            before = run(plain)
+            with_endpoint = run(hooked)
+            after = run(plain)
+            prefix = f"webhooks.{store}.server_patch"
+            rec.add(f"{prefix}.plain_rate", (before.result.rate + after.result.rate) / 2)
+            rec.add(f"{prefix}.hooked_rate", with_endpoint.result.rate)
+            rec.add(f"{prefix}.ratio", 2 * with_endpoint.result.rate / (before.result.rate + after.result.rate))
+            rec.add(
+                f"{prefix}.cpu_ratio", (before.cpu_per_op_us + after.cpu_per_op_us) / 2 / with_endpoint.cpu_per_op_us
+            )
+            started = time.perf_counter()
+            path = f"/api/v1/webhook-endpoints/{endpoints[f'{store}+webhook']}/deliveries?limit=1"
+            while True:
+                newest = expect(hooked.server.request("GET", path, admin_headers()), 200, "deliveries")["items"]
+                if newest and newest[0]["state"] == "succeeded":
+                    rec.add(f"{prefix}.drain_s", time.perf_counter() - started)
+                    break
+                if time.perf_counter() - started > 120:
+                    raise RuntimeError(f"{store}: the webhook backlog was not delivered within 120 s: {newest}")
+                time.sleep(0.2)
+        for server in servers:
+            if not server.alive():
+                raise RuntimeError(f"{server.name} died during the run: {server.log.read_text()[-2000:]}")
+    finally:
+        for server in servers:
+            server.stop()
+        redis.stop()
+
+
 def run_inproc_rates(opts: Options) -> dict[str, dict[str, float]]:
     """`benchmarks.inproc rates` in a fresh interpreter on the server's CPU: ops/s (wall) and CPU µs per op."""
     command = opts.placement.server(
@@ -790,6 +870,21 @@ def build_report(opts: Options, rec: Recorder, trips: dict[str, Any], grow: dict
                 m("startup.hypercorn_ratio"),
             )
             row(sec, "Hypercorn: process start to first 200, baseline", m("startup.hypercorn_baseline_s"), 1.0)
+    if "webhooks" in opts.sections:
+        sec = "Webhooks: server PATCH with one endpoint (every PATCH delivered) vs without"
+        for store in STORES:
+            p = f"webhooks.{store}.server_patch"
+            value = m(f"{p}.ratio")
+            tgt = target(f"PATCH with a webhook endpoint vs without, {store}", value, ">=", 0.95, "webhooks")
+            row(
+                sec,
+                f"{store}: req/s with the endpoint / without",
+                m(f"{p}.hooked_rate"),
+                value,
+                cpu_ratio=m(f"{p}.cpu_ratio"),
+                tgt=tgt,
+            )
+            row(sec, f"{store}: seconds to deliver the backlog after the load", m(f"{p}.drain_s"))
     return {"rows": rows, "targets": targets}
 
 
@@ -849,7 +944,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, argparse.Namespa
     parser.add_argument("--connections", type=int, default=16, help="concurrent connections of the load (16)")
     parser.add_argument("--max-users", type=int, help="largest store in the growth runs (1000000; quick 100000)")
     parser.add_argument(
-        "--only", default="http,inproc,roundtrips,growth,startup", help="comma-separated sections to run"
+        "--only",
+        default="http,inproc,roundtrips,growth,startup,webhooks",
+        help="comma-separated sections to run",
     )
     parser.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server and load generator to CPUs")
@@ -905,6 +1002,9 @@ def main(argv: list[str] | None = None) -> None:
         if "http" in opts.sections:
             say(f"HTTP repeat {repeat + 1}/{opts.repeat}")
             http_repeat(opts, rec, repeat)
+        if "webhooks" in opts.sections:
+            say(f"webhooks repeat {repeat + 1}/{opts.repeat}")
+            webhook_repeat(opts, rec, repeat)
         if "startup" in opts.sections:
             wall, cpu = inproc_startup(opts)
             rec.add("startup.inproc_s", wall)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.e2e.test_api_keys_http import Project, redis_hypercorn  # noqa: F401 (the fixture)
+from tests.e2e.test_api_keys_http import Project
 
 pytestmark = pytest.mark.e2e
 
