@@ -104,7 +104,12 @@ def running_receiver(verify: Callable[[bytes, dict[str, str]], Any] | None = Non
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet."""
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        # The service POSTs up to 50 deliveries at once: socketserver's default listen backlog (5) would refuse
+        # connections a real receiver's server accepts.
+        request_queue_size = 128
+
+    server = Server(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     receiver = Receiver(url=f"http://127.0.0.1:{server.server_address[1]}/hook", verify=verify)
     receiver_box.append(receiver)

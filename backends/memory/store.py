@@ -10,7 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from identity_proto.effects import OAuthState, OuterCode, StorageEffect, Together, WebhookEndpoint, oauth_index_key
+from identity_proto.effects import (
+    OAuthState,
+    OuterCode,
+    StorageEffect,
+    Together,
+    WebhookEndpoint,
+    oauth_index_key,
+)
+from identity_proto.effects.webhooks import EVENTS_HARD_CAP, EVENTS_IDLE_TTL_MS
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -118,9 +126,14 @@ class Tenant:
         """Record an event of this project's (called by a write's handler, under the store's lock, in the same step
         as the change: `identity_proto.events` says which writes record which events)."""
         self.event_seq += 1
-        self.events.append(
-            StoredEvent(f"msg_{self.event_seq:012d}", event_type, _wall_ms(), record=record, team=team, ids=ids)
-        )
+        now = _wall_ms()
+        events = self.events
+        # The bounds of a project no delivery loop trims, as on Redis (`EVENTS_HARD_CAP`, `EVENTS_IDLE_TTL_MS`).
+        if events and now - events[-1].created_at_millis > EVENTS_IDLE_TTL_MS:
+            events.clear()
+        events.append(StoredEvent(f"msg_{self.event_seq:012d}", event_type, now, record=record, team=team, ids=ids))
+        if len(events) > EVENTS_HARD_CAP:
+            del events[: len(events) - EVENTS_HARD_CAP]
 
     # --- webhooks: endpoints and deliveries (backends.memory.webhooks) ---
     #: endpoint id -> endpoint; endpoint id -> the `event_seq` when it was created (it gets later events only).

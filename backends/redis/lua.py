@@ -3,6 +3,8 @@ body: Redis runs it as one chunk)."""
 
 from __future__ import annotations
 
+from identity_proto.effects.webhooks import EVENTS_HARD_CAP, EVENTS_IDLE_TTL_MS
+
 #: Lua: a record hash of JSON fields (HGETALL's flat list) as the text of one JSON object, made by joining the
 #: stored texts (never re-encoded: cjson would turn [] into {} and round numbers to 14 digits). The field names
 #: are the record's field names (identifiers: nothing to escape). The reader decodes it with one `orjson.loads`
@@ -210,12 +212,13 @@ end
 #: it describes (the transactional outbox: `identity_proto.events`). `record` and `team` are JSON texts of stored
 #: records (`record_json` of their hashes) or '' for none; `ids` the payload's ids joined by newlines ('' for none).
 #: The stream id (Redis's clock, unique within the stream) becomes the message id (`msg_<stream id>`). The hard cap
-#: only bounds a stream no delivery loop trims (`TrimWebhookData` applies the configured retention).
-EVENTS_HARD_CAP = 100_000
+#: and the idle TTL (`EVENTS_HARD_CAP`, `EVENTS_IDLE_TTL_MS`) only bound a stream no delivery loop trims
+#: (`TrimWebhookData` applies the configured retention).
 _EMIT_EVENT = f"""
 local function emit_event(events_key, event_type, record, team, ids)
   redis.call('XADD', events_key, 'MAXLEN', '~', {EVENTS_HARD_CAP}, '*',
     't', event_type, 'r', record, 'm', team, 'i', ids)
+  redis.call('PEXPIRE', events_key, {EVENTS_IDLE_TTL_MS})
 end
 """
 # --- end webhooks ---

@@ -39,7 +39,6 @@ from backends.redis.lua import (
     _WEBHOOK_IDS,
     _WEBHOOK_NEW_DELIVERY,
     _WEBHOOK_SETTLE,
-    EVENTS_HARD_CAP,
 )
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
@@ -65,6 +64,7 @@ from identity_proto.effects import (
     UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
+from identity_proto.effects.webhooks import EVENTS_HARD_CAP
 from identity_proto.records import StoredEvent
 
 #: A message id of this store: ``msg_<stream entry id>``.

@@ -30,6 +30,8 @@ from identity_proto.effects.base import Effect, StorageEffect
 from identity_proto.records import StoredEvent
 
 __all__ = [
+    "EVENTS_HARD_CAP",
+    "EVENTS_IDLE_TTL_MS",
     "RETRY_SCHEDULE_MS",
     "TEST_EVENT_TYPE",
     "AddTestEvent",
@@ -59,6 +61,12 @@ __all__ = [
 #: The type of test events (`AddTestEvent`): `identity_proto.events.TEST_EVENT_TYPE`, repeated here for the stores,
 #: which import only the storage contract (a unit test checks that the two are one).
 TEST_EVENT_TYPE = "stack.test"
+
+#: Every store keeps at most this many of a project's events, and forgets them this long after the project's last
+#: event: the bounds of a project no delivery loop trims (one without endpoints: its events are still what
+#: `ListEvents` and the fake's `project.events()` read). The configured retention (`TrimWebhookData`) is within them.
+EVENTS_HARD_CAP = 100_000
+EVENTS_IDLE_TTL_MS = 30 * 86_400_000
 
 #: The Svix schedule: after a failed attempt, the next is due this long after it (then the delivery has failed):
 #: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. Eight attempts in all.

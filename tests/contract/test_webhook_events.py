@@ -13,6 +13,7 @@ import orjson
 import pytest
 from redis.crc import key_slot
 
+import backends.memory.store as memory_store_module
 from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.auth import AccessType
@@ -52,6 +53,7 @@ from identity_proto.effects import (
     UserWrite,
     perform,
 )
+from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
 from identity_proto.events import EVENT_TYPES, StoredEvent, event_data, event_payload
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
 from identity_proto.render import render_team, render_user
@@ -498,6 +500,8 @@ def test_redis_scripts_append_events_to_the_projects_stream_in_its_slot(redis_st
     assert (entries[0]["m"], entries[0]["i"]) == ("", "")
     assert orjson.loads(entries[2]["m"])["id"] == "team-1"  # the selected team, as stored
     assert (entries[3]["r"], entries[3]["m"], entries[3]["i"]) == ("", "", "team-1\nada")
+    # Bounded without any delivery loop: an idle project's stream expires (its TTL renewed by every event).
+    assert 0 < client.pttl(stream) <= EVENTS_IDLE_TTL_MS
 
 
 def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> None:
@@ -523,3 +527,13 @@ def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> N
         ("team_membership.deleted", ids),
         ("user.deleted", {"id": "ada", "teams": [{"id": "team-1"}]}),
     ]
+
+
+def test_the_memory_store_keeps_at_most_the_hard_cap_of_a_projects_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_store_module, "EVENTS_HARD_CAP", 3)
+    store = MemoryStore()
+    for n in range(5):
+        store.apply(CreateUser(PROJECT, make_user(f"user-{n}")))
+    kept = store.apply(ListEvents(PROJECT))
+    assert [event.record.id for event in kept] == ["user-2", "user-3", "user-4"]
+    assert [event.id for event in kept] == ["msg_000000000003", "msg_000000000004", "msg_000000000005"]

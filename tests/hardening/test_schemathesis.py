@@ -184,6 +184,15 @@ def _world(caller: str) -> World:
     known["provider_id"] = row.json()["id"]
     known["provider_account_id"] = "gh-1"
     # --- end OAuth accounts ---
+    # --- webhooks: an endpoint and a message of it (the test event) ---
+    with project.client("admin") as http:
+        endpoint = http.post("/api/v1/webhook-endpoints", json={"url": "https://hooks.example.com/identity"})
+        assert endpoint.status_code == 201, endpoint.text
+        known["endpoint_id"] = endpoint.json()["id"]
+        sent = http.post(f"/api/v1/webhook-endpoints/{known['endpoint_id']}/test")
+        assert sent.status_code == 200, sent.text
+        known["message_id"] = sent.json()["message_id"]
+    # --- end webhooks ---
     if caller == "internal":
         second = fake.create_project(display_name="Second")
         known["project_id"] = second.id
