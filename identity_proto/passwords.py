@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,10 +44,25 @@ def password_context() -> CryptContext:
     return CryptContext(schemes=["bcrypt", "argon2"])
 
 
+#: libpass loads bcrypt's backend by setting class attributes, which is not safe against a second thread doing the
+#: same at once: a serving host's `Service.prepare` thread and a first request's hash in the async driver's worker
+#: thread can (the suspected cause of a 500 on a first password sign-up seen once on a loaded machine). The core
+#: starts no thread; this lock only makes the one-time loading safe for hosts that call in from several.
+_HASHING_LOCK = threading.Lock()
+_hashing_loaded = False
+
+
 def load_hashing() -> None:
-    """Build the context and load what libpass loads on the first hash (bcrypt's backend, `passlib.hash`) now."""
-    password_context().handler("bcrypt").get_backend()
-    importlib.import_module("passlib.hash")
+    """Build the context and load what libpass loads on the first hash (bcrypt's backend, `passlib.hash`) now,
+    once, whichever thread asks first (the others wait for it)."""
+    global _hashing_loaded
+    if _hashing_loaded:
+        return
+    with _HASHING_LOCK:
+        if not _hashing_loaded:
+            password_context().handler("bcrypt").get_backend()
+            importlib.import_module("passlib.hash").bcrypt.get_backend()
+            _hashing_loaded = True
 
 
 # reference §3.2: $2a$/$2b$/$2y$, a two-digit cost up to 16, then exactly 53 characters (60 in total).

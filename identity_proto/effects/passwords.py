@@ -19,6 +19,9 @@ class HashPassword(ComputeEffect[str]):
 
     def compute(self) -> str:
         """Hash with libpass (bcrypt)."""
+        from identity_proto.passwords import load_hashing
+
+        load_hashing()  # once per process: libpass's backend loading is not thread-safe
         from passlib.hash import bcrypt
 
         return str(bcrypt.using(rounds=self.rounds).hash(self.password))
@@ -33,7 +36,9 @@ class VerifyPassword(ComputeEffect[bool]):
 
     def compute(self) -> bool:
         """Verify with libpass; an unknown or malformed hash never matches."""
-        from identity_proto.passwords import password_context
+        from identity_proto.passwords import load_hashing, password_context
+
+        load_hashing()  # once per process: libpass's backend loading is not thread-safe
 
         try:
             return bool(password_context().verify(self.password, self.password_hash))
