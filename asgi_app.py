@@ -46,7 +46,7 @@ from identity_hosting.settings import (
     report_configuration_error,
     wall_clock_ms,
 )
-from identity_hosting.webhook_loops import AsyncDeliveryLoop
+from identity_hosting.webhook_loops import AsyncDeliveryLoop, BusyMeter
 from identity_hosting.webhook_sender import AsyncWebhookHttpSender
 from identity_proto import (
     AsyncStore,
@@ -109,7 +109,7 @@ class IdentityASGI:
         self._webhook_sender = webhook_sender
         self._owns_webhook_sender = webhook_sender is None
         self.webhook_loop: AsyncDeliveryLoop | None = None
-        self._in_flight = 0
+        self._busy = BusyMeter()  # webhooks: the delivery loop defers to requests
         # --- end webhooks: delivery ---
 
     @classmethod
@@ -174,7 +174,7 @@ class IdentityASGI:
             clock=self.clock,
             entropy=self.entropy,
             poll_s=self.settings.webhook_poll_s,
-            busy=lambda: self._in_flight,
+            busy=self._busy,
         )
         self.webhook_loop.start()
 
@@ -227,11 +227,11 @@ class IdentityASGI:
                 return
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._in_flight += 1
+        self._busy.started()
         try:
             await self._http_in_flight(scope, receive, send)
         finally:
-            self._in_flight -= 1
+            self._busy.finished()
 
     async def _http_in_flight(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False

@@ -29,7 +29,7 @@ from identity_hosting.settings import (
     report_configuration_error,
     wall_clock_ms,
 )
-from identity_hosting.webhook_loops import DeliveryThread
+from identity_hosting.webhook_loops import BusyMeter, DeliveryThread
 from identity_hosting.webhook_sender import WebhookHttpSender
 from identity_proto import (
     Entropy,
@@ -94,8 +94,7 @@ class IdentityWSGI:
         self.webhook_thread: DeliveryThread | None = None
         #: False: no delivery thread (the in-process fake delivers itself, at its test's pace).
         self._webhook_delivery = webhook_delivery
-        self._in_flight = 0
-        self._in_flight_lock = threading.Lock()
+        self._busy = BusyMeter()  # webhooks: the delivery thread defers to requests
         # --- end webhooks: delivery ---
 
     @classmethod
@@ -145,7 +144,7 @@ class IdentityWSGI:
             clock=self.clock,
             entropy=self.entropy,
             poll_s=self.settings.webhook_poll_s,
-            busy=lambda: self._in_flight,
+            busy=self._busy,
         )
         self.webhook_thread.start()
 
@@ -184,8 +183,7 @@ class IdentityWSGI:
         return provider
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        with self._in_flight_lock:
-            self._in_flight += 1
+        self._busy.started()
         try:
             response = self._respond(environ)
         except Exception:
@@ -194,8 +192,7 @@ class IdentityWSGI:
             error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
             response = self.service.error_response(error, request_id)
         finally:
-            with self._in_flight_lock:
-                self._in_flight -= 1
+            self._busy.finished()
         reason = HTTPStatus(response.status).phrase
         start_response(f"{response.status} {reason}", list(response.headers))
         return [response.body]

@@ -97,8 +97,10 @@ class WebhookDelivery:
     trim_interval_ms: int = TRIM_INTERVAL_MS
     _trimmed_at: dict[str, int] = field(default_factory=dict)
 
-    def run_pass(self, now_ms: int, entropy: Entropy) -> Flow[PassReport]:
-        """One pass over every project with an endpoint, at the host's time `now_ms`."""
+    def run_pass(self, now_ms: int, entropy: Entropy, *, claim_limit: int | None = None) -> Flow[PassReport]:
+        """One pass over every project with an endpoint, at the host's time `now_ms`, claiming at most
+        `claim_limit` deliveries per project (default `self.claim_limit`: hosts pass less while serving requests)."""
+        limit = self.claim_limit if claim_limit is None else claim_limit
         if self.options.dev_mode:
             # Dev/test mode: the clock tests move (kept in the store), exactly as requests see it.
             override = yield from perform(LoadClockOverride())
@@ -107,7 +109,7 @@ class WebhookDelivery:
         project_ids = yield from perform(ListWebhookProjects())
         report = PassReport()
         for project_id in project_ids:
-            found = yield from self._deliver(project_id, now_ms, entropy)
+            found = yield from self._deliver(project_id, now_ms, entropy, limit)
             report = PassReport(
                 fanned_out=report.fanned_out + found.fanned_out,
                 attempted=report.attempted + found.attempted,
@@ -117,11 +119,11 @@ class WebhookDelivery:
             yield from self._trim(project_id, now_ms)
         return report
 
-    def _deliver(self, project_id: str, now_ms: int, entropy: Entropy) -> Flow[PassReport]:
+    def _deliver(self, project_id: str, now_ms: int, entropy: Entropy, limit: int) -> Flow[PassReport]:
         fanned = yield from perform(FanOutEvents(project_id, now_ms, self.fan_out_limit))
-        tokens = tuple(_claim_token(entropy) for _ in range(self.claim_limit))
-        claimed = yield from perform(ClaimDeliveries(project_id, now_ms, self.lease_ms, self.claim_limit, tokens))
-        more = fanned >= self.fan_out_limit or len(claimed) >= self.claim_limit
+        tokens = tuple(_claim_token(entropy) for _ in range(limit))
+        claimed = yield from perform(ClaimDeliveries(project_id, now_ms, self.lease_ms, limit, tokens))
+        more = fanned >= self.fan_out_limit or len(claimed) >= limit
         if not claimed:
             return PassReport(fanned_out=fanned, more=more)
         project = yield from perform(LoadProject(project_id))
