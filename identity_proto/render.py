@@ -59,27 +59,33 @@ BASE_HEADERS: Headers = (
 #: preflights only; each exactly once (a header sent twice, `*, *`, makes browsers refuse the response). A request
 #: without an Origin (a server, curl, the SDK under Node) is no CORS request, and each header costs the HTTP server
 #: work per response.
+#: The request headers a browser may send: exactly the original's list (its backend's `proxy.tsx`), with each of its
+#: `x-stack-` names under every accepted prefix. The original's SDK sends `ngrok-skip-browser-warning` on every
+#: request, so a preflight that does not allow it blocks every browser-side call; Sentry's and Vercel's headers are
+#: added by their browser SDKs and proxies. `x-stack-allow-restricted-user` is read by the original's backend but not
+#: allowed by its preflight, so no browser sends it there; nor here.
 _ALLOWED_REQUEST_HEADER_SUFFIXES = (
-    # what authentication and the refresh endpoint read
-    "access-type",
     "project-id",
     "branch-id",
+    "override-error-status",
+    "random-nonce",  # used to forcefully disable some caches
+    "client-version",
+    "disable-artificial-development-delay",
+    # project authentication
+    "access-type",
     "publishable-client-key",
     "secret-server-key",
     "super-secret-admin-key",
     "admin-access-token",
-    "access-token",
+    # user authentication
     "refresh-token",
+    "access-token",
     "allow-anonymous-user",
-    "allow-restricted-user",
-    # what the original's SDK sends on every request (the service ignores them; the browser must be let send them)
-    "override-error-status",
-    "random-nonce",
-    "client-version",
-    "disable-artificial-development-delay",
 )
-#: Response headers a script may read besides the CORS-safelisted ones: the known-error code and request id (per
-#: accepted prefix), and a 429's retry hints.
+_ALLOWED_OTHER_REQUEST_HEADERS = ("baggage", "sentry-trace", "x-vercel-protection-bypass", "ngrok-skip-browser-warning")
+#: Response headers a script may read besides the CORS-safelisted ones: the original's (`content-type`, the
+#: known-error code, `actual-status` per accepted prefix), and ours: the request id, and a 429's retry hints (the SDK
+#: reads `Retry-After`).
 _EXPOSED_RESPONSE_HEADERS = ("retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset")
 
 
@@ -91,6 +97,7 @@ def cors_headers(prefixes: tuple[str, ...]) -> Headers:
     """The CORS headers of every response to a cross-origin request, for the accepted header prefixes."""
     exposed = (
         "content-type",
+        *(f"{prefix}actual-status" for prefix in prefixes),
         *(f"{prefix}known-error" for prefix in prefixes),
         *(f"{prefix}request-id" for prefix in prefixes),
         *_EXPOSED_RESPONSE_HEADERS,
@@ -102,7 +109,12 @@ def preflight_headers(prefixes: tuple[str, ...], methods: tuple[str, ...]) -> He
     """What a preflight adds to `cors_headers`: the path's methods, the request headers a browser may send (an
     explicit list, as the original sends: browsers never let `*` cover `Authorization`), and how long the answer
     may be cached (browsers cap it lower: Chromium at 2 hours)."""
-    allowed = ("content-type", "authorization", *(p + s for p in prefixes for s in _ALLOWED_REQUEST_HEADER_SUFFIXES))
+    allowed = (
+        "content-type",
+        "authorization",  # OAuth's client authentication (HTTP Basic) at the token endpoint
+        *(p + s for p in prefixes for s in _ALLOWED_REQUEST_HEADER_SUFFIXES),
+        *_ALLOWED_OTHER_REQUEST_HEADERS,
+    )
     return (
         ("access-control-allow-methods", ", ".join(methods)),
         ("access-control-allow-headers", ", ".join(allowed)),

@@ -54,6 +54,10 @@ CHANNEL_UPDATE = _by_access("ClientContactChannelUpdateBody", "ServerContactChan
 ROUTES: tuple[Route, ...] = (
     Route("GET", V1, meta.welcome, access=None, produces="text/plain"),
     Route("GET", f"{V1}/openapi.json", meta.openapi, access=None),
+    # What the original's SDK fetches besides the API: a reachability probe (after a network error), and the
+    # failover URLs (on every page load when it was given no explicit base URL).
+    Route("GET", "/health", meta.health, access=None, query="HealthQuery"),
+    Route("GET", f"{V1}/internal/backend-urls", meta.backend_urls, access=None),
     # projects
     Route("GET", f"{V1}/projects/current", projects.get_current_project),
     Route("PATCH", f"{V1}/projects/current", projects.update_current_project, ADMIN_ONLY, "ProjectUpdateBody"),

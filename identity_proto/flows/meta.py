@@ -6,14 +6,15 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from identity_proto.context import RequestContext
-from identity_proto.effects import Flow
+from identity_proto.effects import Flow, perform
+from identity_proto.effects.projects import LoadProject
 from identity_proto.http import Response
 from identity_proto.render import json_response, text_response
 
 if TYPE_CHECKING:
     from identity_proto.routing import Route
 
-__all__ = ["openapi", "welcome"]
+__all__ = ["backend_urls", "health", "openapi", "welcome"]
 
 
 def welcome(ctx: RequestContext) -> Flow[Response]:
@@ -28,6 +29,22 @@ def welcome(ctx: RequestContext) -> Flow[Response]:
             f"  User: {ctx.auth.user_id or 'None'}",
         ]
     return text_response(200, "\n".join(lines) + "\n")
+    yield  # a flow, even though this one needs no effect
+
+
+def health(ctx: RequestContext) -> Flow[Response]:
+    """GET /health: `{"status": "ok"}`, as the original answers (its SDK fetches it after a network error to tell
+    the developer whether the service is reachable). With `?db=...` the store must answer too: it reads the
+    internal project, so a store that is down answers 503 `STORAGE_UNAVAILABLE` like any other request."""
+    if ctx.query is not None and ctx.query.db is not None:
+        yield from perform(LoadProject("internal"))
+    return json_response(200, {"status": "ok"})
+
+
+def backend_urls(ctx: RequestContext) -> Flow[Response]:
+    """GET /api/v1/internal/backend-urls: the URLs a client may fail over between, best first. The original's SDK
+    fetches it on every page load when it was given no explicit base URL; this service has one public URL."""
+    return json_response(200, {"urls": [ctx.base_url]})
     yield  # a flow, even though this one needs no effect
 
 

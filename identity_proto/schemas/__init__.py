@@ -61,6 +61,9 @@ if TYPE_CHECKING:
         VerificationCodeBody,
     )
 
+    # --- end OAuth accounts ---
+    from identity_proto.schemas.meta import HealthQuery
+
     # --- end contact channels ---
     # --- mock OAuth provider (dev/test mode only) ---
     from identity_proto.schemas.mock_oauth import (
@@ -95,8 +98,6 @@ if TYPE_CHECKING:
         OAuthProviderParams,
         ServerOAuthProviderUpdateBody,
     )
-
-    # --- end OAuth accounts ---
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
@@ -205,6 +206,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     # --- mock OAuth provider (dev/test mode only) ---
     "mock_oauth": ("MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"),
     # --- end mock OAuth provider ---
+    "meta": ("HealthQuery",),
     "outbox": ("OutboxQuery",),
     # --- OAuth sign-in ---
     "oauth": (
@@ -328,6 +330,7 @@ __all__ = [
     "CodeBody",
     "CreateSessionBody",
     "DomainIn",
+    "HealthQuery",
     "ImportBody",
     "JwksQuery",
     "ListMembershipsQuery",

@@ -382,28 +382,34 @@ def check_traffic(browser: Browser, backend: Backend) -> None:
 
 class _AppServer(ThreadingHTTPServer):
     page: bytes
+    #: path -> (content type, body): files served besides the page (a script bundle)
+    files: dict[str, tuple[str, bytes]]
 
 
 class _AppHandler(BaseHTTPRequestHandler):
     server: _AppServer
 
     def do_GET(self) -> None:
+        content_type, body = self.server.files.get(
+            urlsplit(self.path).path, ("text/html; charset=utf-8", self.server.page)
+        )
         self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(self.server.page)))
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
         self.end_headers()
-        self.wfile.write(self.server.page)
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
 @contextmanager
-def serve_page(page: str) -> Iterator[str]:
-    """Serve `page` at every path from Python's http.server on a free loopback port (another origin than the
-    service's); yields its origin, and stops the server afterwards."""
+def serve_page(page: str, files: dict[str, tuple[str, bytes]] | None = None) -> Iterator[str]:
+    """Serve `page` at every path (but those of `files`: path -> (content type, body)) from Python's http.server on a
+    free loopback port (another origin than the service's); yields its origin, and stops the server afterwards."""
     server = _AppServer(("127.0.0.1", 0), _AppHandler)
     server.page = page.encode()
+    server.files = dict(files or {})
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -6,6 +6,7 @@ needs. Over a real Hypercorn for what it can be made to answer, and in process t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ from identity_hosting.settings import Settings
 from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import SeededEntropy, StorageUnavailable
 from identity_proto.effects import StorageEffect
-from tests.e2e.conftest import Server
+from tests.e2e.conftest import Server, start_hypercorn, stop_server
 from tests.support import client_headers, server_headers
 
 pytestmark = pytest.mark.e2e
@@ -170,3 +171,107 @@ def test_a_rate_limited_answer_exposes_its_retry_headers() -> None:
     exposed = {item.strip() for item in limited.headers["access-control-expose-headers"].split(",")}
     assert {"retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"} <= exposed
     assert {"retry-after", "ratelimit-reset"} <= set(limited.headers)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The preflight's lists, as the original's backend answers them (its `proxy.tsx`), in both modes.
+
+#: The original's `corsAllowedRequestHeaders`, verbatim: what its SDK and the proxies in front of browser apps send.
+ORIGINAL_ALLOWED = (
+    "content-type",
+    "authorization",
+    "x-stack-project-id",
+    "x-stack-branch-id",
+    "x-stack-override-error-status",
+    "x-stack-random-nonce",
+    "x-stack-client-version",
+    "x-stack-disable-artificial-development-delay",
+    "x-stack-access-type",
+    "x-stack-publishable-client-key",
+    "x-stack-secret-server-key",
+    "x-stack-super-secret-admin-key",
+    "x-stack-admin-access-token",
+    "x-stack-refresh-token",
+    "x-stack-access-token",
+    "x-stack-allow-anonymous-user",
+    "baggage",
+    "sentry-trace",
+    "x-vercel-protection-bypass",
+    "ngrok-skip-browser-warning",
+)
+#: The original's `corsAllowedResponseHeaders`: what its SDK reads from a response.
+ORIGINAL_EXPOSED = ("content-type", "x-stack-actual-status", "x-stack-known-error")
+
+
+def _listed(response: httpx.Response, name: str) -> list[str]:
+    return [item.strip() for item in response.headers[name].split(",")]
+
+
+@pytest.fixture(scope="module")
+def compat_server() -> Iterator[Server]:
+    """The service in compat mode (`IDENTITY_COMPAT=stack`), as the official SDK meets it."""
+    running = start_hypercorn({"IDENTITY_COMPAT": "stack"})
+    try:
+        yield running
+    finally:
+        stop_server(running)
+
+
+@pytest.mark.parametrize("mode", ["default", "compat"])
+def test_the_preflight_allows_exactly_the_originals_request_headers(
+    mode: str, server: Server, compat_server: Server
+) -> None:
+    """Exactly the original's list (no wildcard, nothing more): in compat mode with its `x-stack-` names and ours,
+    in the default mode with ours in their place. The SDK's `ngrok-skip-browser-warning` among them: without it,
+    Chromium blocks every call the SDK makes from a page."""
+    base_url = compat_server.base_url if mode == "compat" else server.base_url
+    prefixes = ("x-service-", "x-stack-") if mode == "compat" else ("x-service-",)
+    expected: list[str] = []
+    for name in ORIGINAL_ALLOWED:
+        if name.startswith("x-stack-"):
+            expected += [prefix + name.removeprefix("x-stack-") for prefix in prefixes]
+        else:
+            expected.append(name)
+    with httpx.Client(base_url=base_url, timeout=10.0) as http:
+        preflight = http.options(
+            "/api/v1/users/me",
+            headers={
+                **ORIGIN,
+                "access-control-request-method": "PATCH",
+                "access-control-request-headers": "ngrok-skip-browser-warning,x-stack-client-version",
+            },
+        )
+        answer = http.get("/api/v1/projects/current", headers={**client_headers(), **ORIGIN})
+    assert preflight.status_code == 200
+    allowed = _listed(preflight, "access-control-allow-headers")
+    assert sorted(allowed) == sorted(expected)
+    assert len(allowed) == len(set(allowed))
+    assert preflight.headers["access-control-allow-origin"] == "*"
+    # What the SDK reads from an answer (the known error, the actual status, Retry-After) is exposed to its script.
+    exposed = set(_listed(answer, "access-control-expose-headers"))
+    needed = {"content-type", "retry-after", "x-service-known-error", "x-service-actual-status"}
+    if mode == "compat":
+        needed |= set(ORIGINAL_EXPOSED)
+    assert needed <= exposed, exposed
+    if mode == "default":
+        assert not any(name.startswith("x-stack-") for name in allowed + sorted(exposed))
+
+
+@pytest.mark.parametrize("mode", ["default", "compat"])
+def test_the_sdks_probes_are_answered_as_the_original_answers_them(
+    mode: str, server: Server, compat_server: Server
+) -> None:
+    """After a network error the SDK fetches `/health` (from a page: a cross-origin GET); on every page load without
+    an explicit base URL it fetches `/api/v1/internal/backend-urls`."""
+    base_url = compat_server.base_url if mode == "compat" else server.base_url
+    with httpx.Client(base_url=base_url, timeout=10.0) as http:
+        health = http.get("/health", headers=ORIGIN)
+        with_store = http.get("/health", params={"db": "1"}, headers=ORIGIN)
+        urls = http.get("/api/v1/internal/backend-urls", headers=ORIGIN)
+    for response in (health, with_store):
+        assert response.status_code == 200, response.text
+        assert response.json() == {"status": "ok"}
+        assert response.headers["access-control-allow-origin"] == "*"
+    assert urls.status_code == 200, urls.text
+    assert urls.json() == {"urls": [base_url]}
+    assert urls.headers["access-control-allow-origin"] == "*"
