@@ -48,6 +48,9 @@ class ErrorCode(Enum):
         503,
         "The service's storage is unavailable. Please retry shortly (request ID: {request_id}).",
     )
+    #: The write met a concurrent change of the same data on every attempt (`service.MAX_COMMIT_ATTEMPTS`); retrying
+    #: later is safe: nothing was written.
+    WRITE_CONFLICT = (503, "The data changed concurrently while this request was answered; please retry.")
 
     # --- request authentication (reference §1.2, in the order they are checked) ---
     PROJECT_KEY_WITHOUT_ACCESS_TYPE = (

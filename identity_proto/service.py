@@ -29,7 +29,7 @@ import orjson
 import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType, Auth, AuthCache, ProjectCache, authenticate, session_precondition
 from identity_proto.context import RequestContext, ServiceOptions, client_address
-from identity_proto.effects import Flow, LoadClockOverride, perform
+from identity_proto.effects import CommitConflict, Flow, LoadClockOverride, perform
 from identity_proto.errors import ErrorCode, KnownError, PlainError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response, check_headers
@@ -177,7 +177,7 @@ class Service:
             projects=self.projects,
             routes=self._router.routes,
         )
-        return (yield from guarded(route.flow(ctx), preconditions))
+        return (yield from guarded(_rerun_on_conflict(route, ctx), preconditions))
 
     def _authenticate(self, request: Request, now_ms: int) -> Flow[Auth | None]:
         """Step 3, answered from the `AuthCache` when the same authentication headers succeeded before (and the
@@ -217,6 +217,23 @@ class Service:
     def _preflight(self, allowed: tuple[str, ...]) -> Response:
         """CORS preflight (reference §0.2): an empty 200 with what only a preflight says (`_stamp` adds the rest)."""
         return Response(200, (*BASE_HEADERS, *preflight_headers(self.options.header_prefixes, allowed)))
+
+
+#: How often a flow runs when its commit keeps meeting concurrent changes (`effects.commit`); then 503 WRITE_CONFLICT.
+MAX_COMMIT_ATTEMPTS = 5
+
+
+def _rerun_on_conflict(route: Route, ctx: RequestContext) -> Flow[Response]:
+    """The route's flow, run again from its first read when its commit found a guard broken by a concurrent write:
+    the flow is pure given the request, the clock and entropy, so the re-run reads what that write left and decides
+    on it ("one of N concurrent sign-ups wins" is "N-1 conflict, re-run, and see the winner"). A flow commits before
+    any effect that cannot be repeated (mail), so a re-run repeats nothing observable."""
+    for _attempt in range(MAX_COMMIT_ATTEMPTS):
+        try:
+            return (yield from route.flow(ctx))
+        except CommitConflict as conflict:
+            logger.debug("%s %s: %s; running the flow again", route.method, route.pattern, conflict)
+    raise KnownError(ErrorCode.WRITE_CONFLICT)
 
 
 def _parse_body(request: Request) -> Any:

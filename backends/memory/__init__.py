@@ -26,6 +26,7 @@ from backends.memory import (  # noqa: F401
     anonymous,
     api_keys,
     codes,
+    commit,  # the one generic write: guards, writes, events
     contact_channels,
     email_sign_in,
     mock_oauth,  # mock OAuth provider (dev/test mode only)

@@ -17,7 +17,6 @@ from identity_proto.effects import (
     RemoveMembership,
     TeamWrite,
     UpdateMembership,
-    UpdateTeam,
 )
 from identity_proto.records import ApiKeyType, Membership, Team, replaced
 
@@ -44,18 +43,6 @@ def _list_teams(store: MemoryStore, effect: ListTeams) -> tuple[Team, ...]:
     tenant = store.tenant(effect.project_id)
     teams = [t for t in tenant.teams.values() if effect.user_id is None or (t.id, effect.user_id) in tenant.memberships]
     return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
-
-
-@_performs(UpdateTeam)
-def _update_team(store: MemoryStore, effect: UpdateTeam) -> Team | None:
-    tenant = store.tenant(effect.project_id)
-    team = tenant.teams.get(effect.team_id)
-    if team is None:
-        return None
-    team = effect.changes.apply(team)
-    tenant.teams[team.id] = team
-    tenant.record_event("team.updated", record=team)  # webhooks
-    return team
 
 
 @_performs(DeleteTeam)

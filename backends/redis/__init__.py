@@ -43,8 +43,7 @@ refused: the code sign-in's one write), UseRefreshToken (token -> session -> use
 ``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``), DeleteSession and RevokeUserSessions
 (sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); CreateTeam (refused USER_NOT_FOUND
 before writing anything if the creator's user is missing; the team, its order entry, and the creator's membership
-with its seq and index entries), UpdateTeam (only if present, HSET just the given fields; re-scores the order entry
-when ``created_at_millis`` changes), DeleteTeam (the team, its order entry, every membership of it, and the
+with its seq and index entries), DeleteTeam (the team, its order entry, every membership of it, and the
 ``selected_team_id`` of each member who had it selected), AddMembership (checks the user, the team and the
 membership in the contract's order before writing anything; of concurrent adds of one membership exactly one
 succeeds), RemoveMembership (the membership, its index entries, and the user's selection of that team),
@@ -120,6 +119,7 @@ from backends.redis import (  # noqa: F401
     anonymous,
     api_keys,
     codes,
+    commit,  # the one generic write: guards, writes, events, one script
     contact_channels,
     email_sign_in,
     mock_oauth,  # mock OAuth provider (dev/test mode only)

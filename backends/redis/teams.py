@@ -43,7 +43,6 @@ from identity_proto.effects import (
     RemoveMembership,
     TeamWrite,
     UpdateMembership,
-    UpdateTeam,
 )
 from identity_proto.records import Membership, Team
 
@@ -122,37 +121,6 @@ def _list_teams(keys: KeySpace, effect: ListTeams) -> Plan[tuple[Team, ...]]:
     reply = yield Script("list_teams", (index,), (keys.team(project_id),))
     teams = [_required(_team(item)) for item in reply]
     return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
-
-
-# KEYS: team, team order, the events stream (`team.updated`). ARGV: team id, then field, value, ... (maybe none).
-# Returns the record, or nil.
-script(
-    "update_team",
-    _RECORD_JSON
-    + _EMIT_EVENT
-    + _EMIT_TEAM_EVENT
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-for i = 2, #ARGV, 2 do
-  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-  if ARGV[i] == 'created_at_millis' then redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[1]) end
-end
-emit_team_event(KEYS[3], 'team.updated', KEYS[1])
-return redis.call('HGETALL', KEYS[1])
-""",
-)
-
-
-@_plans(UpdateTeam)
-def _update_team(keys: KeySpace, effect: UpdateTeam) -> Plan[Team | None]:
-    project_id = effect.project_id
-    fields = _change_fields(effect.changes)
-    reply = yield Script(
-        "update_team",
-        (keys.team(project_id, effect.team_id), keys.team_order(project_id), keys.events(project_id)),
-        (effect.team_id, *_flat(fields)),
-    )
-    return _team(reply)
 
 
 # KEYS: team, team order, the team's member index, membership order, the team's API key index, the API key hash

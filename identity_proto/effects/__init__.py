@@ -49,6 +49,7 @@ from identity_proto.effects.codes import (
     CreateVerificationCode,
     TotpAcceptance,
 )
+from identity_proto.effects.commit import Commit, CommitConflict, Conflict
 
 # --- contact channels ---
 from identity_proto.effects.contact_channels import (
@@ -184,7 +185,6 @@ from identity_proto.effects.teams import (
     RemoveMembership,
     TeamWrite,
     UpdateMembership,
-    UpdateTeam,
 )
 from identity_proto.effects.testing import LoadClockOverride, ResetProjectData, SetClockOverride
 from identity_proto.effects.users import (
@@ -309,7 +309,6 @@ __all__ = [
     "TotpAcceptance",
     "UpdateMembership",
     "UpdateProject",
-    "UpdateTeam",
     "UpdateUser",
     "UpdateUserWithTeam",
     "UpgradeAnonymousUser",
@@ -416,6 +415,7 @@ __all__ += [
     "WebhookResult",
 ]
 # --- end webhooks ---
+__all__ += ["Commit", "CommitConflict", "Conflict"]  # the one generic write (`effects.commit`)
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from identity_proto.changes import MembershipChanges, TeamChanges
+from identity_proto.changes import MembershipChanges
 from identity_proto.effects.base import StorageEffect
 from identity_proto.records import Membership, Team
 
@@ -43,19 +43,6 @@ class ListTeams(StorageEffect[tuple[Team, ...]]):
 
     project_id: str
     user_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateTeam(StorageEffect["Team | None"]):
-    """Set the given fields of a team; None when it does not exist."""
-
-    project_id: str
-    team_id: str
-    changes: TeamChanges
-
-    def __post_init__(self) -> None:
-        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
-        object.__setattr__(self, "changes", TeamChanges.of(self.changes))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,9 @@ from identity_proto.effects import (
     LoadTeam,
     RemoveMembership,
     TeamWrite,
-    UpdateTeam,
     perform,
 )
+from identity_proto.effects.commit import Announce, FieldsAre, PatchTeam, RecordKind, commit
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
 from identity_proto.permissions import definitions_by_id, held_permissions
@@ -46,6 +46,7 @@ __all__ = [
     "effective_permissions",
     "get_team",
     "list_teams",
+    "patch_team",
     "remove_membership",
     "require_permission",
     "update_team",
@@ -161,10 +162,26 @@ def update_team(ctx: RequestContext) -> Flow[Response]:
     changes: dict[str, Any] = {name: getattr(body, name) for name in body.model_fields_set}
     if "profile_image_url" in changes:
         changes["profile_image_url"] = checked_profile_image(body.profile_image_url, auth.access_type)
-    updated = yield from perform(UpdateTeam(auth.project.id, team_id, TeamChanges.of(changes.items())))
+    updated = yield from patch_team(auth.project.id, team_id, TeamChanges.of(changes.items()))
     if updated is None:
         raise KnownError(ErrorCode.TEAM_NOT_FOUND, details={"team_id": team_id})
     return json_response(200, render_team(updated, auth.access_type))
+
+
+def patch_team(project_id: str, team_id: str, changes: TeamChanges) -> Flow[Team | None]:
+    """Set the changed fields of a team and announce `team.updated`; the team as changed, or None when there is no
+    such team. Field-level: a concurrent update of other fields survives; a concurrent deletion is a conflict
+    (`CommitConflict`: the service re-runs the request, which then finds no team)."""
+    team = yield from perform(LoadTeam(project_id, team_id))
+    if team is None:
+        return None
+    yield from commit(
+        project_id,
+        guards=(FieldsAre(team),),
+        writes=(PatchTeam(team_id, changes),),
+        events=(Announce("team.updated", (RecordKind.TEAM, team_id)),),
+    )
+    return changes.apply(team)
 
 
 def delete_team(ctx: RequestContext) -> Flow[Response]:

@@ -170,3 +170,12 @@ def in_threads(*workers: Callable[[], Any], timeout_s: float = 30.0) -> list[Any
     if errors:
         raise errors[0]
     return results
+
+
+def update_team(store: Store, project_id: str, team_id: str, changes: Any = ()) -> Team | None:
+    """What an update of a team does to a store: the core's `patch_team` (a read, then one `Commit`)."""
+    from identity_proto.changes import TeamChanges
+    from identity_proto.drivers import run
+    from identity_proto.flows.teams import patch_team
+
+    return run(patch_team(project_id, team_id, TeamChanges.of(changes)), store)

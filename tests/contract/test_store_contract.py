@@ -33,6 +33,7 @@ from identity_proto.effects import (
     ChangePermission,
     ChangePermissionDefinitions,
     CodeOutcome,
+    Commit,
     ConsumeVerificationCode,
     CreateApiKey,
     CreateContactChannel,
@@ -90,7 +91,6 @@ from identity_proto.effects import (
     UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
-    UpdateTeam,
     UpdateUser,
     UpdateUserWithTeam,
     UpgradeAnonymousUser,
@@ -587,7 +587,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     CreateTeam,
     LoadTeam,
     ListTeams,
-    UpdateTeam,
     DeleteTeam,
     AddMembership,
     LoadMembership,
@@ -601,6 +600,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     HitRateLimits,
     LoadUserWithTeam,
     Together,
+    Commit,  # test_commit_contract.py
     CreateSignInCode,  # test_email_sign_in_contract.py
     SignInByEmail,
     AcceptTotp,  # test_totp_contract.py

@@ -1,5 +1,6 @@
-"""The team and membership contract (CreateTeam, LoadTeam, ListTeams, UpdateTeam, DeleteTeam; AddMembership,
-LoadMembership, ListMemberships, RemoveMembership, UpdateMembership, ChangePermission) over every store."""
+"""The team and membership contract (CreateTeam, LoadTeam, ListTeams, an update (`patch_team`), DeleteTeam;
+AddMembership, LoadMembership, ListMemberships, RemoveMembership, UpdateMembership, ChangePermission) over every
+store."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from redis.crc import key_slot
 
 from backends.redis import RedisStore
+from identity_proto.changes import TeamChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     AddMembership,
@@ -26,10 +28,10 @@ from identity_proto.effects import (
     RemoveMembership,
     TeamWrite,
     UpdateMembership,
-    UpdateTeam,
     UpdateUser,
     perform,
 )
+from identity_proto.flows.teams import patch_team
 from identity_proto.records import Membership, Team, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
@@ -41,6 +43,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     rich_team,
+    update_team,
 )
 
 
@@ -152,7 +155,7 @@ def test_list_for_a_user_is_the_users_teams_in_team_order(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# UpdateTeam
+# Updating a team (`patch_team`: a read, then one Commit)
 
 
 def test_update_sets_the_given_fields_and_returns_the_team(store: Store) -> None:
@@ -165,16 +168,16 @@ def test_update_sets_the_given_fields_and_returns_the_team(store: Store) -> None
         ("server_metadata", []),
     )
 
-    updated = store.apply(UpdateTeam(PROJECT, team.id, changes))
+    updated = update_team(store, PROJECT, team.id, changes)
 
     expected = dataclasses.replace(team, **dict(changes))
     assert updated == expected
     assert store.apply(LoadTeam(PROJECT, team.id)) == expected
-    assert store.apply(UpdateTeam(PROJECT, team.id, ())) == expected
+    assert update_team(store, PROJECT, team.id, ()) == expected
 
 
 def test_update_of_a_missing_team_is_none_and_creates_nothing(store: Store) -> None:
-    assert store.apply(UpdateTeam(PROJECT, "no-team", (("display_name", "Ghost"),))) is None
+    assert update_team(store, PROJECT, "no-team", (("display_name", "Ghost"),)) is None
 
     assert store.apply(LoadTeam(PROJECT, "no-team")) is None
     assert store.apply(ListTeams(PROJECT)) == ()
@@ -185,7 +188,7 @@ def test_update_of_an_unknown_field_is_a_type_error(store: Store) -> None:
     store.apply(CreateTeam(PROJECT, team))
 
     with pytest.raises(TypeError):
-        store.apply(UpdateTeam(PROJECT, team.id, (("no_such_field", 1),)))
+        update_team(store, PROJECT, team.id, (("no_such_field", 1),))
     assert store.apply(LoadTeam(PROJECT, team.id)) == team
 
 
@@ -193,7 +196,7 @@ def test_changing_the_creation_time_moves_the_team_in_the_list(store: Store) -> 
     first, second = make_team("t-1", created_at=T0), make_team("t-2", created_at=T0 + 1)
     _teams(store, first, second)
 
-    moved = store.apply(UpdateTeam(PROJECT, first.id, (("created_at_millis", T0 + 2),)))
+    moved = update_team(store, PROJECT, first.id, (("created_at_millis", T0 + 2),))
 
     assert store.apply(ListTeams(PROJECT)) == (second, moved)
 
@@ -204,7 +207,7 @@ def test_concurrent_updates_of_different_fields_both_survive(store: Store) -> No
 
     def writer(field: str, value: Any) -> None:
         for i in range(25):
-            assert isinstance(store.apply(UpdateTeam(PROJECT, team.id, ((field, value(i)),))), Team)
+            assert isinstance(update_team(store, PROJECT, team.id, ((field, value(i)),)), Team)
 
     in_threads(
         lambda: writer("display_name", lambda i: f"name-{i}"),
@@ -242,7 +245,7 @@ def test_delete_removes_the_team_with_its_memberships_only(store: Store) -> None
     assert store.apply(ListMemberships(PROJECT, team_id=doomed.id)) == ()
     assert store.apply(ListMemberships(PROJECT)) == (in_kept,)
     assert store.apply(ListMemberships(PROJECT, user_id=alice.id)) == (in_kept,)
-    assert store.apply(UpdateTeam(PROJECT, doomed.id, (("display_name", "x"),))) is None
+    assert update_team(store, PROJECT, doomed.id, (("display_name", "x"),)) is None
     assert store.apply(AddMembership(PROJECT, make_membership(doomed.id, bob.id))) is TeamWrite.TEAM_NOT_FOUND
     # users stay
     assert store.apply(LoadUser(PROJECT, bob.id)) == bob
@@ -620,7 +623,7 @@ def test_async_teams_through_arun(async_store: AsyncBackend) -> None:
             await do(AddMembership(PROJECT, member)),
             await do(ChangePermission(PROJECT, team.id, bob.id, "$read_members", True)),
             await do(UpdateMembership(PROJECT, team.id, bob.id, (("display_name", "Bob"),))),
-            await do(UpdateTeam(PROJECT, team.id, (("display_name", "Renamed"),))),
+            await arun(patch_team(PROJECT, team.id, TeamChanges.of(display_name="Renamed")), store),
             await do(ListTeams(PROJECT, bob.id)),
             await do(ListMemberships(PROJECT, team_id=team.id)),
             await do(RemoveMembership(PROJECT, team.id, alice.id)),

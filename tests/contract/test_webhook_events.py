@@ -45,7 +45,6 @@ from identity_proto.effects import (
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TeamWrite,
-    UpdateTeam,
     UpdateUser,
     UpdateUserWithTeam,
     UpgradeAnonymousUser,
@@ -68,6 +67,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     rich_user,
+    update_team,
 )
 
 CONFIG = ProjectConfig()
@@ -340,9 +340,9 @@ def test_updating_and_deleting_a_team_record_their_events(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
     before = len(recorded(store))
-    updated = store.apply(UpdateTeam(PROJECT, "team-1", TeamChanges.of(display_name="Renamed")))
+    updated = update_team(store, PROJECT, "team-1", TeamChanges.of(display_name="Renamed"))
     assert isinstance(updated, Team)
-    assert store.apply(UpdateTeam(PROJECT, "team-none", TeamChanges.of(display_name="x"))) is None
+    assert update_team(store, PROJECT, "team-none", TeamChanges.of(display_name="x")) is None
     assert store.apply(DeleteTeam(PROJECT, "team-1"))
     assert not store.apply(DeleteTeam(PROJECT, "team-1"))
     assert since(store, before) == [

@@ -119,7 +119,6 @@ from identity_proto.effects import (
     UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
-    UpdateTeam,
     UpdateUser,
     UpgradeAnonymousUser,
     UserChannels,
@@ -151,7 +150,16 @@ from identity_proto.records import (
     Team,
     User,
 )
-from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
+from tests.contract.factories import (
+    T0,
+    make_code,
+    make_email,
+    make_membership,
+    make_session,
+    make_team,
+    make_user,
+    update_team,
+)
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
 from tests.redis_ops.servers import RedisProcess, start_redis
@@ -380,7 +388,7 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
     assert store.apply(LoadMembership(p, "t1", "m2")) == profiled
     assert [m.user_id for m in store.apply(ListMemberships(p, team_id="t1"))] == ["m1", "m2"]
     assert store.apply(ListTeams(p, user_id="m2")) == (team,)
-    renamed = store.apply(UpdateTeam(p, "t1", (("display_name", "Team one"),)))
+    renamed = update_team(store, p, "t1", (("display_name", "Team one"),))
     assert renamed is not None
     assert renamed.display_name == "Team one"
     store.apply(UpdateUser(p, "m2", (("selected_team_id", "t1"),)))
@@ -481,6 +489,48 @@ def _permissions(store: RedisStore, p: str) -> None:
 
 
 # --- end permissions ---
+
+
+def _commit(store: RedisStore, p: str) -> None:
+    """The generic write (`effects.commit`): a sign-up's every record in one script, a conflict, a patch."""
+    from identity_proto.changes import UserChanges
+    from identity_proto.effects.commit import (
+        Announce,
+        Commit,
+        Conflict,
+        FieldsAre,
+        GrantPermissions,
+        IndexIs,
+        IndexName,
+        IsAbsent,
+        PatchUser,
+        PutMembership,
+        PutTeam,
+        PutUser,
+        RecordKind,
+        SetIndex,
+    )
+
+    user, team = make_user("c1", "commit@example.com"), make_team("ct1")
+    sign_up = Commit(
+        p,
+        (IsAbsent(RecordKind.USER, "c1"), IndexIs(IndexName.EMAIL, "commit@example.com", None)),
+        (
+            PutUser(user),
+            SetIndex(IndexName.EMAIL, "commit@example.com", "c1"),
+            PutTeam(team),
+            PutMembership(Membership("ct1", "c1", T0)),
+            GrantPermissions("c1", ("member",)),
+        ),
+        (Announce("user.created", (RecordKind.USER, "c1"), unselected=True),),
+    )
+    assert store.apply(sign_up) is None
+    assert store.apply(sign_up) == Conflict(0)
+    assert store.apply(LoadMembership(p, "ct1", "c1")) == Membership("ct1", "c1", T0)
+    patch = Commit(p, (FieldsAre(user, ("display_name",)),), (PatchUser("c1", UserChanges.of(display_name="C")),))
+    assert store.apply(patch) is None
+    assert store.apply(patch) == Conflict(0)
+    assert store.apply(DeleteUser(p, "c1")) is True
 
 
 def _api_keys(store: RedisStore, p: str) -> None:
@@ -640,6 +690,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _team_invitations(checked, p)  # team invitations
     _outbox(checked, p)
     _permissions(checked, p)
+    _commit(checked, p)  # the generic write
     _api_keys(checked, p)
     _passwords(checked, p)
     _contact_channels(checked, p)

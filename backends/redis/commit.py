@@ -1,0 +1,271 @@
+"""`Commit` on Redis: one generic script that reads a structured op list.
+
+The plan below translates the core's guards, writes and events into raw operations on this store's key layout
+(`keys.py`) and encodings (`codecs.py`), and sends them as one JSON document to the `commit` script, which checks
+every guard and, only if all hold, applies every write and records every event: one script, so atomic. The script
+knows Redis commands, not business rules: it could commit any store's layout.
+
+The op list (`ARGV[1]`): ``{"g": [guard, ...], "w": [write, ...]}``. A key is a number (an index into `KEYS`), or
+``{"p": prefix, "v": name}`` (the prefix followed by a value the script made: a membership's sequence number, in
+the project's slot like every key here). An argument is a string, or ``{"v": name}``.
+
+Guards (each starts with the index of the core guard it checks, which the script returns on a conflict):
+``[i, "absent", key]``, ``[i, "exists", key]``, ``[i, "hget", key, field, text or false]`` (the field's stored
+text is `text`; false: the field is absent), ``[i, "hgt", key, field, number]`` (the field holds a number above).
+
+Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, field, ...]``,
+``["zadd", key, score, member]``, ``["sadd", key, member, ...]``, ``["incr", key, name]`` (the new value, as
+decimal text, is the value `name`), ``["event", events key, type, record key or 0, team key prefix or "",
+unselected (0/1), ids]`` (an event with the record's hash as stored now, as `emit_user_event` records it).
+
+Every key is in the project's hash-tag slot, so the script runs on Redis Cluster too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+
+from backends.redis.codecs import _change_fields, _json, _json_fields
+from backends.redis.keys import KeySpace
+from backends.redis.lua import _EMIT_EVENT, _RECORD_JSON
+from backends.redis.plan import Plan, Script, _plans, script
+from identity_proto.changes import TeamChanges, UserChanges
+from identity_proto.effects.commit import (
+    Announce,
+    Commit,
+    Conflict,
+    DropIndex,
+    FieldsAre,
+    GrantPermissions,
+    Guard,
+    IndexIs,
+    IndexName,
+    IsAbsent,
+    PatchTeam,
+    PatchUser,
+    PutMembership,
+    PutTeam,
+    PutUser,
+    RecordKind,
+    SessionIsLive,
+    SetIndex,
+    Write,
+)
+from identity_proto.records import Team, User, user_to_json
+
+script(
+    "commit",
+    _RECORD_JSON
+    + _EMIT_EVENT
+    + """
+local ops = cjson.decode(ARGV[1])
+local vars = {}
+local function key(k)
+  if type(k) == 'number' then return KEYS[k] end
+  return k.p .. vars[k.v]
+end
+local function arg(a)
+  if type(a) == 'table' then return vars[a.v] end
+  return a
+end
+local function args(op, first)
+  local out = {}
+  for i = first, #op do out[#out + 1] = arg(op[i]) end
+  return out
+end
+for _, g in ipairs(ops.g) do
+  local kind, k = g[2], key(g[3])
+  local holds
+  if kind == 'absent' then
+    holds = redis.call('EXISTS', k) == 0
+  elseif kind == 'exists' then
+    holds = redis.call('EXISTS', k) == 1
+  elseif kind == 'hget' then
+    holds = redis.call('HGET', k, g[4]) == g[5]
+  elseif kind == 'hgt' then
+    local stored = redis.call('HGET', k, g[4])
+    holds = stored ~= false and tonumber(stored) ~= nil and tonumber(stored) > tonumber(g[5])
+  else
+    return redis.error_reply('commit: unknown guard ' .. tostring(kind))
+  end
+  if not holds then return g[1] end
+end
+for _, w in ipairs(ops.w) do
+  local kind = w[1]
+  if kind == 'del' then
+    redis.call('DEL', key(w[2]))
+  elseif kind == 'hset' then
+    redis.call('HSET', key(w[2]), unpack(args(w, 3)))
+  elseif kind == 'hdel' then
+    redis.call('HDEL', key(w[2]), unpack(args(w, 3)))
+  elseif kind == 'zadd' then
+    redis.call('ZADD', key(w[2]), arg(w[3]), arg(w[4]))
+  elseif kind == 'sadd' then
+    redis.call('SADD', key(w[2]), unpack(args(w, 3)))
+  elseif kind == 'incr' then
+    vars[w[3]] = string.format('%.0f', redis.call('INCR', key(w[2])))
+  elseif kind == 'event' then
+    local record, team = '', ''
+    if w[4] ~= 0 then
+      local fields = redis.call('HGETALL', key(w[4]))
+      for i = 1, #fields, 2 do
+        if fields[i] == 'selected_team_id' and fields[i + 1] ~= 'null' then
+          if w[6] == 1 then
+            fields[i + 1] = 'null'
+          elseif w[5] ~= '' then
+            local stored = redis.call('HGETALL', w[5] .. cjson.decode(fields[i + 1]))
+            if #stored > 0 then team = record_json(stored) end
+          end
+        end
+      end
+      record = record_json(fields)
+    end
+    emit_event(key(w[2]), w[3], record, team, w[7])
+  else
+    return redis.error_reply('commit: unknown write ' .. tostring(kind))
+  end
+end
+return -1
+""",
+)
+
+
+class _Ops:
+    """The op list of one commit, and the keys it names (each once, in `KEYS` order)."""
+
+    def __init__(self, keys: KeySpace, project_id: str) -> None:
+        self.space = keys
+        self.project_id = project_id
+        self.keys: list[str] = []
+        self._index: dict[str, int] = {}
+        self.guards: list[list[Any]] = []
+        self.writes: list[list[Any]] = []
+
+    def key(self, name: str) -> int:
+        found = self._index.get(name)
+        if found is None:
+            self.keys.append(name)
+            found = self._index[name] = len(self.keys)
+        return found
+
+    def record_key(self, kind: RecordKind, record_id: str) -> int:
+        p = self.project_id
+        return self.key(self.space.user(p, record_id) if kind is RecordKind.USER else self.space.team(p, record_id))
+
+    def index_key(self, index: IndexName) -> int:
+        p = self.project_id
+        return self.key(self.space.users_by_email(p) if index is IndexName.EMAIL else self.space.oauth_index(p))
+
+    def document(self) -> str:
+        return orjson.dumps({"g": self.guards, "w": self.writes}).decode()
+
+
+def _guard(ops: _Ops, position: int, guard: Guard) -> None:
+    match guard:
+        case IsAbsent(kind, record_id):
+            ops.guards.append([position, "absent", ops.record_key(kind, record_id)])
+        case FieldsAre(read, names):
+            record_key = ops.record_key(guard.kind, read.id)
+            ops.guards.append([position, "exists", record_key])
+            stored = dict(_record_fields(read))
+            for name in names:
+                ops.guards.append([position, "hget", record_key, name, stored[name]])
+        case IndexIs(index, entry, value):
+            ops.guards.append([position, "hget", ops.index_key(index), entry, False if value is None else value])
+        case SessionIsLive(session_id, user_id, now_ms):
+            session_key = ops.key(ops.space.session(ops.project_id, session_id))
+            ops.guards.append([position, "hget", session_key, "user_id", _json(user_id)])
+            ops.guards.append([position, "hgt", session_key, "expires_at_millis", str(now_ms)])
+        case _:
+            raise TypeError(f"not a guard: {guard!r}")
+
+
+def _record_fields(record: User | Team) -> list[tuple[str, str]]:
+    """The hash fields of a record, as the other writes store it (`codecs`)."""
+    data = user_to_json(record) if isinstance(record, User) else dataclasses.asdict(record)
+    return _json_fields(data)
+
+
+def _flat_fields(record: User | Team) -> list[str]:
+    return [item for pair in _record_fields(record) for item in pair]
+
+
+def _write(ops: _Ops, write: Write) -> None:
+    space, p = ops.space, ops.project_id
+    match write:
+        case PutUser(user):
+            user_key = ops.record_key(RecordKind.USER, user.id)
+            ops.writes.append(["del", user_key])
+            ops.writes.append(["hset", user_key, *_flat_fields(user)])
+            ops.writes.append(["zadd", ops.key(space.user_order(p)), str(user.signed_up_at_millis), user.id])
+        case PutTeam(team):
+            team_key = ops.record_key(RecordKind.TEAM, team.id)
+            ops.writes.append(["del", team_key])
+            ops.writes.append(["hset", team_key, *_flat_fields(team)])
+            ops.writes.append(["zadd", ops.key(space.team_order(p)), str(team.created_at_millis), team.id])
+        case PutMembership(membership):
+            # Keyed by a sequence number the script draws (`keys.py`: memberships list in creation order).
+            seq = {"v": "seq"}
+            ops.writes.append(["incr", ops.key(space.membership_seq(p)), "seq"])
+            team_id, user_id = membership.team_id, membership.user_id
+            ops.writes.append(["zadd", ops.key(space.team_members(p, team_id)), seq, user_id])
+            ops.writes.append(["zadd", ops.key(space.user_teams(p, user_id)), seq, team_id])
+            ops.writes.append(["zadd", ops.key(space.membership_order(p)), seq, seq])
+            items = [item for pair in _json_fields(dataclasses.asdict(membership)) for item in pair]
+            ops.writes.append(["hset", {"p": space.membership(p), "v": "seq"}, *items])
+        case PatchUser(user_id, changes):
+            _patch(ops, RecordKind.USER, user_id, changes, "signed_up_at_millis", space.user_order(p))
+        case PatchTeam(team_id, changes):
+            _patch(ops, RecordKind.TEAM, team_id, changes, "created_at_millis", space.team_order(p))
+        case GrantPermissions(user_id, permission_ids):
+            if permission_ids:
+                ops.writes.append(["sadd", ops.key(space.user_permissions(p, user_id)), *permission_ids])
+                ops.writes.append(["sadd", ops.key(space.permission_users(p)), user_id])
+        case SetIndex(index, entry, value):
+            ops.writes.append(["hset", ops.index_key(index), entry, value])
+        case DropIndex(index, entry):
+            ops.writes.append(["hdel", ops.index_key(index), entry])
+        case _:
+            raise TypeError(f"not a write: {write!r}")
+
+
+def _patch(
+    ops: _Ops, kind: RecordKind, record_id: str, changes: UserChanges | TeamChanges, scored_by: str, order_key: str
+) -> None:
+    """HSET just the changed fields; the order index follows a changed timestamp."""
+    fields = _change_fields(changes)
+    if fields:
+        ops.writes.append(["hset", ops.record_key(kind, record_id), *(item for pair in fields for item in pair)])
+    for name, value in changes:
+        if name == scored_by:
+            ops.writes.append(["zadd", ops.key(order_key), str(value), record_id])
+
+
+def _event(ops: _Ops, event: Announce) -> None:
+    record_key: int = 0
+    team_prefix = ""
+    if event.record is not None:
+        kind, record_id = event.record
+        record_key = ops.record_key(kind, record_id)
+        if kind is RecordKind.USER and event.with_team:
+            team_prefix = ops.space.team(ops.project_id)
+    events_key = ops.key(ops.space.events(ops.project_id))
+    ids = "\n".join(event.ids)
+    ops.writes.append(["event", events_key, event.type, record_key, team_prefix, 1 if event.unselected else 0, ids])
+
+
+@_plans(Commit)
+def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | None]:
+    ops = _Ops(keys, effect.project_id)
+    for position, guard in enumerate(effect.guards):
+        _guard(ops, position, guard)
+    for write in effect.writes:
+        _write(ops, write)
+    for event in effect.events:
+        _event(ops, event)
+    reply = yield Script("commit", tuple(ops.keys), (ops.document(),))
+    refused = int(reply)
+    return None if refused < 0 else Conflict(refused)

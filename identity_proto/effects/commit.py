@@ -1,0 +1,251 @@
+"""`Commit`: the one generic write. The core decides, in Python, once; a store only checks guards and applies writes.
+
+A flow reads what it needs (typed read effects), decides, and yields one `Commit`:
+
+- **guards**, checked in order before anything is written: a record is absent (`IsAbsent`), a record exists and
+  holds, in named fields, what the flow read (`FieldsAre`: a compare-and-set on exactly the fields the decision
+  depended on, so two concurrent PATCHes of different fields both survive), an index entry is free or names a given
+  id (`IndexIs`), a session is live (`SessionIsLive`);
+- **writes**, applied in order, all or none: put a record (`PutUser`, `PutTeam`, `PutMembership`), patch fields
+  (`PatchUser`, `PatchTeam`), grant project permissions (`GrantPermissions`), set or drop an index entry
+  (`SetIndex`, `DropIndex`);
+- **events** the change announces (`Announce`: the transactional outbox stays inside the same commit), each with its
+  record as stored once the writes are applied.
+
+The store answers None (committed) or `Conflict(guard)`: the index of the first guard that did not hold, nothing
+written. `commit` turns a conflict into `CommitConflict`, and the service re-runs the whole flow (it is pure given
+the request, the clock and entropy), a bounded number of times: "one of N concurrent sign-ups of one address wins"
+becomes "N-1 conflict, re-run, and see the winner".
+
+A store implements `Commit` once: the memory store under its lock (`backends/memory/commit.py`), Redis with one
+generic script that reads a structured op list, every key in the project's hash-tag slot
+(`backends/redis/commit.py`). Neither knows a business rule.
+
+The vocabulary grows with the flows moved onto it; records not named here are still written by their own effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeAlias
+
+from identity_proto.changes import TeamChanges, UserChanges
+from identity_proto.effects.base import Flow, StorageEffect, perform
+from identity_proto.records import Membership, Team, User
+
+__all__ = [
+    "Announce",
+    "Commit",
+    "CommitConflict",
+    "Conflict",
+    "DropIndex",
+    "FieldsAre",
+    "GrantPermissions",
+    "Guard",
+    "IndexIs",
+    "IndexName",
+    "IsAbsent",
+    "PatchTeam",
+    "PatchUser",
+    "PutMembership",
+    "PutTeam",
+    "PutUser",
+    "RecordKind",
+    "SessionIsLive",
+    "SetIndex",
+    "Write",
+    "commit",
+]
+
+
+class RecordKind(StrEnum):
+    """The records a guard or an event may name."""
+
+    USER = "user"
+    TEAM = "team"
+
+
+class IndexName(StrEnum):
+    """The project's unique indexes: key -> user id."""
+
+    #: auth e-mail (normalised) -> the user it signs in
+    EMAIL = "email"
+    #: `oauth_index_key(provider id, account id)` of a sign-in account -> its user
+    OAUTH = "oauth"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Guards
+
+
+@dataclass(frozen=True, slots=True)
+class IsAbsent:
+    """No record of `kind` has this id."""
+
+    kind: RecordKind
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FieldsAre:
+    """The record exists, and the fields `names` hold what they held in `record` when the flow read it (a
+    compare-and-set on exactly the fields the decision depended on). No names: the record exists."""
+
+    record: User | Team
+    names: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> RecordKind:
+        return RecordKind.USER if isinstance(self.record, User) else RecordKind.TEAM
+
+
+@dataclass(frozen=True, slots=True)
+class IndexIs:
+    """The index entry `key` names `value` (None: the entry is free)."""
+
+    index: IndexName
+    key: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionIsLive:
+    """The session exists, belongs to `user_id` and has not expired at `now_ms`."""
+
+    session_id: str
+    user_id: str
+    now_ms: int
+
+
+Guard: TypeAlias = IsAbsent | FieldsAre | IndexIs | SessionIsLive
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writes
+
+
+@dataclass(frozen=True, slots=True)
+class PutUser:
+    """Store a new user (listed by its `signed_up_at_millis`). Guard its id with `IsAbsent`."""
+
+    user: User
+
+
+@dataclass(frozen=True, slots=True)
+class PutTeam:
+    """Store a new team (listed by its `created_at_millis`). Guard its id with `IsAbsent`."""
+
+    team: Team
+
+
+@dataclass(frozen=True, slots=True)
+class PutMembership:
+    """Store a new membership (listed after every existing one)."""
+
+    membership: Membership
+
+
+@dataclass(frozen=True, slots=True)
+class PatchUser:
+    """Set the changed fields of an existing user, and only those."""
+
+    user_id: str
+    changes: UserChanges
+
+
+@dataclass(frozen=True, slots=True)
+class PatchTeam:
+    """Set the changed fields of an existing team, and only those."""
+
+    team_id: str
+    changes: TeamChanges
+
+
+@dataclass(frozen=True, slots=True)
+class GrantPermissions:
+    """Add project permissions to those the user holds directly."""
+
+    user_id: str
+    permission_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetIndex:
+    """Make the index entry `key` name `value`."""
+
+    index: IndexName
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropIndex:
+    """Remove the index entry `key` (whatever it names)."""
+
+    index: IndexName
+    key: str
+
+
+Write: TypeAlias = PutUser | PutTeam | PutMembership | PatchUser | PatchTeam | GrantPermissions | SetIndex | DropIndex
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Events
+
+
+@dataclass(frozen=True, slots=True)
+class Announce:
+    """A webhook event of the commit (`identity_proto.events`), recorded with the writes.
+
+    `record` names the record the event carries, as stored once the writes are applied; `with_team` adds a user's
+    selected team, `unselected` records the user as it was before selecting one (a sign-up's `user.created` comes
+    before its personal team's `team.created`). `ids` are the event's ids when it carries no record."""
+
+    type: str
+    record: tuple[RecordKind, str] | None = None
+    with_team: bool = False
+    unselected: bool = False
+    ids: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The effect
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A commit refused: the guard at index `guard` did not hold. Nothing was written."""
+
+    guard: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(StorageEffect["Conflict | None"]):
+    """Check `guards` in order; if all hold, apply `writes` and record `events`, atomically. None: committed."""
+
+    project_id: str
+    guards: tuple[Guard, ...] = ()
+    writes: tuple[Write, ...] = ()
+    events: tuple[Announce, ...] = ()
+
+
+class CommitConflict(Exception):
+    """A flow's commit found a guard broken by a concurrent write; the service re-runs the flow
+    (`identity_proto.service`), which then reads, and decides on, the state that write left."""
+
+    def __init__(self, guard: Guard) -> None:
+        super().__init__(f"conflict at {guard!r}")
+        self.guard = guard
+
+
+def commit(
+    project_id: str,
+    guards: tuple[Guard, ...] = (),
+    writes: tuple[Write, ...] = (),
+    events: tuple[Announce, ...] = (),
+) -> Flow[None]:
+    """Yield one `Commit`; raise `CommitConflict` when a guard did not hold."""
+    refused = yield from perform(Commit(project_id, guards, writes, events))
+    if refused is not None:
+        raise CommitConflict(guards[refused.guard])
