@@ -59,7 +59,10 @@ def _short_lived(cls: type[_Short], reply: Any) -> _Short | None:
         return None
     data = orjson.loads(reply)
     known = _field_names(cls)
-    return cls(**{name: value for name, value in data.items() if name in known})
+    try:
+        return cls(**{name: value for name, value in data.items() if name in known})
+    except TypeError:  # kept by an older version in another shape: as good as none (the flow starts again)
+        return None
 
 
 # KEYS: the record. ARGV: its JSON, when Redis may drop it (ms since the epoch). The key is replaced.

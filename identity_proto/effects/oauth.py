@@ -94,16 +94,34 @@ class TakeOAuthState(StorageEffect[OAuthState | None]):
 
 @dataclass(frozen=True, slots=True)
 class OuterCode:
-    """The authorization code our callback hands the app, bound to everything the token exchange checks."""
+    """The authorization code our callback hands the app, bound to everything the token exchange checks, and
+    carrying what the provider said, for the exchange to act on.
+
+    The callback changes no user: it cannot tell whose browser came back (in json mode nothing binds the flow to the
+    browser that started it). Finding or creating the user, linking the account, upgrading an anonymous user and
+    storing the provider's tokens all wait for the exchange, where the PKCE verifier proves that the party that
+    started the flow is the one that got the code (`identity_proto.flows.oauth`)."""
 
     project_id: str
-    user_id: str
+    #: The user the authorize request's `?token=` named (link, anonymous upgrade), else None.
+    token_user_id: str | None
     redirect_uri: str
     code_challenge: str
     code_challenge_method: str
-    is_new_user: bool
+    #: "authenticate" or "link".
+    type: str
     after_callback_redirect_url: str | None
     expires_at_millis: int
+    #: The project's provider and who signed in there (`ProviderIdentity`'s fields).
+    provider_id: str = ""
+    account_id: str = ""
+    email: str | None = None
+    email_verified: bool = False
+    display_name: str | None = None
+    profile_image_url: str | None = None
+    #: The provider's tokens, sealed for this code (`identity_proto.provider_tokens`, bound to the code's hash), or
+    #: None when no key is configured; sealed again for the account row once the exchange knows it.
+    sealed_tokens: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,18 @@ exchanged at `POST /auth/oauth/token`); the *inner* one is ours with the provide
 request is kept 10 minutes under the SHA-256 of the inner state (`SaveOAuthState`), taken once by the callback;
 the outer code is kept 5 minutes under its SHA-256 (`SaveOuterCode`), consumed once by the token exchange.
 
+Who acts on a sign-in (a departure from the original, which does it all at the callback): the callback only
+*checks* who signed in at the provider against the project (`_resolve_user(commit=False)`: the refusals of reference
+§7.4 still go back to the app as error redirects), and keeps the provider's answer with the outer code, its tokens
+sealed. Creating the user, linking the account (`type=link`), upgrading the anonymous user of `?token=`, and
+storing the provider's tokens happen at `POST /auth/oauth/token` once the PKCE verifier matches. The callback cannot
+tell whose browser came back: in json mode (the SDK's) no cookie binds the flow to the browser that started it, so
+acting there would let anyone who starts a link or an anonymous sign-in with their own token and sends the
+provider URL to a victim get the victim's provider account (and sign-in), provider tokens or verified address. The
+verifier stays with the party that started the flow and the code goes to the browser that came back; only when
+they are the same party does anything change. The official SDK exchanges every code with its verifier (json and
+redirect mode alike), so its flows work unchanged.
+
 Talking to the provider is an effect (`effects.oauth_provider`); its failures map as that module says. From the
 callback's step 3 on, known errors are redirected to the app (`_redirect_or_raise`), as the original does.
 """
@@ -64,7 +76,7 @@ from identity_proto.flows.sessions import PUBLIC_CLIENT_SECRET, start_session
 from identity_proto.flows.signin import personal_team, personal_team_name, require_second_factor
 from identity_proto.http import Response
 from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES, spec_for, uses_mock
-from identity_proto.provider_tokens import seal, token_key
+from identity_proto.provider_tokens import SealedTokens, seal, token_key, unseal
 from identity_proto.ratelimits import address_bucket, check_under_limit, count_event, rule_for
 from identity_proto.records import OAuthAccount, OAuthProviderConfig, Project, User, replaced
 from identity_proto.render import dump_json, json_response
@@ -349,8 +361,9 @@ def _redirect_or_raise(ctx: RequestContext, project: Project, state: OAuthState,
 
 def callback(ctx: RequestContext) -> Flow[Response]:
     """GET/POST /auth/oauth/callback/{provider_id}: the provider sends the browser back here (reference §7.3).
-    Take the kept request (once), check the inner cookie, exchange the provider's code, find or create the user
-    (§7.4), store the provider tokens, and send the browser back to the app with a one-time outer code (303)."""
+    Take the kept request (once), check the inner cookie, exchange the provider's code, check who signed in (§7.4,
+    nothing written: see the module docstring), and send the browser back to the app with a one-time outer code
+    (303) that carries the provider's answer to the exchange."""
     query: OAuthCallbackInput = ctx.query
     form: OAuthCallbackForm | None = ctx.body
     inner_state = query.state or (form.state if form is not None else None) or ""
@@ -405,21 +418,30 @@ def _complete(
     # The original's OAuth library checks the outer redirect URI before it asks who signed in.
     if not callback_is_trusted(state.redirect_uri, project.config):
         raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
-    user, account, is_new_user = yield from _resolve_user(ctx, project, config, state, grant.identity)
-    yield from _store_provider_tokens(ctx, project, user, account, grant, scope)
+    identity = grant.identity
+    # Only checked here (a refusal goes back to the app as the original's error redirect); done at the exchange.
+    yield from _resolve_user(ctx, project, config, state.type, state.user_id, identity, commit=False)
     code_value = ctx.entropy.token_bytes(32).hex()
+    code_hash = _sha256(code_value)
     yield from perform(
         SaveOuterCode(
-            _sha256(code_value),
+            code_hash,
             OuterCode(
                 project_id=project.id,
-                user_id=user.id,
+                token_user_id=state.user_id,
                 redirect_uri=state.redirect_uri,
                 code_challenge=state.code_challenge,
                 code_challenge_method=state.code_challenge_method,
-                is_new_user=is_new_user,
+                type=state.type,
                 after_callback_redirect_url=state.after_callback_redirect_url,
                 expires_at_millis=ctx.now_ms + OUTER_CODE_LIFETIME_MS,
+                provider_id=config.id,
+                account_id=identity.account_id,
+                email=identity.email,
+                email_verified=identity.email_verified,
+                display_name=identity.display_name,
+                profile_image_url=identity.profile_image_url,
+                sealed_tokens=_seal_for_code(ctx, project, grant, scope, code_hash),
             ),
         )
     )
@@ -437,16 +459,40 @@ def _count_sign_in(ctx: RequestContext, project: Project) -> Flow[None]:
     yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
 
 
-def _store_provider_tokens(
-    ctx: RequestContext, project: Project, user: User, account: OAuthAccount, grant: ProviderGrant, scope: str
-) -> Flow[None]:
-    """reference §7.4: the provider's tokens kept per account, tagged with the scopes asked for; sealed, and only
-    when a key is configured (or in dev mode): see `identity_proto.provider_tokens`."""
+def _pending_row(code_hash: str) -> str:
+    """What provider tokens kept with an outer code are sealed for, in place of an account row id (a row id is a
+    UUID: no row is ever named this)."""
+    return f"outer-code:{code_hash}"
+
+
+def _seal_for_code(
+    ctx: RequestContext, project: Project, grant: ProviderGrant, scope: str, code_hash: str
+) -> str | None:
+    """reference §7.4: the provider's tokens, tagged with the scopes granted (else asked for), sealed to wait with
+    the outer code for the exchange; None when no key is configured (nor dev mode): see
+    `identity_proto.provider_tokens`."""
     key = token_key(ctx.options)
     if key is None:
-        return
+        return None
     granted = grant.tokens.scope or scope
-    sealed = seal(grant.tokens, granted, key, project_id=project.id, account_row_id=account.id, entropy=ctx.entropy)
+    return seal(
+        grant.tokens, granted, key, project_id=project.id, account_row_id=_pending_row(code_hash), entropy=ctx.entropy
+    )
+
+
+def _store_provider_tokens(
+    ctx: RequestContext, project: Project, user: User, account: OAuthAccount, code: OuterCode, code_hash: str
+) -> Flow[None]:
+    """The tokens the callback kept with the code, sealed again for the account row they now belong to. None kept,
+    or kept under a key the service no longer has: nothing stored (connected accounts then ask for a new grant)."""
+    key = token_key(ctx.options)
+    if key is None or code.sealed_tokens is None:
+        return
+    try:
+        tokens = unseal(code.sealed_tokens, key, project_id=project.id, account_row_id=_pending_row(code_hash))
+    except SealedTokens:
+        return
+    sealed = seal(tokens, tokens.scope, key, project_id=project.id, account_row_id=account.id, entropy=ctx.entropy)
     yield from perform(SaveProviderTokens(project.id, user.id, account.id, sealed))
 
 
@@ -519,12 +565,21 @@ def _resolve_user(
     ctx: RequestContext,
     project: Project,
     config: OAuthProviderConfig,
-    state: OAuthState,
+    kind: str,
+    token_user_id: str | None,
     identity: ProviderIdentity,
+    *,
+    commit: bool,
 ) -> Flow[tuple[User, OAuthAccount, bool]]:
-    """(user, their account row, is_new_user) for the provider account that signed in."""
+    """(user, their account row, is_new_user) for the provider account that signed in: for a `kind` "link", linked
+    to `token_user_id`; else its user, or a user whose address it shares (merge strategy), or a new user (the
+    anonymous `token_user_id` upgraded in place).
+
+    With `commit` False nothing is written: the refusals the writes would meet are raised, and what the writes
+    would give is returned (a user not stored, an account row not linked). The callback checks with it; only the
+    PKCE-verified exchange commits (see `oauth_token`)."""
     for _ in range(_ACCOUNT_WRITE_ATTEMPTS):
-        found = yield from _try_resolve_user(ctx, project, config, state, identity)
+        found = yield from _try_resolve_user(ctx, project, config, kind, token_user_id, identity, commit=commit)
         if found is not None:
             return found
     raise RuntimeError("OAuth sign-in: concurrent sign-ups kept taking the account")  # a 500, logged
@@ -534,15 +589,18 @@ def _try_resolve_user(
     ctx: RequestContext,
     project: Project,
     config: OAuthProviderConfig,
-    state: OAuthState,
+    kind: str,
+    token_user_id: str | None,
     identity: ProviderIdentity,
+    *,
+    commit: bool,
 ) -> Flow[tuple[User, OAuthAccount, bool] | None]:
     """One attempt of `_resolve_user`; None when a concurrent write took what it was about to claim (retry)."""
     holder = yield from perform(FindUserByOAuthAccount(project.id, config.id, identity.account_id))
     holder_row = _row(holder, config.id, identity.account_id)
 
-    if state.type == "link":
-        user_id = state.user_id or ""
+    if kind == "link":
+        user_id = token_user_id or ""
         if holder is not None and holder.id != user_id:
             raise KnownError(ErrorCode.OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER)
         if holder is not None and holder_row is not None:
@@ -550,6 +608,8 @@ def _try_resolve_user(
         user = yield from perform(LoadUser(project.id, user_id))
         if user is None:  # deleted since the link began (inferred: the original fails with a 500)
             raise KnownError(ErrorCode.USER_NOT_FOUND)
+        if not commit:
+            return user, _new_account(ctx, config, identity), False
         outcome, linked, row = yield from _add_account(ctx, project, user, _new_account(ctx, config, identity))
         if outcome is AccountsWrite.ACCOUNT_TAKEN:
             raise KnownError(ErrorCode.OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER)
@@ -570,6 +630,8 @@ def _try_resolve_user(
             channels = yield from perform(ListContactChannels(project.id, existing.id))
             stored = channels.stored if channels is not None else ()
             if _email_in_use(project, email, identity, auth_address_verified(existing, stored, email)):
+                if not commit:
+                    return existing, _new_account(ctx, config, identity), False
                 outcome, linked, row = yield from _add_account(
                     ctx, project, existing, _new_account(ctx, config, identity)
                 )
@@ -589,8 +651,12 @@ def _try_resolve_user(
         "primary_email_verified": identity.email_verified if email is not None else False,
         "primary_email_auth_enabled": email_auth,
     }
-    if state.user_id is not None:
-        anonymous = yield from perform(LoadUser(project.id, state.user_id))
+    if not commit:
+        # (a user not stored: the dry run's answer is not used beyond its refusals)
+        unsaved = User(id="", signed_up_at_millis=ctx.now_ms, last_active_at_millis=ctx.now_ms, **fields)
+        return unsaved, account, True
+    if token_user_id is not None:
+        anonymous = yield from perform(LoadUser(project.id, token_user_id))
         if anonymous is not None and anonymous.is_anonymous:
             upgraded = yield from _upgrade(ctx, project, anonymous, fields, account)
             if isinstance(upgraded, User):
@@ -668,7 +734,9 @@ def _pkce_matches(code: OuterCode, verifier: str | None) -> bool:
 
 def oauth_token(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/oauth/token: the refresh grant (`flows.sessions.oauth_token`) or the authorization-code grant
-    (reference §7.5), which exchanges an outer code for a new session's tokens."""
+    (reference §7.5), which exchanges an outer code for a new session's tokens, after finding, creating, linking or
+    upgrading the user and storing the provider's tokens (§7.4; done here, not at the callback: see the module
+    docstring)."""
     body: OAuthTokenGrantBody = ctx.body
     if body.grant_type == "refresh_token":
         return (yield from sessions.oauth_token(ctx))
@@ -683,16 +751,31 @@ def oauth_token(ctx: RequestContext) -> Flow[Response]:
     yield from _count_sign_in(ctx, project)
     # Consumed before it is checked, so a code presented with the wrong verifier is burnt, as the original's OAuth
     # library revokes it: a stolen code is worth one guess.
-    code = yield from perform(ConsumeOuterCode(project.id, _sha256(body.code or "")))
+    code_hash = _sha256(body.code or "")
+    code = yield from perform(ConsumeOuterCode(project.id, code_hash))
     if code is None or code.project_id != project.id or ctx.now_ms >= code.expires_at_millis:
         raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
     if body.redirect_uri != code.redirect_uri:
         raise PlainError(400, _REDIRECT_MISMATCH)
     if not _pkce_matches(code, body.code_verifier):
         raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
-    user = yield from perform(LoadUser(project.id, code.user_id))
-    if user is None:  # deleted since the callback (inferred: the original fails with a 500)
-        raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
+    # Only now, with the verifier shown, is the sign-in acted on (see `OuterCode`): whoever started the flow holds
+    # the verifier, and the code reached them, so the browser that signed in at the provider is theirs. (A link or
+    # an anonymous upgrade started with someone's token and completed by another person's browser stops here: the
+    # code lands at that person's app, which does not hold the starter's verifier.) A provider removed since the
+    # callback is refused; a refusal met now (a concurrent sign-up, a deleted user) is answered as itself.
+    config = _provider(ctx, project, code.provider_id)
+    identity = ProviderIdentity(
+        account_id=code.account_id,
+        email=code.email,
+        email_verified=code.email_verified,
+        display_name=code.display_name,
+        profile_image_url=code.profile_image_url,
+    )
+    user, account, is_new_user = yield from _resolve_user(
+        ctx, project, config, code.type, code.token_user_id, identity, commit=True
+    )
+    yield from _store_provider_tokens(ctx, project, user, account, code, code_hash)
     if user.totp_secret_base64 is not None:
         # As the original: the attempt code says is_new_user false (a new user has no second factor yet).
         yield from require_second_factor(ctx, project, user, is_new_user=False)
@@ -707,8 +790,8 @@ def oauth_token(ctx: RequestContext) -> Flow[Response]:
             "expires_in": ctx.options.access_token_lifetime_ms // 1000,
             "refresh_token": tokens.refresh_token,
             "scope": OUTER_SCOPE,
-            "is_new_user": code.is_new_user,
-            "newUser": code.is_new_user,
+            "is_new_user": is_new_user,
+            "newUser": is_new_user,
             "after_callback_redirect_url": after,
             "afterCallbackRedirectUrl": after,
         },

@@ -136,16 +136,23 @@ def rich_state() -> OAuthState:
     )
 
 
-def make_code(user_id: str = "ada", *, expires_at: int = T0 + 300_000, **fields: Any) -> OuterCode:
+def make_code(user_id: str | None = "ada", *, expires_at: int = T0 + 300_000, **fields: Any) -> OuterCode:
     values: dict[str, Any] = {
         "project_id": PROJECT,
-        "user_id": user_id,
+        "token_user_id": user_id,
         "redirect_uri": "http://localhost:3000/handler/oauth-callback",
         "code_challenge": "challenge",
         "code_challenge_method": "S256",
-        "is_new_user": True,
+        "type": "link",
         "after_callback_redirect_url": None,
         "expires_at_millis": expires_at,
+        "provider_id": "github",
+        "account_id": "gh-ü",
+        "email": EMAIL,
+        "email_verified": True,
+        "display_name": "Ada ü",
+        "profile_image_url": None,
+        "sealed_tokens": "v1.sealed",
     }
     return OuterCode(**(values | fields))
 
@@ -216,7 +223,9 @@ def test_an_outer_code_is_consumed_once(store: Store) -> None:
 
 
 def test_an_outer_code_is_its_projects_only(store: Store) -> None:
-    code = make_code(after_callback_redirect_url="https://app.example.com/ü", is_new_user=False)
+    code = make_code(
+        None, after_callback_redirect_url="https://app.example.com/ü", type="authenticate", sealed_tokens=None
+    )
     store.apply(SaveOuterCode("code-hash", code))
 
     assert store.apply(ConsumeOuterCode(OTHER_PROJECT, "code-hash")) is None

@@ -609,7 +609,7 @@ def _oauth(store: RedisStore, p: str) -> None:
     store.apply(SaveOAuthState("state-hash", state))  # its own hash tag: another slot than the project's
     assert store.apply(TakeOAuthState("state-hash")) == state
     assert store.apply(TakeOAuthState("state-hash")) is None
-    code = OuterCode(p, "o", "http://x/cb", "ch", "plain", True, None, T0 + 300_000)
+    code = OuterCode(p, "o", "http://x/cb", "ch", "plain", "link", None, T0 + 300_000, "github", "gh-1")
     store.apply(SaveOuterCode("code-hash", code))
     assert store.apply(ConsumeOuterCode(p, "code-hash")) == code
     team = make_team("o-team")

@@ -984,7 +984,9 @@ class StoresAgree(RuleBasedStateMachine):
         else:
             code_hash = data.draw(st.sampled_from(("c0", "c1")), label="code hash")
             if data.draw(st.booleans(), label="save"):
-                code = OuterCode(project_id, self.user(project_id), "http://x/cb", "ch", "plain", True, None, T0 + 1)
+                code = OuterCode(
+                    project_id, self.user(project_id), "http://x/cb", "ch", "plain", "link", None, T0 + 1, "github", "a"
+                )
                 self.both(SaveOuterCode(code_hash, code))
             else:
                 self.both(ConsumeOuterCode(project_id, code_hash))

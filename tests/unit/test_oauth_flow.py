@@ -591,3 +591,63 @@ def test_the_refresh_grant_still_works_on_the_same_route(w: World) -> None:
     )
     assert reply.status == 200, reply.body
     assert set(reply.json) == {"access_token", "token_type", "expires_in"}
+
+
+# --- the callback writes nothing; the exchange acts (see `identity_proto.flows.oauth`) ------------------------
+
+
+def test_the_callback_creates_links_and_stores_nothing_until_the_exchange() -> None:
+    key = bytes(range(32))
+    w = World(Harness(service=Service(ServiceOptions(password_rounds=4, oauth_token_key=key))))
+    w.configure()
+    owner = w.sign_in().json
+    w.provider.identity = ProviderIdentity("2002", "other@example.com", True)
+    code = _code(w, type="link", token=owner["access_token"])
+    tenant = w.h.store.tenant(PROJECT_ID)
+    (user,) = w.users()
+    assert [a.account_id for a in user.oauth_accounts] == ["1001"]
+    assert len(tenant.provider_tokens) == 1  # the owner's own sign-in's
+    (kept,) = tenant.outer_codes.values()
+    assert kept.sealed_tokens is not None
+    assert "provider-access" not in kept.sealed_tokens
+    assert "provider-access" not in repr(kept)
+
+    assert w.exchange(code).status == 200
+    (user,) = w.users()
+    assert [a.account_id for a in user.oauth_accounts] == ["1001", "2002"]
+    sealed = tenant.provider_tokens[user.oauth_accounts[1].id]
+    opened = unseal(sealed, key, project_id=PROJECT_ID, account_row_id=user.oauth_accounts[1].id)
+    assert opened.access_token == "provider-access"
+
+
+def test_a_refusal_met_only_at_the_exchange_is_its_known_error_and_links_nothing(w: World) -> None:
+    owner = w.sign_in().json
+    w.provider.identity = ProviderIdentity("2002", "other@example.com", True)
+    code = _code(w, type="link", token=owner["access_token"])  # the callback's check passes
+    w.sign_in()  # meanwhile account 2002 signs up a user of its own
+    reply = w.exchange(code)
+    assert (reply.status, reply.known_error) == (409, "OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER")
+    owner_user = next(u for u in w.users() if u.primary_email == "ada@example.com")
+    assert [a.account_id for a in owner_user.oauth_accounts] == ["1001"]
+
+
+def test_an_anonymous_upgrade_waits_for_the_exchange(w: World) -> None:
+    anon = w.call("POST", "/api/v1/auth/anonymous/sign-up", headers=client_headers()).json
+    code = _code(w, token=anon["access_token"])
+    (user,) = w.users()
+    assert (user.is_anonymous, user.primary_email, user.oauth_accounts) == (True, None, ())
+    assert w.exchange(code, code_verifier="x" * 43).known_error == "INVALID_AUTHORIZATION_CODE"
+    (user,) = w.users()
+    assert (user.is_anonymous, user.primary_email, user.oauth_accounts) == (True, None, ())
+
+
+def test_tokens_kept_under_a_key_since_replaced_are_not_stored_and_the_sign_in_goes_on() -> None:
+    harness = Harness(service=Service(ServiceOptions(password_rounds=4, oauth_token_key=bytes(range(32)))))
+    w = World(harness)
+    w.configure()
+    code = _code(w)
+    harness.service = Service(ServiceOptions(password_rounds=4, oauth_token_key=bytes(32)))
+    reply = w.exchange(code)
+    assert reply.status == 200, reply.body
+    assert reply.json["is_new_user"] is True
+    assert harness.store.tenant(PROJECT_ID).provider_tokens == {}
