@@ -365,7 +365,8 @@ class CodePurpose(StrEnum):
     TEAM_INVITATION = "team_invitation"
     # --- passwords (reference part 2 §1) ---
     #: Resetting a forgotten password: the whole 45-character code is mailed in a link (no nonce is returned);
-    #: the code names the user it was sent for (`user_id`) and the address (`email`).
+    #: the code names the user it was sent for (`user_id`), the address (`email`) and the password it may replace
+    #: (`password_fingerprint`).
     PASSWORD_RESET = "password_reset"  # noqa: S105 (a purpose, not a password)
     # --- contact channels ---
     #: Verifying a contact channel (reference part 2 §2): the code names the user and the address.
@@ -393,6 +394,10 @@ class VerificationCode:
     #: team it invites to. `email` is the invited address.
     id: str | None = None
     team_id: str | None = None
+    # --- passwords ---
+    #: Password-reset codes: the user's password when the code was sent, as `password_fingerprint` makes it ('' for
+    #: none). The code resets only while the user's password is still that one (None: it never does).
+    password_fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,16 +16,23 @@ from identity_proto.effects import (
     ResetPassword,
     SetPassword,
     StorePasswordResetCode,
+    may_reset_through,
+    password_fingerprint,
 )
-from identity_proto.records import CodePurpose, replaced
+from identity_proto.records import CodePurpose, ContactChannel, User, replaced
 
 
 @_performs(StorePasswordResetCode)
 def _store_password_reset_code(store: MemoryStore, effect: StorePasswordResetCode) -> str | None:
     project_id, code = effect.project_id, effect.code
     # The one lookup of "the user this address signs in": FindUserByAuthEmail's own handler.
-    user = _find_user_by_auth_email(store, FindUserByAuthEmail(project_id, code.email or ""))
-    if user is None:
+    email = code.email or ""
+    user = _find_user_by_auth_email(store, FindUserByAuthEmail(project_id, email))
+    if (
+        user is None
+        or user.password_hash != effect.password_hash
+        or not may_reset_through(user, _stored_channels(store.tenant(project_id), user.id), email)
+    ):
         return None
     _create_code(store, CreateVerificationCode(project_id, replaced(code, {"user_id": user.id})))
     if effect.outbox_mail is not None:
@@ -43,11 +50,20 @@ def _reset_password(store: MemoryStore, effect: ResetPassword) -> PasswordWrite:
         return PasswordWrite.CODE_EXPIRED
     if code.used:
         return PasswordWrite.CODE_USED
-    tenant.codes[code.code_hash] = replaced(code, {"used": True})
     user = tenant.users.get(code.user_id or "")
     if user is None:
+        tenant.codes[code.code_hash] = replaced(code, {"used": True})
         return PasswordWrite.USER_NOT_FOUND
+    old_hash = effect.old_password_hash
+    if (
+        code.password_fingerprint != password_fingerprint(old_hash)
+        or user.password_hash != old_hash
+        or not may_reset_through(user, _stored_channels(tenant, user.id), code.email or "")
+    ):
+        return PasswordWrite.CODE_NOT_FOUND
+    tenant.codes[code.code_hash] = replaced(code, {"used": True})
     tenant.users[user.id] = replaced(user, {"password_hash": effect.password_hash})
+    _verify_address(tenant, tenant.users[user.id], code.email or "")
     _drop_sessions(tenant, user.id, keep=None)
     record_user_updated(tenant, tenant.users[user.id])  # webhooks: a password reset announces the user
     return PasswordWrite.DONE
@@ -78,6 +94,22 @@ def _set_password(store: MemoryStore, effect: SetPassword) -> PasswordWrite:
         return PasswordWrite.HAS_PASSWORD
     tenant.users[user.id] = replaced(user, {"password_hash": effect.password_hash})
     return PasswordWrite.DONE
+
+
+def _stored_channels(tenant: Tenant, user_id: str) -> tuple[ContactChannel, ...]:
+    return tuple(tenant.channels.get(user_id, {}).values())
+
+
+def _verify_address(tenant: Tenant, user: User, address: str) -> None:
+    """Mark the user's auth channel `address` verified (the primary's flag in the user record, another channel's in
+    its record; `may_reset_through` has checked that it is one of theirs)."""
+    if user.primary_email == address and user.primary_email_auth_enabled:
+        tenant.users[user.id] = replaced(user, {"primary_email_verified": True})
+        return
+    stored = tenant.channels.get(user.id, {})
+    for channel in list(stored.values()):
+        if channel.value == address and channel.used_for_auth:
+            stored[channel.id] = replaced(channel, {"is_verified": True})
 
 
 def _drop_sessions(tenant: Tenant, user_id: str, *, keep: str | None) -> None:

@@ -60,9 +60,11 @@ code as by CreateVerificationCode, its id entry and its two index entries, with 
 code, checks the user and the team, marks it used and adds the membership as AddMembership does, or writes nothing:
 of concurrent accepts exactly one succeeds). Reads of one key are one command (LoadUser, LoadSession,
 concurrent grants of different permissions all survive); the password flows' writes: StorePasswordResetCode (the
-e-mail index read, then, only for an address that signs a user in, the code stored as by CreateVerificationCode with
-that user's id and the mail pushed as by AppendOutbox), ResetPassword (the code judged and marked used, then the
-user's ``password_hash`` set and their sessions removed), ChangePassword (the hash replaced only if it is still the
+e-mail index read, then, only for an address that signs a user in, may reset (verified, or the account's only way
+in) and whose user's password hash is the one read before, the code stored as by CreateVerificationCode with that
+user's id and the mail pushed as by AppendOutbox), ResetPassword (the code judged, its address and password checked
+again, the code marked used, then the user's ``password_hash`` set, the address verified and their sessions
+removed), ChangePassword (the hash replaced only if it is still the
 one the old password was checked against; every session of the user removed but the one whose refresh token is
 named), SetPassword (only if the user has none). Reads of one key are one command (LoadUser, LoadSession,
 LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,

@@ -132,6 +132,9 @@ from identity_proto.effects.passwords import (  # with the password flows' write
     SetPassword,
     StorePasswordResetCode,
     VerifyPassword,
+    may_reset_through,
+    password_fingerprint,
+    reset_code_holds,
 )
 
 # --- permissions ---
@@ -341,6 +344,8 @@ __all__ += [
     "channels_of",
 ]
 # --- end contact channels ---
+# --- password resets: who may reset through an address ---
+__all__ += ["may_reset_through", "password_fingerprint", "reset_code_holds"]
 # --- OAuth: talking to providers (performed by hosts) ---
 __all__ += [
     "CheckProviderAccessToken",

@@ -85,6 +85,8 @@ class MockAuthorization:
     nonce: str | None
     alg: str
     expires_at_millis: int
+    #: What the provider says of the address (`email_verified` in the ID token and userinfo).
+    email_verified: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,7 @@ class MockToken:
     display_name: str | None
     alg: str
     expires_at_millis: int
+    email_verified: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,9 @@ project's provider of type `mock`, or of any type with client id `MOCK` (`identi
 
 - `GET /.well-known/openid-configuration`: the discovery document (its endpoints are `oauth.mock_endpoints`).
 - `GET /authorize`: checks `client_id`, `redirect_uri`, `response_type=code` and the PKCE parameters, then shows a
-  login page: any e-mail, an optional display name, "Sign in" or "Cancel". Posting it (`POST /authorize`) answers
-  303 to `redirect_uri?code=...&state=...`, or `?error=access_denied&state=...` for Cancel.
+  login page: any e-mail, an optional display name, whether the provider calls the e-mail verified (a test of an
+  unverified address), "Sign in" or "Cancel". Posting it (`POST /authorize`) answers 303 to
+  `redirect_uri?code=...&state=...`, or `?error=access_denied&state=...` for Cancel.
 - `POST /token`: `authorization_code` (single-use codes bound to the client id and redirect URI; PKCE S256 or plain
   checked when the authorize request had a challenge) and `refresh_token` (the refresh token is not rotated); the
   client authenticates with `client_secret_post` or `client_secret_basic`, any id and secret.
@@ -15,9 +16,10 @@ project's provider of type `mock`, or of any type with client id `MOCK` (`identi
 
 Choices (the original's mock is `oidc-provider`, reference part 2 §7.7): `sub` is the e-mail, as there, so a linked
 account's `account_id` is the address; the ID token (only when `openid` was asked for) carries `email`,
-`email_verified` (true), `name` when one was given, `nonce`, `iss`, `aud`, `iat`, `exp`; it is signed ES256, or RS256
-with `alg=RS256` on the authorize request. The keys are generated once and kept in the store, so every worker
-signs with the same ones. Codes live 5 minutes, access tokens 1 hour, refresh tokens 30 days.
+`email_verified` (true unless the login form said otherwise), `name` when one was given, `nonce`, `iss`, `aud`,
+`iat`, `exp`; it is signed ES256, or RS256 with `alg=RS256` on the authorize request. The keys are generated once
+and kept in the store, so every worker signs with the same ones. Codes live 5 minutes, access tokens 1 hour, refresh
+tokens 30 days.
 """
 
 from __future__ import annotations
@@ -167,6 +169,8 @@ def _page(ctx: RequestContext, params: MockAuthorizeParams, status: int = 200, e
 <p><label>E-mail<br><input type="email" name="email" value="{esc(params.email or "")}" autofocus></label></p>
 <p><label>Display name (optional)<br><input type="text" name="display_name"
 value="{esc(params.display_name or "")}"></label></p>
+<p><label>The provider says the e-mail is<br><select name="email_verified">
+<option value="true">verified</option><option value="false">not verified</option></select></label></p>
 <p><button type="submit" name="action" value="sign_in">Sign in</button>
 <button type="submit" name="action" value="cancel" formnovalidate>Cancel</button></p>
 </form></body></html>
@@ -207,6 +211,7 @@ def login(ctx: RequestContext) -> Flow[Response]:
         nonce=params.nonce,
         alg=params.alg,
         expires_at_millis=ctx.now_ms + CODE_LIFETIME_MS,
+        email_verified=params.email_verified != "false",
     )
     yield from perform(SaveMockCode(hash_secret(code), authorization, ctx.now_ms))
     return _redirect(_with_query(params.redirect_uri, {"code": code, "state": params.state}))
@@ -282,6 +287,7 @@ def token(ctx: RequestContext) -> Flow[Response]:
         "email": authorization.email,
         "display_name": authorization.display_name,
         "alg": authorization.alg,
+        "email_verified": authorization.email_verified,
     }
     access_record = MockToken("access", **fields, expires_at_millis=ctx.now_ms + ACCESS_TOKEN_LIFETIME_MS)
     refresh_record = MockToken("refresh", **fields, expires_at_millis=ctx.now_ms + REFRESH_TOKEN_LIFETIME_MS)
@@ -317,7 +323,14 @@ def _refresh(ctx: RequestContext, form: MockTokenForm, client_id: str) -> Flow[R
         scope = " ".join(asked)
     access = _secret(ctx)
     record = MockToken(
-        "access", client_id, scope, stored.email, stored.display_name, stored.alg, ctx.now_ms + ACCESS_TOKEN_LIFETIME_MS
+        "access",
+        client_id,
+        scope,
+        stored.email,
+        stored.display_name,
+        stored.alg,
+        ctx.now_ms + ACCESS_TOKEN_LIFETIME_MS,
+        stored.email_verified,
     )
     yield from perform(SaveMockTokens(((hash_secret(access), record),), ctx.now_ms))
     answer = {
@@ -351,7 +364,7 @@ def _id_token(ctx: RequestContext, keys: MockSigningKeys, authorization: MockAut
         "iat": now_s,
         "exp": now_s + ACCESS_TOKEN_LIFETIME_MS // 1000,
         "email": authorization.email,
-        "email_verified": True,
+        "email_verified": authorization.email_verified,
     }
     if authorization.display_name:
         claims["name"] = authorization.display_name
@@ -375,7 +388,7 @@ def userinfo(ctx: RequestContext) -> Flow[Response]:
     if stored is None or stored.kind != "access" or stored.expires_at_millis <= ctx.now_ms:
         challenge = ("www-authenticate", 'Bearer error="invalid_token"')
         return json_response(401, {"error": "invalid_token", "error_description": "invalid access token"}, (challenge,))
-    claims: dict[str, Any] = {"sub": stored.email, "email": stored.email, "email_verified": True}
+    claims: dict[str, Any] = {"sub": stored.email, "email": stored.email, "email_verified": stored.email_verified}
     if stored.display_name:
         claims["name"] = stored.display_name
     return json_response(200, claims)

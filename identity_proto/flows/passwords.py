@@ -5,6 +5,13 @@ Reset codes use the one-time code engine (`identity_proto.flows.codes`): 45 char
 valid 7 days, 20 attempts, used once, looked up by code AND purpose (a sign-in code is no reset code). The whole
 code is mailed in the link (`callback_url` with `code=<code>`); nothing is split off as a nonce, and the API never
 returns it.
+
+Whoever proves a mailbox by a reset must end up in an account nobody else can still enter: a code is mailed only to
+an address that is verified or that is the only way into its account (`effects.passwords.may_reset_through`; any
+other address gets the unknown address's answer, after the same work), a completed reset marks that address
+verified and ends every session, and a code dies once its address can no longer reset or the password changed
+(`reset_code_holds`; it then answers as an unknown code). The original mails a reset to any auth address, verified
+or not, and its codes outlive address and password changes (README: departures).
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from typing import TYPE_CHECKING
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     ChangePassword,
+    FindUserByAuthEmail,
     Flow,
     HashPassword,
+    ListContactChannels,
     LoadUser,
     PasswordWrite,
     ResetPassword,
@@ -24,7 +33,9 @@ from identity_proto.effects import (
     SetPassword,
     StorePasswordResetCode,
     VerifyPassword,
+    password_fingerprint,
     perform,
+    reset_code_holds,
 )
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.codes import check_code, new_code
@@ -33,7 +44,7 @@ from identity_proto.flows.otp import callback_is_trusted, magic_link
 from identity_proto.flows.password import check_new_password
 from identity_proto.http import Response
 from identity_proto.ratelimits import FailureLimit, check_under_limit, count_event, rule_for
-from identity_proto.records import CodePurpose, Project, User
+from identity_proto.records import CodePurpose, Project, User, VerificationCode, replaced
 from identity_proto.render import json_response, text_response
 from identity_proto.schemas import schema_error
 from identity_proto.tokens import hash_secret
@@ -100,15 +111,18 @@ def _mail_text(project: Project, link: str) -> tuple[str, str]:
 
 def send_reset_code(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/password/send-reset-code {email, callback_url}: mail a reset link to the user whose sign-in
-    address `email` is; the same answer whether or not there is one.
+    address `email` is, when a reset may go through it (verified, or the account's only way in); the same answer
+    whether or not there is one.
 
     The same answer, and the same work, whatever the address. The original sleeps 2-3 s for an unknown address;
     nothing sleeps here (a sleeping request holds a worker and still differs in timing from a real send). Instead
     both branches run one path: a code is made and hashed, the mail built, the address counted against its rate
-    limit, and ONE storage step (`StorePasswordResetCode`) looks the address up and, only when it has a user,
-    stores the code and (with outbox mail) the mail in the same step. An unknown address differs only in that
-    nothing is written and no mail goes out; a mailer (SMTP) send for a known address is the one step the unknown
-    branch has no twin for.
+    limit, the address's user read (for the password the code is bound to), and ONE storage step
+    (`StorePasswordResetCode`) looks the address up again and, only when it has a user a reset may go through it
+    for (and their password is still the one read), stores the code and (with outbox mail) the mail in the same
+    step. An unknown or
+    refused address differs only in that nothing is written and no mail goes out; a mailer (SMTP) send for an
+    address that gets one is the one step the other branch has no twin for.
 
     The callback URL is checked for every address, known or not, before anything else (the original checks it
     for known addresses only, §1 step 4): otherwise an untrusted callback would answer 400 for an address that has
@@ -130,7 +144,13 @@ def send_reset_code(ctx: RequestContext) -> Flow[Response]:
     subject, text = _mail_text(project, link)
     mail = new_email(ctx, email, subject, text, magic_link=link)
     outbox = ctx.options.mail_delivery == "outbox"
-    user_id = yield from perform(StorePasswordResetCode(project.id, record, mail if outbox else None))
+    # The code is bound to the password it may replace: read first (for every address alike), then stored only if
+    # the password is still that one, in the step that checks the address.
+    holder = yield from perform(FindUserByAuthEmail(project.id, email))
+    current = holder.password_hash if holder is not None else None
+    record = replaced(record, {"password_fingerprint": password_fingerprint(current)})
+    store = StorePasswordResetCode(project.id, record, mail if outbox else None, password_hash=current)
+    user_id = yield from perform(store)
     if user_id is not None and not outbox:
         try:
             yield from perform(SendEmail(mail))
@@ -143,18 +163,36 @@ def send_reset_code(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, SEND_RESET_CODE_ANSWER)
 
 
+def _live_reset_code(ctx: RequestContext, project_id: str, code: str) -> Flow[tuple[VerificationCode, str | None]]:
+    """Present a reset code (`check_code`: counts an attempt, consumes nothing), then check that it still holds
+    (`reset_code_holds`: its address is still one a reset may go through, and the password is the one it was
+    sent for); one that does not answers as an unknown code does (404 VERIFICATION_CODE_NOT_FOUND). A code whose
+    user is gone passes here (`ResetPassword` then uses it up and answers USER_NOT_FOUND). `ResetPassword` checks
+    the same again in its atomic step; this read makes check-code answer as a reset would, and a reset answer
+    before the password rules and the hashing. Returns the code and the password hash it was checked against (the
+    `old_password_hash` of `ResetPassword`)."""
+    record = yield from check_code(ctx, project_id, code, CodePurpose.PASSWORD_RESET, consume=False)
+    found = yield from perform(ListContactChannels(project_id, record.user_id or ""))
+    if found is None:
+        return record, None
+    if not reset_code_holds(found.user, found.stored, record):
+        raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
+    return record, found.user.password_hash
+
+
 def check_reset_code(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/password/reset/check-code {code}: whether the code would reset a password (counts an attempt;
     consumes nothing)."""
     project = ctx.require_auth().project
     body: ResetCodeBody = ctx.body
-    yield from check_code(ctx, project.id, body.code, CodePurpose.PASSWORD_RESET, consume=False)
+    yield from _live_reset_code(ctx, project.id, body.code)
     return json_response(200, {"is_code_valid": True})
 
 
 def reset_password(ctx: RequestContext) -> Flow[Response]:
-    """POST /auth/password/reset {code, password}: replace (or create) the password of the code's user and end
-    every session of theirs.
+    """POST /auth/password/reset {code, password}: replace (or create) the password of the code's user, mark the
+    address the code was mailed to verified (whoever reset through it has just proved the mailbox), and end every
+    session of theirs.
 
     Checks in the original's order: the code (counting an attempt), the switch, the length. The original marks
     the code used before the password rules run, so a too-short password burns the link (reference part 2 §0,
@@ -165,11 +203,12 @@ def reset_password(ctx: RequestContext) -> Flow[Response]:
     one succeeds (the others get 409 ALREADY_USED)."""
     project = ctx.require_auth().project
     body: ResetPasswordBody = ctx.body
-    code = yield from check_code(ctx, project.id, body.code, CodePurpose.PASSWORD_RESET, consume=False)
+    code, old_hash = yield from _live_reset_code(ctx, project.id, body.code)
     _require_password_auth(project)
     check_new_password(body.password)
     password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
-    _check_write((yield from perform(ResetPassword(project.id, code.code_hash, password_hash, ctx.now_ms))))
+    reset = ResetPassword(project.id, code.code_hash, password_hash, ctx.now_ms, old_hash)
+    _check_write((yield from perform(reset)))
     return json_response(200, _SUCCESS)
 
 

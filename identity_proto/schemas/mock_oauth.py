@@ -29,6 +29,8 @@ class MockAuthorizeParams(Query):
     # The login form's own fields.
     email: str | None = None
     display_name: str | None = None
+    #: "false": the provider reports the address unverified (`email_verified: false`); anything else: verified.
+    email_verified: str | None = None
     action: str | None = None
 
 

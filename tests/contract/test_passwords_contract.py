@@ -1,6 +1,7 @@
 """The password flows' writes over every store (memory, fakeredis, a real redis-server): StorePasswordResetCode
-(the code and its mail stored only for an address that signs a user in, in one step), ResetPassword (the code
-used, the password written and every session removed, together), ChangePassword (all sessions but one removed,
+(the code and its mail stored only for an address that signs a user in and that a reset may go through, in one
+step), ResetPassword (the code used, the password written, its address verified and every session removed,
+together, only while the code's address and password still hold), ChangePassword (all sessions but one removed,
 only over the hash the old password was checked against) and SetPassword (only for a user without a password);
 refusals write nothing, concurrent writes have exactly one winner, and the code's TTLs on Redis."""
 
@@ -17,10 +18,12 @@ from identity_proto.effects import (
     ChangePassword,
     CodeAttempt,
     CodeOutcome,
+    CreateContactChannel,
     CreateSession,
     CreateUser,
     CreateVerificationCode,
     DeleteUser,
+    ListContactChannels,
     ListOutbox,
     ListSessions,
     LoadUser,
@@ -28,10 +31,20 @@ from identity_proto.effects import (
     ResetPassword,
     SetPassword,
     StorePasswordResetCode,
+    UpdateUser,
     UseRefreshToken,
+    password_fingerprint,
     perform,
 )
-from identity_proto.records import CodePurpose, Email, Session, User, VerificationCode
+from identity_proto.records import (
+    CodePurpose,
+    ContactChannel,
+    Email,
+    OAuthAccount,
+    Session,
+    User,
+    VerificationCode,
+)
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     OTHER_PROJECT,
@@ -52,6 +65,8 @@ OTHER_HASH = "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA"
 
 
 def reset_code(name: str = "r1", email: str = EMAIL, **fields: Any) -> VerificationCode:
+    """A reset code (by default for a user without a password: StorePasswordResetCode's `password_hash` None)."""
+    fields.setdefault("password_fingerprint", password_fingerprint(None))
     return make_code(name, purpose=CodePurpose.PASSWORD_RESET, email=email, **fields)
 
 
@@ -129,18 +144,41 @@ def test_the_effect_takes_only_reset_codes_that_name_their_address() -> None:
         raise AssertionError(f"accepted {bad}")
 
 
+def test_the_effect_takes_only_codes_bound_to_the_password_it_names() -> None:
+    for code, password_hash in ((reset_code(), OLD_HASH), (reset_code(password_fingerprint=None), None)):
+        try:
+            StorePasswordResetCode(PROJECT, code, password_hash=password_hash)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {code}")
+
+
+def test_a_code_for_a_password_that_changed_since_it_was_read_is_not_stored(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL, password_hash=NEW_HASH))
+    stale = reset_code(password_fingerprint=password_fingerprint(OLD_HASH))
+    assert store.apply(StorePasswordResetCode(PROJECT, stale, reset_mail(), password_hash=OLD_HASH)) is None
+    assert store.apply(attempt(stale)) == CodeAttempt(CodeOutcome.NOT_FOUND)
+    assert store.apply(ListOutbox(PROJECT)) == ()
+    fresh = reset_code("r2", password_fingerprint=password_fingerprint(NEW_HASH))
+    assert store.apply(StorePasswordResetCode(PROJECT, fresh, reset_mail(), password_hash=NEW_HASH)) == "ada"
+
+
 # --------------------------------------------------------------------------------------------------------------
 # ResetPassword
 
 
 def stored_reset_code(store: Store, user_id: str = "ada", **fields: Any) -> VerificationCode:
+    """A reset code of the user, for their password as it is now (as StorePasswordResetCode stores it)."""
+    fields.setdefault("password_fingerprint", password_fingerprint(password_of(store, user_id)))
     code = reset_code(user_id=user_id, **fields)
     store.apply(CreateVerificationCode(PROJECT, code))
     return code
 
 
-def reset(code: VerificationCode, now_ms: int = T0, password_hash: str = NEW_HASH) -> ResetPassword:
-    return ResetPassword(PROJECT, code.code_hash, password_hash, now_ms)
+def reset(
+    code: VerificationCode, now_ms: int = T0, password_hash: str = NEW_HASH, old: str | None = OLD_HASH
+) -> ResetPassword:
+    return ResetPassword(PROJECT, code.code_hash, password_hash, now_ms, old)
 
 
 def test_a_reset_uses_the_code_sets_the_password_and_removes_every_session(store: Store) -> None:
@@ -161,7 +199,7 @@ def test_a_reset_uses_the_code_sets_the_password_and_removes_every_session(store
 
 def test_a_reset_creates_the_password_of_a_user_who_had_none(store: Store) -> None:
     with_user(store, make_user("ada", EMAIL))
-    assert store.apply(reset(stored_reset_code(store))) is PasswordWrite.DONE
+    assert store.apply(reset(stored_reset_code(store), old=None)) is PasswordWrite.DONE
     assert password_of(store, "ada") == NEW_HASH
 
 
@@ -173,7 +211,8 @@ def test_refused_resets_write_nothing(store: Store) -> None:
     assert store.apply(reset(sign_in)) is PasswordWrite.CODE_NOT_FOUND
     assert store.apply(reset(reset_code("missing"))) is PasswordWrite.CODE_NOT_FOUND
     code = stored_reset_code(store)
-    assert store.apply(ResetPassword(OTHER_PROJECT, code.code_hash, NEW_HASH, T0)) is PasswordWrite.CODE_NOT_FOUND
+    elsewhere = ResetPassword(OTHER_PROJECT, code.code_hash, NEW_HASH, T0, OLD_HASH)
+    assert store.apply(elsewhere) is PasswordWrite.CODE_NOT_FOUND
     assert store.apply(reset(code, now_ms=code.expires_at_millis)) is PasswordWrite.CODE_EXPIRED
     assert password_of(store, "ada") == OLD_HASH
     assert live(store, session)
@@ -197,6 +236,95 @@ def test_concurrent_resets_with_one_code_have_one_winner(store: Store) -> None:
     results = in_threads(*[lambda h=h: store.apply(reset(code, password_hash=h)) for h in hashes])
     assert sorted(r.value for r in results) == ["code_used"] * 11 + ["done"]
     assert password_of(store, "ada") == hashes[results.index(PasswordWrite.DONE)]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Who may reset through an address; what a reset code stays bound to
+
+
+def channel(value: str, *, verified: bool = False, auth: bool = True, user_id: str = "ada") -> CreateContactChannel:
+    record = ContactChannel(f"ch-{value}", user_id, value, verified, auth, T0 + 1)
+    return CreateContactChannel(PROJECT, record, make_primary=False, next_primary_id=f"next-{value}")
+
+
+def is_verified(store: Store, value: str, user_id: str = "ada") -> bool:
+    found = store.apply(ListContactChannels(PROJECT, user_id))
+    assert found is not None
+    return next(c.is_verified for c in found.channels if c.value == value)
+
+
+ACCOUNT = OAuthAccount("acc-1", "github", "1234", EMAIL)
+
+
+def test_an_unverified_address_of_an_account_with_another_way_in_gets_no_code(store: Store) -> None:
+    # Ada signs in at her verified address; an unverified auth channel of hers (someone else's mailbox, perhaps)
+    # gets nothing. Cy's only way in is his unverified address: he gets a code. Dee's unverified address is not
+    # her only way in (an OAuth account): nothing.
+    with_user(store, make_user("ada", EMAIL, primary_email_verified=True))
+    store.apply(channel("other@example.com"))
+    with_user(store, make_user("cy", "cy@example.com"))
+    with_user(store, make_user("dee", "dee@example.com", oauth_accounts=(ACCOUNT,)))
+    for email, expected in (("other@example.com", None), ("dee@example.com", None), ("cy@example.com", "cy")):
+        code = reset_code(email, email=email)
+        assert store.apply(StorePasswordResetCode(PROJECT, code, reset_mail(to=email))) == expected, email
+        assert (store.apply(attempt(code)).outcome is CodeOutcome.OK) is (expected is not None), email
+    assert [m.to for m in store.apply(ListOutbox(PROJECT))] == ["cy@example.com"]
+    assert store.apply(StorePasswordResetCode(PROJECT, reset_code("ada"), reset_mail())) == "ada"  # verified
+
+
+def test_a_verified_auth_channel_that_is_not_primary_gets_a_code(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL))
+    store.apply(channel("work@example.com", verified=True))
+    code = reset_code("w", email="work@example.com")
+    assert store.apply(StorePasswordResetCode(PROJECT, code)) == "ada"
+    assert store.apply(StorePasswordResetCode(PROJECT, reset_code("p"))) is None  # unverified, not the only way in
+
+
+def test_a_reset_verifies_the_address_it_went_to(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH))
+    assert store.apply(reset(stored_reset_code(store, email=EMAIL))) is PasswordWrite.DONE
+    assert is_verified(store, EMAIL)
+    with_user(store, make_user("bob", "bob@example.com", auth=False))
+    store.apply(channel("bob-work@example.com", user_id="bob"))
+    code = stored_reset_code(store, "bob", email="bob-work@example.com")
+    assert store.apply(reset(code, old=None)) is PasswordWrite.DONE
+    assert is_verified(store, "bob-work@example.com", "bob")
+    assert not is_verified(store, "bob@example.com", "bob")
+
+
+def test_a_code_whose_password_changed_since_it_was_sent_resets_nothing(store: Store) -> None:
+    session = make_session("s1", "ada")
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH), session)
+    code = stored_reset_code(store)
+    assert store.apply(change(session.refresh_token_hash)) is PasswordWrite.DONE
+    assert store.apply(reset(code)) is PasswordWrite.CODE_NOT_FOUND  # the hash read before the change
+    assert store.apply(reset(code, old=NEW_HASH)) is PasswordWrite.CODE_NOT_FOUND  # the hash read after it
+    assert password_of(store, "ada") == NEW_HASH
+    assert live(store, session)
+    assert store.apply(attempt(code)).outcome is CodeOutcome.OK  # nothing written: not used
+    unbound = stored_reset_code(store, password_fingerprint=None)  # a code bound to no password at all
+    assert store.apply(reset(unbound, old=NEW_HASH)) is PasswordWrite.CODE_NOT_FOUND
+
+
+def test_a_code_whose_address_no_longer_signs_its_user_in_resets_nothing(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH, primary_email_verified=True))
+    code = stored_reset_code(store)
+    moved = (("primary_email", "new@example.com"), ("primary_email_verified", False))
+    assert isinstance(store.apply(UpdateUser(PROJECT, "ada", moved)), User)
+    assert store.apply(reset(code)) is PasswordWrite.CODE_NOT_FOUND
+    assert password_of(store, "ada") == OLD_HASH
+    back = store.apply(UpdateUser(PROJECT, "ada", (("primary_email", EMAIL),)))
+    assert isinstance(back, User)  # back, unverified, and still her only way in: the code holds again
+    assert store.apply(reset(code)) is PasswordWrite.DONE
+
+
+def test_a_code_whose_account_gained_another_way_in_resets_nothing(store: Store) -> None:
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH))  # unverified, her only way in
+    code = stored_reset_code(store)
+    store.apply(channel("other@example.com"))
+    assert store.apply(reset(code)) is PasswordWrite.CODE_NOT_FOUND
+    assert password_of(store, "ada") == OLD_HASH
+    assert not is_verified(store, EMAIL)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -283,23 +411,23 @@ def test_concurrent_sets_have_one_winner(store: Store) -> None:
 
 def test_async_password_writes_through_arun(async_store: AsyncBackend) -> None:
     session = make_session("s1", "ada")
-    code = reset_code()
 
     async def scenario(store: Any) -> list[Any]:
         await arun(perform(CreateUser(PROJECT, make_user("ada", EMAIL))), store)
+        code = reset_code(password_fingerprint=password_fingerprint(OTHER_HASH))
         await arun(perform(CreateSession(PROJECT, session)), store)
         return [
-            await arun(perform(StorePasswordResetCode(PROJECT, code, reset_mail())), store),
             await arun(perform(SetPassword(PROJECT, "ada", OLD_HASH)), store),
             await arun(
                 perform(ChangePassword(PROJECT, "ada", OLD_HASH, OTHER_HASH, session.refresh_token_hash)), store
             ),
-            await arun(perform(ResetPassword(PROJECT, code.code_hash, NEW_HASH, T0)), store),
+            await arun(perform(StorePasswordResetCode(PROJECT, code, reset_mail(), password_hash=OTHER_HASH)), store),
+            await arun(perform(ResetPassword(PROJECT, code.code_hash, NEW_HASH, T0, OTHER_HASH)), store),
             await arun(perform(LoadUser(PROJECT, "ada")), store),
             await arun(perform(ListSessions(PROJECT, "ada")), store),
         ]
 
-    stored, set_, changed, reset_, user, sessions = async_store.run(scenario)
+    set_, changed, stored, reset_, user, sessions = async_store.run(scenario)
     assert (stored, set_, changed, reset_) == ("ada", PasswordWrite.DONE, PasswordWrite.DONE, PasswordWrite.DONE)
     assert user.password_hash == NEW_HASH
     assert sessions == ()

@@ -50,6 +50,7 @@ from identity_proto.effects import (
     UpgradeAnonymousUser,
     UpgradeRefusal,
     UserWrite,
+    password_fingerprint,
     perform,
 )
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
@@ -221,14 +222,21 @@ def test_a_password_reset_records_user_updated(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com", password_hash="old")))
     store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
     store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
-    code = make_code("reset", purpose=CodePurpose.PASSWORD_RESET, user_id="ada", email="ada@example.com")
+    fingerprint = password_fingerprint("old")
+    code = make_code(
+        "reset",
+        purpose=CodePurpose.PASSWORD_RESET,
+        user_id="ada",
+        email="ada@example.com",
+        password_fingerprint=fingerprint,
+    )
     store.apply(CreateVerificationCode(PROJECT, code))
     before = len(recorded(store))
-    assert store.apply(ResetPassword(PROJECT, code.code_hash, "new-hash", T0)) is PasswordWrite.DONE
+    assert store.apply(ResetPassword(PROJECT, code.code_hash, "new-hash", T0, "old")) is PasswordWrite.DONE
     assert since(store, before) == [("user.updated", server_user(_user(store, "ada"), _team(store, "team-1")))]
     # refused: the code is used now, and a missing code
-    assert store.apply(ResetPassword(PROJECT, code.code_hash, "other", T0)) is PasswordWrite.CODE_USED
-    assert store.apply(ResetPassword(PROJECT, "code-none", "other", T0)) is PasswordWrite.CODE_NOT_FOUND
+    assert store.apply(ResetPassword(PROJECT, code.code_hash, "other", T0, "new-hash")) is PasswordWrite.CODE_USED
+    assert store.apply(ResetPassword(PROJECT, "code-none", "other", T0, "new-hash")) is PasswordWrite.CODE_NOT_FOUND
     assert len(recorded(store)) == before + 1
 
 

@@ -125,6 +125,7 @@ from identity_proto.effects import (
     UseRefreshToken,
     UserWrite,
     VerifyContactChannel,
+    password_fingerprint,
 )
 from identity_proto.effects.mock_oauth import (
     EnsureMockSigningKeys,
@@ -562,11 +563,15 @@ def _passwords(store: RedisStore, p: str) -> None:
     assert store.apply(SetPassword(p, "pw", old)) is PasswordWrite.DONE
     assert store.apply(ChangePassword(p, "pw", old, new, "token-s-pw-1")) is PasswordWrite.DONE
     assert [s.id for s in store.apply(ListSessions(p, "pw"))] == ["s-pw-1"]
-    code = make_code("c-reset", purpose=CodePurpose.PASSWORD_RESET, email="pw@example.com")
-    assert store.apply(StorePasswordResetCode(p, code, make_email(9, "pw@example.com"))) == "pw"
-    assert store.apply(ResetPassword(p, code.code_hash, old, T0)) is PasswordWrite.DONE
+    fingerprint = password_fingerprint(new)
+    code = make_code(
+        "c-reset", purpose=CodePurpose.PASSWORD_RESET, email="pw@example.com", password_fingerprint=fingerprint
+    )
+    assert store.apply(StorePasswordResetCode(p, code, make_email(9, "pw@example.com"), password_hash=new)) == "pw"
+    assert store.apply(ResetPassword(p, code.code_hash, old, T0, new)) is PasswordWrite.DONE
     assert store.apply(ListSessions(p, "pw")) == ()
-    assert store.apply(LoadUser(p, "pw")) == make_user("pw", "pw@example.com", password_hash=old)
+    verified = make_user("pw", "pw@example.com", password_hash=old, primary_email_verified=True)
+    assert store.apply(LoadUser(p, "pw")) == verified
 
 
 def _contact_channels(store: RedisStore, p: str) -> None:

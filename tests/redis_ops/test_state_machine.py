@@ -118,6 +118,7 @@ from identity_proto.effects import (
     UpgradeAnonymousUser,
     UseRefreshToken,
     VerifyContactChannel,
+    password_fingerprint,
 )
 from identity_proto.events import event_data
 from identity_proto.flows.teams import patch_team
@@ -826,6 +827,10 @@ class StoresAgree(RuleBasedStateMachine):
         tenant = self._tenant(project_id)
         if op == "reset_code":
             email = self._pick(sorted(tenant.email_index), EMAILS)  # mostly an address that signs someone in
+            holder = tenant.users.get(tenant.email_index.get(email, ""))
+            current = holder.password_hash if holder is not None else None
+            if self.random.random() >= 0.8:  # a password read before it changed
+                current = self.random.choice((None, *PASSWORD_HASHES))
             code = VerificationCode(
                 code_hash=f"code-{n}",
                 nonce_hash=data.draw(st.sampled_from(NONCES), label="nonce"),
@@ -833,16 +838,22 @@ class StoresAgree(RuleBasedStateMachine):
                 created_at_millis=T0,
                 expires_at_millis=T0 + data.draw(st.sampled_from((1, 5, 1000)), label="lifetime"),
                 email=email,
+                password_fingerprint=password_fingerprint(current),
             )
             mail = Email(id=f"mail-{n}", to=email, subject="Reset", text=f"link {n}\n", created_at_millis=T0 + n)
             with_mail = data.draw(st.booleans(), label="with a mail")
             keep = data.draw(st.integers(1, 4), label="keep")
-            self.both(StorePasswordResetCode(project_id, code, mail if with_mail else None, keep))
+            self.both(StorePasswordResetCode(project_id, code, mail if with_mail else None, keep, current))
         elif op == "reset":
             resets = sorted((c for c in tenant.codes.values() if c.purpose == CodePurpose.PASSWORD_RESET), key=str)
             picked = self._pick(resets, [self.code(project_id)])
             now = data.draw(st.sampled_from((T0, T0 + 1, T0 + 5, T0 + 1000)), label="now_ms")
-            self.both(ResetPassword(project_id, "code-none" if picked is None else picked.code_hash, new_hash, now))
+            holder = tenant.users.get(picked.user_id or "") if picked is not None else None
+            old = holder.password_hash if holder is not None else None
+            if self.random.random() >= 0.8:  # a password read before it changed
+                old = self.random.choice((None, *PASSWORD_HASHES))
+            code_hash = "code-none" if picked is None else picked.code_hash
+            self.both(ResetPassword(project_id, code_hash, new_hash, now, old))
         elif op == "change":
             user_id = self.user(project_id)
             stored = tenant.users.get(user_id)
