@@ -21,6 +21,7 @@ from identity_proto.effects.commit import (
     PatchTeam,
     PatchUser,
     PutMembership,
+    PutSession,
     PutTeam,
     PutUser,
     RecordKind,
@@ -76,6 +77,10 @@ def _apply(tenant: Tenant, write: Write) -> None:
             tenant.teams[team.id] = team
         case PutMembership(membership):
             tenant.memberships[(membership.team_id, membership.user_id)] = membership
+        case PutSession(session):
+            tenant.sessions[session.id] = session
+            tenant.session_by_token[session.refresh_token_hash] = session.id
+            tenant.user_sessions.setdefault(session.user_id, set()).add(session.id)
         case PatchUser(user_id, changes):
             before = tenant.users[user_id]
             after = tenant.users[user_id] = changes.apply(before)

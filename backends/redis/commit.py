@@ -13,10 +13,11 @@ Guards (each starts with the index of the core guard it checks, which the script
 ``[i, "absent", key]``, ``[i, "exists", key]``, ``[i, "hget", key, field, text or false]`` (the field's stored
 text is `text`; false: the field is absent), ``[i, "hgt", key, field, number]`` (the field holds a number above).
 
-Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, field, ...]``,
-``["zadd", key, score, member]``, ``["sadd", key, member, ...]``, ``["incr", key, name]`` (the new value, as
-decimal text, is the value `name`), ``["event", events key, type, record key or 0, team key prefix or "",
-unselected (0/1), ids]`` (an event with the record's hash as stored now, as `emit_user_event` records it).
+Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, field, ...]``, ``["zadd", key,
+score, member]``, ``["sadd", key, member, ...]``, ``["set", key, value]``, ``["pexpireat", key, ms]``, ``["extend",
+key, ms]`` (expire at `ms` or later: PEXPIREAT, with GT when the key has an expiry), ``["incr", key, name]`` (the
+new value, as decimal text, is the value `name`), ``["event", events key, type, record key or 0, team key prefix or
+"", unselected (0/1), ids]`` (an event with the record's hash as stored now, as `emit_user_event` records it).
 
 Every key is in the project's hash-tag slot, so the script runs on Redis Cluster too.
 """
@@ -29,7 +30,7 @@ from typing import Any
 import orjson
 
 from backends.redis.codecs import _change_fields, _json, _json_fields
-from backends.redis.keys import KeySpace
+from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _EMIT_EVENT, _RECORD_JSON
 from backends.redis.plan import Plan, Script, _plans, script
 from identity_proto.changes import TeamChanges, UserChanges
@@ -47,6 +48,7 @@ from identity_proto.effects.commit import (
     PatchTeam,
     PatchUser,
     PutMembership,
+    PutSession,
     PutTeam,
     PutUser,
     RecordKind,
@@ -105,6 +107,16 @@ for _, w in ipairs(ops.w) do
     redis.call('ZADD', key(w[2]), arg(w[3]), arg(w[4]))
   elseif kind == 'sadd' then
     redis.call('SADD', key(w[2]), unpack(args(w, 3)))
+  elseif kind == 'set' then
+    redis.call('SET', key(w[2]), arg(w[3]))
+  elseif kind == 'pexpireat' then
+    redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
+  elseif kind == 'extend' then
+    if redis.call('PTTL', key(w[2])) == -1 then
+      redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
+    else
+      redis.call('PEXPIREAT', key(w[2]), arg(w[3]), 'GT')
+    end
   elseif kind == 'incr' then
     vars[w[3]] = string.format('%.0f', redis.call('INCR', key(w[2])))
   elseif kind == 'event' then
@@ -216,6 +228,16 @@ def _write(ops: _Ops, write: Write) -> None:
             ops.writes.append(["zadd", ops.key(space.membership_order(p)), seq, seq])
             items = [item for pair in _json_fields(dataclasses.asdict(membership)) for item in pair]
             ops.writes.append(["hset", {"p": space.membership(p), "v": "seq"}, *items])
+        case PutSession(session):
+            # TTLs collect garbage only: `GRACE_MS` past the session's expiry (`keys.py`).
+            expires = str(session.expires_at_millis + GRACE_MS)
+            session_key = ops.key(space.session(p, session.id))
+            token_key = ops.key(space.session_by_token(p, session.refresh_token_hash))
+            user_sessions = ops.key(space.user_sessions(p, session.user_id))
+            items = [item for pair in _json_fields(dataclasses.asdict(session)) for item in pair]
+            ops.writes += [["del", session_key], ["hset", session_key, *items], ["pexpireat", session_key, expires]]
+            ops.writes += [["set", token_key, session.id], ["pexpireat", token_key, expires]]
+            ops.writes += [["sadd", user_sessions, session.id], ["extend", user_sessions, expires]]
         case PatchUser(user_id, changes):
             _patch(ops, RecordKind.USER, user_id, changes, "signed_up_at_millis", space.user_order(p))
         case PatchTeam(team_id, changes):

@@ -6,9 +6,9 @@ A flow reads what it needs (typed read effects), decides, and yields one `Commit
   holds, in named fields, what the flow read (`FieldsAre`: a compare-and-set on exactly the fields the decision
   depended on, so two concurrent PATCHes of different fields both survive), an index entry is free or names a given
   id (`IndexIs`), a session is live (`SessionIsLive`);
-- **writes**, applied in order, all or none: put a record (`PutUser`, `PutTeam`, `PutMembership`), patch fields
-  (`PatchUser`, `PatchTeam`), grant project permissions (`GrantPermissions`), set or drop an index entry
-  (`SetIndex`, `DropIndex`);
+- **writes**, applied in order, all or none: put a record (`PutUser`, `PutTeam`, `PutMembership`, `PutSession`),
+  patch fields (`PatchUser`, `PatchTeam`), grant project permissions (`GrantPermissions`), set or drop an index
+  entry (`SetIndex`, `DropIndex`);
 - **events** the change announces (`Announce`: the transactional outbox stays inside the same commit), each with its
   record as stored once the writes are applied.
 
@@ -32,7 +32,7 @@ from typing import TypeAlias
 
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.effects.base import Flow, StorageEffect, perform
-from identity_proto.records import Membership, Team, User
+from identity_proto.records import Membership, Session, Team, User
 
 __all__ = [
     "Announce",
@@ -49,6 +49,7 @@ __all__ = [
     "PatchTeam",
     "PatchUser",
     "PutMembership",
+    "PutSession",
     "PutTeam",
     "PutUser",
     "RecordKind",
@@ -147,6 +148,13 @@ class PutMembership:
 
 
 @dataclass(frozen=True, slots=True)
+class PutSession:
+    """Store a new session, findable by its refresh token's hash and listed with its user's sessions."""
+
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
 class PatchUser:
     """Set the changed fields of an existing user, and only those."""
 
@@ -187,7 +195,9 @@ class DropIndex:
     key: str
 
 
-Write: TypeAlias = PutUser | PutTeam | PutMembership | PatchUser | PatchTeam | GrantPermissions | SetIndex | DropIndex
+Write: TypeAlias = (
+    PutUser | PutTeam | PutMembership | PutSession | PatchUser | PatchTeam | GrantPermissions | SetIndex | DropIndex
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------

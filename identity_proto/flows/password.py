@@ -7,12 +7,10 @@ from typing import TYPE_CHECKING
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    CreateUser,
     FindUserByAuthEmail,
     Flow,
     HashPassword,
     UpgradeRefusal,
-    UserWrite,
     VerifyPassword,
     perform,
 )
@@ -20,7 +18,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.anonymous import anonymous_caller, upgrade_anonymous_user
 from identity_proto.flows.contact_channels import mail_verification_code
 from identity_proto.flows.otp import callback_is_trusted
-from identity_proto.flows.signin import after_sign_up, finish_sign_in
+from identity_proto.flows.signin import finish_sign_in, store_new_user
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, timing_decoy_hash, too_long
 from identity_proto.ratelimits import FailureLimit
@@ -93,10 +91,7 @@ def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
         primary_email_auth_enabled=True,
         password_hash=password_hash,
     )
-    created = yield from perform(CreateUser(project.id, user))
-    if created is UserWrite.EMAIL_TAKEN or not isinstance(created, User):
-        raise email_taken(email)
-    created = yield from after_sign_up(ctx, project, created)
+    created = yield from store_new_user(ctx, project, user)  # a concurrent sign-up of the address: re-run, 409
     yield from _mail_verification(ctx, project, created, verify_at)
     return (yield from finish_sign_in(ctx, project, created, is_new_user=True))
 

@@ -9,24 +9,40 @@ import pyotp
 
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
-from identity_proto.effects import CreateTeam, Flow, UpdateUser, perform
+from identity_proto.effects import Flow, UpdateUser, perform
+from identity_proto.effects.commit import (
+    Announce,
+    GrantPermissions,
+    Guard,
+    IndexIs,
+    IndexName,
+    IsAbsent,
+    PutMembership,
+    PutSession,
+    PutTeam,
+    PutUser,
+    RecordKind,
+    SetIndex,
+    Write,
+    commit,
+)
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import create_code
-from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import IssuedTokens, start_session
 from identity_proto.http import Response
-from identity_proto.records import CodePurpose, Membership, Project, Team, User
+from identity_proto.permissions import definitions_by_id
+from identity_proto.records import CodePurpose, Membership, Project, Session, Team, User, replaced
 from identity_proto.render import json_response
 from identity_proto.tokens import new_uuid
 
 __all__ = [
-    "after_sign_up",
     "finish_sign_in",
     "matching_totp_step",
     "personal_team",
     "personal_team_name",
     "require_second_factor",
     "signed_in",
+    "store_new_user",
 ]
 
 
@@ -53,16 +69,34 @@ def personal_team(ctx: RequestContext, project: Project, user: User) -> tuple[Te
     return team, creator
 
 
-def after_sign_up(ctx: RequestContext, project: Project, user: User) -> Flow[User]:
-    """What a new user gets: their default project permissions, and with `create_team_on_sign_up`, a personal
-    team they created and have selected."""
-    yield from grant_sign_up_permissions(project, user.id)  # permissions
+def store_new_user(ctx: RequestContext, project: Project, user: User, session: Session | None = None) -> Flow[User]:
+    """The one way a new user is stored, for every sign-up path: the user, its sign-in address in the e-mail index,
+    its default project permissions (`user_default_permissions` that are project definitions), and with
+    `create_team_on_sign_up` a personal team it created and has selected; with `session`, its first session. All in
+    one `Commit`, guarded on the id and the address being free: they appear together or not at all, and of
+    concurrent sign-ups of one address one commits, the others re-run (`CommitConflict`) and meet the winner.
+    Records `user.created` (the user before it selected its team), then its team's `team.created`. Returns the user
+    as stored."""
+    known = definitions_by_id(project.config, "project")
+    granted = tuple(p for p in project.config.user_default_permissions if p in known)
     team = personal_team(ctx, project, user)
-    if team is None:
-        return user
-    yield from perform(CreateTeam(project.id, *team))
-    selected = yield from perform(UpdateUser(project.id, user.id, UserChanges.of(selected_team_id=team[0].id)))
-    return selected if isinstance(selected, User) else user
+    if team is not None:
+        user = replaced(user, {"selected_team_id": team[0].id})
+    guards: list[Guard] = [IsAbsent(RecordKind.USER, user.id)]
+    writes: list[Write] = [PutUser(user)]
+    if user.auth_email is not None:
+        guards.append(IndexIs(IndexName.EMAIL, user.auth_email, None))
+        writes.append(SetIndex(IndexName.EMAIL, user.auth_email, user.id))
+    if granted:
+        writes.append(GrantPermissions(user.id, granted))
+    events = [Announce("user.created", (RecordKind.USER, user.id), unselected=True)]
+    if team is not None:
+        writes += [PutTeam(team[0]), PutMembership(team[1])]
+        events.append(Announce("team.created", (RecordKind.TEAM, team[0].id)))
+    if session is not None:
+        writes.append(PutSession(session))
+    yield from commit(project.id, tuple(guards), tuple(writes), tuple(events))
+    return user
 
 
 def require_second_factor(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[None]:

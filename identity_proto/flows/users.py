@@ -15,8 +15,8 @@ from identity_proto.auth import AccessType
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    CreateUser,
     DeleteUser,
+    FindUserByAuthEmail,
     Flow,
     HashPassword,
     ListMemberships,
@@ -31,7 +31,7 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.flows.signin import after_sign_up
+from identity_proto.flows.signin import store_new_user
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
 from identity_proto.records import Project, RiskScores, Team, User
@@ -393,11 +393,9 @@ def create_user(ctx: RequestContext) -> Flow[Response]:
     changes["is_anonymous"] = bool(body.is_anonymous)
     changes.update(profile_changes(blank, body, given, auth.access_type))
     user = UserChanges.of(changes.items()).apply(blank)
-    created = yield from perform(CreateUser(project.id, user))
-    if created is UserWrite.EMAIL_TAKEN:
-        raise email_taken(user.primary_email or "")
-    assert isinstance(created, User)
-    created = yield from after_sign_up(ctx, project, created)
+    if user.auth_email is not None and (yield from perform(FindUserByAuthEmail(project.id, user.auth_email))):
+        raise email_taken(user.auth_email)
+    created = yield from store_new_user(ctx, project, user)  # a concurrent sign-up of the address: re-run, 409
     return json_response(201, (yield from load_rendered_user(ctx, project, created)))
 
 
