@@ -63,6 +63,7 @@ from identity_proto.effects.contact_channels import (
     VerifyContactChannel,
     auth_address_verified,
     channels_of,
+    claims_address,
 )
 
 # --- end contact channels ---
@@ -340,6 +341,7 @@ __all__ += [
     "VerifyContactChannel",
     "auth_address_verified",
     "channels_of",
+    "claims_address",
 ]
 # --- end contact channels ---
 # --- OAuth: talking to providers (performed by hosts) ---
