@@ -18,10 +18,14 @@ limit: it always applies.
 | `api_key_check_ip` | API key checks (any access: server and admin only reach them) | client address | 3000 / 60 s |
 | `send_invitation_email` | team invitations mailed (any access; when one goes out) | project and address | 5 / 600 s |
 | `provider_token_ip` | connected accounts' access-token requests (client access or none) | client address | 60 / 60 s |
+| `contact_channel_user` | contact channels a client creates (every attempt) | project and user | 10 / 3600 s |
+| `contact_channel_address` | contact channels a client creates naming one address | project and address | 5 / 3600 s |
 
 Contact channels: mailing a verification code (either route) counts as `send_code_ip` and, once the mail goes out,
 `send_code_email` (one inbox, one budget, whatever the code is for); verifying a contact channel and checking its
-code count as `sign_in_ip`; so do the OAuth callback and the OAuth code exchange.
+code count as `sign_in_ip`; so do the OAuth callback and the OAuth code exchange. Creating one with client access
+counts as `contact_channel_user` and `contact_channel_address` (the original has no such limit; a client may also
+add at most 20 channels per user: `flows.contact_channels`).
 
 A client address is counted by `address_bucket`: IPv4 addresses one by one, IPv6 addresses by their /64. Server
 and admin access come from trusted backends, often many users behind one address: they are limited per project,
@@ -86,6 +90,9 @@ DEFAULT_RULES: dict[str, RateLimitRule] = {
         RateLimitRule("send_invitation_email", 5, 600_000),
         # --- OAuth accounts: a connected account's token may cost a call to the provider (check or refresh) ---
         RateLimitRule("provider_token_ip", 60, 60_000),
+        # --- contact channels: a client's creations, per user and per address named (every attempt counts) ---
+        RateLimitRule("contact_channel_user", 10, 3_600_000),
+        RateLimitRule("contact_channel_address", 5, 3_600_000),
     )
 }
 

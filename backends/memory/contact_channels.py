@@ -25,6 +25,7 @@ from identity_proto.effects import (
     VerifyContactChannel,
     auth_address_verified,
     channels_of,
+    claims_address,
 )
 from identity_proto.records import ContactChannel, User, replaced
 
@@ -42,11 +43,12 @@ def _auth_values(channels: tuple[ContactChannel, ...]) -> set[str]:
 
 
 def _store_channels(
-    tenant: Tenant, before: UserChannels, channels: list[ContactChannel], next_primary_id: str
+    tenant: Tenant, before: UserChannels, channels: list[ContactChannel], next_primary_id: str, claim: str | None
 ) -> UserChannels:
     """Write the user's channels `channels` (at most one primary) in place of `before`'s: the primary into the
-    user's fields, the others into channel storage, the index following the auth addresses. The caller has
-    checked that no auth address of `channels` is another user's."""
+    user's fields, the others into channel storage. The index loses the user's entries of addresses no longer
+    used for auth and gains `claim` (the written channel's address when it claims it: `claims_address`). The
+    caller has checked that no auth address of `channels` is another user's."""
     user = before.user
     primary = next((c for c in channels if c.is_primary), None)
     fields: dict[str, Any]
@@ -78,8 +80,8 @@ def _store_channels(
     for value in old - new:
         if tenant.email_index.get(value) == user.id:
             del tenant.email_index[value]
-    for value in new - old:
-        tenant.email_index[value] = user.id
+    if claim is not None:
+        tenant.email_index[claim] = user.id
     return UserChannels(updated, tuple(sorted(stored, key=lambda c: (c.created_at_millis, c.id))))
 
 
@@ -90,6 +92,20 @@ def _taken(tenant: Tenant, user_id: str, channel: ContactChannel) -> bool:
 
 def _promoted(channels: list[ContactChannel], channel_id: str) -> list[ContactChannel]:
     return [replaced(c, {"is_primary": c.id == channel_id}) for c in channels]
+
+
+def _claimed(
+    tenant: Tenant, channels: list[ContactChannel], channel_id: str, trusted: bool
+) -> tuple[list[ContactChannel], str | None]:
+    """The written channel's claim (`claims_address`): its address when it takes the index entry; an unverified
+    claim by a client that ends up primary is not used for auth (the rule of a client's primary change)."""
+    written = next(c for c in channels if c.id == channel_id)
+    if claims_address(written, trusted=trusted, holder=tenant.email_index.get(written.value)):
+        return channels, written.value
+    if written.used_for_auth and written.is_primary:
+        off = replaced(written, {"used_for_auth": False})
+        return [off if c.id == channel_id else c for c in channels], None
+    return channels, None
 
 
 @_performs(ListContactChannels)
@@ -121,10 +137,13 @@ def _create_contact_channel(store: MemoryStore, effect: CreateContactChannel) ->
         return ChannelWrite.ALREADY_EXISTS
     if _taken(tenant, new.user_id, new):
         return ChannelWrite.USED_FOR_AUTH
+    if effect.max_channels and len(channels) >= effect.max_channels:
+        return ChannelWrite.TOO_MANY
     channels.append(new)
     if effect.make_primary:
         channels = _promoted(channels, new.id)
-    return _store_channels(tenant, before, channels, effect.next_primary_id)
+    channels, claim = _claimed(tenant, channels, new.id, effect.trusted)
+    return _store_channels(tenant, before, channels, effect.next_primary_id, claim)
 
 
 @_performs(UpdateContactChannel)
@@ -154,7 +173,8 @@ def _update_contact_channel(store: MemoryStore, effect: UpdateContactChannel) ->
         channels = _promoted(channels, found.id)
     elif effect.is_primary is False and found.is_primary:
         channels = _promoted(channels, "")
-    return _store_channels(tenant, before, channels, effect.next_primary_id)
+    channels, claim = _claimed(tenant, channels, found.id, effect.trusted)
+    return _store_channels(tenant, before, channels, effect.next_primary_id, claim)
 
 
 @_performs(DeleteContactChannel)
@@ -167,7 +187,7 @@ def _delete_contact_channel(store: MemoryStore, effect: DeleteContactChannel) ->
     if not any(c.id == effect.channel_id for c in channels):
         return ChannelWrite.CHANNEL_NOT_FOUND
     remaining = [c for c in channels if c.id != effect.channel_id]
-    return _store_channels(tenant, before, remaining, effect.next_primary_id)
+    return _store_channels(tenant, before, remaining, effect.next_primary_id, None)
 
 
 @_performs(VerifyContactChannel)
@@ -186,6 +206,9 @@ def _verify_contact_channel(store: MemoryStore, effect: VerifyContactChannel) ->
         tenant.users[before.user.id] = replaced(before.user, {"primary_email_verified": True})
     else:
         tenant.channels[before.user.id][found.id] = replaced(found, {"is_verified": True})
+        # The first verification wins: an unverified claim takes its address if nobody holds it.
+        if found.used_for_auth and found.value not in tenant.email_index:
+            tenant.email_index[found.value] = before.user.id
     return ChannelVerification(attempt, channel_found=True)
 
 

@@ -108,7 +108,7 @@ def _sign_up_anonymously(keys: KeySpace, effect: SignUpAnonymously) -> Plan[User
 
 
 # KEYS: user, e-mail index, user order, the user's team index, the OAuth index, the events stream (`user.updated`,
-# with the selected team). ARGV: user id, team key prefix, the
+# with the selected team), the user's contact channels. ARGV: user id, team key prefix, the
 # new personal team name (JSON), the linked account's JSON object ('' for none), its OAuth index key ('' for none or
 # an account without sign-in), user key prefix, then field, value, ... (JSON values) of the changes.
 # Returns {'ok', record as JSON}, or {'not_found'} / {'not_anonymous'} / {'account_taken'} / {'email_taken'}
@@ -137,6 +137,13 @@ for i = 7, #ARGV, 2 do
   elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
 end
 local new = auth_email(enabled, email)
+-- contact channels: one address is never two channels of one user (as UpdateUser)
+if email and email ~= stored[4] and email ~= 'null' then
+  local value = cjson.decode(email)
+  for _, text in ipairs(redis.call('HVALS', KEYS[7])) do
+    if cjson.decode(text).value == value then return {'email_taken'} end
+  end
+end
 if new ~= old then
   if new then
     local owner = redis.call('HGET', KEYS[2], new)
@@ -185,6 +192,7 @@ def _upgrade_anonymous_user(keys: KeySpace, effect: UpgradeAnonymousUser) -> Pla
             keys.user_teams(p, user_id),
             keys.oauth_index(p),
             keys.events(p),
+            keys.user_channels(p, user_id),
         ),
         (
             user_id,

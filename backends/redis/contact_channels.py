@@ -4,7 +4,8 @@ index.
 
 Each write script reads the user's channels (`read_channels`), makes its change on that list, and writes the list
 back (`write_channels`): the primary into the user's fields, the others into the channel hash, and the e-mail
-index from the auth addresses before and after. Every key is one of the project's (hash tag ``{p:<id>}``).
+index: the user's entries of addresses no longer used for auth removed, the written channel's claim added
+(`claimed`: unverified claims by a client take no entry). Every key is one of the project's (hash tag ``{p:<id>}``).
 
 Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
 `SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
@@ -76,7 +77,7 @@ local function auth_values(list)
   for _, c in ipairs(list) do if c.used_for_auth == true then s[c.value] = true end end
   return s
 end
-local function write_channels(user_key, channels_key, index_key, user_id, before, after, next_primary_id)
+local function write_channels(user_key, channels_key, index_key, user_id, before, after, next_primary_id, claim)
   local primary, had = nil, false
   for _, c in ipairs(after) do if c.primary then primary = c end end
   for _, c in ipairs(before) do if c.primary then had = true end end
@@ -99,14 +100,21 @@ local function write_channels(user_key, channels_key, index_key, user_id, before
   for value in pairs(old) do
     if not new[value] and redis.call('HGET', index_key, value) == user_id then redis.call('HDEL', index_key, value) end
   end
-  for value in pairs(new) do
-    if not old[value] then redis.call('HSET', index_key, value, user_id) end
-  end
+  if claim then redis.call('HSET', index_key, claim, user_id) end
 end
 local function taken(index_key, user_id, c)
   if c.used_for_auth ~= true then return false end
   local owner = redis.call('HGET', index_key, c.value)
   return owner and owner ~= user_id
+end
+-- The written channel's claim (identity_proto.effects.claims_address): its value when it takes the index entry
+-- (used for auth, and written by a server, verified, or holding it already), else false; an unverified claim by a
+-- client that ends up primary is not used for auth.
+local function claimed(index_key, user_id, c, trusted)
+  if c.used_for_auth ~= true then return false end
+  if trusted or c.is_verified == true or redis.call('HGET', index_key, c.value) == user_id then return c.value end
+  if c.primary then c.used_for_auth = false end
+  return false
 end
 local function channels_reply(user_key, channels_key)
   return {'ok', record_json(redis.call('HGETALL', user_key)), redis.call('HGETALL', channels_key)}
@@ -185,8 +193,10 @@ def _list_project_contact_channels(
 
 
 # KEYS: user, user's channels, e-mail index. ARGV: user id, derived primary id, next primary id, make primary
-# (1/0), then the channel: id, value, used for auth (1/0), verified (1/0), created_at_millis.
-# Returns {'ok', user as JSON, channels hash} or {'user_not_found' | 'already_exists' | 'used_for_auth'}.
+# (1/0), then the channel: id, value, used for auth (1/0), verified (1/0), created_at_millis; then trusted (1/0),
+# max channels (0: no cap).
+# Returns {'ok', user as JSON, channels hash} or {'user_not_found' | 'already_exists' | 'used_for_auth' |
+# 'too_many'}.
 script(
     "create_contact_channel",
     _RECORD_JSON
@@ -199,12 +209,15 @@ local new = {id = ARGV[5], value = ARGV[6], used_for_auth = ARGV[7] == '1', is_v
   created_at_millis = tonumber(ARGV[9]), primary = false}
 for _, c in ipairs(before) do if c.value == new.value then return {'already_exists'} end end
 if taken(KEYS[3], ARGV[1], new) then return {'used_for_auth'} end
+local cap = tonumber(ARGV[11])
+if cap > 0 and #before >= cap then return {'too_many'} end
 local after = copy_channels(before)
 after[#after + 1] = new
 if ARGV[4] == '1' then
   for _, c in ipairs(after) do c.primary = (c == new) end
 end
-write_channels(KEYS[1], KEYS[2], KEYS[3], ARGV[1], before, after, ARGV[3])
+local claim = claimed(KEYS[3], ARGV[1], new, ARGV[10] == '1')
+write_channels(KEYS[1], KEYS[2], KEYS[3], ARGV[1], before, after, ARGV[3], claim)
 return channels_reply(KEYS[1], KEYS[2])
 """,
 )
@@ -226,6 +239,8 @@ def _create_contact_channel(keys: KeySpace, effect: CreateContactChannel) -> Pla
             1 if c.used_for_auth else 0,
             1 if c.is_verified else 0,
             c.created_at_millis,
+            1 if effect.trusted else 0,
+            effect.max_channels,
         ),
     )
     return _written(reply)
@@ -236,7 +251,7 @@ def _maybe(value: bool | None) -> str:
 
 
 # KEYS: user, user's channels, e-mail index. ARGV: user id, derived primary id, next primary id, channel id, new
-# value ('' unchanged), used for auth, verified, primary (each '1', '0' or '' unchanged).
+# value ('' unchanged), used for auth, verified, primary (each '1', '0' or '' unchanged), trusted (1/0).
 # Returns {'ok', user as JSON, channels hash} or {'user_not_found' | 'channel_not_found' | 'already_exists' |
 # 'used_for_auth'}.
 script(
@@ -264,7 +279,8 @@ if ARGV[8] == '1' then
 elseif ARGV[8] == '0' then
   found.primary = false
 end
-write_channels(KEYS[1], KEYS[2], KEYS[3], ARGV[1], before, after, ARGV[3])
+local claim = claimed(KEYS[3], ARGV[1], found, ARGV[9] == '1')
+write_channels(KEYS[1], KEYS[2], KEYS[3], ARGV[1], before, after, ARGV[3], claim)
 return channels_reply(KEYS[1], KEYS[2])
 """,
 )
@@ -281,6 +297,7 @@ def _update_contact_channel(keys: KeySpace, effect: UpdateContactChannel) -> Pla
         _maybe(effect.used_for_auth),
         _maybe(effect.is_verified),
         _maybe(effect.is_primary),
+        1 if effect.trusted else 0,
     )
     reply = yield Script("update_contact_channel", _channel_keys(keys, effect.project_id, effect.user_id), args)
     return _written(reply)
@@ -301,7 +318,7 @@ for _, c in ipairs(copy_channels(before)) do
   if c.id == ARGV[4] then found = true else after[#after + 1] = c end
 end
 if not found then return {'channel_not_found'} end
-write_channels(KEYS[1], KEYS[2], KEYS[3], ARGV[1], before, after, ARGV[3])
+write_channels(KEYS[1], KEYS[2], KEYS[3], ARGV[1], before, after, ARGV[3], false)
 return channels_reply(KEYS[1], KEYS[2])
 """,
 )
@@ -314,10 +331,11 @@ def _delete_contact_channel(keys: KeySpace, effect: DeleteContactChannel) -> Pla
     return _written(reply)
 
 
-# KEYS: code, nonce counter. ARGV: purpose (JSON), now_ms, max_attempts, consume ('1'), orphan TTL (ms), user key
-# prefix, channels key prefix. Returns the attempt's reply ({outcome} or {outcome, code}) and, on 'ok', a third
-# element: 1 when the code's channel (its user_id and email) was found and marked verified, else 0. The code is
-# consumed either way.
+# KEYS: code, nonce counter, e-mail index. ARGV: purpose (JSON), now_ms, max_attempts, consume ('1'), orphan TTL
+# (ms), user key prefix, channels key prefix. Returns the attempt's reply ({outcome} or {outcome, code}) and, on
+# 'ok', a third element: 1 when the code's channel (its user_id and email) was found and marked verified, else 0.
+# The code is consumed either way. A verified auth channel takes its address in the index if nobody holds it (the
+# first verification wins).
 script(
     "verify_contact_channel",
     _FIELDS
@@ -341,6 +359,7 @@ for i = 1, #stored, 2 do
   if c.value == email then
     c.is_verified = true
     redis.call('HSET', ckey, stored[i], channel_json(c))
+    if c.used_for_auth == true then redis.call('HSETNX', KEYS[3], email, uid) end
     return {'ok', reply[2], 1}
   end
 end
@@ -354,7 +373,7 @@ def _verify_contact_channel(keys: KeySpace, effect: VerifyContactChannel) -> Pla
     attempt, p = effect.attempt, effect.attempt.project_id
     reply = yield Script(
         "verify_contact_channel",
-        (keys.code(p, attempt.code_hash), keys.nonce(p, attempt.nonce_hash)),
+        (keys.code(p, attempt.code_hash), keys.nonce(p, attempt.nonce_hash), keys.users_by_email(p)),
         (
             _json(attempt.purpose),
             attempt.now_ms,

@@ -64,6 +64,7 @@ from identity_proto.effects.contact_channels import (
     VerifyContactChannel,
     auth_address_verified,
     channels_of,
+    claims_address,
 )
 
 # --- end contact channels ---
@@ -342,6 +343,7 @@ __all__ += [
     "VerifyContactChannel",
     "auth_address_verified",
     "channels_of",
+    "claims_address",
 ]
 # --- end contact channels ---
 # --- password resets: who may reset through an address ---

@@ -23,9 +23,22 @@ flow, so a primary later set through /users never reuses the id of a channel now
 
 Sign-in uniqueness: an address `used_for_auth` is unique across the project's users, over every channel. The
 project's e-mail index (auth address -> user id) holds every auth channel's address, the primary's and the stored
-ones', and every write here checks and changes it in the same atomic step. `FindUserByAuthEmail` (the one lookup
-of OTP, password sign-in and password reset) therefore finds a user by any of their auth channels. Whether that
+ones' (except unverified claims, below), and every write here checks and changes it in the same atomic step.
+`FindUserByAuthEmail` (the one lookup of OTP, password sign-in and password reset) therefore finds a user by any
+of their auth channels that the index gives them. Whether that
 address is verified (for the OTP rules) is the matched channel's `is_verified` (`auth_address_verified`).
+
+Unverified claims (security; the original differs): an unverified auth channel written by a client (the
+contact-channel routes with client access, create or update) does not take the index entry. It keeps
+`used_for_auth` as the client set it, but signs nobody in until it is verified (`VerifyContactChannel`, or a
+server setting `is_verified`) while the address is still free; so a client (an anonymous user too) that adds
+someone else's address holds nothing against them: their code sign-in and password sign-up find the address free
+and create an account of their own, which then holds it, and the claim never signs anyone in. It is the rule a
+client's change of the primary e-mail follows (`flows.users`), and a client making such a claim its primary gets
+it with `used_for_auth` off, as that rule has it, so a primary that is used for auth is always in the index. A
+write by a server, a sign-up, and a channel already holding its address (the user's own sign-up address, say)
+take or keep the entry as before: `claims_address`. A channel is therefore used for sign-in exactly when the
+index gives its address to its user; deleting or changing one removes only entries that are its user's.
 
 Within one user an address appears once: a second channel with the same value is refused (400 plain "Contact
 channel already exists"), and so is `PATCH /users` setting `primary_email` to the value of one of the user's other
@@ -58,6 +71,7 @@ __all__ = [
     "VerifyContactChannel",
     "auth_address_verified",
     "channels_of",
+    "claims_address",
 ]
 
 
@@ -72,6 +86,8 @@ class ChannelWrite(Enum):
     ALREADY_EXISTS = "already_exists"
     #: The channel would be used for auth, and a channel of the project (another user's) signs in with its value.
     USED_FOR_AUTH = "used_for_auth"
+    #: The user has `max_channels` channels already (creating).
+    TOO_MANY = "too_many"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +122,13 @@ def auth_address_verified(user: User, stored: Iterable[ContactChannel], address:
     return any(c.value == address and c.used_for_auth and c.is_verified for c in stored)
 
 
+def claims_address(channel: ContactChannel, *, trusted: bool, holder: str | None) -> bool:
+    """Whether a write leaving `channel` as it is takes (or keeps) the index entry of its address, `holder` being
+    the user the index gives it to now: an auth channel written by a server, verified, or holding it already. The
+    caller has refused a value held by another user (USED_FOR_AUTH)."""
+    return channel.used_for_auth and (trusted or channel.is_verified or holder == channel.user_id)
+
+
 @dataclass(frozen=True, slots=True)
 class ListContactChannels(StorageEffect["UserChannels | None"]):
     """The user and their stored channels, read together; None when there is no such user."""
@@ -126,14 +149,19 @@ class ListProjectContactChannels(StorageEffect[tuple[ContactChannel, ...]]):
 class CreateContactChannel(StorageEffect["UserChannels | ChannelWrite"]):
     """Add `channel` (a fresh id; its `is_primary` ignored) to its user, atomically, checked in this order:
     USER_NOT_FOUND, ALREADY_EXISTS (the user has a channel with its value), USED_FOR_AUTH (it is used for auth and
-    the index holds its value). With `make_primary` it becomes the primary: the old primary (if any) moves to
-    channel storage. The index gains its value when it is used for auth. Returns the user and channels afterwards."""
+    the index gives its value to another user), TOO_MANY (`max_channels`). With `make_primary` it becomes the
+    primary: the old primary (if any) moves to channel storage. The index gains its value when it claims it
+    (`claims_address`). Returns the user and channels afterwards."""
 
     project_id: str
     channel: ContactChannel
     make_primary: bool
     #: The id the user's next primary gets when the old primary moves away (`primary_email_channel_id`).
     next_primary_id: str
+    #: A server's write (True) or a client's: see "Unverified claims" above.
+    trusted: bool = True
+    #: Refuse (TOO_MANY) when the user has this many channels already, the primary included (0: no cap).
+    max_channels: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +172,8 @@ class UpdateContactChannel(StorageEffect["UserChannels | ChannelWrite"]):
 
     A new `value` resets `is_verified` to false unless `is_verified` is given too. `is_primary` true makes it the
     primary (the old one moves to channel storage); false on the primary moves it to channel storage, leaving
-    the user without a primary e-mail; false on another channel changes nothing. The index follows."""
+    the user without a primary e-mail; false on another channel changes nothing. The index follows
+    (`claims_address`)."""
 
     project_id: str
     user_id: str
@@ -154,6 +183,8 @@ class UpdateContactChannel(StorageEffect["UserChannels | ChannelWrite"]):
     used_for_auth: bool | None = None
     is_verified: bool | None = None
     is_primary: bool | None = None
+    #: A server's write (True) or a client's: see "Unverified claims" above.
+    trusted: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +210,10 @@ class ChannelVerification:
 class VerifyContactChannel(StorageEffect[ChannelVerification]):
     """Present a CONTACT_CHANNEL_VERIFICATION code (`attempt`, with `consume`) and, when it is OK, mark the
     channel it names (the code's `user_id`, with the value `email`) verified, in one atomic step. A code whose
-    channel is gone is consumed all the same (reference §2: "consumed → channel missing → 400")."""
+    channel is gone is consumed all the same (reference §2: "consumed → channel missing → 400").
+
+    A verified auth channel that did not hold its address (a client's unverified claim) takes the index entry
+    when nobody holds it: the first verification wins; a holder already there keeps it."""
 
     attempt: AttemptVerificationCode
 

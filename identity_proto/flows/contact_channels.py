@@ -10,6 +10,10 @@ Choices where the reference infers or leaves it open (each said where it is made
 - a server listing the channels of a missing user: an empty list (as a list filtered to nobody);
 - an update giving a value another channel of the user has: 400 plain "Contact channel already exists" (as on
   create; the original fails on its unique index);
+- (security; the original differs) an unverified auth channel a client writes holds no sign-in address until it is
+  verified (`identity_proto.effects.contact_channels`, "Unverified claims"), a user has at most
+  `MAX_CHANNELS_PER_USER` channels when a client adds one (400 plain beyond), and a client's creations are limited
+  per user (`contact_channel_user`) and per address named (`contact_channel_address`), every attempt counted;
 - the verification mail's code is the 45-character code in the link (`callback_url` with `code=`); sending it is
   limited per client address (`send_code_ip`) and per address mailed (`send_code_email`, shared with sign-in
   codes: one inbox has one budget), counted only when a mail goes out; verifying and checking are limited per
@@ -41,7 +45,8 @@ from identity_proto.flows.codes import MAX_ATTEMPTS_PER_NONCE, OTP_LENGTH, check
 from identity_proto.flows.emails import deliver, new_email
 from identity_proto.flows.otp import callback_is_trusted, magic_link
 from identity_proto.http import Response
-from identity_proto.ratelimits import check_under_limit, count_event, rule_for
+from identity_proto.preconditions import check_preconditions
+from identity_proto.ratelimits import check_under_limit, count_event, rate_limit_precondition, rule_for
 from identity_proto.records import CodePurpose, ContactChannel, Project
 from identity_proto.render import json_response, render_contact_channel
 from identity_proto.schemas import schema_error
@@ -73,6 +78,9 @@ __all__ = [
 
 _SUCCESS = {"success": True}
 
+#: The most channels (the primary included) a user may have when a client adds one; the original has no cap.
+MAX_CHANNELS_PER_USER = 20
+
 
 def _owner(ctx: RequestContext, user_id: str | None, verb: str) -> str:
     """The id of the user whose channels the caller acts on (`verb`: create, read, update, delete, list)."""
@@ -92,6 +100,8 @@ def _refused(outcome: ChannelWrite, *, value: str | None, user_id: str, by_clien
     """The error answering a refused write (`value`: the address the 409 names; None on update, as the original)."""
     if outcome is ChannelWrite.ALREADY_EXISTS:
         return PlainError(400, "Contact channel already exists")
+    if outcome is ChannelWrite.TOO_MANY:
+        return PlainError(400, f"A user can have at most {MAX_CHANNELS_PER_USER} contact channels")
     if outcome is ChannelWrite.USED_FOR_AUTH:
         details = {"type": "email", "contact_channel_value": value, "would_work_if_email_was_verified": False}
         message = None if value is not None else "This email  is already used for authentication by another account."
@@ -143,13 +153,34 @@ def create_contact_channel(ctx: RequestContext) -> Flow[Response]:
     body: ClientContactChannelCreateBody = ctx.body
     user_id = _owner(ctx, body.user_id, "create")
     verified = bool(getattr(body, "is_verified", None))  # a client body has no such field (SCHEMA_ERROR)
+    by_client = auth.access_type is AccessType.CLIENT
+    if by_client and ctx.options.rate_limits_enabled:
+        yield from _count_creation(ctx, auth.project, user_id, body.value)
     new = ContactChannel(new_uuid(ctx.entropy), user_id, body.value, verified, body.used_for_auth, ctx.now_ms)
     result = yield from perform(
-        CreateContactChannel(auth.project.id, new, bool(body.is_primary), next_primary_id=new_uuid(ctx.entropy))
+        CreateContactChannel(
+            auth.project.id,
+            new,
+            bool(body.is_primary),
+            next_primary_id=new_uuid(ctx.entropy),
+            trusted=not by_client,
+            max_channels=MAX_CHANNELS_PER_USER if by_client else 0,
+        )
     )
-    by_client = auth.access_type is AccessType.CLIENT
     channel = _written(result, new.id, value=new.value, user_id=user_id, by_client=by_client)
     return json_response(201, render_contact_channel(channel))
+
+
+def _count_creation(ctx: RequestContext, project: Project, user_id: str, value: str) -> Flow[None]:
+    """Count a client's attempt to create a channel per user and per address named, in one trip (429 beyond)."""
+    config = project.config
+    checks = [
+        (rule_for("contact_channel_user", config), f"{project.id}:{user_id}"),
+        (rule_for("contact_channel_address", config), f"{project.id}:{value}"),
+    ]
+    precondition = rate_limit_precondition(checks, now_ms=ctx.now_ms)
+    if precondition is not None:
+        yield from check_preconditions([precondition])
 
 
 def get_contact_channel(ctx: RequestContext) -> Flow[Response]:
@@ -170,6 +201,7 @@ def update_contact_channel(ctx: RequestContext) -> Flow[Response]:
     params: ContactChannelParams = ctx.params
     body: ClientContactChannelUpdateBody = ctx.body
     user_id = _owner(ctx, params.user_id, "update")
+    by_client = auth.access_type is AccessType.CLIENT
     update = UpdateContactChannel(
         auth.project.id,
         user_id,
@@ -179,9 +211,9 @@ def update_contact_channel(ctx: RequestContext) -> Flow[Response]:
         used_for_auth=body.used_for_auth,
         is_verified=getattr(body, "is_verified", None),
         is_primary=body.is_primary,
+        trusted=not by_client,
     )
     result = yield from perform(update)
-    by_client = auth.access_type is AccessType.CLIENT
     channel = _written(result, params.contact_channel_id, value=None, user_id=user_id, by_client=by_client)
     return json_response(200, render_contact_channel(channel))
 

@@ -15,6 +15,8 @@ from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     AddMembership,
+    ChannelWrite,
+    CreateContactChannel,
     CreateTeam,
     CreateUser,
     FindUserByAuthEmail,
@@ -32,7 +34,7 @@ from identity_proto.effects import (
     UseRefreshToken,
     perform,
 )
-from identity_proto.records import Membership, Session, Team, User
+from identity_proto.records import ContactChannel, Membership, Session, Team, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     OTHER_PROJECT,
@@ -243,6 +245,18 @@ def test_an_address_held_without_sign_in_is_free_to_take(store: Store) -> None:
     upgraded = store.apply(upgrade())
     assert isinstance(upgraded, User)
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == upgraded
+
+
+def test_an_upgrade_to_an_address_the_user_has_as_another_channel_writes_nothing(store: Store) -> None:
+    """One address is never two channels of one user (as UpdateUser): held or not, the upgrade is refused."""
+    store.apply(sign_up(team=personal_team()))
+    for n, trusted in enumerate((False, True)):
+        email = f"ada{n}@example.com"
+        work = ContactChannel(f"c{n}", "anon", email, False, True, T0 + 1)
+        effect = CreateContactChannel(PROJECT, work, make_primary=False, next_primary_id="next", trusted=trusted)
+        assert not isinstance(store.apply(effect), ChannelWrite)
+        assert store.apply(upgrade(email=email)) is UpgradeRefusal.EMAIL_TAKEN
+        assert store.apply(LoadUser(PROJECT, "anon")) == anonymous(selected_team_id="team-anon")
 
 
 def test_an_upgrade_of_a_user_no_longer_anonymous_writes_nothing(store: Store) -> None:

@@ -288,3 +288,83 @@ def test_of_concurrent_claims_of_one_auth_address_exactly_one_wins(store: Store)
     results = in_threads(*(functools.partial(create, store, channel(f"c{n}", WORK, user_id=f"u{n}")) for n in range(8)))
     assert sum(isinstance(r, UserChannels) for r in results) == 1
     assert sum(r is ChannelWrite.USED_FOR_AUTH for r in results) == 7
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Unverified claims by a client (security): they hold no address until verified
+
+
+def claim(store: Store, new: ContactChannel, *, primary: bool = False, max_channels: int = 0) -> Any:
+    """A client's create (`trusted=False`)."""
+    effect = CreateContactChannel(
+        PROJECT, new, make_primary=primary, next_primary_id="next", trusted=False, max_channels=max_channels
+    )
+    return store.apply(effect)
+
+
+def test_a_clients_unverified_auth_channel_holds_no_address(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    assert isinstance(claim(store, channel("c1", WORK)), UserChannels)
+    assert summary(store)[1] == ("c1", WORK, False, False, True)  # used_for_auth as the client set it
+    assert owner(store, WORK) is None
+    # Another user may claim it too, and a sign-up takes it over both.
+    assert isinstance(claim(store, channel("c2", WORK, user_id="bob")), UserChannels)
+    assert store.apply(CreateSignInCode(PROJECT, make_code("s1", email=WORK), sign_up_enabled=True)) is None
+    assert isinstance(store.apply(CreateUser(PROJECT, make_user("owner", WORK))), User)
+    assert owner(store, WORK) == "owner"
+    # The claims stay as they were and cannot take it now.
+    assert update(store, "c1", trusted=False, used_for_auth=True) is ChannelWrite.USED_FOR_AUTH
+    assert update(store, "c1", is_verified=True) is ChannelWrite.USED_FOR_AUTH
+    assert isinstance(store.apply(DeleteContactChannel(PROJECT, "ada", "c1", "next")), UserChannels)
+    assert owner(store, WORK) == "owner"  # deleting a claim leaves the holder's entry
+
+
+def test_a_clients_claim_takes_its_address_once_verified_if_it_is_free(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    claim(store, channel("c1", WORK))
+    claim(store, channel("c2", WORK, user_id="bob"))
+    store.apply(CreateVerificationCode(PROJECT, verification_code("v1", "bob", WORK)))
+    store.apply(CreateVerificationCode(PROJECT, verification_code("v2", "ada", WORK)))
+    assert verify(store, "v1").channel_found is True
+    assert owner(store, WORK) == "bob"  # the first verification wins
+    assert verify(store, "v2").channel_found is True
+    assert owner(store, WORK) == "bob"
+    assert summary(store)[1] == ("c1", WORK, False, True, True)  # verified, and still not a sign-in address
+
+
+def test_a_server_write_or_a_verified_channel_claims_at_once_and_a_held_address_is_kept(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    claim(store, channel("c1", WORK))
+    assert owner(store, WORK) is None
+    assert isinstance(update(store, "c1", trusted=False, is_primary=False), UserChannels)
+    assert owner(store, WORK) is None
+    assert isinstance(update(store, "c1", is_verified=False), UserChannels)  # a server's write: it claims
+    assert owner(store, WORK) == "ada"
+    assert isinstance(update(store, "c1", trusted=False, is_primary=True), UserChannels)  # holds it: keeps it
+    assert owner(store, WORK) == "ada"
+    assert summary(store)[1] == ("c1", WORK, True, False, True)
+    assert isinstance(update(store, "c1", trusted=False, value="ada@new.example.com"), UserChannels)
+    assert (owner(store, WORK), owner(store, "ada@new.example.com")) == (None, None)
+
+
+def test_a_clients_unverified_claim_made_primary_is_not_for_auth(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    claim(store, channel("c1", WORK), primary=True)
+    assert summary(store)[1] == ("c1", WORK, True, False, False)
+    assert owner(store, WORK) is None
+    assert owner(store, ADA) == "ada"  # the old primary keeps its address
+    claim(store, channel("c2", "ada@other.example.com"))
+    assert isinstance(update(store, "c2", trusted=False, is_primary=True), UserChannels)
+    assert ("c2", "ada@other.example.com", True, False, False) in summary(store)
+    assert owner(store, "ada@other.example.com") is None
+
+
+def test_a_create_beyond_max_channels_is_refused(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    assert isinstance(claim(store, channel("c1", WORK), max_channels=2), UserChannels)
+    before = summary(store)
+    assert claim(store, channel("c2", "ada@other.example.com"), max_channels=2) is ChannelWrite.TOO_MANY
+    assert summary(store) == before
+    assert claim(store, channel("c2", WORK), max_channels=2) is ChannelWrite.ALREADY_EXISTS  # checked first

@@ -889,7 +889,15 @@ class StoresAgree(RuleBasedStateMachine):
                 used_for_auth=data.draw(st.booleans(), label="auth"),
                 created_at_millis=data.draw(st.sampled_from(TIMES), label="created_at_millis"),
             )
-            self.both(CreateContactChannel(project_id, channel, data.draw(st.booleans(), label="primary"), f"p{n}"))
+            create = CreateContactChannel(
+                project_id,
+                channel,
+                data.draw(st.booleans(), label="primary"),
+                f"p{n}",
+                trusted=data.draw(st.booleans(), label="trusted"),  # a client's unverified claims hold no address
+                max_channels=data.draw(st.sampled_from((0, 1, 2, 3)), label="max channels"),
+            )
+            self.both(create)
         elif op == "update":
             update = UpdateContactChannel(
                 project_id,
@@ -900,6 +908,7 @@ class StoresAgree(RuleBasedStateMachine):
                 used_for_auth=data.draw(maybe_bool, label="auth"),
                 is_verified=data.draw(maybe_bool, label="verified"),
                 is_primary=data.draw(maybe_bool, label="primary"),
+                trusted=data.draw(st.booleans(), label="trusted"),
             )
             self.both(update)
         elif op == "delete":
