@@ -165,7 +165,7 @@ class IdentityASGI:
         assert self._store is not None
         if self._webhook_sender is None:
             self._webhook_sender = AsyncWebhookHttpSender(
-                allow_private=self.settings.webhooks_may_reach_private, timeout_s=self.settings.webhook_timeout_s
+                allow_private=self.settings.may_reach_private_addresses, timeout_s=self.settings.webhook_timeout_s
             )
         self.webhook_loop = AsyncDeliveryLoop(
             self.service,
@@ -206,7 +206,11 @@ class IdentityASGI:
         """The OAuth provider client (`IDENTITY_OAUTH_TIMEOUT_SECONDS`), built on first use."""
         if self._provider is None:
             self._provider = AsyncProviderHttpClient(
-                timeout_s=self.settings.oauth_timeout_s, base_url=self.settings.base_url, local_app=self
+                timeout_s=self.settings.oauth_timeout_s,
+                base_url=self.settings.base_url,
+                local_app=self if self.settings.dev_mode else None,
+                allow_private=self.settings.may_reach_private_addresses,
+                require_https=not self.settings.dev_mode,
             )
         return self._provider
 

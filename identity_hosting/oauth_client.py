@@ -14,8 +14,13 @@ request by hand.
 - Failures become `ProviderFailure`: an OAuth `access_denied` -> access_denied; `invalid_grant` at the token
   endpoint -> invalid_grant (for a refresh: invalid_token); connection errors, timeouts, 5xx, answers that are no
   JSON object, ID tokens that fail verification -> unavailable. Tokens are never logged.
+- Addresses (SSRF): every URL called (discovery, token, userinfo, JWKS, the provider APIs) follows the address rule
+  of the webhook sender (`identity_hosting.egress`: as written, and every resolved address at connect time; global
+  unicast only unless `allow_private`), and must be https unless the host is in dev mode (`require_https`). A
+  refusal is a connection error: `ProviderFailure("unavailable")`, no request made.
 - In-process dispatch: a URL under the service's own mock provider (`MOCK_OAUTH_PATH` below the base URL) is served
-  by the host's own app through an httpx WSGI/ASGI transport, so one worker never calls itself over a socket.
+  by the host's own app through an httpx WSGI/ASGI transport, so one worker never calls itself over a socket (the
+  hosts give their app in dev mode only: production has no mock provider).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from joserfc import jws, jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from identity_hosting.egress import AsyncGuardedTransport, GuardedTransport
 from identity_proto.context import ServiceOptions, public_base_url
 from identity_proto.effects.oauth_provider import (
     CheckProviderAccessToken,
@@ -121,8 +127,8 @@ class _LocalDispatch(httpx.BaseTransport):
     """The network, except for this service's own mock provider: that is served by `app` in process (WSGI), handed
     the path as a WSGI server would hand it to an application mounted where the service is."""
 
-    def __init__(self, app: Any, base_url: str, network: httpx.BaseTransport | None) -> None:
-        self._network = network or httpx.HTTPTransport()
+    def __init__(self, app: Any, base_url: str, network: httpx.BaseTransport) -> None:
+        self._network = network
         self._app = app
         self._base_url = base_url
         self._local: dict[str, httpx.WSGITransport] = {}
@@ -146,8 +152,8 @@ class _AsyncLocalDispatch(httpx.AsyncBaseTransport):
     """`_LocalDispatch` for the ASGI host: the mock is served by `app` in process (ASGI: the whole path, and the
     mount point as `root_path`)."""
 
-    def __init__(self, app: Any, base_url: str, network: httpx.AsyncBaseTransport | None) -> None:
-        self._network = network or httpx.AsyncHTTPTransport()
+    def __init__(self, app: Any, base_url: str, network: httpx.AsyncBaseTransport) -> None:
+        self._network = network
         self._app = app
         self._base_url = base_url
         self._local: dict[str, httpx.ASGITransport] = {}
@@ -396,9 +402,13 @@ class ProviderHttpClient:
         local_app: Any = None,
         clock: Callable[[], float] = time.time,
         network: httpx.BaseTransport | None = None,
+        allow_private: bool = False,
+        require_https: bool = True,
     ) -> None:
-        # `network`: how providers are reached (default: HTTP; tests give an `httpx.MockTransport`).
-        dispatch = _LocalDispatch(local_app, base_url, network)
+        # `network`: how providers are reached (default: HTTP; tests give an `httpx.MockTransport`), always behind
+        # the address rule (`identity_hosting.egress`; `allow_private` and `require_https` from the host's mode).
+        guarded = GuardedTransport(allow_private=allow_private, require_https=require_https, network=network)
+        dispatch = _LocalDispatch(local_app, base_url, guarded)
         self._http = httpx.Client(transport=dispatch, timeout=httpx.Timeout(timeout_s))
         self._timeout = timeout_s
         self._clock = clock
@@ -546,8 +556,11 @@ class AsyncProviderHttpClient:
         local_app: Any = None,
         clock: Callable[[], float] = time.time,
         network: httpx.AsyncBaseTransport | None = None,
+        allow_private: bool = False,
+        require_https: bool = True,
     ) -> None:
-        dispatch = _AsyncLocalDispatch(local_app, base_url, network)
+        guarded = AsyncGuardedTransport(allow_private=allow_private, require_https=require_https, network=network)
+        dispatch = _AsyncLocalDispatch(local_app, base_url, guarded)
         self._http = httpx.AsyncClient(transport=dispatch, timeout=httpx.Timeout(timeout_s))
         self._timeout = timeout_s
         self._clock = clock

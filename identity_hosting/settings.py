@@ -133,7 +133,8 @@ class Settings:
     #: Events and settled deliveries are kept this many hours at most, and the newest `webhook_keep_events` events.
     webhook_retention_hours: float = 72.0
     webhook_keep_events: int = 10_000
-    #: POST to private and loopback addresses too (always in dev mode; in production only when the operator says).
+    #: Outbound requests (webhooks, OAuth providers) may reach private and loopback addresses too (always in dev
+    #: mode; in production only when the operator says: `IDENTITY_ALLOW_PRIVATE_ADDRESSES=1`).
     webhook_allow_private: bool = False
     # --- end webhooks: delivery ---
 
@@ -255,9 +256,10 @@ class Settings:
 
     # --- webhooks: delivery ---
     @property
-    def webhooks_may_reach_private(self) -> bool:
-        """Whether the webhook sender may POST to private and loopback addresses (the SSRF guard off): in dev
-        mode, or when `IDENTITY_WEBHOOK_ALLOW_PRIVATE=1`."""
+    def may_reach_private_addresses(self) -> bool:
+        """Whether outbound requests (webhook deliveries, OAuth provider calls) may reach private, loopback and
+        other non-global addresses (the SSRF guard off): in dev mode, or when `IDENTITY_ALLOW_PRIVATE_ADDRESSES=1`
+        (or its former name `IDENTITY_WEBHOOK_ALLOW_PRIVATE=1`)."""
         return self.dev_mode or self.webhook_allow_private
 
     # --- end webhooks: delivery ---
@@ -464,9 +466,13 @@ def _webhook_number(env: Mapping[str, str], name: str, default: str, low: float,
 
 def _webhook_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """The `IDENTITY_WEBHOOK_*` settings (the README's Configuration section lists them)."""
-    allow = env.get("IDENTITY_WEBHOOK_ALLOW_PRIVATE", "0").strip().lower()
-    if allow not in {"0", "1"}:
-        raise ConfigurationError("IDENTITY_WEBHOOK_ALLOW_PRIVATE must be 1 or 0")
+    # One switch for every outbound request (webhooks, OAuth providers); the former name still works.
+    allowed = []
+    for name in ("IDENTITY_ALLOW_PRIVATE_ADDRESSES", "IDENTITY_WEBHOOK_ALLOW_PRIVATE"):
+        value = env.get(name, "0").strip().lower()
+        if value not in {"0", "1"}:
+            raise ConfigurationError(f"{name} must be 1 or 0")
+        allowed.append(value == "1")
     keep = _webhook_number(env, "IDENTITY_WEBHOOK_KEEP_EVENTS", "10000", 1, 10_000_000)
     if keep != int(keep):
         raise ConfigurationError("IDENTITY_WEBHOOK_KEEP_EVENTS must be a whole number")
@@ -475,7 +481,7 @@ def _webhook_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "webhook_timeout_s": _webhook_number(env, "IDENTITY_WEBHOOK_TIMEOUT_SECONDS", "15", 0.1, 120),
         "webhook_retention_hours": _webhook_number(env, "IDENTITY_WEBHOOK_RETENTION_HOURS", "72", 0.01, 24 * 365),
         "webhook_keep_events": int(keep),
-        "webhook_allow_private": allow == "1",
+        "webhook_allow_private": any(allowed),
     }
 
 

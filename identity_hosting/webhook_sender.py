@@ -8,28 +8,27 @@
   `MAX_RESPONSE_BYTES` of the answer, which it ignores: only the status counts.
 - A receiver's failure is a result, never an exception: `WebhookResult(status_code, latency_ms, error)` with error
   "timeout", "connection refused", "connection failed", "HTTP <status>" or "address not allowed".
-- SSRF guard (production): the host name is resolved here, every address it resolves to must be public (not
-  private, loopback, link-local, multicast, reserved or unspecified), and the connection goes to that checked
-  address (the Host header and TLS server name stay the URL's), so a DNS answer that changes between the check and
-  the connection cannot lead inside. `allow_private` (dev mode, or `IDENTITY_WEBHOOK_ALLOW_PRIVATE=1`) turns the
-  guard off.
+- SSRF guard (production): the address rule every outbound request follows (`identity_proto.egress`: global
+  unicast only), through the guarded transport of `identity_hosting.egress`: the URL as written, then every address
+  its host resolves to, checked before the connection, which goes to those checked addresses only (the Host header
+  and TLS server name stay the URL's), so a DNS answer that changes between the check and the connection cannot
+  lead inside. `allow_private` (dev mode, or `IDENTITY_ALLOW_PRIVATE_ADDRESSES=1`) turns the guard off.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
+from identity_hosting.egress import AddressNotAllowed, AsyncGuardedTransport, GuardedTransport
 from identity_proto.effects.webhooks import SendWebhooks, WebhookRequest, WebhookResult
+from identity_proto.egress import is_allowed_address
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -45,46 +44,13 @@ logger = logging.getLogger("identity_service.webhooks")
 MAX_RESPONSE_BYTES = 4096
 #: Concurrent POSTs of the sync sender.
 _SYNC_CONCURRENCY = 16
-
-
-class AddressNotAllowed(Exception):
-    """The URL's host resolves to an address the SSRF guard refuses."""
+#: The connection pool of each sender.
+_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=16)
 
 
 def is_public_address(address: str) -> bool:
-    """Whether `address` (an IP address) is one a production service may POST to."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-        or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local)
-    )
-
-
-def _checked_address(infos: list[Any], host: str) -> str:
-    """The first address of a `getaddrinfo` answer, once every one of them is public."""
-    addresses = [info[4][0] for info in infos]
-    if not addresses or not all(is_public_address(address) for address in addresses):
-        raise AddressNotAllowed(host)
-    return str(addresses[0])
-
-
-def _pinned(request: WebhookRequest, address: str) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """The URL with its host replaced by the checked `address`, the headers with the original Host, and the TLS
-    server name extension."""
-    url = httpx.URL(request.url)
-    host = url.host
-    pinned = url.copy_with(host=address)
-    headers = dict(request.headers)
-    headers["host"] = host if url.port is None else f"{host}:{url.port}"
-    extensions: dict[str, Any] = {"sni_hostname": host} if url.scheme == "https" else {}
-    return str(pinned), headers, extensions
+    """Whether `address` (an IP address) is one a production service may POST to (`identity_proto.egress`)."""
+    return is_allowed_address(address)
 
 
 def _failure(exc: Exception) -> str:
@@ -123,12 +89,7 @@ def _result(status: int | None, started: float, error: str | None = None) -> Web
 
 
 def _client_options(timeout_s: float) -> dict[str, Any]:
-    return {
-        "timeout": httpx.Timeout(timeout_s),
-        "follow_redirects": False,
-        "limits": httpx.Limits(max_connections=64, max_keepalive_connections=16),
-        "trust_env": False,
-    }
+    return {"timeout": httpx.Timeout(timeout_s), "follow_redirects": False, "trust_env": False}
 
 
 class WebhookHttpSender:
@@ -142,7 +103,8 @@ class WebhookHttpSender:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.allow_private = allow_private
-        self._client = httpx.Client(transport=transport, **_client_options(timeout_s))
+        guarded = GuardedTransport(allow_private=allow_private, network=transport, limits=_LIMITS)
+        self._client = httpx.Client(transport=guarded, **_client_options(timeout_s))
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -159,31 +121,17 @@ class WebhookHttpSender:
     def _post(self, request: WebhookRequest, timeout_s: float) -> WebhookResult:
         started = time.perf_counter()
         try:
-            url, headers, extensions = self._target(request)
             with self._client.stream(
                 "POST",
-                url,
+                request.url,
                 content=request.body,
-                headers=headers,
-                extensions=extensions,
+                headers=dict(request.headers),
                 timeout=httpx.Timeout(timeout_s),
             ) as response:
                 _drain_sync(response)
                 return _result(response.status_code, started)
         except (httpx.HTTPError, AddressNotAllowed, OSError) as exc:
             return _result(None, started, _failure(exc))
-
-    def _target(self, request: WebhookRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
-        if self.allow_private:
-            return request.url, dict(request.headers), {}
-        parts = urlsplit(request.url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError:
-            raise httpx.ConnectError(f"cannot resolve {host}") from None
-        return _pinned(request, _checked_address(infos, host))
 
     def close(self) -> None:
         """Close the connections and the thread pool."""
@@ -205,7 +153,8 @@ class AsyncWebhookHttpSender:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.allow_private = allow_private
-        self._client = httpx.AsyncClient(transport=transport, **_client_options(timeout_s))
+        guarded = AsyncGuardedTransport(allow_private=allow_private, network=transport, limits=_LIMITS)
+        self._client = httpx.AsyncClient(transport=guarded, **_client_options(timeout_s))
 
     async def send(self, effect: SendWebhooks) -> tuple[WebhookResult, ...]:
         """POST every request of `effect`, concurrently; one result each, in order."""
@@ -216,13 +165,11 @@ class AsyncWebhookHttpSender:
         try:
             # The whole exchange is bounded too: a receiver trickling its answer byte by byte cannot hold it.
             async with asyncio.timeout(timeout_s + 1):
-                url, headers, extensions = await self._target(request)
                 async with self._client.stream(
                     "POST",
-                    url,
+                    request.url,
                     content=request.body,
-                    headers=headers,
-                    extensions=extensions,
+                    headers=dict(request.headers),
                     timeout=httpx.Timeout(timeout_s),
                 ) as response:
                     await _drain_async(response)
@@ -231,18 +178,6 @@ class AsyncWebhookHttpSender:
             return _result(None, started, "timeout")
         except (httpx.HTTPError, AddressNotAllowed, OSError) as exc:
             return _result(None, started, _failure(exc))
-
-    async def _target(self, request: WebhookRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
-        if self.allow_private:
-            return request.url, dict(request.headers), {}
-        parts = urlsplit(request.url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError:
-            raise httpx.ConnectError(f"cannot resolve {host}") from None
-        return _pinned(request, _checked_address(list(infos), host))
 
     async def aclose(self) -> None:
         """Close the connections."""

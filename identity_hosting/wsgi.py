@@ -135,7 +135,7 @@ class IdentityWSGI:
         assert self.store is not None
         if self._webhook_sender is None:
             self._webhook_sender = WebhookHttpSender(
-                allow_private=self.settings.webhooks_may_reach_private, timeout_s=self.settings.webhook_timeout_s
+                allow_private=self.settings.may_reach_private_addresses, timeout_s=self.settings.webhook_timeout_s
             )
         self.webhook_thread = DeliveryThread(
             self.service,
@@ -177,7 +177,11 @@ class IdentityWSGI:
             with self._start_lock:
                 if self._provider is None:
                     self._provider = ProviderHttpClient(
-                        timeout_s=self.settings.oauth_timeout_s, base_url=self.settings.base_url, local_app=self
+                        timeout_s=self.settings.oauth_timeout_s,
+                        base_url=self.settings.base_url,
+                        local_app=self if self.settings.dev_mode else None,
+                        allow_private=self.settings.may_reach_private_addresses,
+                        require_https=not self.settings.dev_mode,
                     )
                 provider = self._provider
         return provider

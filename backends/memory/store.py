@@ -3,6 +3,7 @@ asyncio face, and the registry of handlers by effect type (filled by the resourc
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -19,6 +20,7 @@ from identity_proto.effects import (
     oauth_index_key,
 )
 from identity_proto.effects.webhooks import EVENTS_HARD_CAP, EVENTS_IDLE_TTL_MS
+from identity_proto.events import message_id, new_message_tag
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -52,6 +54,17 @@ def _performs(effect_type: type[E]) -> Callable[[Callable[[MemoryStore, E], Any]
         return handler
 
     return register
+
+
+class _SystemEntropy:
+    """Randomness from the operating system (message id tags)."""
+
+    @staticmethod
+    def token_bytes(n: int) -> bytes:
+        return os.urandom(n)
+
+
+_SYSTEM_ENTROPY = _SystemEntropy()
 
 
 @dataclass
@@ -121,6 +134,9 @@ class Tenant:
     #: Every event recorded with a change, oldest first (see `identity_proto.events`; `record_event` appends).
     events: list[StoredEvent] = field(default_factory=list)
     event_seq: int = 0
+    #: The tag of this project's message ids (`identity_proto.events.message_id`): random for each project of each
+    #: process, so that sequence numbers counted again elsewhere or after a restart never make an id seen before.
+    event_tag: str = field(default_factory=lambda: new_message_tag(_SYSTEM_ENTROPY))
 
     def record_event(self, event_type: str, *, record: Any = None, team: Any = None, ids: tuple[str, ...] = ()) -> None:
         """Record an event of this project's (called by a write's handler, under the store's lock, in the same step
@@ -131,7 +147,8 @@ class Tenant:
         # The bounds of a project no delivery loop trims, as on Redis (`EVENTS_HARD_CAP`, `EVENTS_IDLE_TTL_MS`).
         if events and now - events[-1].created_at_millis > EVENTS_IDLE_TTL_MS:
             events.clear()
-        events.append(StoredEvent(f"msg_{self.event_seq:012d}", event_type, now, record=record, team=team, ids=ids))
+        event_id = message_id(self.event_tag, f"{self.event_seq:012d}")
+        events.append(StoredEvent(event_id, event_type, now, record=record, team=team, ids=ids))
         if len(events) > EVENTS_HARD_CAP:
             del events[: len(events) - EVENTS_HARD_CAP]
 

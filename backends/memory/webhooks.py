@@ -45,6 +45,7 @@ from identity_proto.effects import (
     UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
+from identity_proto.events import MESSAGE_TAG_LENGTH, message_position
 from identity_proto.records import StoredEvent
 
 
@@ -60,15 +61,21 @@ class DeliveryRow:
 
 
 def _seq(message_id: str) -> int | None:
-    """The event sequence number of one of this store's message ids (`msg_<12 digits>`), or None."""
-    digits = message_id.removeprefix("msg_")
-    if digits == message_id or not digits.isdigit() or not digits.isascii():
+    """The event sequence number of one of this store's message ids (`msg_<tag><12 digits>`), or None."""
+    digits = message_id[len("msg_") + MESSAGE_TAG_LENGTH :]
+    if not message_id.startswith("msg_") or not digits.isdigit() or not digits.isascii():
         return None
     return int(digits)
 
 
+def _own_seq(tenant: Tenant, message_id: str) -> int | None:
+    """The sequence number of `message_id` when it is one of this project's ids (its tag), else None."""
+    position = message_position(message_id, tenant.event_tag)
+    return None if position is None else _seq(message_id)
+
+
 def _find_event(tenant: Tenant, message_id: str) -> StoredEvent | None:
-    seq = _seq(message_id)
+    seq = _own_seq(tenant, message_id)
     if seq is None:
         return None
     events = tenant.events
@@ -157,7 +164,7 @@ def _list_events(store: MemoryStore, effect: ListEvents) -> tuple[StoredEvent, .
     events = tenant.events
     if effect.after is None:
         return tuple(events[: effect.limit])
-    after = _seq(effect.after)
+    after = _own_seq(tenant, effect.after)
     if after is None:
         return ()
     start = bisect.bisect_right(events, after, key=lambda event: _seq(event.id) or 0)

@@ -56,7 +56,7 @@ Key                             Type    Holds                                   
                                         fields ``t`` (type), ``r`` / ``m`` (JSON of   retention by
                                         the record / the selected team, or ''),       `TrimWebhookData`
                                         ``i`` (ids, newline-joined). The entry id
-                                        makes the message id ``msg_<id>``.
+                                        makes the message id ``msg_<tag><id>``.
 ``<ns>{webhooks}:projects``    SET     The ids of the projects that have a webhook   none
                                         endpoint. Hash tag ``{webhooks}``: its own
                                         slot, never in a script with a project's
@@ -182,9 +182,13 @@ hold it. Counters, sessions and codes are security state: run Redis with ``maxme
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Final
+
+from identity_proto.events import MESSAGE_TAG_LENGTH
+from identity_proto.tokens import CROCKFORD_ALPHABET
 
 DEFAULT_NAMESPACE: Final = "identity:"
 
@@ -212,16 +216,20 @@ OAUTH_GRACE_MS: Final = 60_000
 SETTLED_DELIVERY_TTL_MS: Final = 30 * 24 * 3_600_000
 
 
+#: A stream entry id (``<ms>-<seq>``).
+_ENTRY_ID: Final = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+
+
 def webhook_sortable(entry_id: str) -> str:
     """A stream entry id (``<ms>-<seq>``) as text whose byte order is the ids' order (each part 20 digits)."""
     ms, _, seq = entry_id.partition("-")
     return f"{ms:0>20}-{seq:0>20}"
 
 
-def webhook_delivery_id(message_id: str, endpoint_id: str) -> str:
+def webhook_delivery_id(entry_id: str, endpoint_id: str) -> str:
     """The id of a delivery in the webhook keys: the sortable form of its message's stream entry id, ``:``, the
     endpoint id (the first part has a fixed form, so the id is unambiguous)."""
-    return f"{webhook_sortable(message_id.removeprefix('msg_'))}:{endpoint_id}"
+    return f"{webhook_sortable(entry_id)}:{endpoint_id}"
 
 
 # --- end webhooks ---
@@ -320,13 +328,29 @@ class KeySpace:
         """Endpoint id -> the id of the last stream entry when it was created (it gets later events only)."""
         return self.prefix(project_id) + "webhook-endpoint-from"
 
+    def webhook_message_tag(self, project_id: str) -> str:
+        """The tag of the project's message ids (`identity_proto.events.message_id`): derived from the namespace and
+        the project id, so that two projects' streams (or two deployments' on one Redis) never make one id; the
+        stream's entry ids, unique within it and ordered by Redis's clock, tell its messages apart."""
+        digest = hashlib.sha256(f"{self.namespace}\0{project_id}".encode()).digest()
+        return "".join(CROCKFORD_ALPHABET[byte % 32] for byte in digest[:MESSAGE_TAG_LENGTH])
+
+    def webhook_entry_id(self, project_id: str, message_id: str) -> str | None:
+        """The stream entry id `message_id` names, when it is one of the project's (its tag), else None. Deliveries
+        made before ids had a tag carry ``msg_<entry id>``: read too."""
+        tag = "msg_" + self.webhook_message_tag(project_id)
+        position = message_id[len(tag) :] if message_id.startswith(tag) else message_id.removeprefix("msg_")
+        return position if _ENTRY_ID.fullmatch(position) else None
+
     def webhook_cursor(self, project_id: str) -> str:
         """The fan-out cursor: the id of the last stream entry fanned out."""
         return self.prefix(project_id) + "webhook-cursor"
 
     def webhook_delivery(self, project_id: str, message_id: str = "", endpoint_id: str = "") -> str:
-        """A delivery, by its message id and endpoint id (`webhook_delivery_id`); without them, the prefix."""
-        suffix = webhook_delivery_id(message_id, endpoint_id) if message_id else ""
+        """A delivery, by its message id and endpoint id (`webhook_delivery_id` of the message's stream entry id);
+        without them, the prefix."""
+        entry_id = self.webhook_entry_id(project_id, message_id) if message_id else None
+        suffix = webhook_delivery_id(entry_id, endpoint_id) if entry_id else ""
         return f"{self.prefix(project_id)}webhook-delivery:{suffix}"
 
     def webhook_deliveries(self, project_id: str, endpoint_id: str = "") -> str:

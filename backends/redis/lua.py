@@ -211,7 +211,8 @@ end
 #: Lua: record an event of the project in its events stream (`KeySpace.events`), in the same script as the change
 #: it describes (the transactional outbox: `identity_proto.events`). `record` and `team` are JSON texts of stored
 #: records (`record_json` of their hashes) or '' for none; `ids` the payload's ids joined by newlines ('' for none).
-#: The stream id (Redis's clock, unique within the stream) becomes the message id (`msg_<stream id>`). The hard cap
+#: The stream id (Redis's clock, unique within the stream) with the project's tag becomes the message id
+#: (`msg_<tag><stream id>`, `identity_proto.events.message_id`). The hard cap
 #: and the idle TTL (`EVENTS_HARD_CAP`, `EVENTS_IDLE_TTL_MS`) only bound a stream no delivery loop trims
 #: (`TrimWebhookData` applies the configured retention).
 _EMIT_EVENT = f"""
@@ -297,15 +298,17 @@ local function wh_next(id)
 end
 """
 
-#: Lua: make a pending delivery of stream entry `entry_id` to an endpoint, due at `now` (its hash, its places in
-#: the due set, the pending set and the endpoint's index). Needs `_WEBHOOK_IDS`.
+#: Lua: make a pending delivery of stream entry `entry_id` (message `message_id`: `msg_` + the project's tag + the
+#: entry id, `keys.KeySpace.webhook_message_tag`) to an endpoint, due at `now` (its hash, its places in the due set,
+#: the pending set and the endpoint's index). Needs `_WEBHOOK_IDS`.
 _WEBHOOK_NEW_DELIVERY = """
-local function wh_new_delivery(delivery_prefix, due, pending, index, endpoint_id, entry_id, event_type, now)
+local function wh_new_delivery(delivery_prefix, due, pending, index, endpoint_id, entry_id, message_id, event_type,
+    now)
   local sortable = wh_sortable(entry_id)
   local did = sortable .. ':' .. endpoint_id
   local key = delivery_prefix .. did
   redis.call('DEL', key)
-  redis.call('HSET', key, 'endpoint_id', endpoint_id, 'message_id', 'msg_' .. entry_id, 'event_type', event_type,
+  redis.call('HSET', key, 'endpoint_id', endpoint_id, 'message_id', message_id, 'event_type', event_type,
     'state', 'pending', 'next_attempt_at_millis', now, 'attempts', '[]', 'created_at_millis', now, 'failures', '0',
     'claim', '', 'last_attempt_at_millis', '')
   redis.call('ZADD', due, now, did)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 from typing import Any, Final
 
 import orjson
@@ -65,17 +64,10 @@ from identity_proto.effects import (
     WebhookEndpoint,
 )
 from identity_proto.effects.webhooks import EVENTS_HARD_CAP
+from identity_proto.events import message_id
 from identity_proto.records import StoredEvent
 
-#: A message id of this store: ``msg_<stream entry id>``.
-_MESSAGE_ID: Final = re.compile(r"msg_([0-9]{1,20}-[0-9]{1,20})")
-
 _SCHEDULE: Final = ",".join(str(ms) for ms in RETRY_SCHEDULE_MS)
-
-
-def _entry_id(message_id: str) -> str | None:
-    found = _MESSAGE_ID.fullmatch(message_id)
-    return None if found is None else found.group(1)
 
 
 def _endpoint_json(endpoint: WebhookEndpoint) -> str:
@@ -91,13 +83,14 @@ def _endpoint(raw: Any) -> WebhookEndpoint | None:
     return WebhookEndpoint(**data)
 
 
-def _event(entry_id: Any, fields: Any) -> StoredEvent:
-    """A stream entry (its id and its fields, as XRANGE's reply gives them: a dict or a flat list)."""
+def _event(entry_id: Any, fields: Any, tag: str) -> StoredEvent:
+    """A stream entry (its id and its fields, as XRANGE's reply gives them: a dict or a flat list) of the project
+    whose message ids are tagged `tag`."""
     entry = _text(entry_id)
     f = _pairs(fields)
     ids = f.get("i", "")
     return StoredEvent(
-        id=f"msg_{entry}",
+        id=message_id(tag, entry),
         type=f["t"],
         created_at_millis=int(entry.partition("-")[0]),
         record=f.get("r") or None,
@@ -260,16 +253,18 @@ def _list_events(keys: KeySpace, effect: ListEvents) -> Plan[tuple[StoredEvent, 
         return ()
     start = "-"
     if effect.after is not None:
-        after = _entry_id(effect.after)
+        after = keys.webhook_entry_id(effect.project_id, effect.after)
         if after is None:
             return ()
         start = "(" + after
     reply = yield Call("XRANGE", keys.events(effect.project_id), start, "+", "COUNT", effect.limit)
-    return tuple(_event(entry_id, fields) for entry_id, fields in _entries(reply))
+    tag = keys.webhook_message_tag(effect.project_id)
+    return tuple(_event(entry_id, fields, tag) for entry_id, fields in _entries(reply))
 
 
 # KEYS: events stream, endpoints, due, pending, the endpoint's delivery index. ARGV: the test event type, its data
-# JSON, endpoint id, now, delivery key prefix, the stream's hard cap. Records the event (as `emit_event` does) and,
+# JSON, endpoint id, now, delivery key prefix, the stream's hard cap, the project's message id tag. Records the event
+# (as `emit_event` does) and,
 # if the endpoint exists, its one delivery; returns the entry id.
 script(
     "add_test_event",
@@ -278,7 +273,7 @@ script(
     + """
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*', 't', ARGV[1], 'r', ARGV[2], 'm', '', 'i', '')
 if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then
-  wh_new_delivery(ARGV[5], KEYS[3], KEYS[4], KEYS[5], ARGV[3], id, ARGV[1], ARGV[4])
+  wh_new_delivery(ARGV[5], KEYS[3], KEYS[4], KEYS[5], ARGV[3], id, 'msg_' .. ARGV[7] .. id, ARGV[1], ARGV[4])
 end
 return id
 """,
@@ -304,15 +299,16 @@ def _add_test_event(keys: KeySpace, effect: AddTestEvent) -> Plan[StoredEvent]:
             effect.now_ms,
             keys.webhook_delivery(project_id),
             EVENTS_HARD_CAP,
+            keys.webhook_message_tag(project_id),
         ),
     )
-    return _event(entry_id, {"t": TEST_EVENT_TYPE, "r": effect.data_json})
+    return _event(entry_id, {"t": TEST_EVENT_TYPE, "r": effect.data_json}, keys.webhook_message_tag(project_id))
 
 
 # KEYS: events stream, cursor, endpoints, endpoint starts, due, pending. ARGV: now, limit, delivery key prefix,
-# delivery index prefix, the test event type. The entries after the cursor (at most `limit`) become one delivery per
-# enabled endpoint that wants their type and started before them (test events: none); the cursor moves to the last.
-# Returns how many entries the cursor moved past.
+# delivery index prefix, the test event type, the project's message id tag. The entries after the cursor (at most
+# `limit`) become one delivery per enabled endpoint that wants their type and started before them (test events:
+# none); the cursor moves to the last. Returns how many entries the cursor moved past.
 script(
     "fan_out_events",
     _FIELDS
@@ -343,7 +339,7 @@ for _, entry in ipairs(entries) do
   if t ~= ARGV[5] then
     for _, ep in ipairs(endpoints) do
       if wh_less(ep.from, id) and (ep.types == nil or ep.types[t]) then
-        wh_new_delivery(ARGV[3], KEYS[5], KEYS[6], ARGV[4] .. ep.id, ep.id, id, t, ARGV[1])
+        wh_new_delivery(ARGV[3], KEYS[5], KEYS[6], ARGV[4] .. ep.id, ep.id, id, 'msg_' .. ARGV[6] .. id, t, ARGV[1])
       end
     end
   end
@@ -375,6 +371,7 @@ def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int]:
             keys.webhook_delivery(project_id),
             keys.webhook_deliveries(project_id),
             TEST_EVENT_TYPE,
+            keys.webhook_message_tag(project_id),
         ),
     )
     return int(fanned)
@@ -387,7 +384,8 @@ def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int]:
 # endpoint JSON} per claim.
 script(
     "claim_deliveries",
-    _WEBHOOK_SETTLE
+    _WEBHOOK_IDS
+    + _WEBHOOK_SETTLE
     + """
 local until_at = string.format('%.0f', tonumber(ARGV[1]) + tonumber(ARGV[2]))
 local out = {}
@@ -399,7 +397,7 @@ for _, did in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMI
     redis.call('ZREM', KEYS[4], did)
   else
     local ep = redis.call('HGET', KEYS[2], d[1])
-    local entry_id = string.sub(d[2], 5)
+    local entry_id = wh_entry_id(did)
     local entry = redis.call('XRANGE', KEYS[3], entry_id, entry_id)
     if (not ep) or #entry == 0 or cjson.decode(ep).disabled == true then
       wh_settle(key, did, 'failed', ARGV[1], KEYS[1], KEYS[4], KEYS[5], ARGV[5])
@@ -443,7 +441,10 @@ def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDeliver
     for token, (fields, entry, endpoint) in zip(tokens, reply or (), strict=False):
         made = _endpoint(endpoint)
         assert made is not None  # the script checked it
-        claimed.append(ClaimedDelivery(_delivery(fields), _event(entry[0], entry[1]), made, token))
+        delivery = _delivery(fields)
+        # The event under the id its delivery was made with (a delivery older than tagged ids keeps its id).
+        event = dataclasses.replace(_event(entry[0], entry[1], ""), id=delivery.message_id)
+        claimed.append(ClaimedDelivery(delivery, event, made, token))
     return tuple(claimed)
 
 
@@ -486,10 +487,11 @@ return 1
 
 @_plans(RecordAttempt)
 def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
-    if _entry_id(effect.message_id) is None:
+    entry_id = keys.webhook_entry_id(effect.project_id, effect.message_id)
+    if entry_id is None:
         return False
     project_id, attempt = effect.project_id, effect.attempt
-    delivery_id = webhook_delivery_id(effect.message_id, effect.endpoint_id)
+    delivery_id = webhook_delivery_id(entry_id, effect.endpoint_id)
     succeeded = attempt.status_code is not None and 200 <= attempt.status_code < 300
     current = yield Script(
         "record_attempt",
@@ -568,7 +570,7 @@ return redis.call('HGETALL', KEYS[1])
 
 @_plans(ReplayDelivery)
 def _replay(keys: KeySpace, effect: ReplayDelivery) -> Plan[Delivery | None]:
-    entry_id = _entry_id(effect.message_id)
+    entry_id = keys.webhook_entry_id(effect.project_id, effect.message_id)
     if entry_id is None:
         return None
     project_id = effect.project_id
@@ -581,7 +583,7 @@ def _replay(keys: KeySpace, effect: ReplayDelivery) -> Plan[Delivery | None]:
             keys.webhook_settled(project_id),
             keys.events(project_id),
         ),
-        (webhook_delivery_id(effect.message_id, effect.endpoint_id), effect.now_ms, entry_id),
+        (webhook_delivery_id(entry_id, effect.endpoint_id), effect.now_ms, entry_id),
     )
     return _delivery(reply) if reply else None
 

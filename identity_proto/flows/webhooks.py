@@ -12,9 +12,10 @@ Rules:
    receivers can switch without losing a message; a second rotation within that time drops the oldest secret.
 3. The URL (`check_endpoint_url`): the schema accepts only http(s) URLs every parser reads alike, without
    credentials; the flow refuses the service's own origin always, and in production addresses a careful operator
-   keeps out of reach of the internet's requests (loopback, private, link-local and other special IP literals, and
-   local names such as `localhost`), unless `ServiceOptions.webhook_allow_private`. Dev mode allows them (receivers
-   on the developer's machine). A name that *resolves* to a private address is the sender's business, at delivery.
+   keeps out of reach of the internet's requests (`identity_proto.egress`: IP literals that are not global unicast,
+   and local names such as `localhost`), unless `ServiceOptions.webhook_allow_private`. Dev mode allows them
+   (receivers on the developer's machine). A name that *resolves* to such an address is the sender's business, at
+   delivery (the same rule, `identity_hosting.egress`).
 4. `event_types`: known types only, or null for every type (the schema).
 """
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import ipaddress
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ from identity_proto.effects.webhooks import (
     UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
+from identity_proto.egress import ALLOW_PRIVATE_SETTING, IPAddress, host_refusal, ip_literal
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.http import Response
@@ -84,11 +85,7 @@ TEST_EVENT_MESSAGE = "Stack webhook test event triggered from the Stack dashboar
 ENDPOINT_NOT_FOUND_MESSAGE = "Endpoint not found. Make sure it still exists."
 NOT_DELIVERED_MESSAGE = "Webhook not delivered. Make sure the endpoint is configured correctly."
 
-#: Host names that name the machine itself or a local network, never a receiver on the internet (rule 3). A name
-#: of one label (`redis`, `metadata`) is resolved in the local search domains: local too.
-_LOCAL_NAMES = ("localhost",)
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa", ".localdomain")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -100,19 +97,8 @@ def new_webhook_secret(entropy: Entropy) -> str:
     return "whsec_" + base64.b64encode(entropy.token_bytes(24)).decode("ascii")
 
 
-def _ip_literal(url: WebURL) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    host = url.origin.host.strip("[]")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
-    return address
-
-
-def _is_local_name(host: str) -> bool:
-    return host in _LOCAL_NAMES or host.endswith(_LOCAL_SUFFIXES) or "." not in host
+def _ip_literal(url: WebURL) -> IPAddress | None:
+    return ip_literal(url.origin.host)
 
 
 def _names_this_machine(url: WebURL) -> bool:
@@ -151,18 +137,9 @@ def check_endpoint_url(ctx: RequestContext, url: str) -> None:
             _refuse("it points at this service itself (a webhook would call the service that sends it)")
     if ctx.options.dev_mode or ctx.options.webhook_allow_private:
         return
-    address = _ip_literal(parsed)
-    if address is not None:
-        if not address.is_global or address.is_multicast:
-            _refuse(
-                f"{address} is a private, loopback, link-local or otherwise non-public address; "
-                "set IDENTITY_WEBHOOK_ALLOW_PRIVATE=1 to allow such addresses"
-            )
-    elif _is_local_name(parsed.origin.host):
-        _refuse(
-            f"{parsed.origin.host} is a local host name (localhost, a name of one label, .local, .internal...); "
-            "set IDENTITY_WEBHOOK_ALLOW_PRIVATE=1 to allow local receivers"
-        )
+    refusal = host_refusal(parsed.origin.host)
+    if refusal is not None:
+        _refuse(f"{refusal}; set {ALLOW_PRIVATE_SETTING} to allow it")
 
 
 def _refuse(reason: str) -> None:

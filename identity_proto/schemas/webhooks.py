@@ -18,8 +18,8 @@ from identity_proto.urls import UnsafeURL, parse_web_url
 #: The longest endpoint URL accepted.
 MAX_WEBHOOK_URL_LENGTH = 2048
 MAX_WEBHOOK_DESCRIPTION_LENGTH = 4096
-#: A message id: `msg_<stream entry id>` on Redis, `msg_<12-digit seq>` on memory.
-_MESSAGE_ID_PATTERN = r"^msg_[0-9A-Za-z-]{1,40}$"
+#: A message id: `msg_` + the project's tag + its position (`identity_proto.events.message_id`).
+_MESSAGE_ID_PATTERN = r"^msg_[0-9A-Za-z-]{1,64}$"
 
 
 def _endpoint_url(value: str | None) -> str | None:

@@ -54,7 +54,7 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
-from identity_proto.events import EVENT_TYPES, StoredEvent, event_data, event_payload
+from identity_proto.events import EVENT_TYPES, MESSAGE_TAG_LENGTH, StoredEvent, event_data, event_payload
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
 from identity_proto.render import render_team, render_user
 from tests.contract.conftest import AsyncBackend
@@ -457,11 +457,27 @@ def test_message_ids_are_unique_and_in_recording_order(store: Store) -> None:
     assert len(ids) == len(set(ids)) == 10
     if isinstance(store, MemoryStore):
         assert ids == sorted(ids)
-    else:  # stream ids: <ms>-<seq>, increasing
-        assert [tuple(map(int, i[4:].split("-"))) for i in ids] == sorted(
-            tuple(map(int, i[4:].split("-"))) for i in ids
+    else:  # stream ids: msg_<tag><ms>-<seq>, increasing
+        start = len("msg_") + MESSAGE_TAG_LENGTH
+        assert [tuple(map(int, i[start:].split("-"))) for i in ids] == sorted(
+            tuple(map(int, i[start:].split("-"))) for i in ids
         )
     assert {event.type for event in recorded(store)} <= set(EVENT_TYPES)
+
+
+def test_two_projects_never_share_a_message_id(store: Store) -> None:
+    """Receivers deduplicate on the id: the same writes in two projects (in the same millisecond or not) make
+    ids of their own, each project's with its tag."""
+    for project in (PROJECT, OTHER_PROJECT):
+        store.apply(CreateUser(project, make_user("ada")))
+        store.apply(DeleteUser(project, "ada"))
+    first = [event.id for event in store.apply(ListEvents(PROJECT))]
+    second = [event.id for event in store.apply(ListEvents(OTHER_PROJECT))]
+    assert len(first) == len(second) == 2
+    assert set(first).isdisjoint(second)
+    assert len({i[: len("msg_") + MESSAGE_TAG_LENGTH] for i in first}) == 1
+    # One project's id means nothing in another: listing after it lists nothing.
+    assert store.apply(ListEvents(OTHER_PROJECT, after=first[0])) == ()
 
 
 def test_each_project_records_its_own_events(store: Store) -> None:
@@ -544,4 +560,5 @@ def test_the_memory_store_keeps_at_most_the_hard_cap_of_a_projects_events(monkey
         store.apply(CreateUser(PROJECT, make_user(f"user-{n}")))
     kept = store.apply(ListEvents(PROJECT))
     assert [event.record.id for event in kept] == ["user-2", "user-3", "user-4"]
-    assert [event.id for event in kept] == ["msg_000000000003", "msg_000000000004", "msg_000000000005"]
+    tag = store.tenant(PROJECT).event_tag
+    assert [event.id for event in kept] == [f"msg_{tag}{n:012d}" for n in (3, 4, 5)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -122,6 +123,32 @@ def test_in_production_a_loopback_receiver_is_refused_before_any_connection() ->
         assert receiver.received == []
 
 
+@pytest.mark.parametrize("address", ["100.64.0.1", "100.100.100.200", "10.0.0.8", "127.0.0.1"])
+def test_in_production_a_name_resolving_to_a_non_global_address_is_refused_before_any_connection(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    """The resolver is patched at its boundary (`socket.getaddrinfo`, which the asyncio loop's resolver calls too):
+    `hooks.example.com` resolves to `address`, as a DNS answer could. The sender refuses it without connecting."""
+    resolve = socket.getaddrinfo
+    connects: list[object] = []
+
+    def hosts(host: str | bytes, port: object, *args: Any, **kwargs: Any) -> list[Any]:
+        if host in ("hooks.example.com", b"hooks.example.com"):  # anyio passes the IDNA-encoded bytes
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port or 443)))]  # type: ignore[call-overload]
+        return resolve(host, port, *args, **kwargs)  # type: ignore[arg-type]
+
+    def no_connection(*args: Any, **kwargs: Any) -> None:
+        connects.append(args)
+        raise OSError("no connection may be made here")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hosts)
+    monkeypatch.setattr(socket, "create_connection", no_connection)
+    effect = SendWebhooks((_request("https://hooks.example.com/hook"), _request("http://hooks.example.com:8080/")), 3)
+    for results in _send_both(effect, allow_private=False):
+        assert [(r.status_code, r.error) for r in results] == [(None, "address not allowed")] * 2
+    assert connects == []
+
+
 @pytest.mark.parametrize(
     ("address", "public"),
     [
@@ -136,6 +163,10 @@ def test_in_production_a_loopback_receiver_is_refused_before_any_connection() ->
         ("fc00::1", False),
         ("::ffff:127.0.0.1", False),
         ("224.0.0.1", False),
+        ("100.64.0.1", False),  # shared address space (CGNAT): not global
+        ("100.100.100.200", False),  # a cloud metadata address in it
+        ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+        ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
         ("93.184.216.34", True),
         ("2606:2800:220:1:248:1893:25c8:1946", True),
     ],

@@ -25,10 +25,13 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet
 
 from asgi_app import IdentityASGI
+from identity_hosting.egress import GuardedTransport
 from identity_hosting.oauth_client import AsyncProviderHttpClient, ProviderHttpClient, local_mock_mount
 from identity_hosting.settings import ConfigurationError, Settings
 from identity_hosting.wsgi import IdentityWSGI
 from identity_proto.effects.oauth_provider import (
+    CheckProviderAccessToken,
+    DiscoverProvider,
     ExchangeProviderCode,
     ProviderEndpoints,
     ProviderFailure,
@@ -445,7 +448,7 @@ def silent_spec(base: str) -> ProviderSpec:
 
 
 def test_a_provider_that_never_answers_is_unavailable_after_the_timeout(silent_provider: str) -> None:
-    provider = ProviderHttpClient(timeout_s=1)
+    provider = ProviderHttpClient(timeout_s=1, allow_private=True, require_https=False)  # a local provider
     started = time.monotonic()
     try:
         with pytest.raises(ProviderFailure) as failed:
@@ -458,7 +461,7 @@ def test_a_provider_that_never_answers_is_unavailable_after_the_timeout(silent_p
 
 def test_the_async_client_times_out_alike(silent_provider: str) -> None:
     async def main() -> ProviderFailure:
-        provider = AsyncProviderHttpClient(timeout_s=1)
+        provider = AsyncProviderHttpClient(timeout_s=1, allow_private=True, require_https=False)
         try:
             with pytest.raises(ProviderFailure) as failed:
                 await provider.perform(exchange(silent_spec(silent_provider)))
@@ -527,3 +530,116 @@ def _b64decode(text: str) -> bytes:
 
 def _b64encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The address rule (`identity_proto.egress`): every URL the client calls, as written and as resolved
+
+
+@pytest.fixture
+def loopback_named_idp(monkeypatch: pytest.MonkeyPatch, silent_provider: str) -> str:
+    """`idp.example.com` resolves to the loopback listener (the resolver patched at its boundary,
+    `socket.getaddrinfo`, which asyncio's resolver calls too); its port is the silent provider's."""
+    resolve = socket.getaddrinfo
+
+    def hosts(host: str | bytes, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("idp.example.com", b"idp.example.com"):  # anyio passes the IDNA-encoded bytes
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", int(port)))]
+        return resolve(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hosts)
+    return silent_provider.rsplit(":", 1)[1]
+
+
+def _every_call(base: str) -> list[Any]:
+    """One provider effect per outbound URL: discovery, the token endpoint (exchange and refresh), userinfo."""
+    endpoints = ProviderEndpoints(
+        authorization_endpoint=f"{base}/a", token_endpoint=f"{base}/t", userinfo_endpoint=f"{base}/u"
+    )
+    spec = ProviderSpec("corp", "oidc", "id", "s", endpoints)
+    return [
+        DiscoverProvider(base),
+        exchange(spec),
+        RefreshProviderToken(spec, refresh_token="r", scope="openid"),
+        CheckProviderAccessToken(spec, access_token="a"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "https://idp.example.com:{port}",  # a name resolving to loopback
+        "https://127.0.0.1:{port}",
+        "https://localhost:{port}",
+        "http://idp.example.com:{port}",  # production: https only
+    ],
+)
+def test_in_production_no_provider_call_reaches_a_non_global_address(
+    loopback_named_idp: str, silent_provider: str, base: str
+) -> None:
+    """The listener behind `silent_provider` would hold any connection until the timeout: a refusal is immediate
+    and `unavailable`, whatever the call."""
+    url = base.format(port=loopback_named_idp)
+    started = time.monotonic()
+    provider = ProviderHttpClient(timeout_s=3, allow_private=False, require_https=True)
+    try:
+        for effect in _every_call(url):
+            with pytest.raises(ProviderFailure) as failed:
+                provider.perform(effect)
+            assert failed.value.kind == "unavailable"
+    finally:
+        provider.close()
+
+    async def main() -> None:
+        client = AsyncProviderHttpClient(timeout_s=3, allow_private=False, require_https=True)
+        try:
+            for effect in _every_call(url):
+                with pytest.raises(ProviderFailure) as failed:
+                    await client.perform(effect)
+                assert failed.value.kind == "unavailable"
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert time.monotonic() - started < 2.5
+
+
+def test_an_id_tokens_jwks_on_a_non_global_address_is_not_fetched(loopback_named_idp: str) -> None:
+    """The JWKS URL (from a discovery document) goes through the same rule: the exchange's token answer comes from
+    a public provider (a mock transport behind the guard), its `jwks_uri` names loopback."""
+    jwks_uri = f"https://idp.example.com:{loopback_named_idp}/jwks"
+    seen: list[str] = []
+
+    def public(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json={"access_token": "a", "token_type": "Bearer", "id_token": "x.y.z"})
+
+    endpoints = ProviderEndpoints(
+        authorization_endpoint="https://id.provider.example/a",
+        token_endpoint="https://id.provider.example/t",
+        jwks_uri=jwks_uri,
+        issuer="https://id.provider.example",
+    )
+
+    class PublicProviderOrTheNetwork(httpx.BaseTransport):
+        """The public provider as a mock; any other host through the real, guarded network."""
+
+        def __init__(self) -> None:
+            self.mock = httpx.MockTransport(public)
+            self.network = GuardedTransport(allow_private=False, require_https=True)
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.host == "id.provider.example":
+                return self.mock.handle_request(request)
+            return self.network.handle_request(request)
+
+    provider = ProviderHttpClient(timeout_s=3, network=PublicProviderOrTheNetwork())
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProviderFailure) as failed:
+            provider.perform(exchange(ProviderSpec("corp", "oidc", "id", "s", endpoints)))
+    finally:
+        provider.close()
+    assert failed.value.kind == "unavailable"
+    assert seen == ["https://id.provider.example/t"]
+    assert time.monotonic() - started < 2.5

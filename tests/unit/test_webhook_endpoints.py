@@ -62,6 +62,8 @@ PRIVATE_URLS = [
     "http://[fe80::1]/",
     "http://[::ffff:10.0.0.1]/",  # an IPv4-mapped private address
     "http://224.0.0.1/",
+    "http://100.64.0.1/",  # shared address space (CGNAT)
+    "http://100.100.100.200/",  # a cloud metadata address, in CGNAT space
 ]
 LOCAL_NAMES = [
     "http://localhost:9000/hook",
@@ -217,3 +219,20 @@ def test_identity_webhook_allow_private_sets_the_option() -> None:
     assert allowed.service_options().webhook_allow_private is True
     with pytest.raises(ConfigurationError, match="IDENTITY_WEBHOOK_ALLOW_PRIVATE must be 1 or 0"):
         Settings.from_env({**production, "IDENTITY_WEBHOOK_ALLOW_PRIVATE": "yes"})
+
+
+def test_identity_allow_private_addresses_is_the_one_switch_for_every_outbound_request() -> None:
+    production = {
+        "IDENTITY_PROJECT_ID": "5f0c6e5e-6a58-4c53-9f4b-3c1f0b8f7a10",
+        "IDENTITY_PUBLISHABLE_CLIENT_KEY": "pck_" + "p" * 30,
+        "IDENTITY_SECRET_SERVER_KEY": "ssk_" + "s" * 30,
+        "IDENTITY_SUPER_SECRET_ADMIN_KEY": "sak_" + "a" * 30,
+    }
+    assert Settings.from_env(production).may_reach_private_addresses is False
+    for name in ("IDENTITY_ALLOW_PRIVATE_ADDRESSES", "IDENTITY_WEBHOOK_ALLOW_PRIVATE"):  # the new name, the former
+        allowed = Settings.from_env({**production, name: "1"})
+        assert allowed.may_reach_private_addresses is True
+        assert allowed.service_options().webhook_allow_private is True
+    assert Settings.from_env({}).may_reach_private_addresses is True  # dev mode
+    with pytest.raises(ConfigurationError, match="IDENTITY_ALLOW_PRIVATE_ADDRESSES must be 1 or 0"):
+        Settings.from_env({**production, "IDENTITY_ALLOW_PRIVATE_ADDRESSES": "yes"})
