@@ -1,20 +1,25 @@
 """`Commit` on the memory store: guards checked, then writes applied and events recorded, all under the store's
-lock (one step: no other effect sees it half done). No business rule lives here: the core decided."""
+lock (one step: no other effect sees it half done). No business rule lives here: the core decided.
+
+How each guard is checked and each write applied is registered by type (`checks`, `applies`): the generic ones
+here, a resource's own in its module, beside its other handlers."""
 
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects.commit import (
     Announce,
     Commit,
+    CommitGuard,
+    CommitWrite,
     Conflict,
     DropIndex,
     FieldsAre,
     GrantPermissions,
-    Guard,
     IndexIs,
     IndexName,
     IsAbsent,
@@ -27,77 +32,147 @@ from identity_proto.effects.commit import (
     RecordKind,
     SessionIsLive,
     SetIndex,
-    Write,
 )
 from identity_proto.records import replaced
+
+G = TypeVar("G", bound=CommitGuard)
+W = TypeVar("W", bound=CommitWrite)
+
+_GUARDS: dict[type[Any], Callable[[Tenant, Any], bool]] = {}
+_WRITES: dict[type[Any], Callable[[Tenant, Any], None]] = {}
+
+
+def checks(guard_type: type[G]) -> Callable[[Callable[[Tenant, G], bool]], Callable[[Tenant, G], bool]]:
+    """Register the function below as how this store checks `guard_type` (True: it holds)."""
+
+    def register(check: Callable[[Tenant, G], bool]) -> Callable[[Tenant, G], bool]:
+        _GUARDS[guard_type] = check
+        return check
+
+    return register
+
+
+def applies(write_type: type[W]) -> Callable[[Callable[[Tenant, W], None]], Callable[[Tenant, W], None]]:
+    """Register the function below as how this store applies `write_type`."""
+
+    def register(apply: Callable[[Tenant, W], None]) -> Callable[[Tenant, W], None]:
+        _WRITES[write_type] = apply
+        return apply
+
+    return register
 
 
 @_performs(Commit)
 def _commit(store: MemoryStore, effect: Commit) -> Conflict | None:
     tenant = store.tenant(effect.project_id)
     for position, guard in enumerate(effect.guards):
-        if not _holds(tenant, guard):
+        if not _GUARDS[type(guard)](tenant, guard):
             return Conflict(position)
     for write in effect.writes:
-        _apply(tenant, write)
+        _WRITES[type(write)](tenant, write)
     for event in effect.events:
         _record(tenant, event)
     return None
 
 
-def _records(tenant: Tenant, kind: RecordKind) -> dict[str, Any]:
+def records(tenant: Tenant, kind: RecordKind) -> dict[str, Any]:
+    """The records of one kind, by id."""
     return tenant.users if kind is RecordKind.USER else tenant.teams
 
 
-def _index(tenant: Tenant, index: IndexName) -> dict[str, str]:
-    return tenant.email_index if index is IndexName.EMAIL else tenant.oauth_index
+def index(tenant: Tenant, name: IndexName) -> dict[str, str]:
+    """One of the project's unique indexes."""
+    return tenant.email_index if name is IndexName.EMAIL else tenant.oauth_index
 
 
-def _holds(tenant: Tenant, guard: Guard) -> bool:
-    match guard:
-        case IsAbsent(kind, record_id):
-            return record_id not in _records(tenant, kind)
-        case FieldsAre(read, names):
-            stored = _records(tenant, guard.kind).get(read.id)
-            return stored is not None and all(getattr(stored, name) == getattr(read, name) for name in names)
-        case IndexIs(index, key, value):
-            return _index(tenant, index).get(key) == value
-        case SessionIsLive(session_id, user_id, now_ms):
-            session = tenant.sessions.get(session_id)
-            return session is not None and session.user_id == user_id and now_ms < session.expires_at_millis
-    raise TypeError(f"not a guard: {guard!r}")
+# ---------------------------------------------------------------------------------------------------------------
+# Guards
 
 
-def _apply(tenant: Tenant, write: Write) -> None:
-    match write:
-        case PutUser(user):
-            tenant.users[user.id] = user
-            bisect.insort(tenant.user_order, (user.signed_up_at_millis, user.id))
-        case PutTeam(team):
-            tenant.teams[team.id] = team
-        case PutMembership(membership):
-            tenant.memberships[(membership.team_id, membership.user_id)] = membership
-        case PutSession(session):
-            tenant.sessions[session.id] = session
-            tenant.session_by_token[session.refresh_token_hash] = session.id
-            tenant.user_sessions.setdefault(session.user_id, set()).add(session.id)
-        case PatchUser(user_id, changes):
-            before = tenant.users[user_id]
-            after = tenant.users[user_id] = changes.apply(before)
-            if after.signed_up_at_millis != before.signed_up_at_millis:  # the listing order follows
-                tenant.user_order.remove((before.signed_up_at_millis, user_id))
-                bisect.insort(tenant.user_order, (after.signed_up_at_millis, user_id))
-        case PatchTeam(team_id, changes):
-            tenant.teams[team_id] = changes.apply(tenant.teams[team_id])
-        case GrantPermissions(user_id, permission_ids):
-            if permission_ids:
-                tenant.project_grants.setdefault(user_id, set()).update(permission_ids)
-        case SetIndex(index, key, value):
-            _index(tenant, index)[key] = value
-        case DropIndex(index, key):
-            _index(tenant, index).pop(key, None)
-        case _:
-            raise TypeError(f"not a write: {write!r}")
+@checks(IsAbsent)
+def _is_absent(tenant: Tenant, guard: IsAbsent) -> bool:
+    return guard.id not in records(tenant, guard.kind)
+
+
+@checks(FieldsAre)
+def _fields_are(tenant: Tenant, guard: FieldsAre) -> bool:
+    stored = records(tenant, guard.kind).get(guard.record.id)
+    return stored is not None and all(getattr(stored, name) == getattr(guard.record, name) for name in guard.names)
+
+
+@checks(IndexIs)
+def _index_is(tenant: Tenant, guard: IndexIs) -> bool:
+    return index(tenant, guard.index).get(guard.key) == guard.value
+
+
+@checks(SessionIsLive)
+def _session_is_live(tenant: Tenant, guard: SessionIsLive) -> bool:
+    session = tenant.sessions.get(guard.session_id)
+    return session is not None and session.user_id == guard.user_id and guard.now_ms < session.expires_at_millis
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writes
+
+
+@applies(PutUser)
+def _put_user(tenant: Tenant, write: PutUser) -> None:
+    user = write.user
+    tenant.users[user.id] = user
+    bisect.insort(tenant.user_order, (user.signed_up_at_millis, user.id))
+
+
+@applies(PatchUser)
+def _patch_user(tenant: Tenant, write: PatchUser) -> None:
+    before = tenant.users[write.user_id]
+    after = tenant.users[write.user_id] = write.changes.apply(before)
+    if after.signed_up_at_millis != before.signed_up_at_millis:  # the listing order follows
+        tenant.user_order.remove((before.signed_up_at_millis, write.user_id))
+        bisect.insort(tenant.user_order, (after.signed_up_at_millis, write.user_id))
+
+
+@applies(PutTeam)
+def _put_team(tenant: Tenant, write: PutTeam) -> None:
+    tenant.teams[write.team.id] = write.team
+
+
+@applies(PatchTeam)
+def _patch_team(tenant: Tenant, write: PatchTeam) -> None:
+    tenant.teams[write.team_id] = write.changes.apply(tenant.teams[write.team_id])
+
+
+@applies(PutMembership)
+def _put_membership(tenant: Tenant, write: PutMembership) -> None:
+    membership = write.membership
+    tenant.memberships[(membership.team_id, membership.user_id)] = membership
+
+
+@applies(PutSession)
+def _put_session(tenant: Tenant, write: PutSession) -> None:
+    session = write.session
+    tenant.sessions[session.id] = session
+    tenant.session_by_token[session.refresh_token_hash] = session.id
+    tenant.user_sessions.setdefault(session.user_id, set()).add(session.id)
+
+
+@applies(GrantPermissions)
+def _grant_permissions(tenant: Tenant, write: GrantPermissions) -> None:
+    if write.permission_ids:
+        tenant.project_grants.setdefault(write.user_id, set()).update(write.permission_ids)
+
+
+@applies(SetIndex)
+def _set_index(tenant: Tenant, write: SetIndex) -> None:
+    index(tenant, write.index)[write.key] = write.value
+
+
+@applies(DropIndex)
+def _drop_index(tenant: Tenant, write: DropIndex) -> None:
+    index(tenant, write.index).pop(write.key, None)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Events
 
 
 def _record(tenant: Tenant, event: Announce) -> None:
@@ -105,7 +180,7 @@ def _record(tenant: Tenant, event: Announce) -> None:
     team: Any = None
     if event.record is not None:
         kind, record_id = event.record
-        record = _records(tenant, kind).get(record_id)
+        record = records(tenant, kind).get(record_id)
         if kind is RecordKind.USER and record is not None:
             if event.unselected:
                 record = replaced(record, {"selected_team_id": None})

@@ -25,7 +25,8 @@ Every key is in the project's hash-tag slot, so the script runs on Redis Cluster
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 
@@ -37,11 +38,12 @@ from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.effects.commit import (
     Announce,
     Commit,
+    CommitGuard,
+    CommitWrite,
     Conflict,
     DropIndex,
     FieldsAre,
     GrantPermissions,
-    Guard,
     IndexIs,
     IndexName,
     IsAbsent,
@@ -54,7 +56,6 @@ from identity_proto.effects.commit import (
     RecordKind,
     SessionIsLive,
     SetIndex,
-    Write,
 )
 from identity_proto.records import Team, User, user_to_json
 
@@ -145,8 +146,13 @@ return -1
 )
 
 
-class _Ops:
-    """The op list of one commit, and the keys it names (each once, in `KEYS` order)."""
+G = TypeVar("G", bound=CommitGuard)
+W = TypeVar("W", bound=CommitWrite)
+
+
+class Ops:
+    """The op list of one commit, and the keys it names (each once, in `KEYS` order). What a guard or a write adds
+    is registered by type (`guards`, `writes`): the generic ones here, a resource's own in its module."""
 
     def __init__(self, keys: KeySpace, project_id: str) -> None:
         self.space = keys
@@ -157,6 +163,7 @@ class _Ops:
         self.writes: list[list[Any]] = []
 
     def key(self, name: str) -> int:
+        """The number that stands for key `name` in the op list (its place in `KEYS`)."""
         found = self._index.get(name)
         if found is None:
             self.keys.append(name)
@@ -175,98 +182,165 @@ class _Ops:
         return orjson.dumps({"g": self.guards, "w": self.writes}).decode()
 
 
-def _guard(ops: _Ops, position: int, guard: Guard) -> None:
-    match guard:
-        case IsAbsent(kind, record_id):
-            ops.guards.append([position, "absent", ops.record_key(kind, record_id)])
-        case FieldsAre(read, names):
-            record_key = ops.record_key(guard.kind, read.id)
-            ops.guards.append([position, "exists", record_key])
-            stored = dict(_record_fields(read))
-            for name in names:
-                ops.guards.append([position, "hget", record_key, name, stored[name]])
-        case IndexIs(index, entry, value):
-            ops.guards.append([position, "hget", ops.index_key(index), entry, False if value is None else value])
-        case SessionIsLive(session_id, user_id, now_ms):
-            session_key = ops.key(ops.space.session(ops.project_id, session_id))
-            ops.guards.append([position, "hget", session_key, "user_id", _json(user_id)])
-            ops.guards.append([position, "hgt", session_key, "expires_at_millis", str(now_ms)])
-        case _:
-            raise TypeError(f"not a guard: {guard!r}")
+_GUARDS: dict[type[Any], Callable[[Ops, int, Any], None]] = {}
+_WRITES: dict[type[Any], Callable[[Ops, Any], None]] = {}
 
 
-def _record_fields(record: User | Team) -> list[tuple[str, str]]:
+def guards(guard_type: type[G]) -> Callable[[Callable[[Ops, int, G], None]], Callable[[Ops, int, G], None]]:
+    """Register the function below as how `guard_type` becomes guard ops (each starting with its position)."""
+
+    def register(add: Callable[[Ops, int, G], None]) -> Callable[[Ops, int, G], None]:
+        _GUARDS[guard_type] = add
+        return add
+
+    return register
+
+
+def writes(write_type: type[W]) -> Callable[[Callable[[Ops, W], None]], Callable[[Ops, W], None]]:
+    """Register the function below as how `write_type` becomes write ops."""
+
+    def register(add: Callable[[Ops, W], None]) -> Callable[[Ops, W], None]:
+        _WRITES[write_type] = add
+        return add
+
+    return register
+
+
+def flat(pairs: list[tuple[str, str]]) -> list[str]:
+    return [item for pair in pairs for item in pair]
+
+
+def record_fields(record: User | Team) -> list[tuple[str, str]]:
     """The hash fields of a record, as the other writes store it (`codecs`)."""
     data = user_to_json(record) if isinstance(record, User) else dataclasses.asdict(record)
     return _json_fields(data)
 
 
-def _flat_fields(record: User | Team) -> list[str]:
-    return [item for pair in _record_fields(record) for item in pair]
+# ---------------------------------------------------------------------------------------------------------------
+# Guards
 
 
-def _write(ops: _Ops, write: Write) -> None:
-    space, p = ops.space, ops.project_id
-    match write:
-        case PutUser(user):
-            user_key = ops.record_key(RecordKind.USER, user.id)
-            ops.writes.append(["del", user_key])
-            ops.writes.append(["hset", user_key, *_flat_fields(user)])
-            ops.writes.append(["zadd", ops.key(space.user_order(p)), str(user.signed_up_at_millis), user.id])
-        case PutTeam(team):
-            team_key = ops.record_key(RecordKind.TEAM, team.id)
-            ops.writes.append(["del", team_key])
-            ops.writes.append(["hset", team_key, *_flat_fields(team)])
-            ops.writes.append(["zadd", ops.key(space.team_order(p)), str(team.created_at_millis), team.id])
-        case PutMembership(membership):
-            # Keyed by a sequence number the script draws (`keys.py`: memberships list in creation order).
-            seq = {"v": "seq"}
-            ops.writes.append(["incr", ops.key(space.membership_seq(p)), "seq"])
-            team_id, user_id = membership.team_id, membership.user_id
-            ops.writes.append(["zadd", ops.key(space.team_members(p, team_id)), seq, user_id])
-            ops.writes.append(["zadd", ops.key(space.user_teams(p, user_id)), seq, team_id])
-            ops.writes.append(["zadd", ops.key(space.membership_order(p)), seq, seq])
-            items = [item for pair in _json_fields(dataclasses.asdict(membership)) for item in pair]
-            ops.writes.append(["hset", {"p": space.membership(p), "v": "seq"}, *items])
-        case PutSession(session):
-            # TTLs collect garbage only: `GRACE_MS` past the session's expiry (`keys.py`).
-            expires = str(session.expires_at_millis + GRACE_MS)
-            session_key = ops.key(space.session(p, session.id))
-            token_key = ops.key(space.session_by_token(p, session.refresh_token_hash))
-            user_sessions = ops.key(space.user_sessions(p, session.user_id))
-            items = [item for pair in _json_fields(dataclasses.asdict(session)) for item in pair]
-            ops.writes += [["del", session_key], ["hset", session_key, *items], ["pexpireat", session_key, expires]]
-            ops.writes += [["set", token_key, session.id], ["pexpireat", token_key, expires]]
-            ops.writes += [["sadd", user_sessions, session.id], ["extend", user_sessions, expires]]
-        case PatchUser(user_id, changes):
-            _patch(ops, RecordKind.USER, user_id, changes, "signed_up_at_millis", space.user_order(p))
-        case PatchTeam(team_id, changes):
-            _patch(ops, RecordKind.TEAM, team_id, changes, "created_at_millis", space.team_order(p))
-        case GrantPermissions(user_id, permission_ids):
-            if permission_ids:
-                ops.writes.append(["sadd", ops.key(space.user_permissions(p, user_id)), *permission_ids])
-                ops.writes.append(["sadd", ops.key(space.permission_users(p)), user_id])
-        case SetIndex(index, entry, value):
-            ops.writes.append(["hset", ops.index_key(index), entry, value])
-        case DropIndex(index, entry):
-            ops.writes.append(["hdel", ops.index_key(index), entry])
-        case _:
-            raise TypeError(f"not a write: {write!r}")
+@guards(IsAbsent)
+def _is_absent(ops: Ops, position: int, guard: IsAbsent) -> None:
+    ops.guards.append([position, "absent", ops.record_key(guard.kind, guard.id)])
+
+
+@guards(FieldsAre)
+def _fields_are(ops: Ops, position: int, guard: FieldsAre) -> None:
+    record_key = ops.record_key(guard.kind, guard.record.id)
+    ops.guards.append([position, "exists", record_key])
+    stored = dict(record_fields(guard.record))
+    for name in guard.names:
+        ops.guards.append([position, "hget", record_key, name, stored[name]])
+
+
+@guards(IndexIs)
+def _index_is(ops: Ops, position: int, guard: IndexIs) -> None:
+    value = False if guard.value is None else guard.value
+    ops.guards.append([position, "hget", ops.index_key(guard.index), guard.key, value])
+
+
+@guards(SessionIsLive)
+def _session_is_live(ops: Ops, position: int, guard: SessionIsLive) -> None:
+    session_key = ops.key(ops.space.session(ops.project_id, guard.session_id))
+    ops.guards.append([position, "hget", session_key, "user_id", _json(guard.user_id)])
+    ops.guards.append([position, "hgt", session_key, "expires_at_millis", str(guard.now_ms)])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writes
+
+
+@writes(PutUser)
+def _put_user(ops: Ops, write: PutUser) -> None:
+    user = write.user
+    user_key = ops.record_key(RecordKind.USER, user.id)
+    ops.writes += [["del", user_key], ["hset", user_key, *flat(record_fields(user))]]
+    ops.writes.append(["zadd", ops.key(ops.space.user_order(ops.project_id)), str(user.signed_up_at_millis), user.id])
+
+
+@writes(PatchUser)
+def _patch_user(ops: Ops, write: PatchUser) -> None:
+    order = ops.space.user_order(ops.project_id)
+    _patch(ops, RecordKind.USER, write.user_id, write.changes, "signed_up_at_millis", order)
+
+
+@writes(PutTeam)
+def _put_team(ops: Ops, write: PutTeam) -> None:
+    team = write.team
+    team_key = ops.record_key(RecordKind.TEAM, team.id)
+    ops.writes += [["del", team_key], ["hset", team_key, *flat(record_fields(team))]]
+    ops.writes.append(["zadd", ops.key(ops.space.team_order(ops.project_id)), str(team.created_at_millis), team.id])
+
+
+@writes(PatchTeam)
+def _patch_team(ops: Ops, write: PatchTeam) -> None:
+    order = ops.space.team_order(ops.project_id)
+    _patch(ops, RecordKind.TEAM, write.team_id, write.changes, "created_at_millis", order)
 
 
 def _patch(
-    ops: _Ops, kind: RecordKind, record_id: str, changes: UserChanges | TeamChanges, scored_by: str, order_key: str
+    ops: Ops, kind: RecordKind, record_id: str, changes: UserChanges | TeamChanges, scored_by: str, order_key: str
 ) -> None:
     """HSET just the changed fields; the order index follows a changed timestamp."""
     fields = _change_fields(changes)
     if fields:
-        ops.writes.append(["hset", ops.record_key(kind, record_id), *(item for pair in fields for item in pair)])
+        ops.writes.append(["hset", ops.record_key(kind, record_id), *flat(fields)])
     for name, value in changes:
         if name == scored_by:
             ops.writes.append(["zadd", ops.key(order_key), str(value), record_id])
 
 
-def _event(ops: _Ops, event: Announce) -> None:
+@writes(PutMembership)
+def _put_membership(ops: Ops, write: PutMembership) -> None:
+    # Keyed by a sequence number the script draws (`keys.py`: memberships list in creation order).
+    space, p, membership = ops.space, ops.project_id, write.membership
+    seq = {"v": "seq"}
+    ops.writes.append(["incr", ops.key(space.membership_seq(p)), "seq"])
+    ops.writes.append(["zadd", ops.key(space.team_members(p, membership.team_id)), seq, membership.user_id])
+    ops.writes.append(["zadd", ops.key(space.user_teams(p, membership.user_id)), seq, membership.team_id])
+    ops.writes.append(["zadd", ops.key(space.membership_order(p)), seq, seq])
+    items = flat(_json_fields(dataclasses.asdict(membership)))
+    ops.writes.append(["hset", {"p": space.membership(p), "v": "seq"}, *items])
+
+
+@writes(PutSession)
+def _put_session(ops: Ops, write: PutSession) -> None:
+    # TTLs collect garbage only: `GRACE_MS` past the session's expiry (`keys.py`).
+    space, p, session = ops.space, ops.project_id, write.session
+    expires = str(session.expires_at_millis + GRACE_MS)
+    session_key = ops.key(space.session(p, session.id))
+    token_key = ops.key(space.session_by_token(p, session.refresh_token_hash))
+    user_sessions = ops.key(space.user_sessions(p, session.user_id))
+    items = flat(_json_fields(dataclasses.asdict(session)))
+    ops.writes += [["del", session_key], ["hset", session_key, *items], ["pexpireat", session_key, expires]]
+    ops.writes += [["set", token_key, session.id], ["pexpireat", token_key, expires]]
+    ops.writes += [["sadd", user_sessions, session.id], ["extend", user_sessions, expires]]
+
+
+@writes(GrantPermissions)
+def _grant_permissions(ops: Ops, write: GrantPermissions) -> None:
+    if write.permission_ids:
+        space, p = ops.space, ops.project_id
+        ops.writes.append(["sadd", ops.key(space.user_permissions(p, write.user_id)), *write.permission_ids])
+        ops.writes.append(["sadd", ops.key(space.permission_users(p)), write.user_id])
+
+
+@writes(SetIndex)
+def _set_index(ops: Ops, write: SetIndex) -> None:
+    ops.writes.append(["hset", ops.index_key(write.index), write.key, write.value])
+
+
+@writes(DropIndex)
+def _drop_index(ops: Ops, write: DropIndex) -> None:
+    ops.writes.append(["hdel", ops.index_key(write.index), write.key])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Events and the plan
+
+
+def _event(ops: Ops, event: Announce) -> None:
     record_key: int = 0
     team_prefix = ""
     if event.record is not None:
@@ -281,11 +355,11 @@ def _event(ops: _Ops, event: Announce) -> None:
 
 @_plans(Commit)
 def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | None]:
-    ops = _Ops(keys, effect.project_id)
+    ops = Ops(keys, effect.project_id)
     for position, guard in enumerate(effect.guards):
-        _guard(ops, position, guard)
+        _GUARDS[type(guard)](ops, position, guard)
     for write in effect.writes:
-        _write(ops, write)
+        _WRITES[type(write)](ops, write)
     for event in effect.events:
         _event(ops, event)
     reply = yield Script("commit", tuple(ops.keys), (ops.document(),))

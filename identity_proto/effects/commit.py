@@ -37,6 +37,8 @@ from identity_proto.records import Membership, Session, Team, User
 __all__ = [
     "Announce",
     "Commit",
+    "CommitGuard",
+    "CommitWrite",
     "CommitConflict",
     "Conflict",
     "DropIndex",
@@ -60,6 +62,19 @@ __all__ = [
 ]
 
 
+class CommitGuard:
+    """What a commit checks before it writes anything (a frozen dataclass subclasses this)."""
+
+    __slots__ = ()
+
+
+class CommitWrite:
+    """What a commit writes (a frozen dataclass subclasses this). A resource's writes may live in its own effects
+    module; each store registers how it applies them (`backends/memory/commit.py`, `backends/redis/commit.py`)."""
+
+    __slots__ = ()
+
+
 class RecordKind(StrEnum):
     """The records a guard or an event may name."""
 
@@ -81,7 +96,7 @@ class IndexName(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class IsAbsent:
+class IsAbsent(CommitGuard):
     """No record of `kind` has this id."""
 
     kind: RecordKind
@@ -89,7 +104,7 @@ class IsAbsent:
 
 
 @dataclass(frozen=True, slots=True)
-class FieldsAre:
+class FieldsAre(CommitGuard):
     """The record exists, and the fields `names` hold what they held in `record` when the flow read it (a
     compare-and-set on exactly the fields the decision depended on). No names: the record exists."""
 
@@ -102,7 +117,7 @@ class FieldsAre:
 
 
 @dataclass(frozen=True, slots=True)
-class IndexIs:
+class IndexIs(CommitGuard):
     """The index entry `key` names `value` (None: the entry is free)."""
 
     index: IndexName
@@ -111,7 +126,7 @@ class IndexIs:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionIsLive:
+class SessionIsLive(CommitGuard):
     """The session exists, belongs to `user_id` and has not expired at `now_ms`."""
 
     session_id: str
@@ -119,7 +134,7 @@ class SessionIsLive:
     now_ms: int
 
 
-Guard: TypeAlias = IsAbsent | FieldsAre | IndexIs | SessionIsLive
+Guard: TypeAlias = CommitGuard
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -127,35 +142,35 @@ Guard: TypeAlias = IsAbsent | FieldsAre | IndexIs | SessionIsLive
 
 
 @dataclass(frozen=True, slots=True)
-class PutUser:
+class PutUser(CommitWrite):
     """Store a new user (listed by its `signed_up_at_millis`). Guard its id with `IsAbsent`."""
 
     user: User
 
 
 @dataclass(frozen=True, slots=True)
-class PutTeam:
+class PutTeam(CommitWrite):
     """Store a new team (listed by its `created_at_millis`). Guard its id with `IsAbsent`."""
 
     team: Team
 
 
 @dataclass(frozen=True, slots=True)
-class PutMembership:
+class PutMembership(CommitWrite):
     """Store a new membership (listed after every existing one)."""
 
     membership: Membership
 
 
 @dataclass(frozen=True, slots=True)
-class PutSession:
+class PutSession(CommitWrite):
     """Store a new session, findable by its refresh token's hash and listed with its user's sessions."""
 
     session: Session
 
 
 @dataclass(frozen=True, slots=True)
-class PatchUser:
+class PatchUser(CommitWrite):
     """Set the changed fields of an existing user, and only those."""
 
     user_id: str
@@ -163,7 +178,7 @@ class PatchUser:
 
 
 @dataclass(frozen=True, slots=True)
-class PatchTeam:
+class PatchTeam(CommitWrite):
     """Set the changed fields of an existing team, and only those."""
 
     team_id: str
@@ -171,7 +186,7 @@ class PatchTeam:
 
 
 @dataclass(frozen=True, slots=True)
-class GrantPermissions:
+class GrantPermissions(CommitWrite):
     """Add project permissions to those the user holds directly."""
 
     user_id: str
@@ -179,7 +194,7 @@ class GrantPermissions:
 
 
 @dataclass(frozen=True, slots=True)
-class SetIndex:
+class SetIndex(CommitWrite):
     """Make the index entry `key` name `value`."""
 
     index: IndexName
@@ -188,16 +203,14 @@ class SetIndex:
 
 
 @dataclass(frozen=True, slots=True)
-class DropIndex:
+class DropIndex(CommitWrite):
     """Remove the index entry `key` (whatever it names)."""
 
     index: IndexName
     key: str
 
 
-Write: TypeAlias = (
-    PutUser | PutTeam | PutMembership | PutSession | PatchUser | PatchTeam | GrantPermissions | SetIndex | DropIndex
-)
+Write: TypeAlias = CommitWrite
 
 
 # ---------------------------------------------------------------------------------------------------------------
