@@ -136,7 +136,8 @@ class Tenant:
     event_seq: int = 0
     #: The tag of this project's message ids (`identity_proto.events.message_id`): random for each project of each
     #: process, so that sequence numbers counted again elsewhere or after a restart never make an id seen before.
-    event_tag: str = field(default_factory=lambda: new_message_tag(_SYSTEM_ENTROPY))
+    #: Not data: two tenants holding the same records are equal whatever their tags (an empty one is `Tenant()`).
+    event_tag: str = field(default_factory=lambda: new_message_tag(_SYSTEM_ENTROPY), compare=False)
 
     def record_event(self, event_type: str, *, record: Any = None, team: Any = None, ids: tuple[str, ...] = ()) -> None:
         """Record an event of this project's (called by a write's handler, under the store's lock, in the same step
