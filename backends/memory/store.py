@@ -19,8 +19,7 @@ from identity_proto.effects import (
     WebhookEndpoint,
     oauth_index_key,
 )
-from identity_proto.effects.webhooks import EVENTS_HARD_CAP, EVENTS_IDLE_TTL_MS
-from identity_proto.events import message_id, new_message_tag
+from identity_proto.effects.webhooks import EVENTS_HARD_CAP, EVENTS_IDLE_TTL_MS, message_id, new_message_tag
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,

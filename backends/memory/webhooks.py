@@ -45,7 +45,7 @@ from identity_proto.effects import (
     UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
-from identity_proto.events import MESSAGE_TAG_LENGTH, message_position
+from identity_proto.effects.webhooks import MESSAGE_TAG_LENGTH, message_position
 from identity_proto.records import StoredEvent
 
 

@@ -187,7 +187,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from identity_proto.events import MESSAGE_TAG_LENGTH
+from identity_proto.effects.webhooks import MESSAGE_TAG_LENGTH
 from identity_proto.tokens import CROCKFORD_ALPHABET
 
 DEFAULT_NAMESPACE: Final = "identity:"

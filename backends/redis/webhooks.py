@@ -63,8 +63,7 @@ from identity_proto.effects import (
     UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
-from identity_proto.effects.webhooks import EVENTS_HARD_CAP
-from identity_proto.events import message_id
+from identity_proto.effects.webhooks import EVENTS_HARD_CAP, message_id
 from identity_proto.records import StoredEvent
 
 _SCHEDULE: Final = ",".join(str(ms) for ms in RETRY_SCHEDULE_MS)

@@ -37,9 +37,9 @@ from identity_proto.records import Membership, Session, Team, User
 __all__ = [
     "Announce",
     "Commit",
+    "CommitConflict",
     "CommitGuard",
     "CommitWrite",
-    "CommitConflict",
     "Conflict",
     "DropIndex",
     "FieldsAre",

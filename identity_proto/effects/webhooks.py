@@ -28,6 +28,35 @@ from enum import StrEnum
 
 from identity_proto.effects.base import Effect, StorageEffect
 from identity_proto.records import StoredEvent
+from identity_proto.tokens import Entropy, random_string
+
+#: Message ids (what receivers deduplicate on, `svix-id` / `webhook-id`) are unique across projects, processes and
+#: restarts, and the same only when one message is sent again (a retry, a replay): `msg_` + the *tag* of the
+#: project's event stream in its store (`MESSAGE_TAG_LENGTH` characters, lower-case Crockford base 32) + the event's
+#: position in that stream (its sequence number, or its Redis stream entry id). The memory store draws a random tag
+#: for each project's stream when it makes it (`new_message_tag`): a restarted process, another worker, another
+#: project, all have another tag. Redis derives the tag from the key namespace and the project id (the stream and its
+#: positions outlive restarts, and positions are unique within it: Redis's clock).
+MESSAGE_TAG_LENGTH = 16
+
+
+def new_message_tag(entropy: Entropy) -> str:
+    """A random tag for a project's event stream (80 bits)."""
+    return random_string(entropy, MESSAGE_TAG_LENGTH)
+
+
+def message_id(tag: str, position: str) -> str:
+    """The message id of the event at `position` of the stream tagged `tag`."""
+    return f"msg_{tag}{position}"
+
+
+def message_position(message_id: str, tag: str) -> str | None:
+    """The position a message id names in the stream tagged `tag`, or None when it is not one of that stream's."""
+    prefix = f"msg_{tag}"
+    if not message_id.startswith(prefix) or len(message_id) == len(prefix):
+        return None
+    return message_id[len(prefix) :]
+
 
 __all__ = [
     "EVENTS_HARD_CAP",
