@@ -187,8 +187,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from identity_proto.effects.webhooks import MESSAGE_TAG_LENGTH
-from identity_proto.tokens import CROCKFORD_ALPHABET
+from identity_proto.effects.webhooks import message_tag_of
 
 DEFAULT_NAMESPACE: Final = "identity:"
 
@@ -333,7 +332,7 @@ class KeySpace:
         the project id, so that two projects' streams (or two deployments' on one Redis) never make one id; the
         stream's entry ids, unique within it and ordered by Redis's clock, tell its messages apart."""
         digest = hashlib.sha256(f"{self.namespace}\0{project_id}".encode()).digest()
-        return "".join(CROCKFORD_ALPHABET[byte % 32] for byte in digest[:MESSAGE_TAG_LENGTH])
+        return message_tag_of(digest)
 
     def webhook_entry_id(self, project_id: str, message_id: str) -> str | None:
         """The stream entry id `message_id` names, when it is one of the project's (its tag), else None. Deliveries

@@ -28,7 +28,7 @@ from enum import StrEnum
 
 from identity_proto.effects.base import Effect, StorageEffect
 from identity_proto.records import StoredEvent
-from identity_proto.tokens import Entropy, random_string
+from identity_proto.tokens import CROCKFORD_ALPHABET, Entropy, random_string
 
 #: Message ids (what receivers deduplicate on, `svix-id` / `webhook-id`) are unique across projects, processes and
 #: restarts, and the same only when one message is sent again (a retry, a replay): `msg_` + the *tag* of the
@@ -43,6 +43,12 @@ MESSAGE_TAG_LENGTH = 16
 def new_message_tag(entropy: Entropy) -> str:
     """A random tag for a project's event stream (80 bits)."""
     return random_string(entropy, MESSAGE_TAG_LENGTH)
+
+
+def message_tag_of(digest: bytes) -> str:
+    """The tag that a (hash) digest of at least `MESSAGE_TAG_LENGTH` bytes stands for (a store that derives its
+    tags rather than drawing them: Redis)."""
+    return "".join(CROCKFORD_ALPHABET[byte % 32] for byte in digest[:MESSAGE_TAG_LENGTH])
 
 
 def message_id(tag: str, position: str) -> str:
