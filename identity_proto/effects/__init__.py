@@ -164,6 +164,7 @@ from identity_proto.effects.rate_limits import HitRateLimits, RateLimitHit
 from identity_proto.effects.sessions import (
     CreateSession,
     DeleteSession,
+    DropSession,
     ListSessions,
     LoadSession,
     RevokeUserSessions,
@@ -262,6 +263,7 @@ __all__ = [
     "DeleteSession",
     "DeleteTeam",
     "DeleteUser",
+    "DropSession",
     "Effect",
     "EmailRefusal",
     "EmailSignIn",

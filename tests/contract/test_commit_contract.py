@@ -227,3 +227,21 @@ def test_a_commit_answers_with_the_records_it_was_asked_for_as_stored_now(store:
         )
     )
     assert answer == Committed((replaced(read, {"display_name": "Grace", "client_metadata": {"b": 2}}), None))
+
+
+def test_a_session_put_by_a_commit_is_used_listed_and_dropped(store: Store) -> None:
+    from identity_proto.effects import DropSession, ListSessions, UseRefreshToken
+    from identity_proto.effects.commit import PutSession
+
+    store.apply(CreateUser(PROJECT, make_user("u1", EMAIL)))
+    session = make_session("s1", "u1")
+    assert store.apply(Commit(PROJECT, (), (PutSession(session),))) == Committed()
+    assert [s.id for s in store.apply(ListSessions(PROJECT, "u1"))] == ["s1"]
+    used = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0 + 1))
+    assert used is not None
+    assert used[0].id == "s1"
+    assert store.apply(Commit(PROJECT, (), (DropSession(session),))) == Committed()
+    assert store.apply(ListSessions(PROJECT, "u1")) == ()
+    assert store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0 + 2)) is None
+    assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u1", T0),))) == Conflict(0)
+    assert store.apply(Commit(PROJECT, (), (DropSession(session),))) == Committed()  # gone already: no error
