@@ -15,6 +15,7 @@ from identity_proto.effects.commit import (
     Announce,
     Commit,
     CommitGuard,
+    Committed,
     CommitWrite,
     Conflict,
     DropIndex,
@@ -63,7 +64,7 @@ def applies(write_type: type[W]) -> Callable[[Callable[[Tenant, W], None]], Call
 
 
 @_performs(Commit)
-def _commit(store: MemoryStore, effect: Commit) -> Conflict | None:
+def _commit(store: MemoryStore, effect: Commit) -> Conflict | Committed:
     tenant = store.tenant(effect.project_id)
     for position, guard in enumerate(effect.guards):
         if not _GUARDS[type(guard)](tenant, guard):
@@ -72,7 +73,7 @@ def _commit(store: MemoryStore, effect: Commit) -> Conflict | None:
         _WRITES[type(write)](tenant, write)
     for event in effect.events:
         _record(tenant, event)
-    return None
+    return Committed(tuple(records(tenant, kind).get(record_id) for kind, record_id in effect.returns))
 
 
 def records(tenant: Tenant, kind: RecordKind) -> dict[str, Any]:

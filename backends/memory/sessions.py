@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from backends.memory.commit import applies
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     CreateSession,
     DeleteSession,
+    DropSession,
     ListSessions,
     LoadSession,
     RevokeUserSessions,
@@ -57,6 +59,11 @@ def _drop_session(tenant: Tenant, session_id: str) -> bool:
     tenant.session_by_token.pop(session.refresh_token_hash, None)
     tenant.user_sessions.get(session.user_id, set()).discard(session_id)
     return True
+
+
+@applies(DropSession)
+def _apply_drop_session(tenant: Tenant, write: DropSession) -> None:
+    _drop_session(tenant, write.session.id)
 
 
 @_performs(DeleteSession)

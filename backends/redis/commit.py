@@ -11,13 +11,22 @@ the project's slot like every key here). An argument is a string, or ``{"v": nam
 
 Guards (each starts with the index of the core guard it checks, which the script returns on a conflict):
 ``[i, "absent", key]``, ``[i, "exists", key]``, ``[i, "hget", key, field, text or false]`` (the field's stored
-text is `text`; false: the field is absent), ``[i, "hgt", key, field, number]`` (the field holds a number above).
+text is `text`; false: the field is absent), ``[i, "hgt", key, field, number]`` (the field holds a number above),
+``[i, "get", key, text or false]``, ``[i, "zscore", key, member, present]`` and ``[i, "sismember", key, member,
+present]`` (the member is there, or not, as `present` says).
 
 Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, field, ...]``, ``["zadd", key,
 score, member]``, ``["sadd", key, member, ...]``, ``["set", key, value]``, ``["pexpireat", key, ms]``, ``["extend",
 key, ms]`` (expire at `ms` or later: PEXPIREAT, with GT when the key has an expiry), ``["incr", key, name]`` (the
 new value, as decimal text, is the value `name`), ``["event", events key, type, record key or 0, team key prefix or
 "", unselected (0/1), ids]`` (an event with the record's hash as stored now, as `emit_user_event` records it).
+
+More writes: ``["zrem", key, member, ...]``, ``["srem", key, member, ...]``, ``["zremrangebyscore", key, min,
+max]``, and three that make values: ``["zscore", key, member, name]`` (an error if the member is missing: guard it),
+``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing).
+
+``"r": [key, ...]``: the records (hashes) to answer with once everything is written (`Commit.returns`), so that a
+write that answers with its record costs one round trip.
 
 Every key is in the project's hash-tag slot, so the script runs on Redis Cluster too.
 """
@@ -30,7 +39,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from backends.redis.codecs import _change_fields, _json, _json_fields
+from backends.redis.codecs import _change_fields, _json, _json_fields, _team, _user
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _EMIT_EVENT, _RECORD_JSON
 from backends.redis.plan import Plan, Script, _plans, script
@@ -39,6 +48,7 @@ from identity_proto.effects.commit import (
     Announce,
     Commit,
     CommitGuard,
+    Committed,
     CommitWrite,
     Conflict,
     DropIndex,
@@ -91,6 +101,12 @@ for _, g in ipairs(ops.g) do
   elseif kind == 'hgt' then
     local stored = redis.call('HGET', k, g[4])
     holds = stored ~= false and tonumber(stored) ~= nil and tonumber(stored) > tonumber(g[5])
+  elseif kind == 'get' then
+    holds = redis.call('GET', k) == g[4]
+  elseif kind == 'zscore' then
+    holds = (redis.call('ZSCORE', k, g[4]) ~= false) == g[5]
+  elseif kind == 'sismember' then
+    holds = (redis.call('SISMEMBER', k, g[4]) == 1) == g[5]
   else
     return redis.error_reply('commit: unknown guard ' .. tostring(kind))
   end
@@ -106,6 +122,20 @@ for _, w in ipairs(ops.w) do
     redis.call('HDEL', key(w[2]), unpack(args(w, 3)))
   elseif kind == 'zadd' then
     redis.call('ZADD', key(w[2]), arg(w[3]), arg(w[4]))
+  elseif kind == 'zrem' then
+    redis.call('ZREM', key(w[2]), unpack(args(w, 3)))
+  elseif kind == 'zremrangebyscore' then
+    redis.call('ZREMRANGEBYSCORE', key(w[2]), arg(w[3]), arg(w[4]))
+  elseif kind == 'srem' then
+    redis.call('SREM', key(w[2]), unpack(args(w, 3)))
+  elseif kind == 'zscore' then
+    local score = redis.call('ZSCORE', key(w[2]), arg(w[3]))
+    if score == false then return redis.error_reply('commit: no score for ' .. tostring(arg(w[3]))) end
+    vars[w[4]] = string.format('%.0f', tonumber(score))
+  elseif kind == 'hget' then
+    vars[w[4]] = redis.call('HGET', key(w[2]), arg(w[3])) or ''
+  elseif kind == 'get' then
+    vars[w[3]] = redis.call('GET', key(w[2])) or ''
   elseif kind == 'sadd' then
     redis.call('SADD', key(w[2]), unpack(args(w, 3)))
   elseif kind == 'set' then
@@ -141,7 +171,10 @@ for _, w in ipairs(ops.w) do
     return redis.error_reply('commit: unknown write ' .. tostring(kind))
   end
 end
-return -1
+if #ops.r == 0 then return -1 end
+local out = {-1}
+for _, r in ipairs(ops.r) do out[#out + 1] = redis.call('HGETALL', key(r)) end
+return out
 """,
 )
 
@@ -161,6 +194,7 @@ class Ops:
         self._index: dict[str, int] = {}
         self.guards: list[list[Any]] = []
         self.writes: list[list[Any]] = []
+        self.returns: list[int] = []
 
     def key(self, name: str) -> int:
         """The number that stands for key `name` in the op list (its place in `KEYS`)."""
@@ -179,7 +213,7 @@ class Ops:
         return self.key(self.space.users_by_email(p) if index is IndexName.EMAIL else self.space.oauth_index(p))
 
     def document(self) -> str:
-        return orjson.dumps({"g": self.guards, "w": self.writes}).decode()
+        return orjson.dumps({"g": self.guards, "w": self.writes, "r": self.returns}).decode()
 
 
 _GUARDS: dict[type[Any], Callable[[Ops, int, Any], None]] = {}
@@ -354,7 +388,7 @@ def _event(ops: Ops, event: Announce) -> None:
 
 
 @_plans(Commit)
-def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | None]:
+def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | Committed]:
     ops = Ops(keys, effect.project_id)
     for position, guard in enumerate(effect.guards):
         _GUARDS[type(guard)](ops, position, guard)
@@ -362,6 +396,11 @@ def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | None]:
         _WRITES[type(write)](ops, write)
     for event in effect.events:
         _event(ops, event)
+    for kind, record_id in effect.returns:
+        ops.returns.append(ops.record_key(kind, record_id))
     reply = yield Script("commit", tuple(ops.keys), (ops.document(),))
-    refused = int(reply)
-    return None if refused < 0 else Conflict(refused)
+    if not isinstance(reply, list):
+        refused = int(reply)
+        return Committed() if refused < 0 else Conflict(refused)
+    decode = {RecordKind.USER: _user, RecordKind.TEAM: _team}
+    return Committed(tuple(decode[kind](fields) for (kind, _id), fields in zip(effect.returns, reply[1:], strict=True)))

@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 
 from backends.redis.codecs import _flat, _json_fields, _required, _session, _user
+from backends.redis.commit import Ops, writes
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _CREATE_SESSION, _EXTEND_EXPIRY, _REVOKE_SESSIONS
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     CreateSession,
     DeleteSession,
+    DropSession,
     ListSessions,
     LoadSession,
     RevokeUserSessions,
@@ -160,3 +162,11 @@ def _revoke_user_sessions(keys: KeySpace, effect: RevokeUserSessions) -> Plan[in
         (keys.session(project_id), keys.session_by_token(project_id)),
     )
     return int(count)
+
+
+@writes(DropSession)
+def _drop_session(ops: Ops, write: DropSession) -> None:
+    space, p, session = ops.space, ops.project_id, write.session
+    ops.writes.append(["del", ops.key(space.session(p, session.id))])
+    ops.writes.append(["del", ops.key(space.session_by_token(p, session.refresh_token_hash))])
+    ops.writes.append(["srem", ops.key(space.user_sessions(p, session.user_id)), session.id])

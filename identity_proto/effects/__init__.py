@@ -49,7 +49,7 @@ from identity_proto.effects.codes import (
     CreateVerificationCode,
     TotpAcceptance,
 )
-from identity_proto.effects.commit import Commit, CommitConflict, Conflict
+from identity_proto.effects.commit import Commit, CommitConflict, Committed, Conflict
 
 # --- contact channels ---
 from identity_proto.effects.contact_channels import (
@@ -164,6 +164,7 @@ from identity_proto.effects.rate_limits import HitRateLimits, RateLimitHit
 from identity_proto.effects.sessions import (
     CreateSession,
     DeleteSession,
+    DropSession,
     ListSessions,
     LoadSession,
     RevokeUserSessions,
@@ -262,6 +263,7 @@ __all__ = [
     "DeleteSession",
     "DeleteTeam",
     "DeleteUser",
+    "DropSession",
     "Effect",
     "EmailRefusal",
     "EmailSignIn",
@@ -422,7 +424,7 @@ __all__ += [
     "WebhookResult",
 ]
 # --- end webhooks ---
-__all__ += ["Commit", "CommitConflict", "Conflict"]  # the one generic write (`effects.commit`)
+__all__ += ["Commit", "CommitConflict", "Committed", "Conflict"]  # the one generic write (`effects.commit`)
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).

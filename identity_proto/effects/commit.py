@@ -12,10 +12,10 @@ A flow reads what it needs (typed read effects), decides, and yields one `Commit
 - **events** the change announces (`Announce`: the transactional outbox stays inside the same commit), each with its
   record as stored once the writes are applied.
 
-The store answers None (committed) or `Conflict(guard)`: the index of the first guard that did not hold, nothing
-written. `commit` turns a conflict into `CommitConflict`, and the service re-runs the whole flow (it is pure given
-the request, the clock and entropy), a bounded number of times: "one of N concurrent sign-ups of one address wins"
-becomes "N-1 conflict, re-run, and see the winner".
+The store answers `Committed` (with the records asked for in `returns`) or `Conflict(guard)`: the index of the first
+guard that did not hold, nothing written. `commit` turns a conflict into `CommitConflict`, and the service re-runs
+the whole flow (it is pure given the request, the clock and entropy), a bounded number of times: "one of N
+concurrent sign-ups of one address wins" becomes "N-1 conflict, re-run, and see the winner".
 
 A store implements `Commit` once: the memory store under its lock (`backends/memory/commit.py`), Redis with one
 generic script that reads a structured op list, every key in the project's hash-tag slot
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.effects.base import Flow, StorageEffect, perform
@@ -40,6 +40,7 @@ __all__ = [
     "CommitConflict",
     "CommitGuard",
     "CommitWrite",
+    "Committed",
     "Conflict",
     "DropIndex",
     "FieldsAre",
@@ -244,13 +245,23 @@ class Conflict:
 
 
 @dataclass(frozen=True, slots=True)
-class Commit(StorageEffect["Conflict | None"]):
-    """Check `guards` in order; if all hold, apply `writes` and record `events`, atomically. None: committed."""
+class Committed:
+    """A commit applied: the records it was asked to return (`Commit.returns`), as stored once it was applied (None
+    for one that does not exist)."""
+
+    records: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(StorageEffect["Conflict | Committed"]):
+    """Check `guards` in order; if all hold, apply `writes`, record `events`, and answer with the records named in
+    `returns` as stored now (so a write that answers with its record is one trip), atomically."""
 
     project_id: str
     guards: tuple[Guard, ...] = ()
     writes: tuple[Write, ...] = ()
     events: tuple[Announce, ...] = ()
+    returns: tuple[tuple[RecordKind, str], ...] = ()
 
 
 class CommitConflict(Exception):
@@ -267,8 +278,10 @@ def commit(
     guards: tuple[Guard, ...] = (),
     writes: tuple[Write, ...] = (),
     events: tuple[Announce, ...] = (),
-) -> Flow[None]:
-    """Yield one `Commit`; raise `CommitConflict` when a guard did not hold."""
-    refused = yield from perform(Commit(project_id, guards, writes, events))
-    if refused is not None:
-        raise CommitConflict(guards[refused.guard])
+    returns: tuple[tuple[RecordKind, str], ...] = (),
+) -> Flow[tuple[Any, ...]]:
+    """Yield one `Commit`; raise `CommitConflict` when a guard did not hold. Returns the records of `returns`."""
+    answer = yield from perform(Commit(project_id, guards, writes, events, returns))
+    if isinstance(answer, Conflict):
+        raise CommitConflict(guards[answer.guard])
+    return answer.records

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from identity_proto.effects.base import StorageEffect
+from identity_proto.effects.commit import CommitWrite
 from identity_proto.records import Session, User  # noqa: F401 (User is named only in a quoted result type)
 
 
@@ -57,3 +58,11 @@ class RevokeUserSessions(StorageEffect[int]):
 
     project_id: str
     user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropSession(CommitWrite):
+    """A commit's write: remove a session (as the flow read it), its refresh token's entry and its place among its
+    user's sessions. A session already gone is no error."""
+
+    session: Session

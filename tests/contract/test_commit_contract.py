@@ -26,6 +26,7 @@ from identity_proto.effects import (
 from identity_proto.effects.commit import (
     Announce,
     Commit,
+    Committed,
     Conflict,
     DropIndex,
     FieldsAre,
@@ -76,7 +77,7 @@ def sign_up(user: User, team: Team) -> Commit:
 def test_a_commit_writes_what_the_reads_read_back(store: Store) -> None:
     team = make_team("t1")
     user = make_user("u1", EMAIL, selected_team_id="t1")
-    assert store.apply(sign_up(user, team)) is None
+    assert store.apply(sign_up(user, team)) == Committed()
 
     assert store.apply(LoadUser(PROJECT, "u1")) == user
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == user
@@ -119,7 +120,8 @@ def test_fields_are_compares_exactly_the_named_fields(store: Store) -> None:
     store.apply(CreateUser(PROJECT, read))
     # Another writer changes the display name after `read` was read.
     assert (
-        store.apply(Commit(PROJECT, (FieldsAre(read),), (PatchUser("u1", UserChanges.of(display_name="B")),))) is None
+        store.apply(Commit(PROJECT, (FieldsAre(read),), (PatchUser("u1", UserChanges.of(display_name="B")),)))
+        == Committed()
     )
     # A write that depended only on the metadata still commits; one that depended on the name conflicts.
     on_metadata = Commit(
@@ -128,7 +130,7 @@ def test_fields_are_compares_exactly_the_named_fields(store: Store) -> None:
     on_name = Commit(
         PROJECT, (FieldsAre(read, ("display_name",)),), (PatchUser("u1", UserChanges.of(is_anonymous=True)),)
     )
-    assert store.apply(on_metadata) is None
+    assert store.apply(on_metadata) == Committed()
     assert store.apply(on_name) == Conflict(0)
     stored = store.apply(LoadUser(PROJECT, "u1"))
     assert stored is not None
@@ -145,7 +147,7 @@ def test_index_guards_and_writes(store: Store) -> None:
         (IndexIs(IndexName.EMAIL, EMAIL, "u1"), IndexIs(IndexName.OAUTH, "github\n42", None)),
         (DropIndex(IndexName.EMAIL, EMAIL), SetIndex(IndexName.OAUTH, "github\n42", "u1")),
     )
-    assert store.apply(moved) is None
+    assert store.apply(moved) == Committed()
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
     found = store.apply(FindUserByOAuthAccount(PROJECT, "github", "42"))
     assert found is not None
@@ -157,7 +159,7 @@ def test_a_session_guard_holds_only_while_the_session_lives(store: Store) -> Non
     session = make_session("s1", "u1")
     store.apply(CreateSession(PROJECT, session))
     patch = (PatchUser("u1", UserChanges.of(display_name="live")),)
-    assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u1", T0),), patch)) is None
+    assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u1", T0),), patch)) == Committed()
     assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u2", T0),), patch)) == Conflict(0)
     assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u1", session.expires_at_millis),), patch)) == Conflict(0)
     assert store.apply(Commit(PROJECT, (SessionIsLive("gone", "u1", T0),), patch)) == Conflict(0)
@@ -177,18 +179,18 @@ def test_concurrent_patches_of_different_fields_both_survive(store: Store) -> No
         stored = store.apply(LoadUser(PROJECT, "u1"))
         assert stored is not None
         assert (stored.display_name, stored.client_metadata) == (f"n{n}", {"n": n})
-    assert store.apply(Commit(PROJECT, (), (PatchTeam("t1", TeamChanges.of(display_name="T")),))) is None
+    assert store.apply(Commit(PROJECT, (), (PatchTeam("t1", TeamChanges.of(display_name="T")),))) == Committed()
     assert store.apply(LoadTeam(PROJECT, "t1")).display_name == "T"  # type: ignore[union-attr]
 
 
 def test_of_concurrent_sign_ups_of_one_address_exactly_one_commits(store: Store) -> None:
-    def attempt(n: int) -> Conflict | None:
+    def attempt(n: int) -> Conflict | Committed:
         return store.apply(sign_up(make_user(f"u{n}", EMAIL), make_team(f"t{n}")))  # type: ignore[no-any-return]
 
     results = in_threads(*(lambda n=n: attempt(n) for n in range(8)))
-    winners = [n for n, result in enumerate(results) if result is None]
+    winners = [n for n, result in enumerate(results) if result == Committed()]
     assert len(winners) == 1
-    assert all(result == Conflict(1) for result in results if result is not None)
+    assert all(result == Conflict(1) for result in results if result != Committed())
     assert [u.id for u in store.apply(ListUsers(PROJECT))] == [f"u{winners[0]}"]
     assert [t.id for t in store.apply(ListTeams(PROJECT))] == [f"t{winners[0]}"]
     assert [kind for kind, _data in events(store)] == ["user.created", "team.created", "team_membership.created"]
@@ -197,7 +199,7 @@ def test_of_concurrent_sign_ups_of_one_address_exactly_one_commits(store: Store)
 def test_the_async_stores_commit_alike(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> None:
         user, team = make_user("u1", EMAIL, selected_team_id="t1"), make_team("t1")
-        assert await store.apply(sign_up(user, team)) is None
+        assert await store.apply(sign_up(user, team)) == Committed()
         assert await store.apply(sign_up(make_user("u2", EMAIL), make_team("t2"))) == Conflict(1)
         assert await store.apply(LoadUser(PROJECT, "u1")) == user
         assert await store.apply(LoadUser(PROJECT, "u2")) is None
@@ -208,5 +210,38 @@ def test_the_async_stores_commit_alike(async_store: AsyncBackend) -> None:
 @pytest.mark.parametrize("kind", list(RecordKind))
 def test_is_absent_names_each_record_kind(store: Store, kind: RecordKind) -> None:
     put = PutUser(make_user("x1")) if kind is RecordKind.USER else PutTeam(make_team("x1"))
-    assert store.apply(Commit(PROJECT, (IsAbsent(kind, "x1"),), (put,))) is None
+    assert store.apply(Commit(PROJECT, (IsAbsent(kind, "x1"),), (put,))) == Committed()
     assert store.apply(Commit(PROJECT, (IsAbsent(kind, "x1"),), (put,))) == Conflict(0)
+
+
+def test_a_commit_answers_with_the_records_it_was_asked_for_as_stored_now(store: Store) -> None:
+    read = make_user("u1", EMAIL, display_name="Ada", client_metadata={"a": 1})
+    store.apply(CreateUser(PROJECT, read))
+    store.apply(Commit(PROJECT, (FieldsAre(read),), (PatchUser("u1", UserChanges.of(client_metadata={"b": 2})),)))
+    answer = store.apply(
+        Commit(
+            PROJECT,
+            (FieldsAre(read),),
+            (PatchUser("u1", UserChanges.of(display_name="Grace")),),
+            returns=((RecordKind.USER, "u1"), (RecordKind.TEAM, "no-team")),
+        )
+    )
+    assert answer == Committed((replaced(read, {"display_name": "Grace", "client_metadata": {"b": 2}}), None))
+
+
+def test_a_session_put_by_a_commit_is_used_listed_and_dropped(store: Store) -> None:
+    from identity_proto.effects import DropSession, ListSessions, UseRefreshToken
+    from identity_proto.effects.commit import PutSession
+
+    store.apply(CreateUser(PROJECT, make_user("u1", EMAIL)))
+    session = make_session("s1", "u1")
+    assert store.apply(Commit(PROJECT, (), (PutSession(session),))) == Committed()
+    assert [s.id for s in store.apply(ListSessions(PROJECT, "u1"))] == ["s1"]
+    used = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0 + 1))
+    assert used is not None
+    assert used[0].id == "s1"
+    assert store.apply(Commit(PROJECT, (), (DropSession(session),))) == Committed()
+    assert store.apply(ListSessions(PROJECT, "u1")) == ()
+    assert store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0 + 2)) is None
+    assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u1", T0),))) == Conflict(0)
+    assert store.apply(Commit(PROJECT, (), (DropSession(session),))) == Committed()  # gone already: no error

@@ -498,6 +498,7 @@ def _commit(store: RedisStore, p: str) -> None:
     from identity_proto.effects.commit import (
         Announce,
         Commit,
+        Committed,
         Conflict,
         FieldsAre,
         GrantPermissions,
@@ -525,11 +526,11 @@ def _commit(store: RedisStore, p: str) -> None:
         ),
         (Announce("user.created", (RecordKind.USER, "c1"), unselected=True),),
     )
-    assert store.apply(sign_up) is None
+    assert store.apply(sign_up) == Committed()
     assert store.apply(sign_up) == Conflict(0)
     assert store.apply(LoadMembership(p, "ct1", "c1")) == Membership("ct1", "c1", T0)
     patch = Commit(p, (FieldsAre(user, ("display_name",)),), (PatchUser("c1", UserChanges.of(display_name="C")),))
-    assert store.apply(patch) is None
+    assert store.apply(patch) == Committed()
     assert store.apply(patch) == Conflict(0)
     assert store.apply(DeleteUser(p, "c1")) is True
 
