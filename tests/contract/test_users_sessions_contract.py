@@ -789,3 +789,33 @@ def test_a_guarded_patch_of_a_deleted_user_is_refused_for_its_session(store: Sto
     store.apply(DeleteUser(PROJECT, "u-1"))
     guard = SessionIsLive("s-1", "u-1", session.created_at_millis)
     assert patched_user(store, PROJECT, "u-1", (), live=guard) == "conflict"
+
+
+# --- the commit's pieces a PATCH uses: Exists, and a record returned by reference -------------------------------
+
+
+def test_exists_holds_only_for_a_stored_record_and_a_reference_returns_what_it_names(store: Store) -> None:
+    from identity_proto.changes import UserChanges
+    from identity_proto.effects import CreateTeam, Exists
+    from identity_proto.effects.commit import Commit, Committed, Conflict, PatchUser, RecordKind, ReferencedBy
+    from tests.contract.factories import make_team
+
+    user = make_user("u-1", "ada@example.com")
+    store.apply(CreateUser(PROJECT, user))
+    team = make_team("team-1")
+    store.apply(CreateTeam(PROJECT, team))
+    selected = ReferencedBy(RecordKind.TEAM, (RecordKind.USER, "u-1"), "selected_team_id")
+    missing = Commit(PROJECT, (Exists(RecordKind.USER, "nobody"),), (PatchUser("nobody", UserChanges.of()),))
+    assert store.apply(missing) == Conflict(0)
+    assert store.apply(Commit(PROJECT, (Exists(RecordKind.TEAM, "u-1"),))) == Conflict(0)  # ids are per kind
+    none_yet = store.apply(Commit(PROJECT, (Exists(RecordKind.USER, "u-1"),), returns=(selected,)))
+    assert none_yet == Committed((None,))
+    select = PatchUser("u-1", UserChanges.of(selected_team_id="team-1", display_name="Ada"))
+    answer = store.apply(
+        Commit(PROJECT, (Exists(RecordKind.USER, "u-1"),), (select,), returns=((RecordKind.USER, "u-1"), selected))
+    )
+    assert answer == Committed((dataclasses.replace(user, selected_team_id="team-1", display_name="Ada"), team))
+    gone = store.apply(
+        Commit(PROJECT, returns=(ReferencedBy(RecordKind.TEAM, (RecordKind.USER, "nobody"), "selected_team_id"),))
+    )
+    assert gone == Committed((None,))
