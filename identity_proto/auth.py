@@ -17,12 +17,12 @@ sees first:
 
 Keys are compared as SHA-256 digests in constant time (`tokens.secret_matches`); the store never holds a key.
 
-An access token is also only as good as its session: `session_precondition` checks, with the request's first trip
-to the store, that the session the token was issued for still exists (not signed out, not revoked by a password
-change or a session revoke, its user not deleted), and answers 401 ACCESS_TOKEN_EXPIRED when it does not. The
-original service accepts such a token until it expires (up to ten minutes); we refuse it at once, on every worker
-sharing the store. ACCESS_TOKEN_EXPIRED is the answer the original's SDK already handles: it tries its refresh
-token, which fails for a revoked session, and signs the user out.
+An access token is also only as good as its session: `session_precondition` checks, with the request's first trip to the
+store (or inside its first `Commit`, which carries the guard `live_session_guard`), that the session the token was
+issued for still exists (not signed out, not revoked by a password change or a session revoke, its user not deleted),
+and answers 401 ACCESS_TOKEN_EXPIRED when it does not. The original service accepts such a token until it expires (up to
+ten minutes); we refuse it at once, on every worker sharing the store. ACCESS_TOKEN_EXPIRED is the answer the original's
+SDK already handles: it tries its refresh token, which fails for a revoked session, and signs the user out.
 """
 
 from __future__ import annotations
@@ -33,16 +33,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from identity_proto.effects import (
-    Flow,
-    LoadSession,
-    SessionGuard,
-    StorageEffect,
-    UpdateUser,
-    UpdateUserWithTeam,
-    UserWrite,
-    load_project,
-)
+from identity_proto.effects import Flow, LoadSession, load_project
+from identity_proto.effects.commit import SessionIsLive
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.preconditions import Precondition
@@ -57,6 +49,7 @@ __all__ = [
     "ProjectCache",
     "authenticate",
     "check_project_admits",
+    "live_session_guard",
     "session_precondition",
 ]
 
@@ -267,16 +260,25 @@ def authenticate(
     return Auth(access_type=access_type, project=project, branch_id=branch_id, token_claims=claims)
 
 
+def live_session_guard(auth: Auth | None, *, now_ms: int) -> SessionIsLive | None:
+    """The commit guard checking that the access token's session is still live (None for a request without an
+    access token): a flow whose commit carries it needs no separate check of the session (`session_precondition`,
+    whose guard it is)."""
+    if auth is None or auth.token_claims is None:
+        return None
+    session_id = auth.token_claims.get("refresh_token_id")
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    return SessionIsLive(session_id, str(auth.token_claims["sub"]), now_ms)
+
+
 def session_precondition(auth: Auth | None, *, now_ms: int) -> Precondition[Session | None] | None:
     """The check that the access token's session is still live (see the module docstring); None for a request
     without an access token."""
-    if auth is None or auth.token_claims is None:
+    guard = live_session_guard(auth, now_ms=now_ms)
+    if auth is None or guard is None:
         return None
-    claims = auth.token_claims
-    session_id = claims.get("refresh_token_id")
-    if not isinstance(session_id, str) or not session_id:
-        return None
-    user_id = str(claims["sub"])
+    session_id, user_id = guard.session_id, guard.user_id
 
     def check(session: Session | None) -> None:
         if session is None or session.user_id != user_id or now_ms >= session.expires_at_millis:
@@ -291,17 +293,7 @@ def session_precondition(auth: Auth | None, *, now_ms: int) -> Precondition[Sess
                 },
             )
 
-    guard = SessionGuard(session_id, user_id, now_ms)
-
-    def fold(write: StorageEffect[Any]) -> StorageEffect[Any] | None:
-        # The writes that can check the session in their own atomic step (a PATCH of a user: one trip in all).
-        if isinstance(write, UpdateUserWithTeam) and write.update.session_guard is None:
-            return UpdateUserWithTeam(write.update.guarded_by(guard))
-        if isinstance(write, UpdateUser) and write.session_guard is None:
-            return write.guarded_by(guard)
-        return None
-
-    return Precondition(LoadSession(auth.project.id, session_id), check, fold, UserWrite.SESSION_GONE)
+    return Precondition(LoadSession(auth.project.id, session_id), check, guard)
 
 
 def check_project_admits(project_id: str, access_type: AccessType | None) -> None:

@@ -5,11 +5,11 @@ must be bumped), and the session its access token was issued for still exists (a
 to its lifetime otherwise). Each is a `Precondition`: a storage effect and a check of its result that raises a
 `KnownError`. `guarded` runs a flow behind its preconditions without an extra round trip where it can:
 
-- the flow's first effect only reads (`READ_EFFECTS`): preconditions and that read go in one `Together` (on Redis,
-  one pipeline); a failed check discards the read;
-- the flow's first effect writes and every precondition can be folded into it (`Precondition.fold`: the write
-  checks it in its own atomic step, and answers `refused` when it fails): the write goes alone, one trip, and
-  writes nothing when a check fails;
+- the flow's first effect only reads (`READ_EFFECTS`, or a `Together` of them): preconditions and those reads go
+  in one `Together` (on Redis, one pipeline); a failed check discards the reads;
+- the flow's first effect is a `Commit` carrying every precondition's own guard (`Precondition.guard`: the
+  session check is `SessionIsLive`, which fits on any commit): the commit goes alone, one trip, checking them in
+  its own atomic step; a conflict at such a guard is that precondition's failure (nothing was written);
 - the flow's first effect writes otherwise: the preconditions go alone first (together, one trip), so a request
   that fails one never writes anything;
 - the flow fails before its first effect, or needs none: the preconditions still run, and a failed check wins
@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from identity_proto.effects import READ_EFFECTS, Flow, StorageEffect, Together, perform
+from identity_proto.effects import READ_EFFECTS, Commit, Conflict, Flow, StorageEffect, Together, perform
+from identity_proto.effects.commit import CommitGuard
 from identity_proto.quickinit import quick_init
 
 __all__ = ["Precondition", "check_preconditions", "guarded"]
@@ -36,14 +37,13 @@ R = TypeVar("R")
 class Precondition(Generic[R]):
     """`effect`, then `check` of its result: `check` raises a `KnownError` when the request may not go on.
 
-    `fold`, when given, makes a write carry the check itself: it returns the write with the check inside (or None
-    when that write cannot carry it), and the folded write answers `refused` when the check fails (then `check`
-    is called with None, on which a foldable check must raise)."""
+    `guard`, when given, is the commit guard that checks the same thing: a flow whose first effect is a `Commit`
+    carrying it needs no separate trip for this precondition; when the commit meets a conflict at that guard,
+    `check` is called with None, on which a check with a guard must raise."""
 
     effect: StorageEffect[R]
     check: Callable[[R], None]
-    fold: Callable[[StorageEffect[Any]], StorageEffect[Any] | None] | None = None
-    refused: Any = None
+    guard: CommitGuard | None = None
 
 
 quick_init(Precondition)  # made per request (identity_proto.quickinit)
@@ -69,41 +69,42 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
     except Exception:
         yield from check_preconditions(preconditions)  # failed requests count too
         raise
-    if isinstance(first, StorageEffect) and type(first) in READ_EFFECTS:
+    reads = _reads(first)
+    if reads is not None:
+        count = len(preconditions)
         try:
-            *results, value = yield from perform(Together((*(p.effect for p in preconditions), first)))
-            _check(preconditions, results)
+            answers = yield from perform(Together((*(p.effect for p in preconditions), *reads)))
+            _check(preconditions, answers[:count])
         except Exception:
             flow.close()
             raise
-        return (yield from _resume(flow, value))
-    folded = _fold(first, preconditions) if isinstance(first, StorageEffect) else None
-    if folded is None:
+        return (yield from _resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
+    carried = first.guards if isinstance(first, Commit) else ()
+    if not all(p.guard is not None and p.guard in carried for p in preconditions):
         try:
             yield from check_preconditions(preconditions)
         except Exception:
             flow.close()
             raise
     try:
-        value = yield (first if folded is None else folded)
+        value = yield first
     except Exception as exc:
         return (yield from _resume(flow, None, exc))
-    if folded is not None:
+    if isinstance(value, Conflict):
+        broken = carried[value.guard]
         for precondition in preconditions:
-            if value is precondition.refused:
+            if precondition.guard is not None and precondition.guard == broken:
                 flow.close()
-                precondition.check(cast(Any, None))  # a foldable check fails on None (the class's contract)
+                precondition.check(cast(Any, None))  # a check with a guard fails on None (the class's contract)
     return (yield from _resume(flow, value))
 
 
-def _fold(write: StorageEffect[Any], preconditions: Sequence[Precondition[Any]]) -> StorageEffect[Any] | None:
-    """`write` carrying every precondition, or None when one of them cannot be folded into it."""
-    folded: StorageEffect[Any] | None = write
-    for precondition in preconditions:
-        if precondition.fold is None or folded is None:
-            return None
-        folded = precondition.fold(folded)
-    return folded
+def _reads(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
+    """The reads `effect` is made of (itself, or the effects of a `Together` of reads); None when it writes."""
+    if not isinstance(effect, StorageEffect):
+        return None
+    parts = effect.effects if isinstance(effect, Together) else (effect,)
+    return parts if parts and all(type(part) in READ_EFFECTS for part in parts) else None
 
 
 def _perform_all(effects: list[StorageEffect[Any]]) -> Flow[list[Any]]:

@@ -31,6 +31,8 @@ from identity_proto.effects.commit import (
     PutTeam,
     PutUser,
     RecordKind,
+    ReferencedBy,
+    Returned,
     SessionIsLive,
     SetIndex,
 )
@@ -73,7 +75,17 @@ def _commit(store: MemoryStore, effect: Commit) -> Conflict | Committed:
         _WRITES[type(write)](tenant, write)
     for event in effect.events:
         _record(tenant, event)
-    return Committed(tuple(records(tenant, kind).get(record_id) for kind, record_id in effect.returns))
+    return Committed(tuple(_returned(tenant, named) for named in effect.returns))
+
+
+def _returned(tenant: Tenant, named: Returned) -> Any:
+    if isinstance(named, ReferencedBy):
+        kind, record_id = named.of
+        holder = records(tenant, kind).get(record_id)
+        referenced = None if holder is None else getattr(holder, named.field)
+        return None if referenced is None else records(tenant, named.kind).get(referenced)
+    kind, record_id = named
+    return records(tenant, kind).get(record_id)
 
 
 def records(tenant: Tenant, kind: RecordKind) -> dict[str, Any]:

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import bisect
 
+from backends.memory.commit import checks, records
 from backends.memory.contact_channels import drop_user_channels, holds_stored_value
 from backends.memory.sessions import _drop_session
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     CreateUser,
     DeleteUser,
+    Exists,
     FindUserByAuthEmail,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
     UpdateUser,
-    UpdateUserWithTeam,
     UserWrite,
 )
 from identity_proto.records import ApiKeyType, Team, User, replaced
@@ -36,14 +37,9 @@ def _load_user_with_team(store: MemoryStore, effect: LoadUserWithTeam) -> tuple[
     return user, team
 
 
-@_performs(UpdateUserWithTeam)
-def _update_user_with_team(store: MemoryStore, effect: UpdateUserWithTeam) -> tuple[User, Team | None] | UserWrite:
-    # Under the store's lock (as every effect): nothing lands between the write and the read of the team.
-    updated: User | UserWrite = _update_user(store, effect.update)
-    if not isinstance(updated, User):
-        return updated
-    teams = store.tenant(effect.update.project_id).teams
-    return updated, teams.get(updated.selected_team_id) if updated.selected_team_id is not None else None
+@checks(Exists)
+def _exists(tenant: Tenant, guard: Exists) -> bool:
+    return guard.id in records(tenant, guard.kind)
 
 
 @_performs(FindUserByAuthEmail)
@@ -95,11 +91,6 @@ def record_user_updated(tenant: Tenant, user: User) -> None:
 @_performs(UpdateUser)
 def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
     tenant = store.tenant(effect.project_id)
-    guard = effect.session_guard
-    if guard is not None:
-        session = tenant.sessions.get(guard.session_id)
-        if session is None or session.user_id != guard.user_id or guard.now_ms >= session.expires_at_millis:
-            return UserWrite.SESSION_GONE
     stored = tenant.users.get(effect.user_id)
     if stored is None:
         return UserWrite.NOT_FOUND
@@ -120,11 +111,6 @@ def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
         tenant.user_order.remove((stored.signed_up_at_millis, stored.id))
         bisect.insort(tenant.user_order, (updated.signed_up_at_millis, updated.id))
     tenant.users[updated.id] = updated
-    if effect.revoke_sessions:
-        for session_id in list(tenant.user_sessions.pop(updated.id, ())):
-            _drop_session(tenant, session_id)
-    if effect.records_update:  # webhooks
-        record_user_updated(tenant, updated)
     return updated
 
 

@@ -33,10 +33,10 @@ a TOTP signs in once), CreateSignInCode (the e-mail index and the holder's
 if the index holds its auth e-mail; record, index entry and order entry together), UpdateUser (HSET only the changed
 fields, so concurrent updates of different fields both survive; the script reads the stored ``primary_email`` and
 ``primary_email_auth_enabled``, applies the changes, and moves the index entry, or refuses EMAIL_TAKEN before
-writing anything; re-scores the order entry when ``signed_up_at_millis`` changes; with ``revoke_sessions`` it
-removes the user's sessions in the same script), DeleteUser (record, its e-mail index entry if it points at the
-user, every session with its token entry and the user's set, every membership with its place in the three membership
-indexes, the order entry); CreateSession (session, token entry, user's set), SignInByEmail (the e-mail index and the
+writing anything; re-scores the order entry when ``signed_up_at_millis`` changes: internal writes; a PATCH of a
+user is a Commit decided in the core), DeleteUser (record, its e-mail index entry if it points at the user, every
+session with its token entry and the user's set, every membership with its place in the three membership indexes,
+the order entry); CreateSession (session, token entry, user's set), SignInByEmail (the e-mail index and the
 holder's record read; then either the holder's ``otp_auth_enabled`` / ``last_active_at_millis`` and a session as by
 CreateSession, or a new user as by CreateUser with its personal team as by CreateTeam and a session; or nothing when
 refused: the code sign-in's one write), UseRefreshToken (token -> session -> user, then the session's

@@ -26,7 +26,9 @@ max]``, and three that make values: ``["zscore", key, member, name]`` (an error 
 ``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing).
 
 ``"r": [key, ...]``: the records (hashes) to answer with once everything is written (`Commit.returns`), so that a
-write that answers with its record costs one round trip.
+write that answers with its record costs one round trip. An entry may also be ``{"k": key, "f": field, "p":
+prefix}``: the hash at the prefix followed by the id that field of that hash holds (JSON text; {} when it holds
+null or nothing).
 
 Every key is in the project's hash-tag slot, so the script runs on Redis Cluster too.
 """
@@ -64,6 +66,7 @@ from identity_proto.effects.commit import (
     PutTeam,
     PutUser,
     RecordKind,
+    ReferencedBy,
     SessionIsLive,
     SetIndex,
 )
@@ -173,7 +176,16 @@ for _, w in ipairs(ops.w) do
 end
 if #ops.r == 0 then return -1 end
 local out = {-1}
-for _, r in ipairs(ops.r) do out[#out + 1] = redis.call('HGETALL', key(r)) end
+for _, r in ipairs(ops.r) do
+  if type(r) == 'table' then
+    local held, found = redis.call('HGET', key(r.k), r.f), {}
+    if held then held = cjson.decode(held) end
+    if type(held) == 'string' then found = redis.call('HGETALL', r.p .. held) end
+    out[#out + 1] = found
+  else
+    out[#out + 1] = redis.call('HGETALL', key(r))
+  end
+end
 return out
 """,
 )
@@ -194,7 +206,7 @@ class Ops:
         self._index: dict[str, int] = {}
         self.guards: list[list[Any]] = []
         self.writes: list[list[Any]] = []
-        self.returns: list[int] = []
+        self.returns: list[int | dict[str, Any]] = []
 
     def key(self, name: str) -> int:
         """The number that stands for key `name` in the op list (its place in `KEYS`)."""
@@ -207,6 +219,11 @@ class Ops:
     def record_key(self, kind: RecordKind, record_id: str) -> int:
         p = self.project_id
         return self.key(self.space.user(p, record_id) if kind is RecordKind.USER else self.space.team(p, record_id))
+
+    def record_prefix(self, kind: RecordKind) -> str:
+        """The key of a record of `kind` without its id (in the project's slot)."""
+        p = self.project_id
+        return self.space.user(p) if kind is RecordKind.USER else self.space.team(p)
 
     def index_key(self, index: IndexName) -> int:
         p = self.project_id
@@ -396,11 +413,18 @@ def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | Committed]:
         _WRITES[type(write)](ops, write)
     for event in effect.events:
         _event(ops, event)
-    for kind, record_id in effect.returns:
-        ops.returns.append(ops.record_key(kind, record_id))
+    kinds: list[RecordKind] = []
+    for named in effect.returns:
+        if isinstance(named, ReferencedBy):
+            held_by = ops.record_key(*named.of)
+            ops.returns.append({"k": held_by, "f": named.field, "p": ops.record_prefix(named.kind)})
+            kinds.append(named.kind)
+        else:
+            ops.returns.append(ops.record_key(*named))
+            kinds.append(named[0])
     reply = yield Script("commit", tuple(ops.keys), (ops.document(),))
     if not isinstance(reply, list):
         refused = int(reply)
         return Committed() if refused < 0 else Conflict(refused)
     decode = {RecordKind.USER: _user, RecordKind.TEAM: _team}
-    return Committed(tuple(decode[kind](fields) for (kind, _id), fields in zip(effect.returns, reply[1:], strict=True)))
+    return Committed(tuple(decode[kind](fields) for kind, fields in zip(kinds, reply[1:], strict=True)))

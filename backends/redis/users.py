@@ -6,7 +6,8 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _team, _text, _user
+from backends.redis.codecs import _change_fields, _flat, _json_fields, _required, _team, _text, _user
+from backends.redis.commit import Ops, guards
 from backends.redis.keys import KeySpace
 from backends.redis.lua import (
     _AUTH_EMAIL,
@@ -21,12 +22,12 @@ from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     CreateUser,
     DeleteUser,
+    Exists,
     FindUserByAuthEmail,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
     UpdateUser,
-    UpdateUserWithTeam,
     UserWrite,
 )
 from identity_proto.records import Team, User, user_to_json
@@ -130,33 +131,25 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
     return user if created else UserWrite.EMAIL_TAKEN
 
 
-# KEYS: user, e-mail index, user's session set, user order, user's contact channels, the events stream, and with a
-# session guard, the guard's session.
-# ARGV: user id, revoke sessions (1/0), session key prefix, token entry prefix, team key prefix ('' to read no
-# team), the guard's user id (JSON) and now_ms ('' without a guard), the team key prefix to record `user.updated`
-# with ('' to record no event), then field, value, ... (JSON values; maybe none).
-# Returns {'ok', record as JSON, selected team's record or {}}, {'session_gone'}, {'not_found'} or {'email_taken'} (the
-# last three: nothing written).
+@guards(Exists)
+def _exists(ops: Ops, position: int, guard: Exists) -> None:
+    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
+
+
+# KEYS: user, e-mail index, user order, user's contact channels.
+# ARGV: user id, then field, value, ... (JSON values; maybe none).
+# Returns {'ok', record as JSON}, {'not_found'} or {'email_taken'} (the last two: nothing written).
 script(
     "update_user",
-    _REVOKE_SESSIONS
-    + _AUTH_EMAIL
+    _AUTH_EMAIL
     + _RECORD_JSON
-    + _EMIT_EVENT
-    + _EMIT_USER_EVENT
     + """
-if #KEYS > 6 then
-  local session = redis.call('HMGET', KEYS[7], 'user_id', 'expires_at_millis')
-  if not session[1] or session[1] ~= ARGV[6] or tonumber(session[2]) <= tonumber(ARGV[7]) then
-    return {'session_gone'}
-  end
-end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
 local enabled, email = stored[1], stored[2]
 local old = auth_email(enabled, email)
 local signed_up = false
-for i = 9, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
   if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
   elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
   elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
@@ -165,7 +158,7 @@ local new = auth_email(enabled, email)
 -- contact channels: one address is never two channels of one user (identity_proto.effects.contact_channels)
 if email and email ~= stored[2] and email ~= 'null' then
   local value = cjson.decode(email)
-  for _, text in ipairs(redis.call('HVALS', KEYS[5])) do
+  for _, text in ipairs(redis.call('HVALS', KEYS[4])) do
     if cjson.decode(text).value == value then return {'email_taken'} end
   end
 end
@@ -177,72 +170,32 @@ if new ~= old then
   if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
   if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
 end
-if #ARGV > 8 then redis.call('HSET', KEYS[1], unpack(ARGV, 9)) end
-if signed_up then redis.call('ZADD', KEYS[4], signed_up, ARGV[1]) end
-if ARGV[2] == '1' then revoke_sessions(KEYS[3], ARGV[3], ARGV[4]) end
-if ARGV[8] ~= '' then emit_user_event(KEYS[6], 'user.updated', KEYS[1], ARGV[8], false) end
-local team = {}
-if ARGV[5] ~= '' then
-  local selected = redis.call('HGET', KEYS[1], 'selected_team_id')
-  if selected and selected ~= 'null' then team = redis.call('HGETALL', ARGV[5] .. cjson.decode(selected)) end
-end
-return {'ok', record_json(redis.call('HGETALL', KEYS[1])), team}
+if #ARGV > 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end
+if signed_up then redis.call('ZADD', KEYS[3], signed_up, ARGV[1]) end
+return {'ok', record_json(redis.call('HGETALL', KEYS[1]))}
 """,
 )
 
 
 @_plans(UpdateUser)
 def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
-    result = yield from _update_user_reading(keys, effect, with_team=False)
-    return result if isinstance(result, UserWrite) else result[0]
-
-
-@_plans(UpdateUserWithTeam)
-def _update_user_with_team(keys: KeySpace, effect: UpdateUserWithTeam) -> Plan[tuple[User, Team | None] | UserWrite]:
-    return (yield from _update_user_reading(keys, effect.update, with_team=True))
-
-
-def _update_user_reading(
-    keys: KeySpace, effect: UpdateUser, *, with_team: bool
-) -> Plan[tuple[User, Team | None] | UserWrite]:
-    """The `update_user` script; with `with_team`, it reads the selected team too (its key is built in the script
-    from the project's team prefix: the same slot)."""
     project_id, user_id = effect.project_id, effect.user_id
-    fields = _change_fields(effect.changes)
-    guard = effect.session_guard
-    script_keys: tuple[str, ...] = (
-        keys.user(project_id, user_id),
-        keys.users_by_email(project_id),
-        keys.user_sessions(project_id, user_id),
-        keys.user_order(project_id),
-        keys.user_channels(project_id, user_id),
-        keys.events(project_id),
-    )
-    if guard is not None:
-        script_keys += (keys.session(project_id, guard.session_id),)
     reply = yield Script(
         "update_user",
-        script_keys,
         (
-            user_id,
-            1 if effect.revoke_sessions else 0,
-            keys.session(project_id),
-            keys.session_by_token(project_id),
-            keys.team(project_id) if with_team else "",
-            _json(guard.user_id) if guard is not None else "",
-            guard.now_ms if guard is not None else "",
-            keys.team(project_id) if effect.records_update else "",
-            *_flat(fields),
+            keys.user(project_id, user_id),
+            keys.users_by_email(project_id),
+            keys.user_order(project_id),
+            keys.user_channels(project_id, user_id),
         ),
+        (user_id, *_flat(_change_fields(effect.changes))),
     )
     status = _text(reply[0])
-    if status == "session_gone":
-        return UserWrite.SESSION_GONE
     if status == "not_found":
         return UserWrite.NOT_FOUND
     if status == "email_taken":
         return UserWrite.EMAIL_TAKEN
-    return _required(_user(reply[1])), _team(reply[2]) if reply[2] else None
+    return _required(_user(reply[1]))
 
 
 # KEYS: user, e-mail index, user's session set, user order, user's team index, membership order, the user's

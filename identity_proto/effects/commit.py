@@ -12,7 +12,8 @@ A flow reads what it needs (typed read effects), decides, and yields one `Commit
 - **events** the change announces (`Announce`: the transactional outbox stays inside the same commit), each with its
   record as stored once the writes are applied.
 
-The store answers `Committed` (with the records asked for in `returns`) or `Conflict(guard)`: the index of the first
+The store answers `Committed` (with the records asked for in `returns`: by kind and id, or `ReferencedBy` the id
+another record holds in a field) or `Conflict(guard)`: the index of the first
 guard that did not hold, nothing written. `commit` turns a conflict into `CommitConflict`, and the service re-runs
 the whole flow (it is pure given the request, the clock and entropy), a bounded number of times: "one of N
 concurrent sign-ups of one address wins" becomes "N-1 conflict, re-run, and see the winner".
@@ -56,6 +57,7 @@ __all__ = [
     "PutTeam",
     "PutUser",
     "RecordKind",
+    "ReferencedBy",
     "SessionIsLive",
     "SetIndex",
     "Write",
@@ -234,6 +236,24 @@ class Announce:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Returns
+
+
+@dataclass(frozen=True, slots=True)
+class ReferencedBy:
+    """A record a commit answers with, named by another: the record of `kind` whose id is held in field `field`
+    of the record `of` (both as stored once the writes are applied); None when that field is null or names no
+    record. (A user's selected team, say, without knowing which one it is before the commit.)"""
+
+    kind: RecordKind
+    of: tuple[RecordKind, str]
+    field: str
+
+
+Returned: TypeAlias = tuple[RecordKind, str] | ReferencedBy
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The effect
 
 
@@ -261,7 +281,7 @@ class Commit(StorageEffect["Conflict | Committed"]):
     guards: tuple[Guard, ...] = ()
     writes: tuple[Write, ...] = ()
     events: tuple[Announce, ...] = ()
-    returns: tuple[tuple[RecordKind, str], ...] = ()
+    returns: tuple[Returned, ...] = ()
 
 
 class CommitConflict(Exception):
@@ -278,7 +298,7 @@ def commit(
     guards: tuple[Guard, ...] = (),
     writes: tuple[Write, ...] = (),
     events: tuple[Announce, ...] = (),
-    returns: tuple[tuple[RecordKind, str], ...] = (),
+    returns: tuple[Returned, ...] = (),
 ) -> Flow[tuple[Any, ...]]:
     """Yield one `Commit`; raise `CommitConflict` when a guard did not hold. Returns the records of `returns`."""
     answer = yield from perform(Commit(project_id, guards, writes, events, returns))

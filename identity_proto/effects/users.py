@@ -7,6 +7,7 @@ from enum import Enum
 
 from identity_proto.changes import UserChanges
 from identity_proto.effects.base import StorageEffect
+from identity_proto.effects.commit import CommitGuard, RecordKind
 from identity_proto.records import Team, User  # noqa: F401 (Team is named only in quoted result types)
 
 
@@ -19,19 +20,15 @@ class UserWrite(Enum):
     EMAIL_TAKEN = "email_taken"
     #: A user with this id exists already (CreateUser never replaces one).
     ID_TAKEN = "id_taken"
-    #: The write's `SessionGuard` failed: its session is gone (nothing written).
-    SESSION_GONE = "session_gone"
 
 
 @dataclass(frozen=True, slots=True)
-class SessionGuard:
-    """A write made only while a session lives: it exists, belongs to `user_id` and has not expired at `now_ms`.
-    How a request whose first step writes has its access token's session checked in that same atomic step
-    (`identity_proto.preconditions`: no separate trip to the store)."""
+class Exists(CommitGuard):
+    """A commit's guard: a record of `kind` has this id (what a write that needs no read to decide, a PATCH of a
+    user's display name say, depends on)."""
 
-    session_id: str
-    user_id: str
-    now_ms: int
+    kind: RecordKind
+    id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,36 +69,16 @@ class CreateUser(StorageEffect["User | UserWrite"]):
 class UpdateUser(StorageEffect["User | UserWrite"]):
     """Set the given fields of one user, leaving every other field as stored, and keep the e-mail
     index in step with `primary_email`/`primary_email_auth_enabled`. Returns the updated user, NOT_FOUND, or
-    EMAIL_TAKEN (nothing written), or with a `session_guard` that fails, SESSION_GONE (nothing written)."""
+    EMAIL_TAKEN (nothing written). An internal write (last activity, a selected personal team...): it announces
+    nothing (reference part 2 §8). A PATCH of a user is decided in the core and committed (`flows.users`)."""
 
     project_id: str
     user_id: str
     changes: UserChanges
-    #: Also remove every session of the user, in the same atomic step (a password change: no old session may
-    #: survive it, even if the process dies right after the write).
-    revoke_sessions: bool = False
-    #: Write only while this session lives; SESSION_GONE (nothing written) otherwise, before any other check.
-    session_guard: SessionGuard | None = None
-    #: webhooks: also record a `user.updated` event (with the user's selected team) in the same atomic step, even
-    #: when `changes` is empty: a PATCH of the user. False for the internal writes (last activity, selected
-    #: personal team, ...), which announce nothing (reference part 2 §8).
-    records_update: bool = False
 
     def __post_init__(self) -> None:
         # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
         object.__setattr__(self, "changes", UserChanges.of(self.changes))
-
-    def guarded_by(self, guard: SessionGuard) -> UpdateUser:
-        """This write, made only while `guard`'s session lives."""
-        return UpdateUser(self.project_id, self.user_id, self.changes, self.revoke_sessions, guard, self.records_update)
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateUserWithTeam(StorageEffect["tuple[User, Team | None] | UserWrite"]):
-    """`update`, answering with the user and the team they have selected afterwards (None when none is, or it is
-    gone), read in the same atomic step: what a PATCH renders, without a second read."""
-
-    update: UpdateUser
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,19 +8,30 @@ from typing import Any
 
 from identity_proto.effects import (
     AddMembership,
+    CommitConflict,
     CreateTeam,
-    CreateUser,
     Flow,
     ListMemberships,
     ListTeams,
     ListUsers,
     LoadProject,
     TeamWrite,
-    UserWrite,
     perform,
 )
+from identity_proto.effects.commit import (
+    Announce,
+    CommitGuard,
+    CommitWrite,
+    IndexIs,
+    IndexName,
+    IsAbsent,
+    PutUser,
+    RecordKind,
+    SetIndex,
+    commit,
+)
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.records import Membership, Team, config_to_json, user_from_json, user_to_json
+from identity_proto.records import Membership, Team, User, config_to_json, user_from_json, user_to_json
 from identity_proto.users import checked_email, email_taken
 
 __all__ = ["EXPORT_FORMAT", "export_project_data", "import_project_data"]
@@ -68,11 +79,7 @@ def import_project_data(project_id: str, data: dict[str, Any]) -> Flow[dict[str,
     except (TypeError, KeyError, ValueError) as exc:
         raise KnownError(ErrorCode.SCHEMA_ERROR, details={"message": f"invalid export document: {exc}"}) from None
     for user in users:
-        created = yield from perform(CreateUser(project_id, user))
-        if created is UserWrite.ID_TAKEN:
-            raise KnownError(ErrorCode.USER_EMAIL_ALREADY_EXISTS, message=f"User {user.id} exists already.")
-        if created is UserWrite.EMAIL_TAKEN:
-            raise email_taken(user.primary_email or "")
+        yield from _import_user(project_id, user)
     for team in teams:
         yield from perform(CreateTeam(project_id, team))
     for membership in memberships:
@@ -82,3 +89,22 @@ def import_project_data(project_id: str, data: dict[str, Any]) -> Flow[dict[str,
                 ErrorCode.TEAM_MEMBERSHIP_ALREADY_EXISTS, message=f"Membership not imported: {added.value}"
             )
     return {"users": len(users), "teams": len(teams), "memberships": len(memberships)}
+
+
+def _import_user(project_id: str, user: User) -> Flow[None]:
+    """One commit per user: the user with its auth e-mail's index entry and `user.created`, only while its id and
+    its address are free (a conflict is the answer here, not a race to re-run: the import stops, 409)."""
+    id_free = IsAbsent(RecordKind.USER, user.id)
+    guards: list[CommitGuard] = [id_free]
+    writes: list[CommitWrite] = [PutUser(user)]
+    if user.auth_email is not None:
+        guards.append(IndexIs(IndexName.EMAIL, user.auth_email, None))
+        writes.append(SetIndex(IndexName.EMAIL, user.auth_email, user.id))
+    try:
+        yield from commit(
+            project_id, tuple(guards), tuple(writes), (Announce("user.created", (RecordKind.USER, user.id)),)
+        )
+    except CommitConflict as conflict:
+        if conflict.guard is id_free:
+            raise KnownError(ErrorCode.USER_EMAIL_ALREADY_EXISTS, message=f"User {user.id} exists already.") from None
+        raise email_taken(user.primary_email or "") from None

@@ -1,8 +1,11 @@
 """Users: read, update (field by field, access type by access type), create, list and delete (reference §3-§4).
 
 The update is the spec's largest operation. Its checks run in the original's order (reference §3.2), and nothing
-is written until all of them passed; the write itself is one atomic `UpdateUser` effect (fields, e-mail index and,
-on a password change, the revocation of every session), so a request that fails changes nothing.
+is written until all of them passed; the write itself is one `Commit` (the changed fields, the e-mail index moves
+and, on a password change, the end of every session the flow read, with `user.updated`), guarded by exactly what
+the decision read, so a request that fails changes nothing and a concurrent change of what it read re-runs it.
+A PATCH whose rules read nothing of the stored user (a display name, metadata...) commits blind: one trip, guarded
+by the user's existence and the caller's session, answering with the user and their selected team.
 """
 
 from __future__ import annotations
@@ -11,30 +14,49 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import identity_proto.schemas as schemas
-from identity_proto.auth import AccessType
+from identity_proto.auth import AccessType, live_session_guard
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
+    CommitConflict,
     DeleteUser,
+    DropSession,
+    Exists,
     FindUserByAuthEmail,
     Flow,
     HashPassword,
+    ListContactChannels,
     ListMemberships,
+    ListSessions,
     ListUsers,
     LoadMembership,
     LoadTeam,
     LoadUser,
     LoadUserWithTeam,
-    UpdateUser,
-    UpdateUserWithTeam,
-    UserWrite,
+    StorageEffect,
+    Together,
     perform,
+)
+from identity_proto.effects.commit import (
+    Announce,
+    CommitGuard,
+    CommitWrite,
+    DropIndex,
+    FieldsAre,
+    IndexIs,
+    IndexName,
+    PatchUser,
+    RecordKind,
+    ReferencedBy,
+    SessionIsLive,
+    SetIndex,
+    commit,
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.signin import store_new_user
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
-from identity_proto.records import Project, RiskScores, Team, User
+from identity_proto.records import Project, RiskScores, Session, Team, User
 from identity_proto.render import json_response, render_user
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
@@ -50,6 +72,8 @@ __all__ = [
     "get_user",
     "list_users",
     "load_rendered_user",
+    "patch_user",
+    "save_user",
     "update_me",
     "update_user",
 ]
@@ -208,11 +232,15 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         _check_password_fields(server_body, given)
 
     # 2. the user, when a rule needs its current state (a PATCH of plain fields goes straight to the write: one
-    #    round trip; the write itself says whether the user exists)
+    #    round trip; the commit itself says whether the user exists). Read with it, in the same trip: the user's
+    #    channels and the holder of the new address (a new primary e-mail), their sessions (a new password).
     missing = ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND
     current: User | None = None  # read only when a rule needs it: the rules below take None otherwise
+    read = _Read()
     if given & _NEEDS_CURRENT_USER:
-        current = yield from perform(LoadUser(project.id, user_id))
+        password = server_body is not None and ("password" in given or "password_hash" in given)
+        read = yield from _read_current(project.id, user_id, body.primary_email, "primary_email" in given, password)
+        current = read.user
         if current is None:  # through `me`, a deleted user is no "me" (reference §1.2 step 9)
             raise KnownError(missing)
 
@@ -242,20 +270,179 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     # 7.-8. restriction, the profile image and the plain fields (shared with creating, too)
     changes.update(profile_changes(current, body, given, auth.access_type))
 
-    # 9. one atomic write (and, after a password change, no session survives), answering what the response
-    #    renders: the user and their selected team (no second read)
+    # 9. one commit (and, after a password change, no session survives), answering what the response renders:
+    #    the user and their selected team (no second read); only while the caller's session lives
     #    (webhooks: every PATCH records `user.updated`, even one that changes nothing)
-    update = UpdateUser(
-        project.id, user_id, UserChanges.of(changes.items()), revoke_sessions=password_changed, records_update=True
-    )
-    updated = yield from perform(UpdateUserWithTeam(update))
-    if updated is UserWrite.NOT_FOUND:
-        raise KnownError(missing)
-    if updated is UserWrite.EMAIL_TAKEN:
-        raise email_taken(changes.get("primary_email") or (current.primary_email if current else None) or "")
-    assert not isinstance(updated, UserWrite)
-    rendered = render_user(updated[0], auth.access_type, project.config, updated[1], caller_id=auth.user_id)
+    live = live_session_guard(auth, now_ms=ctx.now_ms)
+    user_changes = UserChanges.of(changes.items())
+    try:
+        updated, team = yield from save_user(
+            project.id, user_id, user_changes, current=current, read=read, read_fields=_read_fields(given), live=live
+        )
+    except _UserGone:
+        raise KnownError(missing) from None
+    rendered = render_user(updated, auth.access_type, project.config, team, caller_id=auth.user_id)
     return json_response(200, rendered)
+
+
+class _UserGone(Exception):
+    """`save_user` found no such user (a blind write's existence guard did not hold)."""
+
+
+def save_user(
+    project_id: str,
+    user_id: str,
+    changes: UserChanges,
+    *,
+    current: User | None,
+    read: _Read,
+    read_fields: tuple[str, ...] = (),
+    live: SessionIsLive | None = None,
+) -> Flow[tuple[User, Team | None]]:
+    """Commit an update decided on `current` (None: decided without reading the user; then its e-mail fields must
+    not change): the changed fields, the e-mail index moves, the end of the sessions `read` holds (a password
+    change: no session survives), `user.updated`; guarded by `read_fields` of `current` (or the user's existence),
+    the index entries moved and `live`. Answers the user and their selected team as stored. Raises `_UserGone`,
+    `email_taken`, or `CommitConflict` (the flow is re-run)."""
+    guards: list[CommitGuard] = [] if live is None else [live]
+    writes: list[CommitWrite] = []
+    exists = Exists(RecordKind.USER, user_id)
+    if current is None:
+        guards.append(exists)
+    else:
+        moves = yield from _email_index_moves(project_id, current, changes.apply(current), read, dict(changes))
+        guards.append(FieldsAre(current, read_fields))
+        guards += moves[0]
+        writes += moves[1]
+    writes.append(PatchUser(user_id, changes))
+    writes += [DropSession(session) for session in read.sessions]
+    try:
+        updated, team = yield from commit(
+            project_id,
+            tuple(guards),
+            tuple(writes),
+            (Announce("user.updated", (RecordKind.USER, user_id), with_team=True),),
+            ((RecordKind.USER, user_id), ReferencedBy(RecordKind.TEAM, (RecordKind.USER, user_id), "selected_team_id")),
+        )
+    except CommitConflict as conflict:
+        if conflict.guard is exists:
+            raise _UserGone from None
+        raise
+    return updated, team
+
+
+def patch_user(
+    project_id: str,
+    user_id: str,
+    changes: UserChanges,
+    *,
+    revoke_sessions: bool = False,
+    live: SessionIsLive | None = None,
+) -> Flow[tuple[User, Team | None] | None]:
+    """An update of `changes` as they are (no body rules): read what the e-mail index rules and the end of the
+    user's sessions need, then `save_user`. None when there is no such user; `email_taken` when refused."""
+    fields = dict(changes)
+    if not (fields.keys() & _EMAIL_FIELDS) and not revoke_sessions:
+        try:
+            return (yield from save_user(project_id, user_id, changes, current=None, read=_Read(), live=live))
+        except _UserGone:
+            return None
+    new = fields.get("primary_email")
+    read = yield from _read_current(project_id, user_id, new, "primary_email" in fields, revoke_sessions)
+    if read.user is None:
+        return None
+    names = ("primary_email", "primary_email_auth_enabled")  # what the e-mail index moves were decided on
+    return (yield from save_user(project_id, user_id, changes, current=read.user, read=read, read_fields=names))
+
+
+class _Read:
+    """What an update read before deciding (`_read_current`)."""
+
+    __slots__ = ("holder", "holder_read", "sessions", "stored_values", "user")
+
+    def __init__(self) -> None:
+        self.user: User | None = None
+        #: the values of the user's stored (non-primary) contact channels (read when the primary e-mail is given)
+        self.stored_values: frozenset[str] = frozenset()
+        #: the user the e-mail index gives the new primary e-mail to (`holder_read`: it was read)
+        self.holder: str | None = None
+        self.holder_read = False
+        self.sessions: tuple[Session, ...] = ()
+
+
+def _read_current(
+    project_id: str, user_id: str, primary_email: str | None, email_given: bool, password: bool
+) -> Flow[_Read]:
+    """The user, and in the same trip what else the rules read: with a new primary e-mail given, the user's
+    channels and the address's holder; with a new password, the user's sessions."""
+    read = _Read()
+    new_address = normalize_email(primary_email) if email_given and primary_email else None
+    reads: list[StorageEffect[Any]] = [
+        ListContactChannels(project_id, user_id) if new_address is not None else LoadUser(project_id, user_id)
+    ]
+    if new_address is not None:
+        reads.append(FindUserByAuthEmail(project_id, new_address))
+    if password:
+        reads.append(ListSessions(project_id, user_id))
+    if len(reads) > 1:
+        answers = yield from perform(Together(tuple(reads)))
+    else:
+        answers = ((yield from perform(reads[0])),)
+    first = answers[0]
+    if new_address is not None:
+        if first is not None:
+            read.user, read.stored_values = first.user, frozenset(c.value for c in first.stored)
+        holder = answers[1]
+        read.holder, read.holder_read = (None if holder is None else holder.id), True
+    else:
+        read.user = first
+    if password:
+        read.sessions = answers[-1]
+    return read
+
+
+def _read_fields(given: set[str]) -> tuple[str, ...]:
+    """The stored fields the rules of a body giving `given` read (what the commit guards)."""
+    names: set[str] = set()
+    if given & _EMAIL_FIELDS:
+        names |= {"primary_email", "primary_email_auth_enabled"}
+    if given & {"password", "password_hash"}:
+        names.add("password_hash")
+    if "is_anonymous" in given:
+        names.add("is_anonymous")
+    if given & _RESTRICTION_FIELDS:
+        names.add("restricted_by_admin")
+    return tuple(sorted(names))
+
+
+def _email_index_moves(
+    project_id: str, current: User, updated: User, read: _Read, changes: dict[str, Any]
+) -> Flow[tuple[list[CommitGuard], list[CommitWrite]]]:
+    """The e-mail index entries an update moves, with the guards they depend on; EMAIL_TAKEN when the new primary
+    e-mail is one of the user's other channels or another user signs in with it."""
+    guards: list[CommitGuard] = []
+    writes: list[CommitWrite] = []
+    taken = changes.get("primary_email") or current.primary_email or ""
+    new_primary = updated.primary_email
+    # contact channels: one address is never two channels of one user (effects.contact_channels)
+    if new_primary is not None and new_primary != current.primary_email and new_primary in read.stored_values:
+        raise email_taken(taken)
+    old, new = current.auth_email, updated.auth_email
+    if new == old:
+        return guards, writes
+    if new is not None:
+        holder = read.holder
+        if not read.holder_read or new != new_primary:
+            found = yield from perform(FindUserByAuthEmail(project_id, new))
+            holder = None if found is None else found.id
+        if holder not in (None, current.id):
+            raise email_taken(taken)
+        guards.append(IndexIs(IndexName.EMAIL, new, holder))
+    if old is not None:
+        writes.append(DropIndex(IndexName.EMAIL, old))
+    if new is not None:
+        writes.append(SetIndex(IndexName.EMAIL, new, current.id))
+    return guards, writes
 
 
 def sign_in_changes(user: User | None, body: ClientUserUpdateBody, given: set[str], project: Project) -> dict[str, Any]:

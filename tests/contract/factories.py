@@ -179,3 +179,28 @@ def update_team(store: Store, project_id: str, team_id: str, changes: Any = ()) 
     from identity_proto.flows.teams import patch_team
 
     return run(patch_team(project_id, team_id, TeamChanges.of(changes)), store)
+
+
+def patched_user(
+    store: Store, project_id: str, user_id: str, changes: Any = (), *, revoke_sessions: bool = False, live: Any = None
+) -> Any:
+    """What a PATCH of a user does to a store: the core's `patch_user` (what the e-mail index rules read, then one
+    `Commit` recording `user.updated`), answering (user, selected team) as stored, or the refusal
+    (`UserWrite.NOT_FOUND`, `UserWrite.EMAIL_TAKEN`; nothing written), or "conflict" when a guard (`live`, a
+    `SessionIsLive`) did not hold."""
+    from identity_proto.changes import UserChanges
+    from identity_proto.drivers import run
+    from identity_proto.effects import CommitConflict, UserWrite
+    from identity_proto.errors import ErrorCode, KnownError
+    from identity_proto.flows.users import patch_user
+
+    flow = patch_user(project_id, user_id, UserChanges.of(changes), revoke_sessions=revoke_sessions, live=live)
+    try:
+        done = run(flow, store)
+    except KnownError as error:
+        if error.code != ErrorCode.USER_EMAIL_ALREADY_EXISTS:
+            raise
+        return UserWrite.EMAIL_TAKEN
+    except CommitConflict:
+        return "conflict"
+    return UserWrite.NOT_FOUND if done is None else done

@@ -17,7 +17,8 @@ import pytest
 
 from identity_proto import Request, Service, ServiceOptions, run
 from identity_proto.drivers import Store
-from identity_proto.effects import HitRateLimits, LoadSession, LoadUserWithTeam, Together, UpdateUserWithTeam, perform
+from identity_proto.effects import Commit, HitRateLimits, LoadSession, LoadUserWithTeam, Together, perform
+from identity_proto.effects.commit import SessionIsLive
 from identity_proto.ratelimits import address_bucket
 from tests.contract.conftest import BACKENDS, _open_sync
 from tests.support import Harness, Reply, admin_headers, client_headers, server_headers
@@ -331,12 +332,12 @@ def test_a_patch_checks_its_session_inside_its_one_write(unlimited: StoreHarness
     patch = Request("PATCH", "/api/v1/users/me", headers, b'{"display_name": "Ada"}', "", "192.0.2.1")
     effects, response = _effects_of(h, patch)
     assert response.status == 200
-    assert [type(e) for e in effects] == [UpdateUserWithTeam]
-    assert effects[0].update.session_guard is not None
+    assert [type(e) for e in effects] == [Commit]
+    assert any(isinstance(g, SessionIsLive) for g in effects[0].guards)
     _signed_out(h, tokens)
     refused_patch = Request("PATCH", "/api/v1/users/me", headers, b'{"display_name": "Mallory"}', "", "192.0.2.1")
     effects, refused = _effects_of(h, refused_patch)
     assert (refused.status, dict(refused.headers)["x-service-known-error"]) == (401, "ACCESS_TOKEN_EXPIRED")
-    assert [type(e) for e in effects] == [UpdateUserWithTeam]
+    assert [type(e) for e in effects] == [Commit]
     user = h.request("GET", f"/api/v1/users/{tokens['user_id']}", server_headers()).json
     assert user["display_name"] == "Ada"

@@ -34,6 +34,7 @@ from tests.contract.factories import (
     in_threads,
     make_session,
     make_user,
+    patched_user,
     remove_user_behind_the_stores_back,
     rich_user,
 )
@@ -274,7 +275,7 @@ def test_update_with_revoke_sessions_removes_every_session_of_the_user_only(stor
     for session in (*mine, theirs):
         store.apply(CreateSession(PROJECT, session))
 
-    updated = store.apply(UpdateUser(PROJECT, user.id, (("password_hash", "$2b$new"),), revoke_sessions=True))
+    updated, _team = patched_user(store, PROJECT, user.id, (("password_hash", "$2b$new"),), revoke_sessions=True)
 
     assert updated == dataclasses.replace(user, password_hash="$2b$new")
     assert store.apply(ListSessions(PROJECT, user.id)) == ()
@@ -297,11 +298,11 @@ def test_a_refused_update_with_revoke_sessions_keeps_the_sessions(store: Store) 
     session = make_session("s-bob", bob.id)
     store.apply(CreateSession(PROJECT, session))
 
-    result = store.apply(UpdateUser(PROJECT, bob.id, (("primary_email", "alice@example.com"),), revoke_sessions=True))
+    result = patched_user(store, PROJECT, bob.id, (("primary_email", "alice@example.com"),), revoke_sessions=True)
 
     assert result is UserWrite.EMAIL_TAKEN
     assert store.apply(ListSessions(PROJECT, bob.id)) == (session,)
-    assert store.apply(UpdateUser(PROJECT, "nobody", (), revoke_sessions=True)) is UserWrite.NOT_FOUND
+    assert patched_user(store, PROJECT, "nobody", (), revoke_sessions=True) is UserWrite.NOT_FOUND
 
 
 def test_concurrent_updates_of_different_fields_from_two_threads_both_survive(store: Store) -> None:
@@ -716,11 +717,11 @@ def test_redis_list_skips_a_set_member_whose_session_is_gone(redis_store: RedisS
     assert redis_store.client.smembers(redis_store.keys.user_sessions(PROJECT, user.id)) == {b"s-1"}
 
 
-# --- UpdateUserWithTeam: the write and what rendering it needs, in one step -------------------------------------
+# --- a PATCH's commit: the write and what rendering it needs, in one step ------------------------------------------
 
 
-def test_update_user_with_team_answers_the_user_and_the_team_selected_afterwards(store: Store) -> None:
-    from identity_proto.effects import CreateTeam, DeleteTeam, UpdateUserWithTeam
+def test_a_patch_answers_the_user_and_the_team_selected_afterwards(store: Store) -> None:
+    from identity_proto.effects import CreateTeam, DeleteTeam
     from tests.contract.factories import make_team
 
     user = make_user("u-1", "ada@example.com")
@@ -728,63 +729,93 @@ def test_update_user_with_team_answers_the_user_and_the_team_selected_afterwards
     first, second = make_team("team-1"), make_team("team-2")
     store.apply(CreateTeam(PROJECT, first))
     store.apply(CreateTeam(PROJECT, second))
-    renamed = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, (("display_name", "Ada"),))))
+    renamed = patched_user(store, PROJECT, user.id, (("display_name", "Ada"),))
     assert renamed == (dataclasses.replace(user, display_name="Ada"), None)
-    selected = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, (("selected_team_id", "team-2"),))))
+    selected = patched_user(store, PROJECT, user.id, (("selected_team_id", "team-2"),))
     assert selected == (dataclasses.replace(user, display_name="Ada", selected_team_id="team-2"), second)
-    again = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, (("display_name", "Ada L."),))))
+    again = patched_user(store, PROJECT, user.id, (("display_name", "Ada L."),))
     assert again[1] == second  # the team selected before, read with the write
     store.apply(DeleteTeam(PROJECT, "team-2"))
-    gone = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, user.id, ())))
+    gone = patched_user(store, PROJECT, user.id, ())
     assert gone == (store.apply(LoadUser(PROJECT, user.id)), None)
 
 
-def test_update_user_with_team_refuses_as_update_user_does(store: Store) -> None:
-    from identity_proto.effects import UpdateUserWithTeam
-
+def test_a_patch_refuses_a_missing_user_and_a_taken_address(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
     store.apply(CreateUser(PROJECT, make_user("u-2", "bob@example.com")))
-    missing = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, "nobody", (("display_name", "X"),))))
+    missing = patched_user(store, PROJECT, "nobody", (("display_name", "X"),))
     assert missing is UserWrite.NOT_FOUND
-    taken = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, "u-2", (("primary_email", "ada@example.com"),))))
+    taken = patched_user(store, PROJECT, "u-2", (("primary_email", "ada@example.com"),))
     assert taken is UserWrite.EMAIL_TAKEN
     assert store.apply(LoadUser(PROJECT, "u-2")) == make_user("u-2", "bob@example.com")
 
 
-# --- SessionGuard: a user's write made only while a session lives -----------------------------------------------
+# --- SessionIsLive: a PATCH made only while the caller's session lives -------------------------------------------
 
 
-def test_a_guarded_update_writes_only_while_its_session_lives(store: Store) -> None:
-    from identity_proto.effects import CreateSession, DeleteSession, SessionGuard
+def test_a_guarded_patch_writes_only_while_its_session_lives(store: Store) -> None:
+    from identity_proto.effects import CreateSession, DeleteSession
+    from identity_proto.effects.commit import SessionIsLive
     from tests.contract.factories import make_session
 
     user = make_user("u-1", "ada@example.com")
     store.apply(CreateUser(PROJECT, user))
     session = make_session("s-1", user.id)
     store.apply(CreateSession(PROJECT, session))
-    live = SessionGuard("s-1", user.id, session.created_at_millis)
-    assert store.apply(UpdateUser(PROJECT, user.id, (("display_name", "Ada"),), session_guard=live)) == (
+    live = SessionIsLive("s-1", user.id, session.created_at_millis)
+    assert patched_user(store, PROJECT, user.id, (("display_name", "Ada"),), live=live)[0] == (
         dataclasses.replace(user, display_name="Ada")
     )
     # another user's session, an expired one, and a gone one guard nothing: nothing is written
-    other = SessionGuard("s-1", "u-2", session.created_at_millis)
-    expired = SessionGuard("s-1", user.id, session.expires_at_millis)
+    other = SessionIsLive("s-1", "u-2", session.created_at_millis)
+    expired = SessionIsLive("s-1", user.id, session.expires_at_millis)
     for guard in (other, expired):
-        refused = store.apply(UpdateUser(PROJECT, user.id, (("display_name", "X"),), session_guard=guard))
-        assert refused is UserWrite.SESSION_GONE
+        refused = patched_user(store, PROJECT, user.id, (("display_name", "X"),), live=guard)
+        assert refused == "conflict"
     store.apply(DeleteSession(PROJECT, "s-1"))
-    gone = store.apply(UpdateUser(PROJECT, user.id, (("display_name", "X"),), session_guard=live))
-    assert gone is UserWrite.SESSION_GONE
+    gone = patched_user(store, PROJECT, user.id, (("display_name", "X"),), live=live)
+    assert gone == "conflict"
     assert store.apply(LoadUser(PROJECT, user.id)) == dataclasses.replace(user, display_name="Ada")
 
 
-def test_a_guarded_update_of_a_deleted_user_is_refused_for_its_session(store: Store) -> None:
-    from identity_proto.effects import CreateSession, DeleteUser, SessionGuard
+def test_a_guarded_patch_of_a_deleted_user_is_refused_for_its_session(store: Store) -> None:
+    from identity_proto.effects import CreateSession, DeleteUser
+    from identity_proto.effects.commit import SessionIsLive
     from tests.contract.factories import make_session
 
     store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
     session = make_session("s-1", "u-1")
     store.apply(CreateSession(PROJECT, session))
     store.apply(DeleteUser(PROJECT, "u-1"))
-    guard = SessionGuard("s-1", "u-1", session.created_at_millis)
-    assert store.apply(UpdateUser(PROJECT, "u-1", (), session_guard=guard)) is UserWrite.SESSION_GONE
+    guard = SessionIsLive("s-1", "u-1", session.created_at_millis)
+    assert patched_user(store, PROJECT, "u-1", (), live=guard) == "conflict"
+
+
+# --- the commit's pieces a PATCH uses: Exists, and a record returned by reference -------------------------------
+
+
+def test_exists_holds_only_for_a_stored_record_and_a_reference_returns_what_it_names(store: Store) -> None:
+    from identity_proto.changes import UserChanges
+    from identity_proto.effects import CreateTeam, Exists
+    from identity_proto.effects.commit import Commit, Committed, Conflict, PatchUser, RecordKind, ReferencedBy
+    from tests.contract.factories import make_team
+
+    user = make_user("u-1", "ada@example.com")
+    store.apply(CreateUser(PROJECT, user))
+    team = make_team("team-1")
+    store.apply(CreateTeam(PROJECT, team))
+    selected = ReferencedBy(RecordKind.TEAM, (RecordKind.USER, "u-1"), "selected_team_id")
+    missing = Commit(PROJECT, (Exists(RecordKind.USER, "nobody"),), (PatchUser("nobody", UserChanges.of()),))
+    assert store.apply(missing) == Conflict(0)
+    assert store.apply(Commit(PROJECT, (Exists(RecordKind.TEAM, "u-1"),))) == Conflict(0)  # ids are per kind
+    none_yet = store.apply(Commit(PROJECT, (Exists(RecordKind.USER, "u-1"),), returns=(selected,)))
+    assert none_yet == Committed((None,))
+    select = PatchUser("u-1", UserChanges.of(selected_team_id="team-1", display_name="Ada"))
+    answer = store.apply(
+        Commit(PROJECT, (Exists(RecordKind.USER, "u-1"),), (select,), returns=((RecordKind.USER, "u-1"), selected))
+    )
+    assert answer == Committed((dataclasses.replace(user, selected_team_id="team-1", display_name="Ada"), team))
+    gone = store.apply(
+        Commit(PROJECT, returns=(ReferencedBy(RecordKind.TEAM, (RecordKind.USER, "nobody"), "selected_team_id"),))
+    )
+    assert gone == Committed((None,))

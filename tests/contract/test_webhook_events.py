@@ -39,22 +39,22 @@ from identity_proto.effects import (
     RemoveMembership,
     ResetPassword,
     RevokeProjectPermission,
-    SessionGuard,
     SignInByEmail,
     SignUpAnonymously,
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TeamWrite,
     UpdateUser,
-    UpdateUserWithTeam,
     UpgradeAnonymousUser,
     UpgradeRefusal,
     UserWrite,
     password_fingerprint,
     perform,
 )
+from identity_proto.effects.commit import SessionIsLive
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
 from identity_proto.events import EVENT_TYPES, MESSAGE_TAG_LENGTH, StoredEvent, event_data, event_payload
+from identity_proto.flows.users import patch_user
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
 from identity_proto.render import render_team, render_user
 from tests.contract.conftest import AsyncBackend
@@ -67,6 +67,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    patched_user,
     rich_user,
     update_team,
 )
@@ -155,7 +156,7 @@ def test_a_user_update_records_user_updated_with_the_selected_team_only_when_ask
     store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1", last_active_at_millis=T0 + 5)))
     assert since(store, before) == []
     # a PATCH does, with the user as stored after it and their selected team
-    updated = store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Ada"), records_update=True))
+    updated, _team = patched_user(store, PROJECT, "ada", UserChanges.of(display_name="Ada"))
     assert isinstance(updated, User)
     assert since(store, before) == [("user.updated", server_user(updated, team))]
 
@@ -163,7 +164,7 @@ def test_a_user_update_records_user_updated_with_the_selected_team_only_when_ask
 def test_a_patch_that_changes_nothing_still_records_user_updated(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     before = len(recorded(store))
-    result = store.apply(UpdateUserWithTeam(UpdateUser(PROJECT, "ada", UserChanges.of(), records_update=True)))
+    result = patched_user(store, PROJECT, "ada", UserChanges.of())
     assert result == (make_user("ada"), None)
     assert since(store, before) == [("user.updated", server_user(make_user("ada")))]
 
@@ -172,12 +173,14 @@ def test_a_refused_user_update_records_nothing(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com")))
     store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
     before = len(recorded(store))
-    taken = UpdateUser(PROJECT, "bob", UserChanges.of(primary_email="ada@example.com"), records_update=True)
-    assert store.apply(taken) is UserWrite.EMAIL_TAKEN
-    missing = UpdateUser(PROJECT, "nobody", UserChanges.of(display_name="x"), records_update=True)
-    assert store.apply(missing) is UserWrite.NOT_FOUND
-    gone = UpdateUser(PROJECT, "bob", UserChanges.of(display_name="x"), records_update=True)
-    assert store.apply(gone.guarded_by(SessionGuard("no-session", "bob", T0))) is UserWrite.SESSION_GONE
+    taken = patched_user(store, PROJECT, "bob", UserChanges.of(primary_email="ada@example.com"))
+    assert taken is UserWrite.EMAIL_TAKEN
+    missing = patched_user(store, PROJECT, "nobody", UserChanges.of(display_name="x"))
+    assert missing is UserWrite.NOT_FOUND
+    gone = patched_user(
+        store, PROJECT, "bob", UserChanges.of(display_name="x"), live=SessionIsLive("no-session", "bob", T0)
+    )
+    assert gone == "conflict"
     assert since(store, before) == []
 
 
@@ -185,8 +188,9 @@ def test_a_guarded_patch_records_user_updated_once_its_session_is_checked(store:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     store.apply(CreateSession(PROJECT, make_session("s-1", "ada")))
     before = len(recorded(store))
-    patch = UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Ada"), records_update=True)
-    updated = store.apply(patch.guarded_by(SessionGuard("s-1", "ada", T0)))
+    updated, _team = patched_user(
+        store, PROJECT, "ada", UserChanges.of(display_name="Ada"), live=SessionIsLive("s-1", "ada", T0)
+    )
     assert isinstance(updated, User)
     assert since(store, before) == [("user.updated", server_user(updated))]
 
@@ -490,7 +494,7 @@ def test_each_project_records_its_own_events(store: Store) -> None:
 def test_the_user_in_user_created_is_the_user_as_stored_at_that_moment(store: Store) -> None:
     # the payload is the state right after the change, not at delivery: a later update changes no earlier event
     store.apply(CreateUser(PROJECT, make_user("ada", display_name="First")))
-    store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Second"), records_update=True))
+    patched_user(store, PROJECT, "ada", UserChanges.of(display_name="Second"))
     assert [data["display_name"] for _, data in events(store)] == ["First", "Second"]
 
 
@@ -503,7 +507,7 @@ def test_redis_scripts_append_events_to_the_projects_stream_in_its_slot(redis_st
     redis_store.apply(CreateUser(PROJECT, user))
     redis_store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
     redis_store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
-    redis_store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(display_name="Ada"), records_update=True))
+    patched_user(redis_store, PROJECT, "ada", UserChanges.of(display_name="Ada"))
     redis_store.apply(RemoveMembership(PROJECT, "team-1", "ada"))
     client, keys = redis_store.client, redis_store.keys
     stream = keys.events(PROJECT)
@@ -536,7 +540,7 @@ def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> N
         await do(CreateUser(PROJECT, make_user("ada")))
         await do(CreateTeam(PROJECT, make_team("team-1")))
         await do(AddMembership(PROJECT, make_membership("team-1", "ada", permissions=("team_member",))))
-        await do(UpdateUserWithTeam(UpdateUser(PROJECT, "ada", UserChanges.of(), records_update=True)))
+        await arun(patch_user(PROJECT, "ada", UserChanges.of()), store)
         await do(DeleteUser(PROJECT, "ada"))
         listed = await do(ListEvents(PROJECT))
         return [(event.type, event_data(event, CONFIG)) for event in listed]

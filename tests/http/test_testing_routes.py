@@ -147,3 +147,21 @@ def test_a_production_configuration_has_none_of_the_test_only_routes(method: str
         response = http.request(method, path, headers=headers, json={})
     assert (response.status_code, response.headers["x-service-known-error"]) == (404, "ROUTE_NOT_FOUND")
     assert re.search("testing", response.json()["error"])
+
+
+def test_an_import_stops_at_a_taken_user_id_or_address() -> None:
+    fake = IdentityFake()
+    source, target = fake.create_project("source"), fake.create_project("target")
+    source.create_user("ada@example.com", password="correct horse", display_name="Ada")
+    with fake.client() as http:
+        exported = http.get(f"/api/v1/testing/projects/{source.id}/export", headers=internal_headers()).json()
+        url = f"/api/v1/testing/projects/{target.id}/import"
+        assert http.post(url, headers=internal_headers(), json=exported).status_code == 200
+        again = http.post(url, headers=internal_headers(), json=exported)  # the same id
+        assert (again.status_code, again.headers["x-service-known-error"]) == (409, "USER_EMAIL_ALREADY_EXISTS")
+        assert "exists already" in again.json()["error"]
+        other_id = {**exported, "users": [{**exported["users"][0], "id": "another-id"}], "teams": [], "memberships": []}
+        taken = http.post(url, headers=internal_headers(), json=other_id)  # another id, the same auth address
+        assert (taken.status_code, taken.headers["x-service-known-error"]) == (409, "USER_EMAIL_ALREADY_EXISTS")
+        users = http.get("/api/v1/users", headers=target.headers("server")).json()["items"]
+        assert [u["primary_email"] for u in users] == ["ada@example.com"]

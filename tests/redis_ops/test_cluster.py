@@ -159,6 +159,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    patched_user,
     update_team,
 )
 from tests.e2e.conftest import start_hypercorn, stop_server
@@ -362,7 +363,7 @@ def _sessions(store: RedisStore, p: str) -> None:
     assert store.apply(RevokeUserSessions(p, "sam")) == 1
     assert store.apply(ListSessions(p, "sam")) == ()
     store.apply(CreateSession(p, make_session("s3", "sam")))
-    changed = store.apply(UpdateUser(p, "sam", (("password_hash", "$2b$04$x"),), revoke_sessions=True))
+    changed, _team = patched_user(store, p, "sam", (("password_hash", "$2b$04$x"),), revoke_sessions=True)
     assert isinstance(changed, User)
     assert store.apply(ListSessions(p, "sam")) == ()
     assert store.apply(UseRefreshToken(p, "token-s3", T0)) is None

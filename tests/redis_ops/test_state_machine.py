@@ -42,7 +42,7 @@ from backends.memory import MemoryStore, Tenant
 from backends.redis import RedisStore
 from backends.redis.lua import _EMIT_EVENT  # webhooks
 from identity_proto import effects as _effects  # webhooks
-from identity_proto.changes import TeamChanges
+from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import run
 from identity_proto.effects import (
     AcceptTeamInvitation,
@@ -122,6 +122,7 @@ from identity_proto.effects import (
 )
 from identity_proto.events import event_data
 from identity_proto.flows.teams import patch_team
+from identity_proto.flows.users import patch_user
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -513,7 +514,12 @@ class StoresAgree(RuleBasedStateMachine):
             user_id = self.user(project_id)
             changes = data.draw(USER_CHANGES, label="changes")
             revoke = data.draw(st.booleans(), label="revoke_sessions")
-            self.both(UpdateUser(project_id, user_id, tuple(changes.items()), revoke_sessions=revoke))
+            if revoke or data.draw(st.booleans(), label="as a PATCH"):
+                # a PATCH of the user (the core's patch_user: reads, then one Commit), maybe ending its sessions
+                patch = UserChanges.of(changes.items())
+                self.both_flow(lambda: patch_user(project_id, user_id, patch, revoke_sessions=revoke))
+            else:
+                self.both(UpdateUser(project_id, user_id, tuple(changes.items())))
         elif op == "email":
             # What PATCH /users does with primary_email (and maybe primary_email_auth_enabled): the index moves.
             user_id = self.user(project_id)
@@ -522,12 +528,15 @@ class StoresAgree(RuleBasedStateMachine):
             auth = data.draw(st.none() | st.booleans(), label="auth")
             if auth is not None:
                 email_changes.append(("primary_email_auth_enabled", auth and email is not None))
-            self.both(UpdateUser(project_id, user_id, tuple(email_changes)))
+            if data.draw(st.booleans(), label="as a PATCH"):
+                self.both_flow(lambda: patch_user(project_id, user_id, UserChanges.of(email_changes)))
+            else:
+                self.both(UpdateUser(project_id, user_id, tuple(email_changes)))
         elif op == "select":
             # What PATCH /users does with selected_team_id: mostly a team the user is a member of, or none.
             team_id, user_id = self.membership(project_id)
             selected = None if data.draw(st.integers(0, 3), label="deselect?") == 0 else team_id
-            self.both(UpdateUser(project_id, user_id, (("selected_team_id", selected),)))
+            self.both_flow(lambda: patch_user(project_id, user_id, UserChanges.of(selected_team_id=selected)))
         else:
             self.both(DeleteUser(project_id, self.user(project_id)))
 

@@ -125,7 +125,7 @@ class _Recording:
 
 def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_they_refuse() -> None:
     from identity_proto import run
-    from identity_proto.effects import HitRateLimits, LoadSession, LoadUserWithTeam, Together, UpdateUserWithTeam
+    from identity_proto.effects import Commit, HitRateLimits, LoadSession, LoadUserWithTeam, Together
     from identity_proto.http import Request
     from tests.unit.test_sign_in import sign_in
 
@@ -146,7 +146,7 @@ def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_t
     recording.seen.clear()
     assert call("PATCH", b'{"display_name": "x"}') == 200
     kinds = [[type(i) for i in e.effects] if isinstance(e, Together) else type(e) for e in recording.seen]
-    assert kinds.index([HitRateLimits, LoadSession]) < kinds.index(UpdateUserWithTeam)  # before the write, in one trip
+    assert kinds.index([HitRateLimits, LoadSession]) < kinds.index(Commit)  # before the write, in one trip
     h.request(
         "PATCH",
         "/api/v1/projects/current",
@@ -157,5 +157,5 @@ def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_t
     assert call("GET") == 200
     recording.seen.clear()
     assert call("PATCH", b'{"display_name": "refused"}') == 429
-    assert not any(isinstance(e, UpdateUserWithTeam) for e in recording.seen)
+    assert not any(isinstance(e, Commit) for e in recording.seen)
     assert h.store.tenant(h.project().id).users[next(iter(h.store.tenant(h.project().id).users))].display_name == "x"
