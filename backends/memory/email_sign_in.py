@@ -9,12 +9,11 @@ from backends.memory.codes import _create_code
 from backends.memory.contact_channels import auth_address_is_verified
 from backends.memory.sessions import _create_session
 from backends.memory.store import MemoryStore, _performs
-from backends.memory.teams import _create_team
+from backends.memory.teams import store_personal_team
 from backends.memory.users import _find_user_by_auth_email, insert_user, record_user_created
 from identity_proto.effects import (
     CreateSession,
     CreateSignInCode,
-    CreateTeam,
     CreateUser,
     CreateVerificationCode,
     EmailRefusal,
@@ -65,6 +64,6 @@ def _sign_in_by_email(store: MemoryStore, effect: SignInByEmail) -> EmailSignIn:
     insert_user(store, CreateUser(project_id, new_user))
     record_user_created(tenant, new_user)  # webhooks: before its team's team.created
     if effect.personal_team is not None:
-        _create_team(store, CreateTeam(project_id, *effect.personal_team))
+        store_personal_team(store.tenant(project_id), *effect.personal_team)
     _create_session(store, CreateSession(project_id, replaced(effect.session, {"user_id": new_user.id})))
     return EmailSignIn(EmailSignInOutcome.SIGNED_UP, new_user)

@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from backends.memory.store import MemoryStore, Tenant, _performs
-from backends.memory.teams import _create_team
+from backends.memory.teams import store_personal_team
 from backends.memory.users import _update_user, insert_user, record_user_created
 from identity_proto.effects import (
     AccountsWrite,
     ChangeOAuthAccounts,
     ConsumeOuterCode,
-    CreateTeam,
     CreateUser,
     FindUserByOAuthAccount,
     LoadProviderTokens,
@@ -134,7 +133,7 @@ def _sign_up_with_oauth(store: MemoryStore, effect: SignUpWithOAuth) -> User | S
     for key in keys:
         tenant.oauth_index[key] = new_user.id
     if effect.personal_team is not None:
-        _create_team(store, CreateTeam(project_id, *effect.personal_team))
+        store_personal_team(store.tenant(project_id), *effect.personal_team)
     return new_user
 
 

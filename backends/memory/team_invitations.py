@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from backends.memory.store import MemoryStore, Tenant, _performs
-from backends.memory.teams import record_membership_created
 from identity_proto.effects import (
     AcceptTeamInvitation,
     CreateTeamInvitation,
@@ -13,7 +12,16 @@ from identity_proto.effects import (
     LoadTeamInvitation,
     RevokeTeamInvitation,
 )
-from identity_proto.records import CodePurpose, VerificationCode, replaced
+from identity_proto.records import CodePurpose, Membership, VerificationCode, replaced
+
+
+def record_membership_created(tenant: Tenant, membership: Membership) -> None:
+    """`team_membership.created`, then one `team_permission.created` per permission the membership got."""
+    team_id, user_id = membership.team_id, membership.user_id
+    tenant.record_event("team_membership.created", ids=(team_id, user_id))
+    for permission_id in membership.permissions:
+        tenant.record_event("team_permission.created", ids=(permission_id, team_id, user_id))
+
 
 #: Ids whose code is gone (swept by `codes` once expired) are dropped every this many new invitations.
 _PRUNE_EVERY = 256

@@ -41,15 +41,10 @@ holder's record read; then either the holder's ``otp_auth_enabled`` / ``last_act
 CreateSession, or a new user as by CreateUser with its personal team as by CreateTeam and a session; or nothing when
 refused: the code sign-in's one write), UseRefreshToken (token -> session -> user, then the session's
 ``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``), DeleteSession and RevokeUserSessions
-(sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); CreateTeam (refused USER_NOT_FOUND
-before writing anything if the creator's user is missing; the team, its order entry, and the creator's membership
-with its seq and index entries), DeleteTeam (the team, its order entry, every membership of it, and the
-``selected_team_id`` of each member who had it selected), AddMembership (checks the user, the team and the
-membership in the contract's order before writing anything; of concurrent adds of one membership exactly one
-succeeds), RemoveMembership (the membership, its index entries, and the user's selection of that team),
-UpdateMembership (HSET just the given fields), ChangePermission (read, add or remove one id, sort byte-wise, write:
-concurrent grants of different permissions all survive); GrantProjectPermissions (refused before writing anything
-if the user is missing; the user's set and the set of holders), RevokeProjectPermission,
+(sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); teams and memberships are
+written by `Commit` (the core decides; `teams.py` translates their guards and writes: a membership's record is
+found by its seq, the ZSCORE of its user in the team's member index); GrantProjectPermissions (refused before
+writing anything if the user is missing; the user's set and the set of holders), RevokeProjectPermission,
 ChangePermissionDefinitions (compare each expected config field's stored JSON, a missing field comparing as its
 default, then HSET the new ones, then rename or strip the id in every project grant and every membership: O(holders
 + memberships), a rare admin write), and DeleteUser takes the user's project grants too. Reads of one key are one

@@ -25,6 +25,11 @@ More writes: ``["zrem", key, member, ...]``, ``["srem", key, member, ...]``, ``[
 max]``, and three that make values: ``["zscore", key, member, name]`` (an error if the member is missing: guard it),
 ``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing).
 
+Guard variants (for records keyed by a value, such as a membership by its sequence number): the `hget` guard's
+`text` may be a list of texts (false among them: or absent), the field holds one of them; ``[i, "zscore", key,
+member, true, name]`` also makes the member's score the value `name`, so later guards and writes can name the
+record it keys; ``[i, "zcard", key, n]`` and ``[i, "scard", key, n]``: the sorted set (set) has exactly `n` members.
+
 ``"r": [key, ...]``: the records (hashes) to answer with once everything is written (`Commit.returns`), so that a
 write that answers with its record costs one round trip. An entry may also be ``{"k": key, "f": field, "p":
 prefix}``: the hash at the prefix followed by the id that field of that hash holds (JSON text; {} when it holds
@@ -100,14 +105,24 @@ for _, g in ipairs(ops.g) do
   elseif kind == 'exists' then
     holds = redis.call('EXISTS', k) == 1
   elseif kind == 'hget' then
-    holds = redis.call('HGET', k, g[4]) == g[5]
+    local stored = redis.call('HGET', k, g[4])
+    if type(g[5]) == 'table' then
+      holds = false
+      for _, text in ipairs(g[5]) do holds = holds or stored == text end
+    else
+      holds = stored == g[5]
+    end
   elseif kind == 'hgt' then
     local stored = redis.call('HGET', k, g[4])
     holds = stored ~= false and tonumber(stored) ~= nil and tonumber(stored) > tonumber(g[5])
   elseif kind == 'get' then
     holds = redis.call('GET', k) == g[4]
   elseif kind == 'zscore' then
-    holds = (redis.call('ZSCORE', k, g[4]) ~= false) == g[5]
+    local score = redis.call('ZSCORE', k, g[4])
+    holds = (score ~= false) == g[5]
+    if holds and score and g[6] then vars[g[6]] = string.format('%.0f', tonumber(score)) end
+  elseif kind == 'zcard' or kind == 'scard' then
+    holds = redis.call(string.upper(kind), k) == g[4]
   elseif kind == 'sismember' then
     holds = (redis.call('SISMEMBER', k, g[4]) == 1) == g[5]
   else

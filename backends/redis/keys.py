@@ -98,7 +98,7 @@ Key                             Type    Holds                                   
                                         numbers each new membership (its *seq*).
 ``<p>membership:<seq>``         HASH    A membership: one JSON field per              none
                                         `Membership` field (``permissions`` a JSON
-                                        array, kept sorted by ChangePermission).
+                                        array, kept sorted by the core).
 ``<p>membership-order``         ZSET    Every membership's seq (decimal), scored by   none
                                         itself: creation order, also within one
                                         millisecond.

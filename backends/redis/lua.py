@@ -126,16 +126,6 @@ local function seq_text(n)
 end
 """
 
-#: Lua: clear the user's `selected_team_id` when it is `team_id` (a missing user is left missing).
-_DESELECT = """
-local function deselect(user_key, team_id)
-  local selected = redis.call('HGET', user_key, 'selected_team_id')
-  if selected and cjson.decode(selected) == team_id then
-    redis.call('HSET', user_key, 'selected_team_id', 'null')
-  end
-end
-"""
-
 #: Lua: byte-wise string order (Python's order of str, as UTF-8 byte order is code point order). Lua's own `<` on
 #: strings follows the server's LC_COLLATE, which Redis takes from its environment.
 _BYTE_LESS = """

@@ -1,4 +1,5 @@
-"""Teams and memberships."""
+"""Teams and memberships: their reads, and the guards and writes a `Commit` of them uses (the decisions are the
+core's, `identity_proto.flows.teams`)."""
 
 from __future__ import annotations
 
@@ -7,26 +8,17 @@ from enum import Enum
 
 from identity_proto.changes import MembershipChanges
 from identity_proto.effects.base import StorageEffect
-from identity_proto.records import Membership, Team
+from identity_proto.effects.commit import CommitGuard, CommitWrite, RecordKind
+from identity_proto.records import ApiKey, Membership, Team
 
 
 class TeamWrite(Enum):
-    """Why a team or membership write did not happen (checked in this order)."""
+    """Why a team or membership write did not happen (checked in this order; `identity_proto.flows.teams`)."""
 
     USER_NOT_FOUND = "user_not_found"
     TEAM_NOT_FOUND = "team_not_found"
     MEMBERSHIP_EXISTS = "membership_exists"
     MEMBERSHIP_NOT_FOUND = "membership_not_found"
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTeam(StorageEffect["Team | TeamWrite"]):
-    """Store a new team and, when given, its creator's membership, at once; USER_NOT_FOUND (nothing written) when
-    the creator's user does not exist."""
-
-    project_id: str
-    team: Team
-    creator: Membership | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,23 +35,6 @@ class ListTeams(StorageEffect[tuple[Team, ...]]):
 
     project_id: str
     user_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTeam(StorageEffect[bool]):
-    """Remove a team with all its memberships, deselecting it for every user who had it selected, at once."""
-
-    project_id: str
-    team_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class AddMembership(StorageEffect["Membership | TeamWrite"]):
-    """Add a membership: USER_NOT_FOUND, TEAM_NOT_FOUND, MEMBERSHIP_EXISTS (in that order; nothing written), or
-    the stored membership. A membership therefore never points at a missing team or user."""
-
-    project_id: str
-    membership: Membership
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,22 +56,55 @@ class ListMemberships(StorageEffect[tuple[Membership, ...]]):
     user_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RemoveMembership(StorageEffect[bool]):
-    """Remove a membership (with its profile and permissions) and clear the user's selection of that team, at
-    once. False when there was none."""
+# ---------------------------------------------------------------------------------------------------------------
+# Commit guards and writes of memberships and teams
 
-    project_id: str
+
+@dataclass(frozen=True, slots=True)
+class RecordExists(CommitGuard):
+    """A record of `kind` has this id (the flow need not have read it: a write that only needs its record there)."""
+
+    kind: RecordKind
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipIsAbsent(CommitGuard):
+    """`user_id` is not a member of `team_id`."""
+
     team_id: str
     user_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class UpdateMembership(StorageEffect["Membership | None"]):
-    """Set the given (field, value) pairs of a membership (profile fields, or `permissions` as a sorted tuple);
-    None when there is no such membership."""
+class MembershipFieldsAre(CommitGuard):
+    """The membership of `record.user_id` in `record.team_id` exists, and the fields `names` hold what they held in
+    `record` when the flow read it (no names: it exists)."""
 
-    project_id: str
+    record: Membership
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TeamMembersAre(CommitGuard):
+    """The members of `team_id` are exactly `user_ids` (a team's deletion decided on them)."""
+
+    team_id: str
+    user_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TeamApiKeysAre(CommitGuard):
+    """The API keys of `team_id` are exactly `key_ids` (a team's deletion decided on them)."""
+
+    team_id: str
+    key_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PatchMembership(CommitWrite):
+    """Set the changed fields of an existing membership (guard it with `MembershipFieldsAre`), and only those."""
+
     team_id: str
     user_id: str
     changes: MembershipChanges
@@ -107,12 +115,17 @@ class UpdateMembership(StorageEffect["Membership | None"]):
 
 
 @dataclass(frozen=True, slots=True)
-class ChangePermission(StorageEffect["Membership | None"]):
-    """Grant (`granted`) or revoke one permission id of a membership, atomically (concurrent grants of different
-    permissions all survive). None when there is no such membership."""
+class DropMembership(CommitWrite):
+    """Remove an existing membership (guard it with `MembershipFieldsAre`) from every index."""
 
-    project_id: str
     team_id: str
     user_id: str
-    permission_id: str
-    granted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DropTeam(CommitWrite):
+    """Remove an existing team (its record, its place in the list, its member index: drop its memberships first)
+    with the API keys `api_keys` it owns (guard them with `TeamApiKeysAre`)."""
+
+    team_id: str
+    api_keys: tuple[ApiKey, ...] = ()

@@ -21,7 +21,6 @@ from identity_proto.auth import AccessType
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    ChangePermission,
     ChangePermissionDefinitions,
     DefinitionsWrite,
     Flow,
@@ -35,6 +34,7 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.teams import change_permission
 from identity_proto.http import Response
 from identity_proto.permissions import SYSTEM_PERMISSIONS, definitions_by_id, held_permissions, listed_definitions
 from identity_proto.records import Membership, PermissionDefinition, Project, ProjectConfig
@@ -316,7 +316,7 @@ def grant_team_permission(ctx: RequestContext) -> Flow[Response]:
     refused = _scope_error(project.config, permission_id, "team")
     if refused is not None:
         raise refused
-    if (yield from perform(ChangePermission(project_id, team_id, user_id, permission_id, True))) is None:
+    if (yield from change_permission(project_id, team_id, user_id, permission_id, True)) is None:
         raise KnownError(ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": team_id, "user_id": user_id})
     return json_response(201, {"id": permission_id, "team_id": team_id, "user_id": user_id})
 
@@ -334,7 +334,7 @@ def revoke_team_permission(ctx: RequestContext) -> Flow[Response]:
     direct = held_permissions(membership.permissions, definitions_by_id(project.config, "team"), recursive=False)
     changed = None
     if permission_id in direct:
-        changed = yield from perform(ChangePermission(project_id, team_id, user_id, permission_id, False))
+        changed = yield from change_permission(project_id, team_id, user_id, permission_id, False)
     if changed is None:
         details = {"team_id": team_id, "user_id": user_id, "permission_id": permission_id}
         raise KnownError(ErrorCode.TEAM_PERMISSION_NOT_FOUND, details=details)

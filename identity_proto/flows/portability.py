@@ -7,9 +7,7 @@ import dataclasses
 from typing import Any
 
 from identity_proto.effects import (
-    AddMembership,
     CommitConflict,
-    CreateTeam,
     Flow,
     ListMemberships,
     ListTeams,
@@ -31,6 +29,7 @@ from identity_proto.effects.commit import (
     commit,
 )
 from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.teams import add_member, store_team
 from identity_proto.records import Membership, Team, User, config_to_json, user_from_json, user_to_json
 from identity_proto.users import checked_email, email_taken
 
@@ -81,9 +80,9 @@ def import_project_data(project_id: str, data: dict[str, Any]) -> Flow[dict[str,
     for user in users:
         yield from _import_user(project_id, user)
     for team in teams:
-        yield from perform(CreateTeam(project_id, team))
+        yield from store_team(project_id, team)
     for membership in memberships:
-        added = yield from perform(AddMembership(project_id, membership))
+        added = yield from add_member(project_id, membership)
         if isinstance(added, TeamWrite):
             raise KnownError(
                 ErrorCode.TEAM_MEMBERSHIP_ALREADY_EXISTS, message=f"Membership not imported: {added.value}"

@@ -13,11 +13,10 @@ from identity_proto.effects import (
     LoadMembership,
     LoadTeam,
     LoadUser,
-    UpdateMembership,
     perform,
 )
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.flows.teams import require_permission
+from identity_proto.flows.teams import patch_membership, require_permission
 from identity_proto.http import Response
 from identity_proto.records import Membership, Project, Team
 from identity_proto.render import json_response, render_member_profile
@@ -82,7 +81,7 @@ def update_member_profile(ctx: RequestContext) -> Flow[Response]:
         # The user's own image rule, by access type: a client may set only a base64 data image, never a remote URL
         # that every member's client would fetch (the original applies the server rule to everyone here).
         changes.append(("profile_image_url", checked_profile_image(body.profile_image_url, auth.access_type)))
-    updated = yield from perform(UpdateMembership(project.id, team_id, user_id, MembershipChanges.of(changes)))
+    updated = yield from patch_membership(project.id, team_id, user_id, MembershipChanges.of(changes))
     if updated is None:
         raise _membership_not_found(team_id, user_id)
     return json_response(200, (yield from _rendered(ctx, project, updated)))

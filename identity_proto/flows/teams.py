@@ -10,28 +10,52 @@ revoking and listing team permissions is `flows.permissions`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from identity_proto.auth import AccessType
-from identity_proto.changes import TeamChanges
+from identity_proto.changes import MembershipChanges, TeamChanges, UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    AddMembership,
-    CreateTeam,
-    DeleteTeam,
+    DropMembership,
+    DropTeam,
     Flow,
+    ListApiKeys,
+    ListMemberships,
     ListTeams,
     LoadMembership,
     LoadTeam,
-    RemoveMembership,
+    LoadUser,
+    MembershipFieldsAre,
+    MembershipIsAbsent,
+    PatchMembership,
+    RecordExists,
+    TeamApiKeysAre,
+    TeamMembersAre,
     TeamWrite,
+    Together,
     perform,
 )
-from identity_proto.effects.commit import Announce, FieldsAre, PatchTeam, RecordKind, commit
+from identity_proto.effects.commit import (
+    Announce,
+    Commit,
+    CommitConflict,
+    Conflict,
+    FieldsAre,
+    Guard,
+    IsAbsent,
+    PatchTeam,
+    PatchUser,
+    PutMembership,
+    PutTeam,
+    RecordKind,
+    Write,
+    commit,
+)
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
 from identity_proto.permissions import definitions_by_id, held_permissions
-from identity_proto.records import Membership, ProjectConfig, Team
+from identity_proto.records import ApiKeyType, Membership, ProjectConfig, Team, User
 from identity_proto.render import json_response, render_team
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image
@@ -40,15 +64,22 @@ if TYPE_CHECKING:
     from identity_proto.schemas import ClientTeamCreateBody, ClientTeamUpdateBody, ListTeamsQuery
 
 __all__ = [
+    "add_member",
     "add_membership",
+    "change_permission",
     "create_team",
     "delete_team",
+    "drop_team",
     "effective_permissions",
     "get_team",
     "list_teams",
+    "membership_created",
+    "patch_membership",
     "patch_team",
+    "remove_member",
     "remove_membership",
     "require_permission",
+    "store_team",
     "update_team",
 ]
 
@@ -116,7 +147,7 @@ def create_team(ctx: RequestContext) -> Flow[Response]:
     if creator_id is not None:
         permissions = tuple(sorted(project.config.team_creator_default_permissions))
         creator = Membership(team.id, creator_id, ctx.now_ms, permissions=permissions)
-    created = yield from perform(CreateTeam(project.id, team, creator))
+    created = yield from store_team(project.id, team, creator)
     if created is TeamWrite.USER_NOT_FOUND:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     return json_response(201, render_team(team, auth.access_type))
@@ -191,7 +222,7 @@ def delete_team(ctx: RequestContext) -> Flow[Response]:
     team_id: str = ctx.params.team_id
     if auth.access_type is AccessType.CLIENT:
         yield from require_permission(ctx, team_id, "$delete_team")
-    if not (yield from perform(DeleteTeam(auth.project.id, team_id))):
+    if not (yield from drop_team(auth.project.id, team_id)):
         raise KnownError(ErrorCode.TEAM_NOT_FOUND, details={"team_id": team_id})
     return json_response(200, {"success": True})
 
@@ -206,9 +237,7 @@ def add_membership(ctx: RequestContext) -> Flow[Response]:
     team_id: str = ctx.params.team_id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
     permissions = tuple(sorted(auth.project.config.team_member_default_permissions))
-    added = yield from perform(
-        AddMembership(auth.project.id, Membership(team_id, user_id, ctx.now_ms, permissions=permissions))
-    )
+    added = yield from add_member(auth.project.id, Membership(team_id, user_id, ctx.now_ms, permissions=permissions))
     if added is TeamWrite.USER_NOT_FOUND:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     if added is TeamWrite.TEAM_NOT_FOUND:
@@ -229,6 +258,167 @@ def remove_membership(ctx: RequestContext) -> Flow[Response]:
         if (yield from perform(LoadMembership(auth.project.id, team_id, me))) is None:
             raise _membership_not_found(team_id, me)
         yield from require_permission(ctx, team_id, "$remove_members")
-    if not (yield from perform(RemoveMembership(auth.project.id, team_id, user_id))):
+    if not (yield from remove_member(auth.project.id, team_id, user_id)):
         raise _membership_not_found(team_id, user_id)
     return json_response(200, {"success": True})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The decisions behind the writes of teams and memberships: each reads (or guards) what it depends on and commits
+# once (`effects.commit`). A conflict re-runs the request (`CommitConflict`); a refusal the guards alone decide is
+# answered from the first guard that did not hold, in one trip.
+
+
+def _refused(
+    project_id: str, guards: tuple[Guard, ...], writes: tuple[Write, ...], events: tuple[Announce, ...]
+) -> Flow[int | None]:
+    """Commit; None when it was applied, else the index of the first guard that did not hold (nothing written)."""
+    answer = yield from perform(Commit(project_id, guards, writes, events))
+    return answer.guard if isinstance(answer, Conflict) else None
+
+
+def membership_created(membership: Membership) -> tuple[Announce, ...]:
+    """A new membership's events: `team_membership.created`, then one `team_permission.created` per permission it
+    got."""
+    team_id, user_id = membership.team_id, membership.user_id
+    return (
+        Announce("team_membership.created", ids=(team_id, user_id)),
+        *(Announce("team_permission.created", ids=(p, team_id, user_id)) for p in membership.permissions),
+    )
+
+
+def store_team(project_id: str, team: Team, creator: Membership | None = None) -> Flow[Team | TeamWrite]:
+    """Store a new team and, when given, its creator's membership (no event of its own), announcing
+    `team.created`; USER_NOT_FOUND (nothing written) when the creator's user does not exist."""
+    guards: tuple[Guard, ...] = (IsAbsent(RecordKind.TEAM, team.id),)
+    writes: tuple[Write, ...] = (PutTeam(team),)
+    if creator is not None:
+        guards += (RecordExists(RecordKind.USER, creator.user_id), MembershipIsAbsent(team.id, creator.user_id))
+        writes += (PutMembership(creator),)
+    refused = yield from _refused(project_id, guards, writes, (Announce("team.created", (RecordKind.TEAM, team.id)),))
+    if refused == 1:
+        return TeamWrite.USER_NOT_FOUND
+    if refused is not None:  # a team of this id appeared (ids are random: never in practice)
+        raise CommitConflict(guards[refused])
+    return team
+
+
+def add_member(project_id: str, membership: Membership) -> Flow[Membership | TeamWrite]:
+    """Add a membership: USER_NOT_FOUND, TEAM_NOT_FOUND, MEMBERSHIP_EXISTS (checked in that order; nothing
+    written), or the membership as stored. A membership therefore never points at a missing team or user."""
+    team_id, user_id = membership.team_id, membership.user_id
+    refused = yield from _refused(
+        project_id,
+        (
+            RecordExists(RecordKind.USER, user_id),
+            RecordExists(RecordKind.TEAM, team_id),
+            MembershipIsAbsent(team_id, user_id),
+        ),
+        (PutMembership(membership),),
+        membership_created(membership),
+    )
+    if refused is None:
+        return membership
+    return (TeamWrite.USER_NOT_FOUND, TeamWrite.TEAM_NOT_FOUND, TeamWrite.MEMBERSHIP_EXISTS)[refused]
+
+
+def _deselected(user: User | None, team_id: str) -> tuple[tuple[Guard, ...], tuple[Write, ...]]:
+    """The guard and write that leave `user` without `team_id` selected (a user that had another team selected
+    keeps it; the guard holds the selection the decision was made on)."""
+    if user is None:
+        return (), ()
+    guards: tuple[Guard, ...] = (FieldsAre(user, ("selected_team_id",)),)
+    if user.selected_team_id != team_id:
+        return guards, ()
+    return guards, (PatchUser(user.id, UserChanges.of(selected_team_id=None)),)
+
+
+def remove_member(project_id: str, team_id: str, user_id: str) -> Flow[bool]:
+    """Remove a membership (with its profile and permissions), clearing the user's selection of that team, and
+    announce `team_membership.deleted`. False when there was none."""
+    membership, user = yield from perform(
+        Together((LoadMembership(project_id, team_id, user_id), LoadUser(project_id, user_id)))
+    )
+    if membership is None:
+        return False
+    guards, writes = _deselected(user, team_id)
+    yield from commit(
+        project_id,
+        (MembershipFieldsAre(membership), *guards),
+        (DropMembership(team_id, user_id), *writes),
+        (Announce("team_membership.deleted", ids=(team_id, user_id)),),
+    )
+    return True
+
+
+def drop_team(project_id: str, team_id: str) -> Flow[bool]:
+    """Remove a team with all its memberships and API keys, deselecting it for every member who had it selected,
+    and announce `team.deleted` (as the original: no membership events). False when there is no such team."""
+    team, members, api_keys = yield from perform(
+        Together(
+            (
+                LoadTeam(project_id, team_id),
+                ListMemberships(project_id, team_id=team_id),
+                ListApiKeys(project_id, ApiKeyType.TEAM, team_id),
+            )
+        )
+    )
+    if team is None:
+        return False
+    users: tuple[User | None, ...] = ()
+    if members:
+        users = yield from perform(Together(tuple(LoadUser(project_id, m.user_id) for m in members)))
+    guards: list[Guard] = [
+        FieldsAre(team),
+        TeamMembersAre(team_id, tuple(m.user_id for m in members)),
+        TeamApiKeysAre(team_id, tuple(key.id for key in api_keys)),
+    ]
+    writes: list[Write] = []
+    for membership, user in zip(members, users, strict=True):
+        deselect_guards, deselect = _deselected(user, team_id)
+        guards += deselect_guards
+        writes += [DropMembership(team_id, membership.user_id), *deselect]
+    writes.append(DropTeam(team_id, tuple(api_keys)))
+    yield from commit(project_id, tuple(guards), tuple(writes), (Announce("team.deleted", ids=(team_id,)),))
+    return True
+
+
+def patch_membership(
+    project_id: str, team_id: str, user_id: str, changes: MembershipChanges
+) -> Flow[Membership | None]:
+    """Set the changed fields of a membership (profile fields, or `permissions` as a sorted tuple); the membership
+    as changed, or None when there is none. Field-level: a concurrent change of other fields survives."""
+    membership = yield from perform(LoadMembership(project_id, team_id, user_id))
+    if membership is None:
+        return None
+    yield from commit(project_id, (MembershipFieldsAre(membership),), (PatchMembership(team_id, user_id, changes),))
+    return changes.apply(membership)
+
+
+def change_permission(
+    project_id: str, team_id: str, user_id: str, permission_id: str, granted: bool
+) -> Flow[Membership | None]:
+    """Grant (`granted`) or revoke one permission id of a membership (kept sorted); None when there is no such
+    membership. A compare-and-set of the membership's permissions: of concurrent grants of different permissions,
+    those that find them changed re-run, so all survive. Announces `team_permission.created` on every grant (held
+    already or not, as the original's upsert) and `team_permission.deleted` on a revoke of one held."""
+    membership = yield from perform(LoadMembership(project_id, team_id, user_id))
+    if membership is None:
+        return None
+    held = set(membership.permissions)
+    event = "team_permission.created" if granted else None
+    if granted:
+        held.add(permission_id)
+    elif permission_id in held:
+        held.discard(permission_id)
+        event = "team_permission.deleted"
+    permissions = tuple(sorted(held))
+    if event is None:  # a revoke of one not held: nothing to write
+        return membership
+    yield from commit(
+        project_id,
+        (MembershipFieldsAre(membership, ("permissions",)),),
+        (PatchMembership(team_id, user_id, MembershipChanges.of(permissions=permissions)),),
+        (Announce(event, ids=(permission_id, team_id, user_id)),),
+    )
+    return dataclasses.replace(membership, permissions=permissions)

@@ -204,3 +204,61 @@ def patched_user(
     except CommitConflict:
         return "conflict"
     return UserWrite.NOT_FOUND if done is None else done
+
+
+def committed(flow: Callable[[], Any], store: Store, attempts: int = 50) -> Any:
+    """Run the flow `flow()` makes against `store`, again while its commit conflicts (as the service does)."""
+    from identity_proto.drivers import run
+    from identity_proto.effects.commit import CommitConflict
+
+    for _attempt in range(attempts):
+        try:
+            return run(flow(), store)
+        except CommitConflict:
+            continue
+    raise AssertionError(f"still conflicting after {attempts} attempts")
+
+
+def create_team(store: Store, project_id: str, team: Team, creator: Membership | None = None) -> Any:
+    """What creating a team does to a store: the core's `store_team` (one `Commit`)."""
+    from identity_proto.flows.teams import store_team
+
+    return committed(lambda: store_team(project_id, team, creator), store)
+
+
+def delete_team(store: Store, project_id: str, team_id: str) -> bool:
+    """What deleting a team does to a store: the core's `drop_team` (reads, then one `Commit`)."""
+    from identity_proto.flows.teams import drop_team
+
+    return bool(committed(lambda: drop_team(project_id, team_id), store))
+
+
+def add_membership(store: Store, project_id: str, membership: Membership) -> Any:
+    """What adding a membership does to a store: the core's `add_member` (one `Commit`)."""
+    from identity_proto.flows.teams import add_member
+
+    return committed(lambda: add_member(project_id, membership), store)
+
+
+def remove_membership(store: Store, project_id: str, team_id: str, user_id: str) -> bool:
+    """What removing a membership does to a store: the core's `remove_member` (a read, then one `Commit`)."""
+    from identity_proto.flows.teams import remove_member
+
+    return bool(committed(lambda: remove_member(project_id, team_id, user_id), store))
+
+
+def update_membership(store: Store, project_id: str, team_id: str, user_id: str, changes: Any = ()) -> Any:
+    """What updating a membership does to a store: the core's `patch_membership` (a read, then one `Commit`)."""
+    from identity_proto.changes import MembershipChanges
+    from identity_proto.flows.teams import patch_membership
+
+    return committed(lambda: patch_membership(project_id, team_id, user_id, MembershipChanges.of(changes)), store)
+
+
+def change_permission(
+    store: Store, project_id: str, team_id: str, user_id: str, permission_id: str, granted: bool
+) -> Membership | None:
+    """What granting or revoking a team permission does to a store: the core's `change_permission`."""
+    from identity_proto.flows.teams import change_permission as change
+
+    return committed(lambda: change(project_id, team_id, user_id, permission_id, granted), store)  # type: ignore[no-any-return]

@@ -14,10 +14,8 @@ import pytest
 from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    AddMembership,
     ChannelWrite,
     CreateContactChannel,
-    CreateTeam,
     CreateUser,
     FindUserByAuthEmail,
     ListMemberships,
@@ -40,6 +38,8 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_membership,
+    create_team,
     in_threads,
     make_membership,
     make_session,
@@ -205,11 +205,11 @@ def test_an_upgrade_renames_the_users_personal_teams_only(store: Store) -> None:
     # Another team of the user keeps its name; another user's "Personal Team" too.
     store.apply(CreateUser(PROJECT, make_user("bob")))
     bobs, _ = personal_team("bob", "team-bob")
-    store.apply(CreateTeam(PROJECT, bobs, make_membership(bobs.id, "bob")))
+    create_team(store, PROJECT, bobs, make_membership(bobs.id, "bob"))
     club = make_team("club")
-    store.apply(CreateTeam(PROJECT, club, make_membership(club.id, "bob")))
-    store.apply(AddMembership(PROJECT, make_membership(club.id, "anon")))
-    store.apply(AddMembership(PROJECT, make_membership(bobs.id, "anon")))  # a member of Bob's personal team
+    create_team(store, PROJECT, club, make_membership(club.id, "bob"))
+    add_membership(store, PROJECT, make_membership(club.id, "anon"))
+    add_membership(store, PROJECT, make_membership(bobs.id, "anon"))  # a member of Bob's personal team
 
     store.apply(upgrade(team_name="Ada's Team"))
 

@@ -14,9 +14,7 @@ from identity_proto.effects import (
     ApiKeyWrite,
     CreateApiKey,
     CreateProject,
-    CreateTeam,
     CreateUser,
-    DeleteTeam,
     DeleteUser,
     FindApiKeyByHash,
     ListApiKeys,
@@ -29,7 +27,16 @@ from identity_proto.flows.projects import new_project
 from identity_proto.records import ApiKey, ApiKeyType
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import OTHER_PROJECT, PROJECT, T0, in_threads, make_team, make_user
+from tests.contract.factories import (
+    OTHER_PROJECT,
+    PROJECT,
+    T0,
+    create_team,
+    delete_team,
+    in_threads,
+    make_team,
+    make_user,
+)
 
 
 def make_key(key_id: str, owner_id: str = "u1", *, type: ApiKeyType = ApiKeyType.USER, **fields: Any) -> ApiKey:
@@ -50,7 +57,7 @@ def make_key(key_id: str, owner_id: str = "u1", *, type: ApiKeyType = ApiKeyType
 def _owners(store: Store, project_id: str = PROJECT) -> None:
     for user_id in ("u1", "u2"):
         assert store.apply(CreateUser(project_id, make_user(user_id))) == make_user(user_id)
-    assert store.apply(CreateTeam(project_id, make_team("t1"))) == make_team("t1")
+    assert create_team(store, project_id, make_team("t1")) == make_team("t1")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -194,7 +201,7 @@ def test_deleting_a_team_deletes_its_keys_and_no_other(store: Store) -> None:
     store.apply(CreateApiKey(PROJECT, team_key))
     store.apply(CreateApiKey(PROJECT, make_key("k2")))
 
-    assert store.apply(DeleteTeam(PROJECT, "t1")) is True
+    assert delete_team(store, PROJECT, "t1") is True
 
     assert store.apply(LoadApiKey(PROJECT, "k1")) is None
     assert store.apply(FindApiKeyByHash(PROJECT, "hash-of-k1")) is None

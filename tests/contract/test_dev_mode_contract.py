@@ -9,7 +9,6 @@ from identity_proto.effects import (
     AppendOutbox,
     CreateProject,
     CreateSession,
-    CreateTeam,
     CreateUser,
     CreateVerificationCode,
     FindUserByAuthEmail,
@@ -26,7 +25,17 @@ from identity_proto.effects import (
 )
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ClockOverride
-from tests.contract.factories import T0, make_code, make_email, make_membership, make_session, make_team, make_user
+from tests.contract.factories import (
+    T0,
+    add_membership,
+    create_team,
+    make_code,
+    make_email,
+    make_membership,
+    make_session,
+    make_team,
+    make_user,
+)
 
 
 def test_the_clock_override_round_trips_and_clears(store: Store) -> None:
@@ -44,7 +53,7 @@ def _filled(store: Store, seed: int) -> str:
     assert store.apply(CreateProject(project))
     pid = project.id
     store.apply(CreateUser(pid, make_user("u1", "a@example.com")))
-    store.apply(CreateTeam(pid, make_team("t1"), make_membership("t1", "u1")))
+    create_team(store, pid, make_team("t1"), make_membership("t1", "u1"))
     store.apply(CreateSession(pid, make_session("s1", "u1")))
     store.apply(CreateVerificationCode(pid, make_code("c1")))
     store.apply(AppendOutbox(pid, make_email(1, "a@example.com")))
@@ -80,14 +89,14 @@ def test_create_user_refuses_a_taken_id_and_writes_nothing(store: Store) -> None
 
 
 def test_load_user_with_team_reads_both_at_once(store: Store) -> None:
-    from identity_proto.effects import AddMembership, LoadUserWithTeam, UpdateUser
+    from identity_proto.effects import LoadUserWithTeam, UpdateUser
 
     store.apply(CreateUser("p", make_user("u1", "a@example.com")))
     assert store.apply(LoadUserWithTeam("p", "u1")) == (make_user("u1", "a@example.com"), None)
     assert store.apply(LoadUserWithTeam("p", "nobody")) is None
     team = make_team("t1")
-    store.apply(CreateTeam("p", team))
-    store.apply(AddMembership("p", make_membership("t1", "u1")))
+    create_team(store, "p", team)
+    add_membership(store, "p", make_membership("t1", "u1"))
     selected = store.apply(UpdateUser("p", "u1", (("selected_team_id", "t1"),)))
     assert store.apply(LoadUserWithTeam("p", "u1")) == (selected, team)
 

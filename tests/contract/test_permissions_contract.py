@@ -11,10 +11,8 @@ from backends.redis import RedisStore
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    AddMembership,
     ChangePermissionDefinitions,
     CreateProject,
-    CreateTeam,
     CreateUser,
     DefinitionsWrite,
     DeleteUser,
@@ -29,7 +27,7 @@ from identity_proto.flows.projects import new_project
 from identity_proto.records import BUILT_IN_PERMISSION_DEFINITIONS, PermissionDefinition, Project, ProjectConfig
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import T0, in_threads, make_membership, make_team, make_user
+from tests.contract.factories import T0, add_membership, create_team, in_threads, make_membership, make_team, make_user
 
 READ = PermissionDefinition("read", "project", "Read things")
 WRITE = PermissionDefinition("write", "project", None, ("read",))
@@ -151,8 +149,8 @@ def test_a_rename_rewrites_every_grant_of_the_id_in_the_same_step(store: Store) 
     project = _project(store)
     _users(store, project.id, "alice", "bob")
     team = make_team("team-1")
-    store.apply(CreateTeam(project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin"))))
-    store.apply(AddMembership(project.id, make_membership(team.id, "bob", permissions=("team_member",))))
+    create_team(store, project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin")))
+    add_membership(store, project.id, make_membership(team.id, "bob", permissions=("team_member",)))
     store.apply(GrantProjectPermissions(project.id, "alice", ("editor", "read")))
     store.apply(GrantProjectPermissions(project.id, "bob", ("read",)))
     renamed = PermissionDefinition("a_editor", "team", None, ("$update_team",))
@@ -167,7 +165,7 @@ def test_a_rename_onto_an_id_held_already_leaves_it_once(store: Store) -> None:
     project = _project(store)
     _users(store, project.id, "alice")
     team = make_team("team-1")
-    store.apply(CreateTeam(project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin"))))
+    create_team(store, project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin")))
     store.apply(_change(project, _definitions(), renamed=("editor", "team_admin")))
     [membership] = store.apply(ListMemberships(project.id, team_id=team.id))
     assert membership.permissions == ("team_admin",)
@@ -177,7 +175,7 @@ def test_a_removal_strips_the_id_from_every_grant(store: Store) -> None:
     project = _project(store)
     _users(store, project.id, "alice", "bob")
     team = make_team("team-1")
-    store.apply(CreateTeam(project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin"))))
+    create_team(store, project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin")))
     store.apply(GrantProjectPermissions(project.id, "alice", ("editor",)))
     store.apply(GrantProjectPermissions(project.id, "bob", ("read",)))
     assert isinstance(store.apply(_change(project, _definitions(READ), removed="editor")), Project)

@@ -26,11 +26,9 @@ from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     AcceptTeamInvitation,
     AcceptTotp,
-    AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
     ChangePassword,
-    ChangePermission,
     ChangePermissionDefinitions,
     CodeOutcome,
     Commit,
@@ -40,14 +38,12 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeam,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteContactChannel,
     DeleteProject,
     DeleteSession,
-    DeleteTeam,
     DeleteUser,
     EnsureProject,
     FindApiKeyByHash,
@@ -74,7 +70,6 @@ from identity_proto.effects import (
     LoadTeamInvitation,
     LoadUser,
     LoadUserWithTeam,
-    RemoveMembership,
     ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
@@ -89,7 +84,6 @@ from identity_proto.effects import (
     Together,
     UpdateApiKey,
     UpdateContactChannel,
-    UpdateMembership,
     UpdateProject,
     UpdateUser,
     UpgradeAnonymousUser,
@@ -112,7 +106,7 @@ from identity_proto.flows.projects import new_project
 from identity_proto.records import Membership, Project, ProjectConfig, ProjectKeys, Team, TrustedDomain
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import T0, make_code, make_email, make_session, make_user
+from tests.contract.factories import T0, add_membership, create_team, make_code, make_email, make_session, make_user
 from tests.processes import free_port
 
 NOW_MS = 1_700_000_000_123
@@ -360,7 +354,7 @@ def _fill(store: Store, project_id: str) -> None:
     store.apply(CreateVerificationCode(project_id, make_code("c-1")))
     store.apply(AttemptVerificationCode(project_id, "code-wrong", "nonce-c-1", "sign_in", T0, consume=False))
     store.apply(AppendOutbox(project_id, make_email(1, "a@example.com")))
-    store.apply(CreateTeam(project_id, Team("team-1", "Team", T0), Membership("team-1", "user-1", T0)))
+    create_team(store, project_id, Team("team-1", "Team", T0), Membership("team-1", "user-1", T0))
 
 
 def _assert_filled(store: Store, project_id: str) -> None:
@@ -404,8 +398,8 @@ def test_delete_removes_all_of_the_projects_data_and_only_its(store: Store) -> N
     assert store.apply(LoadUser(doomed.id, "user-1")) is None
     # and so is the membership sequence: memberships of the new project start afresh, in creation order
     store.apply(CreateUser(doomed.id, make_user("user-2")))
-    store.apply(CreateTeam(doomed.id, Team("team-2", "Team 2", T0)))
-    added = store.apply(AddMembership(doomed.id, Membership("team-2", "user-2", T0)))
+    create_team(store, doomed.id, Team("team-2", "Team 2", T0))
+    added = add_membership(store, doomed.id, Membership("team-2", "user-2", T0))
     assert store.apply(ListMemberships(doomed.id)) == (added,)
 
 
@@ -582,16 +576,10 @@ CONTRACT_TESTED: set[type[Any]] = {
     ListOutbox,
     DeleteUser,
     ListUsers,
-    CreateTeam,
     LoadTeam,
     ListTeams,
-    DeleteTeam,
-    AddMembership,
     LoadMembership,
     ListMemberships,
-    RemoveMembership,
-    UpdateMembership,
-    ChangePermission,
     LoadClockOverride,
     SetClockOverride,
     ResetProjectData,

@@ -13,14 +13,11 @@ from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     AcceptTeamInvitation,
-    AddMembership,
     AttemptVerificationCode,
     CodeOutcome,
-    CreateTeam,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
-    DeleteTeam,
     InvitationAcceptance,
     ListTeamInvitations,
     LoadMembership,
@@ -28,6 +25,7 @@ from identity_proto.effects import (
     RevokeTeamInvitation,
     perform,
 )
+from identity_proto.flows.teams import store_team
 from identity_proto.records import CodePurpose, Membership, VerificationCode
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
@@ -35,6 +33,9 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_membership,
+    create_team,
+    delete_team,
     in_threads,
     make_code,
     make_membership,
@@ -58,7 +59,7 @@ def member(user_id: str = "bob", team_id: str = "team-1") -> Membership:
 
 def _setup(store: Store, project_id: str = PROJECT, teams: tuple[str, ...] = ("team-1",)) -> None:
     for team_id in teams:
-        assert store.apply(CreateTeam(project_id, make_team(team_id))) == make_team(team_id)
+        assert create_team(store, project_id, make_team(team_id)) == make_team(team_id)
     for user_id in ("ada", "bob"):
         assert store.apply(CreateUser(project_id, make_user(user_id))) == make_user(user_id)
 
@@ -160,7 +161,7 @@ def test_accepting_marks_it_used_and_adds_the_membership(store: Store) -> None:
 def test_accepting_as_a_member_uses_it_and_leaves_the_membership_as_it_was(store: Store) -> None:
     _setup(store)
     admin = make_membership("team-1", "bob", permissions=("team_admin",))
-    store.apply(AddMembership(PROJECT, admin))
+    add_membership(store, PROJECT, admin)
     code = invitation("a")
     store.apply(CreateTeamInvitation(PROJECT, code))
     assert store.apply(accept(code)) is InvitationAcceptance.ALREADY_MEMBER
@@ -177,7 +178,7 @@ def test_an_accept_that_fails_writes_nothing(store: Store) -> None:
     assert store.apply(accept(code, member(team_id="team-2"))) is InvitationAcceptance.NOT_FOUND
     assert store.apply(accept(code, now_ms=T0 + CODE_LIFETIME_MS)) is InvitationAcceptance.EXPIRED
     assert store.apply(accept(code, member(user_id="nobody"))) is InvitationAcceptance.USER_NOT_FOUND
-    assert store.apply(DeleteTeam(PROJECT, "team-1")) is True
+    assert delete_team(store, PROJECT, "team-1") is True
     assert store.apply(accept(code)) is InvitationAcceptance.TEAM_NOT_FOUND
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) == code  # still unused
     assert store.apply(LoadMembership(PROJECT, "team-1", "bob")) is None
@@ -211,7 +212,7 @@ def test_async_invitations_through_arun(async_store: AsyncBackend) -> None:
         async def apply(effect: Any) -> Any:
             return await arun(perform(effect), store)
 
-        await apply(CreateTeam(PROJECT, make_team("team-1")))
+        await arun(store_team(PROJECT, make_team("team-1")), store)
         await apply(CreateUser(PROJECT, make_user("bob")))
         return [
             await apply(CreateTeamInvitation(PROJECT, code)),
@@ -237,7 +238,7 @@ def test_async_invitations_through_arun(async_store: AsyncBackend) -> None:
 def test_redis_keys_of_an_invitation_share_the_project_slot_and_expire_with_the_code(redis_store: RedisStore) -> None:
     store, client = redis_store, redis_store.client
     now = int(time.time() * 1000)
-    store.apply(CreateTeam(PROJECT, make_team("team-1")))
+    create_team(store, PROJECT, make_team("team-1"))
     code = invitation("a", created_at=now)
     assert store.apply(CreateTeamInvitation(PROJECT, code)) is True
     prefix = store.keys.prefix(PROJECT)
@@ -261,7 +262,7 @@ def test_redis_keys_of_an_invitation_share_the_project_slot_and_expire_with_the_
 
 def test_redis_index_entries_gone_past_their_grace_are_dropped_by_the_next_invitation(redis_store: RedisStore) -> None:
     store, client = redis_store, redis_store.client
-    store.apply(CreateTeam(PROJECT, make_team("team-1")))
+    create_team(store, PROJECT, make_team("team-1"))
     old = invitation("old")
     store.apply(CreateTeamInvitation(PROJECT, old))
     # Its keys expired by TTL (as they would GRACE_MS after expiry); only the index entries are left.

@@ -12,37 +12,45 @@ import pytest
 from redis.crc import key_slot
 
 from backends.redis import RedisStore
-from identity_proto.changes import TeamChanges
+from identity_proto.changes import MembershipChanges, TeamChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    AddMembership,
-    ChangePermission,
-    CreateTeam,
     CreateUser,
-    DeleteTeam,
     ListMemberships,
     ListTeams,
     LoadMembership,
     LoadTeam,
     LoadUser,
-    RemoveMembership,
     TeamWrite,
-    UpdateMembership,
     UpdateUser,
     perform,
 )
-from identity_proto.flows.teams import patch_team
+from identity_proto.flows.teams import (
+    add_member,
+    drop_team,
+    patch_membership,
+    patch_team,
+    remove_member,
+    store_team,
+)
+from identity_proto.flows.teams import change_permission as change_permission_flow
 from identity_proto.records import Membership, Team, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_membership,
+    change_permission,
+    create_team,
+    delete_team,
     in_threads,
     make_membership,
     make_team,
     make_user,
+    remove_membership,
     rich_team,
+    update_membership,
     update_team,
 )
 
@@ -56,7 +64,7 @@ def _users(store: Store, *user_ids: str, project_id: str = PROJECT) -> list[User
 
 def _teams(store: Store, *teams: Team, project_id: str = PROJECT) -> None:
     for team in teams:
-        assert store.apply(CreateTeam(project_id, team)) == team
+        assert create_team(store, project_id, team) == team
 
 
 def _select(store: Store, user_id: str, team_id: str | None) -> None:
@@ -80,7 +88,7 @@ def test_load_of_a_missing_team_is_none(store: Store) -> None:
 def test_create_then_load_round_trips_every_field(store: Store) -> None:
     team = rich_team()
 
-    assert store.apply(CreateTeam(PROJECT, team)) == team
+    assert create_team(store, PROJECT, team) == team
 
     loaded = store.apply(LoadTeam(PROJECT, team.id))
     assert loaded == team
@@ -100,7 +108,7 @@ def test_create_with_a_creator_stores_the_membership_with_the_team(store: Store)
     team = make_team("team-1")
     creator = make_membership(team.id, user.id, permissions=("$read_members", "team_admin"), display_name="Boss ✓")
 
-    assert store.apply(CreateTeam(PROJECT, team, creator)) == team
+    assert create_team(store, PROJECT, team, creator) == team
 
     assert store.apply(LoadTeam(PROJECT, team.id)) == team
     assert store.apply(LoadMembership(PROJECT, team.id, user.id)) == creator
@@ -113,7 +121,7 @@ def test_create_with_a_missing_creator_is_user_not_found_and_writes_nothing(stor
     _users(store, "user-1", project_id=OTHER_PROJECT)  # a user of that id, in another project
     team = make_team("team-1")
 
-    assert store.apply(CreateTeam(PROJECT, team, make_membership(team.id, "user-1"))) is TeamWrite.USER_NOT_FOUND
+    assert create_team(store, PROJECT, team, make_membership(team.id, "user-1")) is TeamWrite.USER_NOT_FOUND
 
     assert store.apply(LoadTeam(PROJECT, team.id)) is None
     assert store.apply(ListTeams(PROJECT)) == ()
@@ -145,8 +153,8 @@ def test_list_for_a_user_is_the_users_teams_in_team_order(store: Store) -> None:
     newest = make_team("t-newest", created_at=T0 + 10)
     _teams(store, oldest, tie_a, tie_b, newest)
     for team in (newest, tie_b, oldest):  # joined in another order than the teams'
-        store.apply(AddMembership(PROJECT, make_membership(team.id, alice.id)))
-    store.apply(AddMembership(PROJECT, make_membership(tie_a.id, bob.id)))
+        add_membership(store, PROJECT, make_membership(team.id, alice.id))
+    add_membership(store, PROJECT, make_membership(tie_a.id, bob.id))
 
     assert store.apply(ListTeams(PROJECT, alice.id)) == (oldest, tie_b, newest)
     assert store.apply(ListTeams(PROJECT, bob.id)) == (tie_a,)
@@ -160,7 +168,7 @@ def test_list_for_a_user_is_the_users_teams_in_team_order(store: Store) -> None:
 
 def test_update_sets_the_given_fields_and_returns_the_team(store: Store) -> None:
     team = rich_team()
-    store.apply(CreateTeam(PROJECT, team))
+    create_team(store, PROJECT, team)
     changes = (
         ("display_name", "Renamed ✓"),
         ("profile_image_url", None),
@@ -185,7 +193,7 @@ def test_update_of_a_missing_team_is_none_and_creates_nothing(store: Store) -> N
 
 def test_update_of_an_unknown_field_is_a_type_error(store: Store) -> None:
     team = make_team("team-1")
-    store.apply(CreateTeam(PROJECT, team))
+    create_team(store, PROJECT, team)
 
     with pytest.raises(TypeError):
         update_team(store, PROJECT, team.id, (("no_such_field", 1),))
@@ -203,7 +211,7 @@ def test_changing_the_creation_time_moves_the_team_in_the_list(store: Store) -> 
 
 def test_concurrent_updates_of_different_fields_both_survive(store: Store) -> None:
     team = rich_team()
-    store.apply(CreateTeam(PROJECT, team))
+    create_team(store, PROJECT, team)
 
     def writer(field: str, value: Any) -> None:
         for i in range(25):
@@ -232,10 +240,10 @@ def test_delete_removes_the_team_with_its_memberships_only(store: Store) -> None
         in_kept,
         make_membership(doomed.id, bob.id),
     ):
-        store.apply(AddMembership(PROJECT, membership))
+        add_membership(store, PROJECT, membership)
 
-    assert store.apply(DeleteTeam(PROJECT, doomed.id)) is True
-    assert store.apply(DeleteTeam(PROJECT, doomed.id)) is False
+    assert delete_team(store, PROJECT, doomed.id) is True
+    assert delete_team(store, PROJECT, doomed.id) is False
 
     assert store.apply(LoadTeam(PROJECT, doomed.id)) is None
     assert store.apply(ListTeams(PROJECT)) == (kept,)
@@ -246,13 +254,13 @@ def test_delete_removes_the_team_with_its_memberships_only(store: Store) -> None
     assert store.apply(ListMemberships(PROJECT)) == (in_kept,)
     assert store.apply(ListMemberships(PROJECT, user_id=alice.id)) == (in_kept,)
     assert update_team(store, PROJECT, doomed.id, (("display_name", "x"),)) is None
-    assert store.apply(AddMembership(PROJECT, make_membership(doomed.id, bob.id))) is TeamWrite.TEAM_NOT_FOUND
+    assert add_membership(store, PROJECT, make_membership(doomed.id, bob.id)) is TeamWrite.TEAM_NOT_FOUND
     # users stay
     assert store.apply(LoadUser(PROJECT, bob.id)) == bob
 
 
 def test_delete_of_a_missing_team_is_false(store: Store) -> None:
-    assert store.apply(DeleteTeam(PROJECT, "no-team")) is False
+    assert delete_team(store, PROJECT, "no-team") is False
 
 
 def test_delete_deselects_the_team_for_every_member_who_had_it_selected(store: Store) -> None:
@@ -260,12 +268,12 @@ def test_delete_deselects_the_team_for_every_member_who_had_it_selected(store: S
     doomed, other = make_team("t-doomed"), make_team("t-other")
     _teams(store, doomed, other)
     for user in (alice, bob, carol):
-        store.apply(AddMembership(PROJECT, make_membership(doomed.id, user.id)))
-    store.apply(AddMembership(PROJECT, make_membership(other.id, bob.id)))
+        add_membership(store, PROJECT, make_membership(doomed.id, user.id))
+    add_membership(store, PROJECT, make_membership(other.id, bob.id))
     _select(store, alice.id, doomed.id)
     _select(store, bob.id, other.id)
 
-    assert store.apply(DeleteTeam(PROJECT, doomed.id)) is True
+    assert delete_team(store, PROJECT, doomed.id) is True
 
     assert _selected(store, alice.id) is None
     assert _selected(store, bob.id) == other.id  # another team selected: kept
@@ -280,8 +288,8 @@ def test_a_team_deleted_while_members_are_added_keeps_none(store: Store) -> None
     _teams(store, team)
 
     results = in_threads(
-        *[lambda u=u: store.apply(AddMembership(PROJECT, make_membership(team.id, u.id))) for u in users],
-        lambda: store.apply(DeleteTeam(PROJECT, team.id)),
+        *[lambda u=u: add_membership(store, PROJECT, make_membership(team.id, u.id)) for u in users],
+        lambda: delete_team(store, PROJECT, team.id),
     )
 
     assert results[-1] is True
@@ -307,7 +315,7 @@ def test_add_then_load_round_trips_every_field(store: Store) -> None:
         permissions=("$read_members", "team_admin", "ünïcode"),
     )
 
-    assert store.apply(AddMembership(PROJECT, membership)) == membership
+    assert add_membership(store, PROJECT, membership) == membership
 
     assert store.apply(LoadMembership(PROJECT, "team-1", user.id)) == membership
     assert store.apply(LoadMembership(PROJECT, "team-1", "nobody")) is None
@@ -320,24 +328,24 @@ def test_add_round_trips_a_membership_with_every_default(store: Store) -> None:
     _teams(store, make_team("team-1"))
     membership = Membership("team-1", "user-1", 1)
 
-    assert store.apply(AddMembership(PROJECT, membership)) == membership
+    assert add_membership(store, PROJECT, membership) == membership
     assert store.apply(LoadMembership(PROJECT, "team-1", "user-1")) == membership
 
 
 def test_add_checks_user_then_team_then_membership_and_writes_nothing_when_refused(store: Store) -> None:
     # no user, no team: the user is checked first
-    assert store.apply(AddMembership(PROJECT, make_membership("team-1", "user-1"))) is TeamWrite.USER_NOT_FOUND
+    assert add_membership(store, PROJECT, make_membership("team-1", "user-1")) is TeamWrite.USER_NOT_FOUND
     _teams(store, make_team("team-1"))
-    assert store.apply(AddMembership(PROJECT, make_membership("team-1", "user-1"))) is TeamWrite.USER_NOT_FOUND
+    assert add_membership(store, PROJECT, make_membership("team-1", "user-1")) is TeamWrite.USER_NOT_FOUND
     # a user, no team
     _users(store, "user-1")
-    assert store.apply(AddMembership(PROJECT, make_membership("team-2", "user-1"))) is TeamWrite.TEAM_NOT_FOUND
+    assert add_membership(store, PROJECT, make_membership("team-2", "user-1")) is TeamWrite.TEAM_NOT_FOUND
     assert store.apply(ListMemberships(PROJECT)) == ()
     # both: added; again: exists, and the stored one is kept
     first = make_membership("team-1", "user-1", permissions=("a",))
-    assert store.apply(AddMembership(PROJECT, first)) == first
+    assert add_membership(store, PROJECT, first) == first
     second = make_membership("team-1", "user-1", created_at=T0 + 1, display_name="Second", permissions=("b",))
-    assert store.apply(AddMembership(PROJECT, second)) is TeamWrite.MEMBERSHIP_EXISTS
+    assert add_membership(store, PROJECT, second) is TeamWrite.MEMBERSHIP_EXISTS
     assert store.apply(LoadMembership(PROJECT, "team-1", "user-1")) == first
     assert store.apply(ListMemberships(PROJECT)) == (first,)
     assert store.apply(ListTeams(PROJECT, "user-1")) == (make_team("team-1"),)
@@ -348,7 +356,7 @@ def test_of_20_concurrent_adds_of_one_membership_exactly_one_succeeds(store: Sto
     _teams(store, make_team("team-1"))
     attempts = [make_membership("team-1", "user-1", display_name=f"attempt-{i}") for i in range(20)]
 
-    results = in_threads(*[lambda m=m: store.apply(AddMembership(PROJECT, m)) for m in attempts])
+    results = in_threads(*[lambda m=m: add_membership(store, PROJECT, m) for m in attempts])
 
     winners = [result for result in results if isinstance(result, Membership)]
     assert len(winners) == 1
@@ -373,7 +381,7 @@ def test_list_is_in_creation_order_not_by_timestamp(store: Store) -> None:
         at = T0 - 5 if i % 4 == 3 else T0
         for team in (team_x, team_y) if i % 3 == 0 else (team_y,):
             membership = make_membership(team.id, user.id, created_at=at)
-            assert store.apply(AddMembership(PROJECT, membership)) == membership
+            assert add_membership(store, PROJECT, membership) == membership
             created.append(membership)
 
     assert store.apply(ListMemberships(PROJECT)) == tuple(created)
@@ -391,10 +399,10 @@ def test_a_membership_added_again_comes_last(store: Store) -> None:
     _users(store, "a", "b", "c")
     _teams(store, make_team("team-1"))
     for user_id in ("a", "b", "c"):
-        store.apply(AddMembership(PROJECT, make_membership("team-1", user_id)))
+        add_membership(store, PROJECT, make_membership("team-1", user_id))
 
-    store.apply(RemoveMembership(PROJECT, "team-1", "a"))
-    store.apply(AddMembership(PROJECT, make_membership("team-1", "a")))
+    remove_membership(store, PROJECT, "team-1", "a")
+    add_membership(store, PROJECT, make_membership("team-1", "a"))
 
     assert [m.user_id for m in store.apply(ListMemberships(PROJECT, team_id="team-1"))] == ["b", "c", "a"]
 
@@ -406,7 +414,7 @@ def test_concurrent_adds_each_keep_their_own_place(store: Store) -> None:
 
     def join(team: Team) -> None:
         for user in users:
-            assert isinstance(store.apply(AddMembership(PROJECT, make_membership(team.id, user.id))), Membership)
+            assert isinstance(add_membership(store, PROJECT, make_membership(team.id, user.id)), Membership)
 
     in_threads(*[lambda t=t: join(t) for t in teams])
 
@@ -429,12 +437,12 @@ def test_remove_takes_the_membership_and_only_it(store: Store) -> None:
     team, other = make_team("team-1"), make_team("team-2", created_at=T0 + 1)
     _teams(store, team, other)
     kept = [make_membership(team.id, bob.id), make_membership(other.id, alice.id)]
-    store.apply(AddMembership(PROJECT, make_membership(team.id, alice.id, permissions=("team_admin",))))
+    add_membership(store, PROJECT, make_membership(team.id, alice.id, permissions=("team_admin",)))
     for membership in kept:
-        store.apply(AddMembership(PROJECT, membership))
+        add_membership(store, PROJECT, membership)
 
-    assert store.apply(RemoveMembership(PROJECT, team.id, alice.id)) is True
-    assert store.apply(RemoveMembership(PROJECT, team.id, alice.id)) is False
+    assert remove_membership(store, PROJECT, team.id, alice.id) is True
+    assert remove_membership(store, PROJECT, team.id, alice.id) is False
 
     assert store.apply(LoadMembership(PROJECT, team.id, alice.id)) is None
     assert store.apply(ListMemberships(PROJECT)) == tuple(kept)
@@ -442,7 +450,7 @@ def test_remove_takes_the_membership_and_only_it(store: Store) -> None:
     assert store.apply(LoadTeam(PROJECT, team.id)) == team
     # joining again starts afresh: no permissions survive
     again = make_membership(team.id, alice.id)
-    assert store.apply(AddMembership(PROJECT, again)) == again
+    assert add_membership(store, PROJECT, again) == again
     assert store.apply(LoadMembership(PROJECT, team.id, alice.id)) == again
 
 
@@ -450,8 +458,8 @@ def test_remove_of_a_missing_membership_is_false(store: Store) -> None:
     _users(store, "alice")
     _teams(store, make_team("team-1"))
 
-    assert store.apply(RemoveMembership(PROJECT, "team-1", "alice")) is False
-    assert store.apply(RemoveMembership(PROJECT, "no-team", "nobody")) is False
+    assert remove_membership(store, PROJECT, "team-1", "alice") is False
+    assert remove_membership(store, PROJECT, "no-team", "nobody") is False
 
 
 def test_remove_deselects_the_team_only_for_that_user_and_only_that_team(store: Store) -> None:
@@ -463,19 +471,19 @@ def test_remove_deselects_the_team_only_for_that_user_and_only_that_team(store: 
         make_membership(team.id, bob.id),
         make_membership(other.id, alice.id),
     ):
-        store.apply(AddMembership(PROJECT, membership))
+        add_membership(store, PROJECT, membership)
     _select(store, alice.id, team.id)
     _select(store, bob.id, team.id)
 
-    store.apply(RemoveMembership(PROJECT, team.id, alice.id))
+    remove_membership(store, PROJECT, team.id, alice.id)
 
     assert _selected(store, alice.id) is None
     assert _selected(store, bob.id) == team.id
     # leaving a team one has not selected keeps the selection
     _select(store, alice.id, other.id)
-    store.apply(RemoveMembership(PROJECT, team.id, bob.id))
-    store.apply(AddMembership(PROJECT, make_membership(team.id, alice.id)))
-    store.apply(RemoveMembership(PROJECT, team.id, alice.id))
+    remove_membership(store, PROJECT, team.id, bob.id)
+    add_membership(store, PROJECT, make_membership(team.id, alice.id))
+    remove_membership(store, PROJECT, team.id, alice.id)
     assert _selected(store, alice.id) == other.id
 
 
@@ -487,19 +495,19 @@ def test_update_membership_sets_the_given_fields(store: Store) -> None:
     _users(store, "alice")
     _teams(store, make_team("team-1"))
     membership = make_membership("team-1", "alice", display_name="Alice", permissions=("a",))
-    store.apply(AddMembership(PROJECT, membership))
+    add_membership(store, PROJECT, membership)
     changes = (("display_name", "Ålice ✓"), ("profile_image_url", "https://img.example.com/a.png"))
 
-    updated = store.apply(UpdateMembership(PROJECT, "team-1", "alice", changes))
+    updated = update_membership(store, PROJECT, "team-1", "alice", changes)
 
     expected = dataclasses.replace(membership, **dict(changes))
     assert updated == expected
     assert store.apply(LoadMembership(PROJECT, "team-1", "alice")) == expected
-    replaced = store.apply(UpdateMembership(PROJECT, "team-1", "alice", (("permissions", ("b", "c")),)))
+    replaced = update_membership(store, PROJECT, "team-1", "alice", (("permissions", ("b", "c")),))
     assert replaced == dataclasses.replace(expected, permissions=("b", "c"))
-    cleared = store.apply(UpdateMembership(PROJECT, "team-1", "alice", (("display_name", None),)))
+    cleared = update_membership(store, PROJECT, "team-1", "alice", (("display_name", None),))
     assert cleared == dataclasses.replace(expected, permissions=("b", "c"), display_name=None)
-    assert store.apply(UpdateMembership(PROJECT, "team-1", "alice", ())) == cleared
+    assert update_membership(store, PROJECT, "team-1", "alice", ()) == cleared
     assert store.apply(ListMemberships(PROJECT)) == (cleared,)
 
 
@@ -507,8 +515,8 @@ def test_update_of_a_missing_membership_is_none_and_creates_nothing(store: Store
     _users(store, "alice")
     _teams(store, make_team("team-1"))
 
-    assert store.apply(UpdateMembership(PROJECT, "team-1", "alice", (("display_name", "x"),))) is None
-    assert store.apply(UpdateMembership(PROJECT, "no-team", "nobody", ())) is None
+    assert update_membership(store, PROJECT, "team-1", "alice", (("display_name", "x"),)) is None
+    assert update_membership(store, PROJECT, "no-team", "nobody", ()) is None
 
     assert store.apply(LoadMembership(PROJECT, "team-1", "alice")) is None
     assert store.apply(ListMemberships(PROJECT)) == ()
@@ -518,20 +526,20 @@ def test_update_membership_of_an_unknown_field_is_a_type_error(store: Store) -> 
     _users(store, "alice")
     _teams(store, make_team("team-1"))
     membership = make_membership("team-1", "alice")
-    store.apply(AddMembership(PROJECT, membership))
+    add_membership(store, PROJECT, membership)
 
     with pytest.raises(TypeError):
-        store.apply(UpdateMembership(PROJECT, "team-1", "alice", (("no_such_field", 1),)))
+        update_membership(store, PROJECT, "team-1", "alice", (("no_such_field", 1),))
     assert store.apply(LoadMembership(PROJECT, "team-1", "alice")) == membership
 
 
 def test_change_permission_grants_and_revokes_keeping_them_sorted(store: Store) -> None:
     _users(store, "alice")
     _teams(store, make_team("team-1"))
-    store.apply(AddMembership(PROJECT, make_membership("team-1", "alice", permissions=("m-perm",))))
+    add_membership(store, PROJECT, make_membership("team-1", "alice", permissions=("m-perm",)))
 
     def change(permission_id: str, granted: bool) -> tuple[str, ...]:
-        membership = store.apply(ChangePermission(PROJECT, "team-1", "alice", permission_id, granted))
+        membership = change_permission(store, PROJECT, "team-1", "alice", permission_id, granted)
         assert membership is not None
         return membership.permissions
 
@@ -555,8 +563,8 @@ def test_change_permission_of_a_missing_membership_is_none_and_creates_nothing(s
     _users(store, "alice")
     _teams(store, make_team("team-1"))
 
-    assert store.apply(ChangePermission(PROJECT, "team-1", "alice", "team_admin", True)) is None
-    assert store.apply(ChangePermission(PROJECT, "no-team", "nobody", "team_admin", False)) is None
+    assert change_permission(store, PROJECT, "team-1", "alice", "team_admin", True) is None
+    assert change_permission(store, PROJECT, "no-team", "nobody", "team_admin", False) is None
 
     assert store.apply(LoadMembership(PROJECT, "team-1", "alice")) is None
     assert store.apply(ListMemberships(PROJECT)) == ()
@@ -565,11 +573,11 @@ def test_change_permission_of_a_missing_membership_is_none_and_creates_nothing(s
 def test_concurrent_grants_of_different_permissions_all_survive(store: Store) -> None:
     _users(store, "alice")
     _teams(store, make_team("team-1"))
-    store.apply(AddMembership(PROJECT, make_membership("team-1", "alice", permissions=("initial",))))
+    add_membership(store, PROJECT, make_membership("team-1", "alice", permissions=("initial",)))
 
     def grant(prefix: str) -> None:
         for i in range(25):
-            result = store.apply(ChangePermission(PROJECT, "team-1", "alice", f"{prefix}-{i:02d}", True))
+            result = change_permission(store, PROJECT, "team-1", "alice", f"{prefix}-{i:02d}", True)
             assert result is not None
 
     in_threads(lambda: grant("a"), lambda: grant("b"))
@@ -583,15 +591,15 @@ def test_concurrent_grants_of_different_permissions_all_survive(store: Store) ->
 def test_concurrent_profile_updates_and_grants_both_survive(store: Store) -> None:
     _users(store, "alice")
     _teams(store, make_team("team-1"))
-    store.apply(AddMembership(PROJECT, make_membership("team-1", "alice")))
+    add_membership(store, PROJECT, make_membership("team-1", "alice"))
 
     def rename() -> None:
         for i in range(25):
-            store.apply(UpdateMembership(PROJECT, "team-1", "alice", (("display_name", f"name-{i}"),)))
+            update_membership(store, PROJECT, "team-1", "alice", (("display_name", f"name-{i}"),))
 
     def grant() -> None:
         for i in range(25):
-            store.apply(ChangePermission(PROJECT, "team-1", "alice", f"p-{i:02d}", True))
+            change_permission(store, PROJECT, "team-1", "alice", f"p-{i:02d}", True)
 
     in_threads(rename, grant)
 
@@ -618,16 +626,16 @@ def test_async_teams_through_arun(async_store: AsyncBackend) -> None:
         await do(CreateUser(PROJECT, alice))
         await do(CreateUser(PROJECT, bob))
         return [
-            await do(CreateTeam(PROJECT, team, creator)),
-            await do(AddMembership(PROJECT, member)),
-            await do(AddMembership(PROJECT, member)),
-            await do(ChangePermission(PROJECT, team.id, bob.id, "$read_members", True)),
-            await do(UpdateMembership(PROJECT, team.id, bob.id, (("display_name", "Bob"),))),
+            await arun(store_team(PROJECT, team, creator), store),
+            await arun(add_member(PROJECT, member), store),
+            await arun(add_member(PROJECT, member), store),
+            await arun(change_permission_flow(PROJECT, team.id, bob.id, "$read_members", True), store),
+            await arun(patch_membership(PROJECT, team.id, bob.id, MembershipChanges.of(display_name="Bob")), store),
             await arun(patch_team(PROJECT, team.id, TeamChanges.of(display_name="Renamed")), store),
             await do(ListTeams(PROJECT, bob.id)),
             await do(ListMemberships(PROJECT, team_id=team.id)),
-            await do(RemoveMembership(PROJECT, team.id, alice.id)),
-            await do(DeleteTeam(PROJECT, team.id)),
+            await arun(remove_member(PROJECT, team.id, alice.id), store),
+            await arun(drop_team(PROJECT, team.id), store),
             await do(LoadTeam(PROJECT, team.id)),
             await do(ListMemberships(PROJECT)),
         ]
@@ -658,8 +666,8 @@ def test_redis_team_and_membership_layout(redis_store: RedisStore) -> None:
     (alice,) = _users(redis_store, "alice")
     team = rich_team()
     creator = make_membership(team.id, alice.id, permissions=("team_admin",))
-    redis_store.apply(CreateTeam(PROJECT, team, creator))
-    redis_store.apply(ChangePermission(PROJECT, team.id, alice.id, "$read_ü/x", True))
+    create_team(redis_store, PROJECT, team, creator)
+    change_permission(redis_store, PROJECT, team.id, alice.id, "$read_ü/x", True)
     client, keys = redis_store.client, redis_store.keys
     prefix = f"{keys.namespace}{{p:{PROJECT}}}:"
 
@@ -711,13 +719,13 @@ def test_redis_a_membership_record_missing_a_field_reads_its_default(redis_store
     _users(redis_store, "alice")
     _teams(redis_store, make_team("team-1"))
     membership = make_membership("team-1", "alice", display_name="A", permissions=("p",))
-    redis_store.apply(AddMembership(PROJECT, membership))
+    add_membership(redis_store, PROJECT, membership)
     redis_store.client.hdel(redis_store.keys.membership(PROJECT, 1), "display_name", "permissions")
 
     assert redis_store.apply(LoadMembership(PROJECT, "team-1", "alice")) == dataclasses.replace(
         membership, display_name=None, permissions=()
     )
-    granted = redis_store.apply(ChangePermission(PROJECT, "team-1", "alice", "q", True))
+    granted = change_permission(redis_store, PROJECT, "team-1", "alice", "q", True)
     assert granted == dataclasses.replace(membership, display_name=None, permissions=("q",))
 
 
@@ -725,12 +733,12 @@ def test_redis_delete_team_leaves_no_key_of_the_team(redis_store: RedisStore) ->
     alice, bob = _users(redis_store, "alice", "bob")
     before = {key.decode() for key in redis_store.client.scan_iter(match=f"{redis_store.keys.namespace}*")}
     kept, doomed = make_team("team-kept"), make_team("team-doomed")
-    redis_store.apply(CreateTeam(PROJECT, kept, make_membership(kept.id, alice.id)))
-    redis_store.apply(CreateTeam(PROJECT, doomed, make_membership(doomed.id, alice.id)))
-    redis_store.apply(AddMembership(PROJECT, make_membership(doomed.id, bob.id)))
+    create_team(redis_store, PROJECT, kept, make_membership(kept.id, alice.id))
+    create_team(redis_store, PROJECT, doomed, make_membership(doomed.id, alice.id))
+    add_membership(redis_store, PROJECT, make_membership(doomed.id, bob.id))
     keys = redis_store.keys
 
-    assert redis_store.apply(DeleteTeam(PROJECT, doomed.id)) is True
+    assert delete_team(redis_store, PROJECT, doomed.id) is True
 
     left = {key.decode() for key in redis_store.client.scan_iter(match=f"{keys.namespace}*")}
     assert left == before | {
@@ -744,3 +752,58 @@ def test_redis_delete_team_leaves_no_key_of_the_team(redis_store: RedisStore) ->
     }
     assert redis_store.client.zrange(keys.team_order(PROJECT), 0, -1) == [kept.id.encode()]
     assert redis_store.client.zrange(keys.membership_order(PROJECT), 0, -1) == [b"1"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Races through the core's commits: they re-run and converge
+
+
+def test_concurrent_adds_and_removes_of_one_membership_converge(store: Store) -> None:
+    (alice,) = _users(store, "alice")
+    team = make_team("team-1")
+    _teams(store, team)
+
+    def churn(adding: bool) -> None:
+        for _ in range(15):
+            if adding:
+                add_membership(store, PROJECT, make_membership(team.id, alice.id, permissions=("p",)))
+            else:
+                remove_membership(store, PROJECT, team.id, alice.id)
+
+    in_threads(*[lambda adding=adding: churn(adding) for adding in (True, False, True, False)])
+
+    # every index agrees: the membership is there once, or nowhere
+    membership = store.apply(LoadMembership(PROJECT, team.id, alice.id))
+    expected = () if membership is None else (membership,)
+    assert store.apply(ListMemberships(PROJECT)) == expected
+    assert store.apply(ListMemberships(PROJECT, team_id=team.id)) == expected
+    assert store.apply(ListMemberships(PROJECT, user_id=alice.id)) == expected
+    assert store.apply(ListTeams(PROJECT, alice.id)) == (() if membership is None else (team,))
+    # the survivor (if any) can still be removed, once, clearing its selection
+    if membership is not None:
+        _select(store, alice.id, team.id)
+    assert remove_membership(store, PROJECT, team.id, alice.id) is (membership is not None)
+    assert store.apply(ListMemberships(PROJECT)) == ()
+    assert _selected(store, alice.id) is None
+
+
+def test_a_team_deleted_while_members_are_removed_and_granted_leaves_nothing(store: Store) -> None:
+    users = _users(store, *[f"user-{i}" for i in range(6)])
+    team = make_team("team-1")
+    _teams(store, team)
+    for user in users:
+        add_membership(store, PROJECT, make_membership(team.id, user.id))
+        _select(store, user.id, team.id)
+
+    results = in_threads(
+        *[lambda u=u: remove_membership(store, PROJECT, team.id, u.id) for u in users[:3]],
+        *[lambda u=u: change_permission(store, PROJECT, team.id, u.id, "p", True) for u in users[3:]],
+        lambda: delete_team(store, PROJECT, team.id),
+    )
+
+    assert results[-1] is True
+    assert store.apply(LoadTeam(PROJECT, team.id)) is None
+    assert store.apply(ListMemberships(PROJECT)) == ()
+    for user in users:
+        assert store.apply(ListTeams(PROJECT, user.id)) == ()
+        assert _selected(store, user.id) is None

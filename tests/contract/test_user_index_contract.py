@@ -12,9 +12,7 @@ from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    AddMembership,
     CreateSession,
-    CreateTeam,
     CreateUser,
     DeleteUser,
     FindUserByAuthEmail,
@@ -38,6 +36,8 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_membership,
+    create_team,
     in_threads,
     make_membership,
     make_session,
@@ -313,11 +313,11 @@ def test_delete_removes_every_membership_of_the_user_only(store: Store) -> None:
         store.apply(CreateUser(PROJECT, u))
     teams = [make_team(f"team-{i}", created_at=T0 + i) for i in range(3)]
     for team in teams:
-        store.apply(CreateTeam(PROJECT, team))
-        store.apply(AddMembership(PROJECT, make_membership(team.id, user.id)))
+        create_team(store, PROJECT, team)
+        add_membership(store, PROJECT, make_membership(team.id, user.id))
     kept = [make_membership(team.id, other.id) for team in teams[:2]]
     for membership in kept:
-        store.apply(AddMembership(PROJECT, membership))
+        add_membership(store, PROJECT, membership)
 
     assert store.apply(DeleteUser(PROJECT, user.id)) is True
 
@@ -333,7 +333,7 @@ def test_delete_removes_every_membership_of_the_user_only(store: Store) -> None:
     store.apply(CreateUser(PROJECT, user))
     assert store.apply(ListTeams(PROJECT, user.id)) == ()
     again = make_membership("team-2", user.id)
-    assert store.apply(AddMembership(PROJECT, again)) == again
+    assert add_membership(store, PROJECT, again) == again
     assert store.apply(ListMemberships(PROJECT)) == (*kept, again)
 
 
@@ -342,10 +342,10 @@ def test_a_user_deleted_while_memberships_are_added_keeps_none(store: Store) -> 
     store.apply(CreateUser(PROJECT, user))
     teams = [make_team(f"team-{i}") for i in range(10)]
     for team in teams:
-        store.apply(CreateTeam(PROJECT, team))
+        create_team(store, PROJECT, team)
 
     results = in_threads(
-        *[lambda t=t: store.apply(AddMembership(PROJECT, make_membership(t.id, user.id))) for t in teams],
+        *[lambda t=t: add_membership(store, PROJECT, make_membership(t.id, user.id)) for t in teams],
         lambda: store.apply(DeleteUser(PROJECT, user.id)),
     )
 
@@ -422,8 +422,8 @@ def test_redis_delete_leaves_no_key_of_the_user(redis_store: RedisStore) -> None
     user = make_user("user-1", "a@example.com")
     redis_store.apply(CreateUser(PROJECT, user))
     redis_store.apply(CreateSession(PROJECT, make_session("s-1", user.id)))
-    redis_store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", user.id)))
-    redis_store.apply(AddMembership(PROJECT, make_membership("team-1", other.id)))
+    create_team(redis_store, PROJECT, make_team("team-1"), make_membership("team-1", user.id))
+    add_membership(redis_store, PROJECT, make_membership("team-1", other.id))
     team_keys = _namespace_keys(redis_store) - before
     keys = redis_store.keys
 

@@ -31,6 +31,8 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    create_team,
+    delete_team,
     in_threads,
     make_session,
     make_user,
@@ -721,21 +723,20 @@ def test_redis_list_skips_a_set_member_whose_session_is_gone(redis_store: RedisS
 
 
 def test_a_patch_answers_the_user_and_the_team_selected_afterwards(store: Store) -> None:
-    from identity_proto.effects import CreateTeam, DeleteTeam
     from tests.contract.factories import make_team
 
     user = make_user("u-1", "ada@example.com")
     store.apply(CreateUser(PROJECT, user))
     first, second = make_team("team-1"), make_team("team-2")
-    store.apply(CreateTeam(PROJECT, first))
-    store.apply(CreateTeam(PROJECT, second))
+    create_team(store, PROJECT, first)
+    create_team(store, PROJECT, second)
     renamed = patched_user(store, PROJECT, user.id, (("display_name", "Ada"),))
     assert renamed == (dataclasses.replace(user, display_name="Ada"), None)
     selected = patched_user(store, PROJECT, user.id, (("selected_team_id", "team-2"),))
     assert selected == (dataclasses.replace(user, display_name="Ada", selected_team_id="team-2"), second)
     again = patched_user(store, PROJECT, user.id, (("display_name", "Ada L."),))
     assert again[1] == second  # the team selected before, read with the write
-    store.apply(DeleteTeam(PROJECT, "team-2"))
+    delete_team(store, PROJECT, "team-2")
     gone = patched_user(store, PROJECT, user.id, ())
     assert gone == (store.apply(LoadUser(PROJECT, user.id)), None)
 

@@ -21,13 +21,9 @@ from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     AcceptTeamInvitation,
-    AddMembership,
-    ChangePermission,
     CreateSession,
-    CreateTeam,
     CreateUser,
     CreateVerificationCode,
-    DeleteTeam,
     DeleteUser,
     EmailSignInOutcome,
     GrantProjectPermissions,
@@ -36,7 +32,6 @@ from identity_proto.effects import (
     LoadTeam,
     LoadUser,
     PasswordWrite,
-    RemoveMembership,
     ResetPassword,
     RevokeProjectPermission,
     SignInByEmail,
@@ -54,6 +49,7 @@ from identity_proto.effects import (
 from identity_proto.effects.commit import SessionIsLive
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
 from identity_proto.events import EVENT_TYPES, MESSAGE_TAG_LENGTH, StoredEvent, event_data, event_payload
+from identity_proto.flows.teams import add_member, store_team
 from identity_proto.flows.users import patch_user
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
 from identity_proto.render import render_team, render_user
@@ -62,12 +58,17 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_membership,
+    change_permission,
+    create_team,
+    delete_team,
     make_code,
     make_membership,
     make_session,
     make_team,
     make_user,
     patched_user,
+    remove_membership,
     rich_user,
     update_team,
 )
@@ -150,7 +151,7 @@ def test_a_refused_user_creation_records_nothing(store: Store) -> None:
 def test_a_user_update_records_user_updated_with_the_selected_team_only_when_asked(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     team = make_team("team-1")
-    store.apply(CreateTeam(PROJECT, team, make_membership(team.id, "ada")))
+    create_team(store, PROJECT, team, make_membership(team.id, "ada"))
     before = len(recorded(store))
     # an internal write (the selected personal team, last activity) announces nothing
     store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1", last_active_at_millis=T0 + 5)))
@@ -198,10 +199,10 @@ def test_a_guarded_patch_records_user_updated_once_its_session_is_checked(store:
 def test_deleting_a_user_records_one_membership_deletion_per_team_then_user_deleted(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     store.apply(CreateUser(PROJECT, make_user("bob")))
-    store.apply(CreateTeam(PROJECT, make_team("team-b"), make_membership("team-b", "ada")))
-    store.apply(CreateTeam(PROJECT, make_team("team-a")))
-    store.apply(AddMembership(PROJECT, make_membership("team-a", "ada")))
-    store.apply(AddMembership(PROJECT, make_membership("team-a", "bob")))
+    create_team(store, PROJECT, make_team("team-b"), make_membership("team-b", "ada"))
+    create_team(store, PROJECT, make_team("team-a"))
+    add_membership(store, PROJECT, make_membership("team-a", "ada"))
+    add_membership(store, PROJECT, make_membership("team-a", "bob"))
     before = len(recorded(store))
     assert store.apply(DeleteUser(PROJECT, "ada"))
     assert since(store, before) == [
@@ -224,7 +225,7 @@ def test_deleting_a_user_without_teams_records_user_deleted_alone(store: Store) 
 
 def test_a_password_reset_records_user_updated(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com", password_hash="old")))
-    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
     fingerprint = password_fingerprint("old")
     code = make_code(
@@ -340,23 +341,23 @@ def test_creating_a_team_records_team_created_and_not_the_creators_membership(st
     store.apply(CreateUser(PROJECT, make_user("ada")))
     team = make_team("team-1", client_metadata={"a": [1, None]}, profile_image_url="https://img.example.com/t.png")
     before = len(recorded(store))
-    assert store.apply(CreateTeam(PROJECT, team, make_membership(team.id, "ada", permissions=("team_admin",))))
+    assert create_team(store, PROJECT, team, make_membership(team.id, "ada", permissions=("team_admin",)))
     assert since(store, before) == [("team.created", server_team(team))]
     before = len(recorded(store))
-    refused = CreateTeam(PROJECT, make_team("team-2"), make_membership("team-2", "nobody"))
-    assert store.apply(refused) is TeamWrite.USER_NOT_FOUND
+    refused = create_team(store, PROJECT, make_team("team-2"), make_membership("team-2", "nobody"))
+    assert refused is TeamWrite.USER_NOT_FOUND
     assert since(store, before) == []
 
 
 def test_updating_and_deleting_a_team_record_their_events(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     before = len(recorded(store))
     updated = update_team(store, PROJECT, "team-1", TeamChanges.of(display_name="Renamed"))
     assert isinstance(updated, Team)
     assert update_team(store, PROJECT, "team-none", TeamChanges.of(display_name="x")) is None
-    assert store.apply(DeleteTeam(PROJECT, "team-1"))
-    assert not store.apply(DeleteTeam(PROJECT, "team-1"))
+    assert delete_team(store, PROJECT, "team-1")
+    assert not delete_team(store, PROJECT, "team-1")
     assert since(store, before) == [
         ("team.updated", server_team(updated)),
         # as the original: no membership events for the members of a deleted team
@@ -366,34 +367,34 @@ def test_updating_and_deleting_a_team_record_their_events(store: Store) -> None:
 
 def test_adding_a_membership_records_it_then_one_permission_per_default_permission(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateTeam(PROJECT, make_team("team-1")))
+    create_team(store, PROJECT, make_team("team-1"))
     before = len(recorded(store))
     membership = make_membership("team-1", "ada", permissions=("$read_members", "team_member"))
-    assert store.apply(AddMembership(PROJECT, membership)) == membership
+    assert add_membership(store, PROJECT, membership) == membership
     assert since(store, before) == [
         ("team_membership.created", {"team_id": "team-1", "user_id": "ada"}),
         ("team_permission.created", {"id": "$read_members", "team_id": "team-1", "user_id": "ada"}),
         ("team_permission.created", {"id": "team_member", "team_id": "team-1", "user_id": "ada"}),
     ]
     before = len(recorded(store))
-    assert store.apply(AddMembership(PROJECT, membership)) is TeamWrite.MEMBERSHIP_EXISTS
-    assert store.apply(AddMembership(PROJECT, make_membership("team-1", "nobody"))) is TeamWrite.USER_NOT_FOUND
-    assert store.apply(AddMembership(PROJECT, make_membership("team-none", "ada"))) is TeamWrite.TEAM_NOT_FOUND
+    assert add_membership(store, PROJECT, membership) is TeamWrite.MEMBERSHIP_EXISTS
+    assert add_membership(store, PROJECT, make_membership("team-1", "nobody")) is TeamWrite.USER_NOT_FOUND
+    assert add_membership(store, PROJECT, make_membership("team-none", "ada")) is TeamWrite.TEAM_NOT_FOUND
     assert since(store, before) == []
 
 
 def test_removing_a_membership_records_team_membership_deleted(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     before = len(recorded(store))
-    assert store.apply(RemoveMembership(PROJECT, "team-1", "ada"))
-    assert not store.apply(RemoveMembership(PROJECT, "team-1", "ada"))
+    assert remove_membership(store, PROJECT, "team-1", "ada")
+    assert not remove_membership(store, PROJECT, "team-1", "ada")
     assert since(store, before) == [("team_membership.deleted", {"team_id": "team-1", "user_id": "ada"})]
 
 
 def test_accepting_an_invitation_records_the_membership_and_its_permissions(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateTeam(PROJECT, make_team("team-1")))
+    create_team(store, PROJECT, make_team("team-1"))
     code = make_code("inv", purpose=CodePurpose.TEAM_INVITATION, id="inv-1", team_id="team-1", email="a@example.com")
     store.apply(CreateVerificationCode(PROJECT, code))
     before = len(recorded(store))
@@ -417,16 +418,16 @@ def test_accepting_an_invitation_records_the_membership_and_its_permissions(stor
 
 def test_team_permission_grants_and_revokes_record_their_events(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     before = len(recorded(store))
     ids = {"id": "editor", "team_id": "team-1", "user_id": "ada"}
-    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", True)) is not None
+    assert change_permission(store, PROJECT, "team-1", "ada", "editor", True) is not None
     # granting one held already records it again (the original's upsert announces every grant)
-    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", True)) is not None
-    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", False)) is not None
+    assert change_permission(store, PROJECT, "team-1", "ada", "editor", True) is not None
+    assert change_permission(store, PROJECT, "team-1", "ada", "editor", False) is not None
     # revoking one not held changes nothing and records nothing; no membership: nothing
-    assert store.apply(ChangePermission(PROJECT, "team-1", "ada", "editor", False)) is not None
-    assert store.apply(ChangePermission(PROJECT, "team-1", "nobody", "editor", True)) is None
+    assert change_permission(store, PROJECT, "team-1", "ada", "editor", False) is not None
+    assert change_permission(store, PROJECT, "team-1", "nobody", "editor", True) is None
     assert since(store, before) == [
         ("team_permission.created", ids),
         ("team_permission.created", ids),
@@ -505,10 +506,10 @@ def test_the_user_in_user_created_is_the_user_as_stored_at_that_moment(store: St
 def test_redis_scripts_append_events_to_the_projects_stream_in_its_slot(redis_store: RedisStore) -> None:
     user = make_user("ada", "ada@example.com")
     redis_store.apply(CreateUser(PROJECT, user))
-    redis_store.apply(CreateTeam(PROJECT, make_team("team-1"), make_membership("team-1", "ada")))
+    create_team(redis_store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     redis_store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
     patched_user(redis_store, PROJECT, "ada", UserChanges.of(display_name="Ada"))
-    redis_store.apply(RemoveMembership(PROJECT, "team-1", "ada"))
+    remove_membership(redis_store, PROJECT, "team-1", "ada")
     client, keys = redis_store.client, redis_store.keys
     stream = keys.events(PROJECT)
     assert stream == f"{keys.namespace}{{p:{PROJECT}}}:events"
@@ -538,8 +539,8 @@ def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> N
             return await arun(perform(effect), store)
 
         await do(CreateUser(PROJECT, make_user("ada")))
-        await do(CreateTeam(PROJECT, make_team("team-1")))
-        await do(AddMembership(PROJECT, make_membership("team-1", "ada", permissions=("team_member",))))
+        await arun(store_team(PROJECT, make_team("team-1")), store)
+        await arun(add_member(PROJECT, make_membership("team-1", "ada", permissions=("team_member",))), store)
         await arun(patch_user(PROJECT, "ada", UserChanges.of()), store)
         await do(DeleteUser(PROJECT, "ada"))
         listed = await do(ListEvents(PROJECT))

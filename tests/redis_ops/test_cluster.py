@@ -37,13 +37,11 @@ from identity_proto.effects import (
     AcceptTeamInvitation,
     AcceptTotp,
     AccountsWrite,
-    AddMembership,
     ApiKeyWrite,
     AppendOutbox,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
     ChangePassword,
-    ChangePermission,
     ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeOuterCode,
@@ -53,14 +51,12 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeam,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteContactChannel,
     DeleteProject,
     DeleteSession,
-    DeleteTeam,
     DeleteUser,
     EmailRefusal,
     EmailSignInOutcome,
@@ -95,7 +91,6 @@ from identity_proto.effects import (
     OuterCode,
     PasswordWrite,
     RateLimitHit,
-    RemoveMembership,
     ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
@@ -117,7 +112,6 @@ from identity_proto.effects import (
     TotpAcceptance,
     UpdateApiKey,
     UpdateContactChannel,
-    UpdateMembership,
     UpdateProject,
     UpdateUser,
     UpgradeAnonymousUser,
@@ -153,6 +147,10 @@ from identity_proto.records import (
 )
 from tests.contract.factories import (
     T0,
+    add_membership,
+    change_permission,
+    create_team,
+    delete_team,
     make_code,
     make_email,
     make_membership,
@@ -160,6 +158,8 @@ from tests.contract.factories import (
     make_team,
     make_user,
     patched_user,
+    remove_membership,
+    update_membership,
     update_team,
 )
 from tests.e2e.conftest import start_hypercorn, stop_server
@@ -374,18 +374,16 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
         store.apply(CreateUser(p, make_user(user_id)))
     team = make_team("t1")
     creator = make_membership("t1", "m1", permissions=("team_admin",))
-    assert store.apply(CreateTeam(p, team, creator)) == team
-    assert store.apply(CreateTeam(p, make_team("t-none"), make_membership("t-none", "nobody"))) is (
-        TeamWrite.USER_NOT_FOUND
-    )
+    assert create_team(store, p, team, creator) == team
+    assert create_team(store, p, make_team("t-none"), make_membership("t-none", "nobody")) is (TeamWrite.USER_NOT_FOUND)
     member = make_membership("t1", "m2", created_at=T0 + 1)
-    assert store.apply(AddMembership(p, member)) == member
-    assert store.apply(AddMembership(p, member)) is TeamWrite.MEMBERSHIP_EXISTS
-    assert store.apply(AddMembership(p, make_membership("t-gone", "m2"))) is TeamWrite.TEAM_NOT_FOUND
-    granted = store.apply(ChangePermission(p, "t1", "m2", "$read_members", True))
+    assert add_membership(store, p, member) == member
+    assert add_membership(store, p, member) is TeamWrite.MEMBERSHIP_EXISTS
+    assert add_membership(store, p, make_membership("t-gone", "m2")) is TeamWrite.TEAM_NOT_FOUND
+    granted = change_permission(store, p, "t1", "m2", "$read_members", True)
     assert granted is not None
     assert granted.permissions == ("$read_members",)
-    profiled = store.apply(UpdateMembership(p, "t1", "m2", (("display_name", "Member two"),)))
+    profiled = update_membership(store, p, "t1", "m2", (("display_name", "Member two"),))
     assert profiled == Membership("t1", "m2", T0 + 1, display_name="Member two", permissions=("$read_members",))
     assert store.apply(LoadMembership(p, "t1", "m2")) == profiled
     assert [m.user_id for m in store.apply(ListMemberships(p, team_id="t1"))] == ["m1", "m2"]
@@ -395,10 +393,10 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
     assert renamed.display_name == "Team one"
     store.apply(UpdateUser(p, "m2", (("selected_team_id", "t1"),)))
     assert store.apply(LoadUserWithTeam(p, "m2")) == (store.apply(LoadUser(p, "m2")), renamed)
-    assert store.apply(RemoveMembership(p, "t1", "m2")) is True
+    assert remove_membership(store, p, "t1", "m2") is True
     assert store.apply(LoadUser(p, "m2")) == make_user("m2")  # deselected: as created
     store.apply(UpdateUser(p, "m1", (("selected_team_id", "t1"),)))
-    assert store.apply(DeleteTeam(p, "t1")) is True
+    assert delete_team(store, p, "t1") is True
     assert store.apply(LoadUser(p, "m1")) == make_user("m1")  # deselected: as created
     assert store.apply(ListMemberships(p)) == ()
     assert store.apply(ListTeams(p)) == ()
@@ -407,7 +405,7 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
 # --- team invitations ---
 def _team_invitations(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("invitee")))
-    assert store.apply(CreateTeam(p, make_team("t-inv"))) == make_team("t-inv")
+    assert create_team(store, p, make_team("t-inv")) == make_team("t-inv")
 
     def invitation(name: str) -> Any:
         fields = {"id": f"inv-{name}", "team_id": "t-inv", "email": "invitee@example.com"}
@@ -538,7 +536,7 @@ def _commit(store: RedisStore, p: str) -> None:
 
 def _api_keys(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("key-owner")))
-    store.apply(CreateTeam(p, make_team("key-team")))
+    create_team(store, p, make_team("key-team"))
     user_key = ApiKey("k-user", ApiKeyType.USER, "key-owner", "d", False, T0, "hash-user", "abcd")
     team_key = ApiKey("k-team", ApiKeyType.TEAM, "key-team", "d", True, T0, "hash-team", "efgh")
     assert store.apply(CreateApiKey(p, user_key)) == user_key
@@ -551,7 +549,7 @@ def _api_keys(store: RedisStore, p: str) -> None:
     revoked = store.apply(UpdateApiKey(p, "k-user", description="e", revoke_at_millis=T0 + 1))
     assert revoked == dataclasses.replace(user_key, description="e", manually_revoked_at_millis=T0 + 1)
     assert store.apply(DeleteUser(p, "key-owner")) is True
-    assert store.apply(DeleteTeam(p, "key-team")) is True
+    assert delete_team(store, p, "key-team") is True
     assert store.apply(FindApiKeyByHash(p, "hash-user")) is None
     assert store.apply(LoadApiKey(p, "k-team")) is None
 

@@ -42,16 +42,14 @@ from backends.memory import MemoryStore, Tenant
 from backends.redis import RedisStore
 from backends.redis.lua import _EMIT_EVENT  # webhooks
 from identity_proto import effects as _effects  # webhooks
-from identity_proto.changes import TeamChanges, UserChanges
+from identity_proto.changes import MembershipChanges, TeamChanges, UserChanges
 from identity_proto.drivers import run
 from identity_proto.effects import (
     AcceptTeamInvitation,
-    AddMembership,
     AppendOutbox,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
     ChangePassword,
-    ChangePermission,
     ChangePermissionDefinitions,
     ConsumeOuterCode,
     ConsumeVerificationCode,
@@ -60,14 +58,12 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeam,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteContactChannel,
     DeleteProject,
     DeleteSession,
-    DeleteTeam,
     DeleteUser,
     EnsureProject,
     FindApiKeyByHash,
@@ -93,7 +89,6 @@ from identity_proto.effects import (
     LoadTeamInvitation,
     OAuthState,
     OuterCode,
-    RemoveMembership,
     ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
@@ -112,7 +107,6 @@ from identity_proto.effects import (
     TakeOAuthState,
     UpdateApiKey,
     UpdateContactChannel,
-    UpdateMembership,
     UpdateProject,
     UpdateUser,
     UpgradeAnonymousUser,
@@ -121,7 +115,15 @@ from identity_proto.effects import (
     password_fingerprint,
 )
 from identity_proto.events import event_data
-from identity_proto.flows.teams import patch_team
+from identity_proto.flows.teams import (
+    add_member,
+    change_permission,
+    drop_team,
+    patch_membership,
+    patch_team,
+    remove_member,
+    store_team,
+)
 from identity_proto.flows.users import patch_user
 from identity_proto.records import (
     ApiKey,
@@ -682,13 +684,14 @@ class StoresAgree(RuleBasedStateMachine):
             if data.draw(st.booleans(), label="with a creator"):
                 permissions = data.draw(PERMISSION_SETS, label="permissions")
                 creator = Membership(team_id, self.user(project_id), created_at, permissions=permissions)
-            self.both(CreateTeam(project_id, team, creator))
+            self.both_flow(lambda: store_team(project_id, team, creator))
         elif op == "update":
             team_id = self.team(project_id)
             changes = TeamChanges.of(data.draw(TEAM_CHANGES, label="changes").items())
             self.both_flow(lambda: patch_team(project_id, team_id, changes))
         else:
-            self.both(DeleteTeam(project_id, self.team(project_id)))
+            team_id = self.team(project_id)
+            self.both_flow(lambda: drop_team(project_id, team_id))
 
     def memberships(self, data: st.DataObject, project_id: str) -> None:
         tenant = self._tenant(project_id)
@@ -702,18 +705,19 @@ class StoresAgree(RuleBasedStateMachine):
                 display_name=data.draw(st.none() | SHORT_TEXT, label="display_name"),
                 permissions=data.draw(PERMISSION_SETS, label="permissions"),
             )
-            self.both(AddMembership(project_id, membership))
+            self.both_flow(lambda: add_member(project_id, membership))
             return
         team_id, user_id = self.membership(project_id)
         if op == "remove":
-            self.both(RemoveMembership(project_id, team_id, user_id))
+            self.both_flow(lambda: remove_member(project_id, team_id, user_id))
         elif op == "update":
             changes = data.draw(MEMBERSHIP_CHANGES, label="changes")
-            self.both(UpdateMembership(project_id, team_id, user_id, tuple(changes.items())))
+            membership_changes = MembershipChanges.of(changes.items())
+            self.both_flow(lambda: patch_membership(project_id, team_id, user_id, membership_changes))
         elif op == "permission":
             permission = data.draw(st.sampled_from(PERMISSIONS), label="permission")
             granted = data.draw(st.booleans(), label="granted")
-            self.both(ChangePermission(project_id, team_id, user_id, permission, granted))
+            self.both_flow(lambda: change_permission(project_id, team_id, user_id, permission, granted))
         else:
             self.both(LoadMembership(project_id, team_id, user_id))
             by_team, by_user = data.draw(st.booleans(), label="by team"), data.draw(st.booleans(), label="by user")
