@@ -797,14 +797,14 @@ def test_a_guarded_patch_of_a_deleted_user_is_refused_for_its_session(store: Sto
 
 def test_exists_holds_only_for_a_stored_record_and_a_reference_returns_what_it_names(store: Store) -> None:
     from identity_proto.changes import UserChanges
-    from identity_proto.effects import CreateTeam, Exists
+    from identity_proto.effects import Exists
     from identity_proto.effects.commit import Commit, Committed, Conflict, PatchUser, RecordKind, ReferencedBy
     from tests.contract.factories import make_team
 
     user = make_user("u-1", "ada@example.com")
     store.apply(CreateUser(PROJECT, user))
     team = make_team("team-1")
-    store.apply(CreateTeam(PROJECT, team))
+    create_team(store, PROJECT, team)
     selected = ReferencedBy(RecordKind.TEAM, (RecordKind.USER, "u-1"), "selected_team_id")
     missing = Commit(PROJECT, (Exists(RecordKind.USER, "nobody"),), (PatchUser("nobody", UserChanges.of()),))
     assert store.apply(missing) == Conflict(0)
