@@ -42,6 +42,7 @@ from identity_proto.effects.api_keys import (
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
 from identity_proto.effects.codes import (
     AcceptTotp,
+    AddressHolder,
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
@@ -73,7 +74,6 @@ from identity_proto.effects.email_sign_in import (
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
-    SignInByEmail,
 )
 
 # --- mock OAuth provider (dev/test mode only) ---
@@ -242,6 +242,7 @@ __all__ = [
     "AcceptTeamInvitation",
     "AcceptTotp",
     "AddMembership",
+    "AddressHolder",
     "AppendOutbox",
     "AttemptVerificationCode",
     "ChangePassword",
@@ -305,7 +306,6 @@ __all__ = [
     "SessionGuard",
     "SetClockOverride",
     "SetPassword",
-    "SignInByEmail",
     "SignUpAnonymously",
     "StorageEffect",
     "StorePasswordResetCode",

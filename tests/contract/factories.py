@@ -179,3 +179,45 @@ def update_team(store: Store, project_id: str, team_id: str, changes: Any = ()) 
     from identity_proto.flows.teams import patch_team
 
     return run(patch_team(project_id, team_id, TeamChanges.of(changes)), store)
+
+
+def sign_in_by_email(
+    project_id: str,
+    email: str,
+    now_ms: int,
+    sign_up_enabled: bool,
+    new_user: User,
+    session: Session,
+    personal_team: tuple[Team, Membership] | None = None,
+) -> Any:
+    """What the end of a code sign-in does to a store, with these records (the flow makes them from entropy): a
+    code for `email` (named after the session) presented and consumed, which reads the address's holder in the
+    same step, then the core's `sign_in_by_email` deciding on that holder, run again (reading afresh) while its
+    commit meets a concurrent change. A flow answering an `EmailSignIn`."""
+    from identity_proto.effects import AttemptVerificationCode, CodeOutcome, CreateVerificationCode, perform
+    from identity_proto.flows.otp import sign_in_by_email as decide
+    from identity_proto.flows.signin import NewUser, rerun_on_conflict
+
+    newcomer = NewUser(new_user, personal_team)
+    code = make_code(f"sign-in-{session.id}", email=email, created_at=now_ms)
+    yield from perform(CreateVerificationCode(project_id, code))
+    attempt = yield from perform(
+        AttemptVerificationCode(
+            project_id, code.code_hash, code.nonce_hash, code.purpose, now_ms, consume=True, with_holder=True
+        )
+    )
+    if attempt.outcome is not CodeOutcome.OK or attempt.holder is None:
+        raise AssertionError(f"the sign-in code was refused: {attempt}")
+    return (
+        yield from rerun_on_conflict(
+            lambda first: decide(
+                project_id,
+                email,
+                now_ms,
+                sign_up_enabled=sign_up_enabled,
+                newcomer=newcomer,
+                session=session,
+                holder=attempt.holder if first else None,
+            )
+        )
+    )

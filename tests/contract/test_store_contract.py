@@ -82,7 +82,6 @@ from identity_proto.effects import (
     RevokeUserSessions,
     SetClockOverride,
     SetPassword,
-    SignInByEmail,
     SignUpAnonymously,
     StorageEffect,
     StorePasswordResetCode,
@@ -602,7 +601,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     Together,
     Commit,  # test_commit_contract.py
     CreateSignInCode,  # test_email_sign_in_contract.py
-    SignInByEmail,
     AcceptTotp,  # test_totp_contract.py
     SignUpAnonymously,  # test_anonymous_contract.py
     UpgradeAnonymousUser,

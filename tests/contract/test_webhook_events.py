@@ -18,7 +18,7 @@ from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     AcceptTeamInvitation,
     AddMembership,
@@ -40,7 +40,6 @@ from identity_proto.effects import (
     ResetPassword,
     RevokeProjectPermission,
     SessionGuard,
-    SignInByEmail,
     SignUpAnonymously,
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
@@ -68,6 +67,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     rich_user,
+    sign_in_by_email,
     update_team,
 )
 
@@ -253,28 +253,26 @@ def _personal(user_id: str) -> tuple[Team, Any]:
 def test_an_email_sign_up_records_user_created_then_its_team(store: Store, with_team: bool) -> None:
     personal = _personal("ada") if with_team else None
     new_user = make_user("ada", "ada@example.com", selected_team_id=personal[0].id if personal else None)
-    sign_up = SignInByEmail(
-        PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"), personal_team=personal
-    )
-    assert store.apply(sign_up).outcome is EmailSignInOutcome.SIGNED_UP
+    sign_up = sign_in_by_email(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"), personal)
+    assert run(sign_up, store).outcome is EmailSignInOutcome.SIGNED_UP
     expected = [("user.created", server_user(replaced(new_user, {"selected_team_id": None})))]
     if personal is not None:
         expected.append(("team.created", server_team(personal[0])))
     assert events(store) == expected
     # signing in again writes (verification, last activity) but announces nothing
-    again = replaced(sign_up, {"now_ms": T0 + 10, "session": make_session("s-2", "ada")})
-    assert store.apply(again).outcome in (EmailSignInOutcome.SIGNED_IN, EmailSignInOutcome.UNVERIFIED)
+    again = sign_in_by_email(PROJECT, "ada@example.com", T0 + 10, True, new_user, make_session("s-2", "ada"), personal)
+    assert run(again, store).outcome in (EmailSignInOutcome.SIGNED_IN, EmailSignInOutcome.UNVERIFIED)
     assert events(store) == expected
 
 
 def test_a_refused_email_sign_up_records_nothing(store: Store) -> None:
     new_user = make_user("ada", "ada@example.com")
-    disabled = SignInByEmail(PROJECT, "ada@example.com", T0, False, new_user, make_session("s-1", "ada"))
-    assert store.apply(disabled).outcome is EmailSignInOutcome.SIGN_UP_DISABLED
+    disabled = sign_in_by_email(PROJECT, "ada@example.com", T0, False, new_user, make_session("s-1", "ada"))
+    assert run(disabled, store).outcome is EmailSignInOutcome.SIGN_UP_DISABLED
     store.apply(CreateUser(PROJECT, make_user("ada")))
     before = len(recorded(store))
-    taken = SignInByEmail(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"))
-    assert store.apply(taken).outcome is EmailSignInOutcome.ID_TAKEN
+    taken = sign_in_by_email(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-2", "ada"))
+    assert run(taken, store).outcome is EmailSignInOutcome.ID_TAKEN
     assert since(store, before) == []
 
 

@@ -33,6 +33,7 @@ import redis.cluster
 from redis.crc import key_slot
 
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
+from identity_proto.drivers import run
 from identity_proto.effects import (
     AcceptTeamInvitation,
     AcceptTotp,
@@ -106,7 +107,6 @@ from identity_proto.effects import (
     SaveProviderTokens,
     SetClockOverride,
     SetPassword,
-    SignInByEmail,
     SignUpAnonymously,
     SignUpWithOAuth,
     StorageEffect,
@@ -159,6 +159,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    sign_in_by_email,
     update_team,
 )
 from tests.e2e.conftest import start_hypercorn, stop_server
@@ -433,15 +434,15 @@ def _signing_in_by_email(store: RedisStore, p: str) -> None:
         make_user("newcomer", "new@example.com", primary_email_verified=True), selected_team_id=team.id
     )
 
-    def sign_in(session_id: str) -> SignInByEmail:
+    def sign_in(session_id: str) -> Any:
         session = make_session(session_id, "")
         personal = (team, make_membership(team.id, newcomer.id))
-        return SignInByEmail(p, "new@example.com", T0, True, newcomer, session, personal)
+        return run(sign_in_by_email(p, "new@example.com", T0, True, newcomer, session, personal), store)
 
-    signed_up = store.apply(sign_in("s-up"))
+    signed_up = sign_in("s-up")
     assert (signed_up.outcome, signed_up.user) == (EmailSignInOutcome.SIGNED_UP, newcomer)
     assert store.apply(LoadUserWithTeam(p, newcomer.id)) == (newcomer, team)
-    signed_in = store.apply(sign_in("s-in"))
+    signed_in = sign_in("s-in")
     assert signed_in.outcome is EmailSignInOutcome.SIGNED_IN
     assert {s.id for s in store.apply(ListSessions(p, newcomer.id))} == {"s-up", "s-in"}
 

@@ -104,7 +104,6 @@ from identity_proto.effects import (
     SaveProviderTokens,
     SetClockOverride,
     SetPassword,
-    SignInByEmail,
     SignUpAnonymously,
     SignUpWithOAuth,
     StorageEffect,
@@ -144,6 +143,7 @@ from identity_proto.records import (
     VerificationCode,
     primary_channel,
 )
+from tests.contract.factories import sign_in_by_email
 from tests.processes import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -508,7 +508,7 @@ class StoresAgree(RuleBasedStateMachine):
                 expires_at_millis=now + 30 * 86_400_000,
             )
             sign_up = data.draw(st.booleans(), label="sign_up_enabled")
-            self.both(SignInByEmail(project_id, email, now, sign_up, new_user, session, team))
+            self.both_flow(lambda: sign_in_by_email(project_id, email, now, sign_up, new_user, session, team))
         elif op == "update":
             user_id = self.user(project_id)
             changes = data.draw(USER_CHANGES, label="changes")
