@@ -27,7 +27,6 @@ from typing import Any
 
 from identity_proto.effects.anonymous import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
-    SignUpAnonymously,
     UpgradeAnonymousUser,
     UpgradeRefusal,
 )
@@ -306,7 +305,6 @@ __all__ = [
     "SessionGuard",
     "SetClockOverride",
     "SetPassword",
-    "SignUpAnonymously",
     "StorageEffect",
     "StorePasswordResetCode",
     "T",

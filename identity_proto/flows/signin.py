@@ -131,6 +131,8 @@ def commit_new_user(
     winner. Records `user.created` (the user before it selected its team), then its team's `team.created`.
     Returns the user as stored."""
     user, team = parts.user, parts.team
+    if session is not None and session.user_id != user.id:
+        raise ValueError("the session is the new user's")
     all_guards: list[Guard] = [IsAbsent(RecordKind.USER, user.id)]
     all_writes: list[Write] = [PutUser(user)]
     if user.auth_email is not None:

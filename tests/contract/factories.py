@@ -221,3 +221,20 @@ def sign_in_by_email(
             )
         )
     )
+
+
+def sign_up_anonymously(
+    project_id: str, user: User, session: Session, personal_team: tuple[Team, Membership] | None = None
+) -> Any:
+    """What an anonymous sign-up does to a store, with these records (the flow makes them from entropy): the core's
+    `store_anonymous_user`, one `Commit`. A flow answering the user, or None (nothing written) when its id is
+    taken (the flow would run again with a new one)."""
+    from identity_proto.effects.commit import CommitConflict
+    from identity_proto.flows.anonymous import store_anonymous_user
+    from identity_proto.flows.signin import NewUser
+
+    parts = NewUser(user, personal_team)
+    try:
+        return (yield from store_anonymous_user(project_id, parts, session))
+    except CommitConflict:
+        return None

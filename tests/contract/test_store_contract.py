@@ -82,7 +82,6 @@ from identity_proto.effects import (
     RevokeUserSessions,
     SetClockOverride,
     SetPassword,
-    SignUpAnonymously,
     StorageEffect,
     StorePasswordResetCode,
     Together,
@@ -602,8 +601,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     Commit,  # test_commit_contract.py
     CreateSignInCode,  # test_email_sign_in_contract.py
     AcceptTotp,  # test_totp_contract.py
-    SignUpAnonymously,  # test_anonymous_contract.py
-    UpgradeAnonymousUser,
+    UpgradeAnonymousUser,  # test_anonymous_contract.py
     # --- permissions: test_permissions_contract.py ---
     GrantProjectPermissions,
     RevokeProjectPermission,

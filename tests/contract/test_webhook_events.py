@@ -40,7 +40,6 @@ from identity_proto.effects import (
     ResetPassword,
     RevokeProjectPermission,
     SessionGuard,
-    SignUpAnonymously,
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TeamWrite,
@@ -68,6 +67,7 @@ from tests.contract.factories import (
     make_user,
     rich_user,
     sign_in_by_email,
+    sign_up_anonymously,
     update_team,
 )
 
@@ -279,19 +279,19 @@ def test_a_refused_email_sign_up_records_nothing(store: Store) -> None:
 def test_an_anonymous_sign_up_records_user_created_then_its_team(store: Store) -> None:
     personal = _personal("anon")
     user = make_user("anon", is_anonymous=True, selected_team_id=personal[0].id)
-    assert store.apply(SignUpAnonymously(PROJECT, user, make_session("s-1", "anon"), personal)) == user
+    assert run(sign_up_anonymously(PROJECT, user, make_session("s-1", "anon"), personal), store) == user
     assert events(store) == [
         ("user.created", server_user(replaced(user, {"selected_team_id": None}))),
         ("team.created", server_team(personal[0])),
     ]
-    assert store.apply(SignUpAnonymously(PROJECT, user, make_session("s-2", "anon"))) is None  # id taken
+    assert run(sign_up_anonymously(PROJECT, user, make_session("s-2", "anon")), store) is None  # id taken
     assert len(recorded(store)) == 2
 
 
 def test_an_anonymous_upgrade_records_user_updated(store: Store) -> None:
     personal = _personal("anon")
     user = make_user("anon", is_anonymous=True, selected_team_id=personal[0].id)
-    store.apply(SignUpAnonymously(PROJECT, user, make_session("s-1", "anon"), personal))
+    run(sign_up_anonymously(PROJECT, user, make_session("s-1", "anon"), personal), store)
     store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
     before = len(recorded(store))
     changes = UserChanges.of(is_anonymous=False, primary_email="anon@example.com", primary_email_auth_enabled=True)
@@ -301,7 +301,7 @@ def test_an_anonymous_upgrade_records_user_updated(store: Store) -> None:
     assert since(store, before) == [("user.updated", server_user(upgraded, renamed))]
     # refused: not anonymous any more, an address taken, nobody
     assert store.apply(UpgradeAnonymousUser(PROJECT, "anon", changes, "x")) is UpgradeRefusal.NOT_ANONYMOUS
-    store.apply(SignUpAnonymously(PROJECT, make_user("anon-2", is_anonymous=True), make_session("s-2", "anon-2")))
+    run(sign_up_anonymously(PROJECT, make_user("anon-2", is_anonymous=True), make_session("s-2", "anon-2")), store)
     before = len(recorded(store))
     taken = UserChanges.of(is_anonymous=False, primary_email="bob@example.com", primary_email_auth_enabled=True)
     assert store.apply(UpgradeAnonymousUser(PROJECT, "anon-2", taken, "x")) is UpgradeRefusal.EMAIL_TAKEN

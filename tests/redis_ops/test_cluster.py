@@ -107,7 +107,6 @@ from identity_proto.effects import (
     SaveProviderTokens,
     SetClockOverride,
     SetPassword,
-    SignUpAnonymously,
     SignUpWithOAuth,
     StorageEffect,
     StorePasswordResetCode,
@@ -160,6 +159,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     sign_in_by_email,
+    sign_up_anonymously,
     update_team,
 )
 from tests.e2e.conftest import start_hypercorn, stop_server
@@ -451,7 +451,7 @@ def _anonymous_users(store: RedisStore, p: str) -> None:
     team = Team(id="t-anon", display_name="Personal Team", created_at_millis=T0)
     anonymous = dataclasses.replace(make_user("anon"), is_anonymous=True, selected_team_id=team.id)
     session = make_session("s-anon", anonymous.id)
-    signed_up = store.apply(SignUpAnonymously(p, anonymous, session, (team, make_membership(team.id, anonymous.id))))
+    signed_up = run(sign_up_anonymously(p, anonymous, session, (team, make_membership(team.id, anonymous.id))), store)
     assert signed_up == anonymous
     changes = (("primary_email", "anon@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
     upgraded = store.apply(UpgradeAnonymousUser(p, anonymous.id, changes, "anon@example.com's Team"))
@@ -628,7 +628,7 @@ def _oauth(store: RedisStore, p: str) -> None:
     outcome, changed = store.apply(ChangeOAuthAccounts(p, "o", (github,), (github, google)))
     assert (outcome, changed) == (AccountsWrite.DONE, dataclasses.replace(user, oauth_accounts=(github, google)))
     anonymous = dataclasses.replace(make_user("o-anon"), is_anonymous=True)
-    store.apply(SignUpAnonymously(p, anonymous, make_session("s-oa", "o-anon")))
+    run(sign_up_anonymously(p, anonymous, make_session("s-oa", "o-anon")), store)
     changes = (("primary_email", "oa@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
     claim = OAuthAccount("row-gl", "gitlab", "gl-1", created_at_millis=T0)
     upgraded = store.apply(UpgradeAnonymousUser(p, "o-anon", changes, "Team", oauth_account=claim))

@@ -104,7 +104,6 @@ from identity_proto.effects import (
     SaveProviderTokens,
     SetClockOverride,
     SetPassword,
-    SignUpAnonymously,
     SignUpWithOAuth,
     StorageEffect,
     StorePasswordResetCode,
@@ -143,7 +142,7 @@ from identity_proto.records import (
     VerificationCode,
     primary_channel,
 )
-from tests.contract.factories import sign_in_by_email
+from tests.contract.factories import sign_in_by_email, sign_up_anonymously
 from tests.processes import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -549,7 +548,7 @@ class StoresAgree(RuleBasedStateMachine):
                 creator = Membership(team_id, user.id, now, permissions=("team_admin",))
                 team = (Team(id=team_id, display_name="Personal Team", created_at_millis=now), creator)
             session = Session(f"s{n}", user.id, f"token-{n}", now, now, now + 30 * 86_400_000)
-            self.both(SignUpAnonymously(project_id, user, session, team))
+            self.both_flow(lambda: sign_up_anonymously(project_id, user, session, team))
             return
         email = data.draw(st.sampled_from(EMAILS), label="email")
         changes = (
