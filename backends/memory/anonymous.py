@@ -4,34 +4,16 @@ sessions)."""
 from __future__ import annotations
 
 from backends.memory.oauth import upgrade_claiming_account
-from backends.memory.sessions import _create_session
 from backends.memory.store import MemoryStore, _performs
-from backends.memory.teams import store_personal_team
-from backends.memory.users import _update_user, insert_user, record_user_created, record_user_updated
+from backends.memory.users import _update_user, record_user_updated
 from identity_proto.effects import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
-    CreateSession,
-    CreateUser,
-    SignUpAnonymously,
     UpdateUser,
     UpgradeAnonymousUser,
     UpgradeRefusal,
     UserWrite,
 )
 from identity_proto.records import User, replaced
-
-
-@_performs(SignUpAnonymously)
-def _sign_up_anonymously(store: MemoryStore, effect: SignUpAnonymously) -> User | None:
-    project_id = effect.project_id
-    if effect.user.id in store.tenant(project_id).users:
-        return None
-    insert_user(store, CreateUser(project_id, effect.user))  # no auth e-mail: nothing else can refuse it
-    record_user_created(store.tenant(project_id), effect.user)  # webhooks: before its team's team.created
-    if effect.personal_team is not None:
-        store_personal_team(store.tenant(project_id), *effect.personal_team)
-    _create_session(store, CreateSession(project_id, effect.session))
-    return effect.user
 
 
 @_performs(UpgradeAnonymousUser)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from backends.memory.store import MemoryStore, _performs
 from identity_proto.effects import (
     AcceptTotp,
+    AddressHolder,
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
@@ -48,7 +49,11 @@ def _attempt_code(store: MemoryStore, effect: AttemptVerificationCode) -> CodeAt
         return CodeAttempt(CodeOutcome.MAX_ATTEMPTS_REACHED, code)
     if effect.consume:
         tenant.codes[code.code_hash] = replaced(code, {"used": True})
-    return CodeAttempt(CodeOutcome.OK, code)
+    holder = None
+    if effect.with_holder and code.email is not None:
+        holder_id = tenant.email_index.get(code.email)
+        holder = AddressHolder(holder_id, None if holder_id is None else tenant.users.get(holder_id))
+    return CodeAttempt(CodeOutcome.OK, code, holder)
 
 
 @_performs(ConsumeVerificationCode)

@@ -1,6 +1,5 @@
-"""Anonymous users: the sign-up (the user, its personal team and its session in one script) and the upgrade in
-place (the user becomes non-anonymous and takes its address only if the address is still free, its "Personal
-Team" renamed, in one script).
+"""Anonymous users: the upgrade in place (the user becomes non-anonymous and takes its address only if the address
+is still free, its "Personal Team" renamed, in one script). The sign-up is the core's new-user `Commit`.
 
 Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
 `SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
@@ -10,102 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 
-from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _required, _text, _user
-from backends.redis.keys import GRACE_MS, KeySpace
+from backends.redis.codecs import _change_fields, _flat, _json, _required, _text, _user
+from backends.redis.keys import KeySpace
 from backends.redis.lua import (
     _AUTH_EMAIL,
-    _CREATE_SESSION,
-    _CREATE_TEAM,
     _EMIT_EVENT,
-    _EMIT_TEAM_EVENT,
     _EMIT_USER_EVENT,
-    _EXTEND_EXPIRY,
     _RECORD_JSON,
-    _SEQ,
 )
 from backends.redis.oauth import sign_in_keys
 from backends.redis.plan import Plan, Script, _plans, script
-from backends.redis.teams import personal_team_parts
 from identity_proto.effects import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
-    SignUpAnonymously,
     UpgradeAnonymousUser,
     UpgradeRefusal,
 )
-from identity_proto.records import User, user_to_json
-
-# KEYS: user, user order, session, token entry, the user's session set, the events stream, and with a personal
-# team: team, team order, the team's member index, the user's team index, membership order, membership sequence.
-# ARGV: user id, signed_up_at_millis, session id, session expiry, membership key prefix, team id, team
-# created_at_millis, then the counts nu, ns, nt and nu items field, value, ... of the user, ns of the session, nt of
-# the team, and the rest: the creator's membership. Returns 1 if stored, 0 if the user's id is taken (nothing
-# written).
-script(
-    "sign_up_anonymously",
-    _EXTEND_EXPIRY
-    + _SEQ
-    + _CREATE_SESSION
-    + _CREATE_TEAM
-    + _RECORD_JSON
-    + _EMIT_EVENT
-    + _EMIT_TEAM_EVENT
-    + _EMIT_USER_EVENT
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local nu, ns, nt = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-redis.call('HSET', KEYS[1], unpack(ARGV, 11, 10 + nu))
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-emit_user_event(KEYS[6], 'user.created', KEYS[1], '', true)
-if #KEYS > 6 then
-  create_team(KEYS[7], KEYS[8], ARGV[6], ARGV[7], {unpack(ARGV, 11 + nu + ns, 10 + nu + ns + nt)})
-  add_creator(KEYS[9], KEYS[10], KEYS[11], KEYS[12], ARGV[5], ARGV[6], ARGV[1], {unpack(ARGV, 11 + nu + ns + nt)})
-  emit_team_event(KEYS[6], 'team.created', KEYS[7])
-end
-create_session(KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4], {unpack(ARGV, 11 + nu, 10 + nu + ns)})
-return 1
-""",
-)
-
-
-@_plans(SignUpAnonymously)
-def _sign_up_anonymously(keys: KeySpace, effect: SignUpAnonymously) -> Plan[User | None]:
-    p, user, session = effect.project_id, effect.user, effect.session
-    user_items = _flat(_json_fields(user_to_json(user)))
-    session_items = _flat(_json_fields(dataclasses.asdict(session)))
-    script_keys = [
-        keys.user(p, user.id),
-        keys.user_order(p),
-        keys.session(p, session.id),
-        keys.session_by_token(p, session.refresh_token_hash),
-        keys.user_sessions(p, user.id),
-        keys.events(p),
-    ]
-    team_id, team_created_at, team_items, membership_items, team_keys = personal_team_parts(
-        keys, p, user.id, effect.personal_team
-    )
-    script_keys += team_keys
-    stored = yield Script(
-        "sign_up_anonymously",
-        tuple(script_keys),
-        (
-            user.id,
-            user.signed_up_at_millis,
-            session.id,
-            session.expires_at_millis + GRACE_MS,
-            keys.membership(p),
-            team_id,
-            team_created_at,
-            len(user_items),
-            len(session_items),
-            len(team_items),
-            *user_items,
-            *session_items,
-            *team_items,
-            *membership_items,
-        ),
-    )
-    return user if stored else None
-
+from identity_proto.records import User
 
 # KEYS: user, e-mail index, user order, the user's team index, the OAuth index, the events stream (`user.updated`,
 # with the selected team), the user's contact channels. ARGV: user id, team key prefix, the

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from backends.redis.codecs import _code, _flat, _json, _json_fields, _text
+from backends.redis.codecs import _code, _flat, _json, _json_fields, _text, _user
 from backends.redis.keys import GRACE_MS, ORPHAN_NONCE_TTL_MS, KeySpace
 from backends.redis.lua import _ATTEMPT_CODE, _CREATE_CODE, _EXTEND_EXPIRY, _FIELDS
 from backends.redis.plan import Arg, Plan, Script, _plans, script
 from identity_proto.effects import (
     AcceptTotp,
+    AddressHolder,
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
@@ -45,14 +46,22 @@ def _create_code(keys: KeySpace, effect: CreateVerificationCode) -> Plan[None]:
     )
 
 
-# KEYS: code, nonce counter. ARGV: purpose (JSON), now_ms, max_attempts, consume (1/0), orphan TTL (ms).
-# Returns {outcome} or {outcome, code as it was}; the checks run in the contract's order.
+# KEYS: code, nonce counter, and with the holder: the e-mail index. ARGV: purpose (JSON), now_ms, max_attempts,
+# consume (1/0), orphan TTL (ms), and with the holder: the user key prefix. Returns {outcome} or {outcome, code as
+# it was}, on OK with the holder followed by {id the index names for the code's e-mail, or false; that user's
+# fields}; the checks run in the contract's order.
 script(
     "attempt_code",
     _FIELDS
     + _ATTEMPT_CODE
     + """
-local reply = attempt_code(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local reply, f = attempt_code(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+if reply[1] == 'ok' and #KEYS > 2 then
+  local email = f['email'] and cjson.decode(f['email'])
+  local id = type(email) == 'string' and redis.call('HGET', KEYS[3], email)
+  reply[3] = id or false
+  reply[4] = id and redis.call('HGETALL', ARGV[6] .. id) or {}
+end
 return reply
 """,
 )
@@ -60,19 +69,21 @@ return reply
 
 @_plans(AttemptVerificationCode)
 def _attempt_code(keys: KeySpace, effect: AttemptVerificationCode) -> Plan[CodeAttempt]:
-    reply = yield Script(
-        "attempt_code",
-        (keys.code(effect.project_id, effect.code_hash), keys.nonce(effect.project_id, effect.nonce_hash)),
-        (
-            _json(effect.purpose),
-            effect.now_ms,
-            effect.max_attempts,
-            1 if effect.consume else 0,
-            ORPHAN_NONCE_TTL_MS,
-        ),
-    )
+    p = effect.project_id
+    script_keys: tuple[str, ...] = (keys.code(p, effect.code_hash), keys.nonce(p, effect.nonce_hash))
+    args: tuple[Arg, ...] = (_json(effect.purpose), effect.now_ms, effect.max_attempts, 1 if effect.consume else 0)
+    args += (ORPHAN_NONCE_TTL_MS,)
+    if effect.with_holder:
+        script_keys += (keys.users_by_email(p),)
+        args += (keys.user(p),)
+    reply = yield Script("attempt_code", script_keys, args)
     outcome = CodeOutcome(_text(reply[0]))
-    return CodeAttempt(outcome, _code(reply[1]) if len(reply) > 1 else None)
+    code = _code(reply[1]) if len(reply) > 1 else None
+    holder = None
+    if outcome is CodeOutcome.OK and effect.with_holder and code is not None and code.email is not None:
+        holder_id = _text(reply[2]) if len(reply) > 2 and reply[2] else None
+        holder = AddressHolder(holder_id, _user(reply[3]) if holder_id is not None else None)
+    return CodeAttempt(outcome, code, holder)
 
 
 # KEYS: code. Returns 1 if this call marked it used, 0 if it is missing or was used.

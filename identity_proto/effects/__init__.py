@@ -27,7 +27,6 @@ from typing import Any
 
 from identity_proto.effects.anonymous import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
-    SignUpAnonymously,
     UpgradeAnonymousUser,
     UpgradeRefusal,
 )
@@ -42,6 +41,7 @@ from identity_proto.effects.api_keys import (
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
 from identity_proto.effects.codes import (
     AcceptTotp,
+    AddressHolder,
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
@@ -73,7 +73,6 @@ from identity_proto.effects.email_sign_in import (
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
-    SignInByEmail,
 )
 
 # --- mock OAuth provider (dev/test mode only) ---
@@ -242,6 +241,7 @@ __all__ = [
     "READ_EFFECTS",
     "AcceptTeamInvitation",
     "AcceptTotp",
+    "AddressHolder",
     "AppendOutbox",
     "AttemptVerificationCode",
     "ChangePassword",
@@ -307,8 +307,6 @@ __all__ = [
     "SendEmail",
     "SetClockOverride",
     "SetPassword",
-    "SignInByEmail",
-    "SignUpAnonymously",
     "StorageEffect",
     "StorePasswordResetCode",
     "T",

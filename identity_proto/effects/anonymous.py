@@ -1,5 +1,5 @@
-"""Anonymous users (reference part 2, §4): signing one up, and upgrading one in place when it signs up for real,
-each one atomic step."""
+"""Anonymous users (reference part 2, §4): upgrading one in place when it signs up for real, one atomic step.
+(Signing one up is the core's new-user commit: `identity_proto.flows.anonymous.store_anonymous_user`.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from enum import Enum
 
 from identity_proto.changes import UserChanges
 from identity_proto.effects.base import StorageEffect
-from identity_proto.records import Membership, OAuthAccount, Session, Team, User
+from identity_proto.records import OAuthAccount, User
 
 #: The name of the personal team an anonymous user gets (reference §4, e2e): the one an upgrade renames.
 ANONYMOUS_PERSONAL_TEAM_NAME = "Personal Team"
@@ -28,30 +28,7 @@ class UpgradeRefusal(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class SignUpAnonymously(StorageEffect["User | None"]):
-    """Store the anonymous `user` (no e-mail, so no index entry), its `personal_team` with the user's creator
-    membership when given (the caller has set `user.selected_team_id` to it) and its `session`, all at once.
-    Returns the user; None (nothing written) when a user with its id exists already (random ids: practically
-    never)."""
-
-    project_id: str
-    user: User
-    session: Session
-    personal_team: tuple[Team, Membership] | None = None
-
-    def __post_init__(self) -> None:
-        if not self.user.is_anonymous or self.user.auth_email is not None:
-            raise ValueError("an anonymous sign-up stores an anonymous user without an auth e-mail")
-        if self.session.user_id != self.user.id:
-            raise ValueError("the session is the new user's")
-        if self.personal_team is not None:
-            team, creator = self.personal_team
-            if self.user.selected_team_id != team.id or (creator.team_id, creator.user_id) != (team.id, self.user.id):
-                raise ValueError("a new user has their personal team selected and is its creator")
-
-
-@dataclass(frozen=True, slots=True)
-class UpgradeAnonymousUser(StorageEffect["User | UpgradeRefusal"]):
+class UpgradeAnonymousUser(StorageEffect[User | UpgradeRefusal]):
     """Make the anonymous user `user_id` a signed-up one in place, as one atomic step: only while it exists and is
     still anonymous (NOT_FOUND / NOT_ANONYMOUS otherwise), and only if its new auth e-mail is nobody else's
     (EMAIL_TAKEN): then set `changes` (which make it non-anonymous and give it its address) keeping the e-mail

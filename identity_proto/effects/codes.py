@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from identity_proto.effects.base import StorageEffect
-from identity_proto.records import CodePurpose, VerificationCode
+from identity_proto.records import CodePurpose, User, VerificationCode
 
 
 class CodeOutcome(Enum):
@@ -25,11 +25,22 @@ class CodeOutcome(Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class AddressHolder:
+    """Who the e-mail index gave a code's address to, read in the step that accepted the code: the id the entry
+    names (None: the address is free) and that user as stored (None when the entry names nobody)."""
+
+    user_id: str | None
+    user: User | None
+
+
+@dataclass(frozen=True, slots=True)
 class CodeAttempt:
-    """What `AttemptVerificationCode` found: the outcome and, when the code exists, the code as it was."""
+    """What `AttemptVerificationCode` found: the outcome and, when the code exists, the code as it was; with
+    `with_holder`, on OK, who holds the code's address (`AddressHolder`), else None."""
 
     outcome: CodeOutcome
     code: VerificationCode | None = None
+    holder: AddressHolder | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +59,9 @@ class AttemptVerificationCode(StorageEffect[CodeAttempt]):
     2. look the code up by `code_hash`; a code of another purpose counts as not found;
     3. outcome, first match wins: NOT_FOUND, EXPIRED (`now_ms >= expires_at_millis`), ALREADY_USED,
        MAX_ATTEMPTS_REACHED (count before >= `max_attempts`), else OK;
-    4. on OK with `consume`, mark the code used: of concurrent attempts exactly one gets OK.
+    4. on OK with `consume`, mark the code used: of concurrent attempts exactly one gets OK;
+    5. on OK with `with_holder`, read who the e-mail index gives the code's `email` to (`CodeAttempt.holder`): a
+       read in the same step, so a code sign-in reads the address's holder without a round trip of its own.
     """
 
     project_id: str
@@ -58,6 +71,7 @@ class AttemptVerificationCode(StorageEffect[CodeAttempt]):
     now_ms: int
     consume: bool
     max_attempts: int = 20
+    with_holder: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Signing in with a code sent to an e-mail address: each request one atomic step (reference §2.2)."""
+"""Signing in with a code sent to an e-mail address (reference §2.2): storing the code, and what signing in did."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from identity_proto.effects.base import StorageEffect
-from identity_proto.records import CodePurpose, Membership, Session, Team, User, VerificationCode
+from identity_proto.records import CodePurpose, User, VerificationCode
 
 
 class EmailRefusal(Enum):
@@ -36,7 +36,7 @@ class CreateSignInCode(StorageEffect["EmailRefusal | None"]):
 
 
 class EmailSignInOutcome(Enum):
-    """What `SignInByEmail` did."""
+    """What the end of a code sign-in did (`identity_proto.flows.otp.sign_in_by_email`)."""
 
     #: An existing user was signed in: a session was created for them.
     SIGNED_IN = "signed_in"
@@ -54,37 +54,8 @@ class EmailSignInOutcome(Enum):
 
 @dataclass(frozen=True, slots=True)
 class EmailSignIn:
-    """The result of `SignInByEmail`: the outcome, and the user as stored after it (None when nothing was found
+    """The result of `sign_in_by_email`: the outcome, and the user as stored after it (None when nothing was found
     or created)."""
 
     outcome: EmailSignInOutcome
     user: User | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SignInByEmail(StorageEffect[EmailSignIn]):
-    """Sign in whoever holds the auth e-mail `email`, or sign them up, as one atomic step (the end of a code
-    sign-in, whose code the caller has consumed):
-
-    - a user holds the address: UNVERIFIED (nothing written) unless their e-mail is verified; else mark
-      `otp_auth_enabled` (signing in by code adds the method); then MFA_REQUIRED when they have a TOTP secret;
-      else raise `last_active_at_millis` to `now_ms` if it is earlier, store `session` as theirs (its `user_id`
-      replaced by theirs), SIGNED_IN;
-    - nobody does: SIGN_UP_DISABLED (nothing written) unless `sign_up_enabled`; else store `new_user` (whose auth
-      e-mail is `email`) with its e-mail index entry, and `personal_team` with its creator's membership when given
-      (the caller has set `new_user.selected_team_id` to it), and `session`: SIGNED_UP.
-    """
-
-    project_id: str
-    email: str
-    now_ms: int
-    sign_up_enabled: bool
-    new_user: User
-    session: Session
-    personal_team: tuple[Team, Membership] | None = None
-
-    def __post_init__(self) -> None:
-        if self.new_user.auth_email != self.email:
-            raise ValueError("the user signing up holds the address as their auth e-mail")
-        if self.personal_team is not None and self.new_user.selected_team_id != self.personal_team[0].id:
-            raise ValueError("a new user has their personal team selected")

@@ -16,26 +16,24 @@ from identity_proto.context import RequestContext
 from identity_proto.effects import (
     Flow,
     LoadUser,
-    SignUpAnonymously,
     UpgradeAnonymousUser,
     UpgradeRefusal,
     perform,
 )
-from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import issue_access_token, new_session
-from identity_proto.flows.signin import personal_team, personal_team_name
+from identity_proto.flows.signin import NewUser, commit_new_user, personal_team_name, sign_up_parts
 from identity_proto.http import Response
-from identity_proto.records import Project, User, replaced
+from identity_proto.records import Project, Session, User
 from identity_proto.render import json_response
 from identity_proto.tokens import new_uuid
 
-__all__ = ["anonymous_caller", "sign_up_anonymously", "upgrade_anonymous_user"]
+__all__ = ["anonymous_caller", "sign_up_anonymously", "store_anonymous_user", "upgrade_anonymous_user"]
 
 
 def sign_up_anonymously(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/anonymous/sign-up (any access type, no body): a new anonymous user, its personal team when the
-    project gives one ("Personal Team": it has no name or e-mail yet) and a session, in one atomic step ->
-    {access_token, refresh_token, user_id}.
+    project gives one ("Personal Team": it has no name or e-mail yet), its default project permissions (reference
+    part 2 §4) and a session, in one commit (`store_anonymous_user`) -> {access_token, refresh_token, user_id}.
 
     Allowed even when sign-up is disabled (reference §4, e2e); a token sent along is ignored: every call makes a
     new user (inferred there; what the SDK relies on). The session lives as long as any other
@@ -47,16 +45,21 @@ def sign_up_anonymously(ctx: RequestContext) -> Flow[Response]:
         last_active_at_millis=ctx.now_ms,
         is_anonymous=True,
     )
-    team = personal_team(ctx, project, user)
-    if team is not None:
-        user = replaced(user, {"selected_team_id": team[0].id})
+    parts = sign_up_parts(ctx, project, user)
     refresh_token, session = new_session(ctx, user.id)
-    stored = yield from perform(SignUpAnonymously(project.id, user, session, team))
-    if stored is None:
-        raise RuntimeError("signing up anonymously: a random user id collided")  # a 500, logged
-    yield from grant_sign_up_permissions(project, stored.id)  # reference part 2 §4: default project permissions
+    stored = yield from store_anonymous_user(project.id, parts, session)
     access_token = issue_access_token(ctx, project, stored, session.id)
     return json_response(200, {"access_token": access_token, "refresh_token": refresh_token, "user_id": stored.id})
+
+
+def store_anonymous_user(project_id: str, parts: NewUser, session: Session) -> Flow[User]:
+    """Store an anonymous sign-up through the one new-user builder (`commit_new_user`): the user (no e-mail, so no
+    index entry), its personal team and permissions when given, and its session, together or not at all. A user
+    with its id existing already is a conflict (random ids: practically never; the flow runs again)."""
+    user = parts.user
+    if not user.is_anonymous or user.auth_email is not None:
+        raise ValueError("an anonymous sign-up stores an anonymous user without an auth e-mail")
+    return (yield from commit_new_user(project_id, parts, session))
 
 
 def anonymous_caller(ctx: RequestContext, project: Project) -> Flow[User | None]:

@@ -6,12 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from identity_proto.context import RequestContext
-from identity_proto.effects import AttemptVerificationCode, CodeOutcome, CreateVerificationCode, Flow, perform
+from identity_proto.effects import (
+    AttemptVerificationCode,
+    CodeAttempt,
+    CodeOutcome,
+    CreateVerificationCode,
+    Flow,
+    perform,
+)
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import CodePurpose, VerificationCode
 from identity_proto.tokens import hash_secret, random_string
 
 __all__ = ["CODE_LENGTH", "MAX_ATTEMPTS_PER_NONCE", "OTP_LENGTH", "NewCode", "check_code", "create_code", "new_code"]
+__all__ += ["present_code"]
 __all__ += ["refused_code"]  # contact channels
 
 CODE_LENGTH = 45
@@ -90,6 +98,17 @@ def check_code(
     """Present `code` (case-insensitive): counts an attempt on its nonce, then raises the first failing check
     (404 NOT_FOUND, 400 EXPIRED, 409 ALREADY_USED, 400 MAX_ATTEMPTS_REACHED) or returns the code (consumed if
     asked, atomically: of concurrent callers exactly one gets it)."""
+    found = (yield from present_code(ctx, project_id, code, purpose, consume=consume)).code
+    if found is None:  # pragma: no cover - present_code answers only a found code
+        raise RuntimeError("a code attempt answered OK without the code")
+    return found
+
+
+def present_code(
+    ctx: RequestContext, project_id: str, code: str, purpose: CodePurpose, *, consume: bool, with_holder: bool = False
+) -> Flow[CodeAttempt]:
+    """`check_code`, answering the whole attempt: with `with_holder`, who holds the code's address as well, read
+    in the same step (`AttemptVerificationCode`)."""
     code = code.lower()
     attempt = yield from perform(
         AttemptVerificationCode(
@@ -100,11 +119,12 @@ def check_code(
             now_ms=ctx.now_ms,
             consume=consume,
             max_attempts=MAX_ATTEMPTS_PER_NONCE,
+            with_holder=with_holder,
         )
     )
     if attempt.outcome is not CodeOutcome.OK or attempt.code is None:
         raise KnownError(_OUTCOME_ERRORS.get(attempt.outcome, ErrorCode.VERIFICATION_CODE_NOT_FOUND))
-    return attempt.code
+    return attempt
 
 
 # --- contact channels ---

@@ -2,29 +2,52 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
+    AddressHolder,
     CreateSignInCode,
     EmailRefusal,
+    EmailSignIn,
     EmailSignInOutcome,
     FindUserByAuthEmail,
     Flow,
-    SignInByEmail,
+    ListContactChannels,
+    auth_address_verified,
     perform,
+)
+from identity_proto.effects.commit import (
+    CommitConflict,
+    FieldsAre,
+    IndexIs,
+    IndexName,
+    IsAbsent,
+    PatchUser,
+    PutSession,
+    RecordKind,
+    Write,
+    commit,
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.anonymous import anonymous_caller, upgrade_anonymous_user
-from identity_proto.flows.codes import check_code, new_code
+from identity_proto.flows.codes import check_code, new_code, present_code
 from identity_proto.flows.emails import deliver, new_email
-from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import IssuedTokens, issue_access_token, new_session
-from identity_proto.flows.signin import finish_sign_in, personal_team, require_second_factor, signed_in
+from identity_proto.flows.signin import (
+    NewUser,
+    commit_new_user,
+    finish_sign_in,
+    require_second_factor,
+    rerun_on_conflict,
+    sign_up_parts,
+    signed_in,
+)
 from identity_proto.http import Response
 from identity_proto.ratelimits import check_under_limit, count_event, rule_for
-from identity_proto.records import CodePurpose, Project, ProjectConfig, User, replaced
+from identity_proto.records import CodePurpose, Project, ProjectConfig, Session, User, replaced
 from identity_proto.render import json_response
 from identity_proto.tokens import new_uuid
 from identity_proto.urls import UnsafeURL, WebURL, parse_origin_pattern, parse_web_url
@@ -34,6 +57,7 @@ if TYPE_CHECKING:
     from identity_proto.schemas import CodeBody, SendSignInCodeBody
 
 __all__ = ["callback_is_trusted", "check_sign_in_code", "magic_link", "send_sign_in_code", "sign_in_with_code"]
+__all__ += ["sign_in_by_email"]
 
 #: reference §2.2 step 4: the hosts that "localhost" covers (plus every `*.localhost` name), as a WHATWG parser
 #: serialises them.
@@ -132,13 +156,24 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
     create them (is_new_user) when there is none and sign-up is enabled; an anonymous caller is upgraded in place
     instead of a new user being made (`flows.anonymous`).
 
-    Two storage steps: consuming the code, then `SignInByEmail` (find or create the user, mark and touch them,
-    start the session: one atomic step, so a sign-up racing another of the same address signs in as its user).
-    The records it may store are made here beforehand."""
+    Two storage steps: consuming the code, which reads who holds its address in the same step, then one commit
+    deciding on that (`sign_in_by_email`). The code is consumed once: a commit that meets a concurrent change (a
+    sign-up of the same address) runs the rest again, which then reads and signs in the winner."""
     project = ctx.require_auth().project
     body: CodeBody = ctx.body
-    code = yield from check_code(ctx, project.id, body.code, CodePurpose.SIGN_IN, consume=True)
-    email = code.email or ""
+    attempt = yield from present_code(ctx, project.id, body.code, CodePurpose.SIGN_IN, consume=True, with_holder=True)
+    email = (attempt.code.email if attempt.code is not None else None) or ""
+    return (
+        yield from rerun_on_conflict(
+            lambda first: _sign_in_with_address(ctx, project, email, attempt.holder if first else None)
+        )
+    )
+
+
+def _sign_in_with_address(
+    ctx: RequestContext, project: Project, email: str, holder: AddressHolder | None
+) -> Flow[Response]:
+    """The rest of a code sign-in once its code for `email` is consumed, deciding on `holder` (None: read it)."""
     # anonymous users: an anonymous caller becomes the user of an address nobody holds, keeping its id (reference
     # part 2 §4); when someone holds it, they sign in below and the anonymous user is left alone.
     anonymous = (yield from anonymous_caller(ctx, project)) if project.config.sign_up_enabled else None
@@ -156,7 +191,8 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
         )
         if isinstance(upgraded, User):
             return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True))
-    new_user = User(
+        holder = None  # it met the address's holder: read them
+    newcomer = User(
         id=new_uuid(ctx.entropy),
         signed_up_at_millis=ctx.now_ms,
         last_active_at_millis=ctx.now_ms,
@@ -165,20 +201,16 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
         primary_email_auth_enabled=True,
         otp_auth_enabled=True,
     )
-    team = personal_team(ctx, project, new_user)
-    if team is not None:
-        new_user = replaced(new_user, {"selected_team_id": team[0].id})
-    refresh_token, session = new_session(ctx, user_id="")  # the store makes it the signed-in user's
-    result = yield from perform(
-        SignInByEmail(
-            project.id,
-            email=email,
-            now_ms=ctx.now_ms,
-            sign_up_enabled=project.config.sign_up_enabled,
-            new_user=new_user,
-            session=session,
-            personal_team=team,
-        )
+    parts = sign_up_parts(ctx, project, newcomer)
+    refresh_token, session = new_session(ctx, user_id="")  # made the signed-in user's below
+    result = yield from sign_in_by_email(
+        project.id,
+        email,
+        ctx.now_ms,
+        sign_up_enabled=project.config.sign_up_enabled,
+        newcomer=parts,
+        session=session,
+        holder=holder,
     )
     outcome, user = result.outcome, result.user
     if outcome is EmailSignInOutcome.UNVERIFIED:
@@ -187,13 +219,93 @@ def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
         raise _refused(EmailRefusal.SIGN_UP_DISABLED, email)
     if user is None or outcome is EmailSignInOutcome.ID_TAKEN:
         raise RuntimeError(f"signing in by e-mail: {outcome.value}")  # a random id collided: a 500, logged
-    if outcome is EmailSignInOutcome.SIGNED_UP:
-        yield from grant_sign_up_permissions(project, user.id)  # permissions
     if outcome is EmailSignInOutcome.MFA_REQUIRED:
         yield from require_second_factor(ctx, project, user, is_new_user=False)
     session = replaced(session, {"user_id": user.id})
     tokens = IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
     return signed_in(user, tokens, is_new_user=outcome is EmailSignInOutcome.SIGNED_UP)
+
+
+#: What signing in a holder decides on: whether their address is verified, whether they have a second factor, and
+#: the two fields it may change.
+_HOLDER_FIELDS = (
+    "primary_email",
+    "primary_email_verified",
+    "primary_email_auth_enabled",
+    "totp_secret_base64",
+    "otp_auth_enabled",
+    "last_active_at_millis",
+)
+
+
+def sign_in_by_email(
+    project_id: str,
+    email: str,
+    now_ms: int,
+    *,
+    sign_up_enabled: bool,
+    newcomer: NewUser,
+    session: Session,
+    holder: AddressHolder | None = None,
+) -> Flow[EmailSignIn]:
+    """Sign in whoever holds the auth e-mail `email`, or sign them up (the end of a code sign-in, whose code the
+    caller has consumed), deciding on `holder` (read with the code; read here when None), in one commit:
+
+    - a user holds the address: UNVERIFIED (nothing written) unless that address of theirs is verified
+      (`auth_address_verified`); else mark `otp_auth_enabled` (signing in by code adds the method); then
+      MFA_REQUIRED when they have a TOTP secret (no session); else raise `last_active_at_millis` to `now_ms` if it
+      is earlier and store `session` as theirs (its `user_id` replaced): SIGNED_IN. Guarded on the index entry
+      still naming them and on the fields the decision read.
+    - nobody does: SIGN_UP_DISABLED (nothing written) unless `sign_up_enabled`; else `newcomer` (whose auth e-mail
+      is `email`) with `session` (`commit_new_user`): SIGNED_UP; ID_TAKEN (nothing written) when a user with its
+      id exists (random ids: practically never).
+
+    A concurrent change of what it decided on raises `CommitConflict` (nothing written)."""
+    if newcomer.user.auth_email != email:
+        raise ValueError("the user signing up holds the address as their auth e-mail")
+    if holder is None:
+        found = yield from perform(FindUserByAuthEmail(project_id, email))
+        holder = AddressHolder(None if found is None else found.id, found)
+    user = holder.user
+    if user is not None:
+        verified = yield from _address_verified(project_id, user, email)
+        if not verified:
+            return EmailSignIn(EmailSignInOutcome.UNVERIFIED, user)
+        mfa = user.totp_secret_base64 is not None
+        changes: dict[str, Any] = {}
+        if not user.otp_auth_enabled:
+            changes["otp_auth_enabled"] = True
+        if not mfa and user.last_active_at_millis < now_ms:
+            changes["last_active_at_millis"] = now_ms
+        writes: list[Write] = [PatchUser(user.id, UserChanges.of(changes.items()))] if changes else []
+        if not mfa:
+            writes.append(PutSession(replaced(session, {"user_id": user.id})))
+        if writes:
+            guards = (IndexIs(IndexName.EMAIL, email, user.id), FieldsAre(user, _HOLDER_FIELDS))
+            yield from commit(project_id, guards, tuple(writes))
+        user = replaced(user, changes) if changes else user
+        return EmailSignIn(EmailSignInOutcome.MFA_REQUIRED if mfa else EmailSignInOutcome.SIGNED_IN, user)
+    if not sign_up_enabled:
+        return EmailSignIn(EmailSignInOutcome.SIGN_UP_DISABLED)
+    mine = replaced(session, {"user_id": newcomer.user.id})
+    try:
+        created = yield from commit_new_user(project_id, newcomer, mine, replaces=holder.user_id)
+    except CommitConflict as conflict:
+        if conflict.guard == IsAbsent(RecordKind.USER, newcomer.user.id):
+            return EmailSignIn(EmailSignInOutcome.ID_TAKEN)
+        raise
+    return EmailSignIn(EmailSignInOutcome.SIGNED_UP, created)
+
+
+def _address_verified(project_id: str, user: User, email: str) -> Flow[bool]:
+    """Whether `user`'s auth address `email` is verified: their primary's flag when it is that address, else that
+    of their other auth channel with it (read only then)."""
+    if user.primary_email == email and user.primary_email_auth_enabled:
+        return user.primary_email_verified
+    channels = yield from perform(ListContactChannels(project_id, user.id))
+    if channels is None:  # deleted since it was read: decide again on what is there now
+        raise CommitConflict(IndexIs(IndexName.EMAIL, email, user.id))
+    return auth_address_verified(channels.user, channels.stored, email)
 
 
 def check_sign_in_code(ctx: RequestContext) -> Flow[Response]:

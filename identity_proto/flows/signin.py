@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
 import pyotp
 
@@ -12,6 +15,7 @@ from identity_proto.context import RequestContext
 from identity_proto.effects import Flow, UpdateUser, perform
 from identity_proto.effects.commit import (
     Announce,
+    CommitConflict,
     GrantPermissions,
     Guard,
     IndexIs,
@@ -35,12 +39,19 @@ from identity_proto.records import CodePurpose, Membership, Project, Session, Te
 from identity_proto.render import json_response
 from identity_proto.tokens import new_uuid
 
+T = TypeVar("T")
+
 __all__ = [
+    "RERUN_ATTEMPTS",
+    "NewUser",
+    "commit_new_user",
     "finish_sign_in",
     "matching_totp_step",
     "personal_team",
     "personal_team_name",
     "require_second_factor",
+    "rerun_on_conflict",
+    "sign_up_parts",
     "signed_in",
     "store_new_user",
 ]
@@ -69,34 +80,93 @@ def personal_team(ctx: RequestContext, project: Project, user: User) -> tuple[Te
     return team, creator
 
 
-def store_new_user(ctx: RequestContext, project: Project, user: User, session: Session | None = None) -> Flow[User]:
-    """The one way a new user is stored, for every sign-up path: the user, its sign-in address in the e-mail index,
-    its default project permissions (`user_default_permissions` that are project definitions), and with
-    `create_team_on_sign_up` a personal team it created and has selected; with `session`, its first session. All in
-    one `Commit`, guarded on the id and the address being free: they appear together or not at all, and of
-    concurrent sign-ups of one address one commits, the others re-run (`CommitConflict`) and meet the winner.
-    Records `user.created` (the user before it selected its team), then its team's `team.created`. Returns the user
-    as stored."""
+@dataclass(frozen=True, slots=True)
+class NewUser:
+    """What a sign-up stores: the user (with its personal team selected when it gets one), its personal team and
+    creator membership, and the project permissions it is granted."""
+
+    user: User
+    team: tuple[Team, Membership] | None = None
+    permissions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.team is not None:
+            team, creator = self.team
+            if self.user.selected_team_id != team.id or (creator.team_id, creator.user_id) != (team.id, self.user.id):
+                raise ValueError("a new user has their personal team selected and is its creator")
+
+
+def sign_up_parts(ctx: RequestContext, project: Project, user: User) -> NewUser:
+    """`user` as the project signs it up: its default project permissions (`user_default_permissions` that are
+    project definitions; others are skipped rather than failing the sign-up), and with `create_team_on_sign_up` a
+    personal team it created and has selected."""
     known = definitions_by_id(project.config, "project")
     granted = tuple(p for p in project.config.user_default_permissions if p in known)
     team = personal_team(ctx, project, user)
     if team is not None:
         user = replaced(user, {"selected_team_id": team[0].id})
-    guards: list[Guard] = [IsAbsent(RecordKind.USER, user.id)]
-    writes: list[Write] = [PutUser(user)]
+    return NewUser(user, team, granted)
+
+
+def store_new_user(ctx: RequestContext, project: Project, user: User, session: Session | None = None) -> Flow[User]:
+    """The one way a new user is stored, for every sign-up path: `sign_up_parts`'s parts, committed by
+    `commit_new_user`. Returns the user as stored."""
+    return (yield from commit_new_user(project.id, sign_up_parts(ctx, project, user), session))
+
+
+def commit_new_user(
+    project_id: str,
+    parts: NewUser,
+    session: Session | None = None,
+    *,
+    guards: tuple[Guard, ...] = (),
+    writes: tuple[Write, ...] = (),
+    replaces: str | None = None,
+) -> Flow[User]:
+    """Store a new user: the user, its sign-in address in the e-mail index, its permissions, its personal team and
+    membership, and with `session`, its first session. All in one `Commit`, guarded on the id and the address being
+    free (or, with `replaces`, naming that id: a dangling entry left by a user who is gone), plus `guards`, with
+    `writes` after its own (a sign-up through a provider adds its account): they appear together or not at all,
+    and of concurrent sign-ups of one address one commits, the others re-run (`CommitConflict`) and meet the
+    winner. Records `user.created` (the user before it selected its team), then its team's `team.created`.
+    Returns the user as stored."""
+    user, team = parts.user, parts.team
+    if session is not None and session.user_id != user.id:
+        raise ValueError("the session is the new user's")
+    all_guards: list[Guard] = [IsAbsent(RecordKind.USER, user.id)]
+    all_writes: list[Write] = [PutUser(user)]
     if user.auth_email is not None:
-        guards.append(IndexIs(IndexName.EMAIL, user.auth_email, None))
-        writes.append(SetIndex(IndexName.EMAIL, user.auth_email, user.id))
-    if granted:
-        writes.append(GrantPermissions(user.id, granted))
+        if replaces is not None:
+            all_guards.append(IsAbsent(RecordKind.USER, replaces))
+        all_guards.append(IndexIs(IndexName.EMAIL, user.auth_email, replaces))
+        all_writes.append(SetIndex(IndexName.EMAIL, user.auth_email, user.id))
+    if parts.permissions:
+        all_writes.append(GrantPermissions(user.id, parts.permissions))
     events = [Announce("user.created", (RecordKind.USER, user.id), unselected=True)]
     if team is not None:
-        writes += [PutTeam(team[0]), PutMembership(team[1])]
+        all_writes += [PutTeam(team[0]), PutMembership(team[1])]
         events.append(Announce("team.created", (RecordKind.TEAM, team[0].id)))
     if session is not None:
-        writes.append(PutSession(session))
-    yield from commit(project.id, tuple(guards), tuple(writes), tuple(events))
+        all_writes.append(PutSession(session))
+    yield from commit(project_id, (*all_guards, *guards), (*all_writes, *writes), tuple(events))
     return user
+
+
+#: How often the part of a flow after an effect that cannot be repeated (a consumed code) runs while its commit meets
+#: concurrent changes, as the service re-runs a whole flow (`identity_proto.service`); then 503 WRITE_CONFLICT.
+RERUN_ATTEMPTS = 5
+
+
+def rerun_on_conflict(step: Callable[[bool], Flow[T]]) -> Flow[T]:
+    """`step(first)`, run again while its commit finds a guard broken by a concurrent write (`CommitConflict`):
+    for the rest of a flow that has consumed a code, which re-running the whole flow would find used. `first` is
+    True on the first run only (what was read together with the code is current then; a re-run reads afresh)."""
+    for attempt in range(RERUN_ATTEMPTS):
+        try:
+            return (yield from step(attempt == 0))
+        except CommitConflict:
+            continue
+    raise KnownError(ErrorCode.WRITE_CONFLICT)
 
 
 def require_second_factor(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[None]:

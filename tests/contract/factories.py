@@ -262,3 +262,62 @@ def change_permission(
     from identity_proto.flows.teams import change_permission as change
 
     return committed(lambda: change(project_id, team_id, user_id, permission_id, granted), store)  # type: ignore[no-any-return]
+
+
+def sign_in_by_email(
+    project_id: str,
+    email: str,
+    now_ms: int,
+    sign_up_enabled: bool,
+    new_user: User,
+    session: Session,
+    personal_team: tuple[Team, Membership] | None = None,
+) -> Any:
+    """What the end of a code sign-in does to a store, with these records (the flow makes them from entropy): a
+    code for `email` (named after the session) presented and consumed, which reads the address's holder in the
+    same step, then the core's `sign_in_by_email` deciding on that holder, run again (reading afresh) while its
+    commit meets a concurrent change. A flow answering an `EmailSignIn`."""
+    from identity_proto.effects import AttemptVerificationCode, CodeOutcome, CreateVerificationCode, perform
+    from identity_proto.flows.otp import sign_in_by_email as decide
+    from identity_proto.flows.signin import NewUser, rerun_on_conflict
+
+    newcomer = NewUser(new_user, personal_team)
+    code = make_code(f"sign-in-{session.id}", email=email, created_at=now_ms)
+    yield from perform(CreateVerificationCode(project_id, code))
+    attempt = yield from perform(
+        AttemptVerificationCode(
+            project_id, code.code_hash, code.nonce_hash, code.purpose, now_ms, consume=True, with_holder=True
+        )
+    )
+    if attempt.outcome is not CodeOutcome.OK or attempt.holder is None:
+        raise AssertionError(f"the sign-in code was refused: {attempt}")
+    return (
+        yield from rerun_on_conflict(
+            lambda first: decide(
+                project_id,
+                email,
+                now_ms,
+                sign_up_enabled=sign_up_enabled,
+                newcomer=newcomer,
+                session=session,
+                holder=attempt.holder if first else None,
+            )
+        )
+    )
+
+
+def sign_up_anonymously(
+    project_id: str, user: User, session: Session, personal_team: tuple[Team, Membership] | None = None
+) -> Any:
+    """What an anonymous sign-up does to a store, with these records (the flow makes them from entropy): the core's
+    `store_anonymous_user`, one `Commit`. A flow answering the user, or None (nothing written) when its id is
+    taken (the flow would run again with a new one)."""
+    from identity_proto.effects.commit import CommitConflict
+    from identity_proto.flows.anonymous import store_anonymous_user
+    from identity_proto.flows.signin import NewUser
+
+    parts = NewUser(user, personal_team)
+    try:
+        return (yield from store_anonymous_user(project_id, parts, session))
+    except CommitConflict:
+        return None

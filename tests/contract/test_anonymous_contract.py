@@ -1,7 +1,8 @@
-"""Anonymous users over every store, each write one atomic step: SignUpAnonymously (the user, its personal team and
-its session together, or nothing) and UpgradeAnonymousUser (the user becomes non-anonymous and takes its address
-only while it is anonymous and the address is free, its "Personal Team" renamed; a refusal writes nothing), with
-concurrent upgrades to one address making one holder, and the TTLs of what the sign-up stores on Redis."""
+"""Anonymous users over every store, each write one atomic step: the sign-up (the core's new-user commit: the user,
+its personal team and its session together, or nothing) and UpgradeAnonymousUser (the user becomes non-anonymous
+and takes its address only while it is anonymous and the address is free, its "Personal Team" renamed; a refusal
+writes nothing), with concurrent upgrades to one address making one holder, and the TTLs of what the sign-up stores
+on Redis."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from backends.redis import GRACE_MS, RedisStore
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     ChannelWrite,
     CreateContactChannel,
@@ -26,12 +27,12 @@ from identity_proto.effects import (
     LoadTeam,
     LoadUser,
     LoadUserWithTeam,
-    SignUpAnonymously,
     UpgradeAnonymousUser,
     UpgradeRefusal,
     UseRefreshToken,
     perform,
 )
+from identity_proto.effects.base import Flow
 from identity_proto.records import ContactChannel, Membership, Session, Team, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
@@ -45,6 +46,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    sign_up_anonymously,
 )
 
 EMAIL = "ada@example.com"
@@ -63,11 +65,16 @@ def personal_team(user_id: str = "anon", team_id: str = "team-anon") -> tuple[Te
 
 def sign_up(
     user: User | None = None, session: Session | None = None, team: tuple[Team, Membership] | None = None
-) -> SignUpAnonymously:
+) -> Flow[User | None]:
+    """An anonymous sign-up as the core commits it (`factories.sign_up_anonymously`)."""
     user = user or anonymous()
     if team is not None:
         user = dataclasses.replace(user, selected_team_id=team[0].id)
-    return SignUpAnonymously(PROJECT, user, session or make_session("s-anon", user.id), team)
+    return sign_up_anonymously(PROJECT, user, session or make_session("s-anon", user.id), team)
+
+
+def run_on(store: Store, flow: Flow[Any]) -> Any:
+    return run(flow, store)
 
 
 def upgrade_changes(email: str = EMAIL, **fields: Any) -> tuple[tuple[str, Any], ...]:
@@ -93,13 +100,13 @@ def nothing_stored_for_the_session(store: Store, session: Session) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# SignUpAnonymously
+# Anonymous sign-up (the core's new-user commit)
 
 
 def test_an_anonymous_sign_up_stores_the_user_and_its_session_together(store: Store) -> None:
     user, session = anonymous(), make_session("s-anon", "anon")
 
-    assert store.apply(sign_up(user, session)) == user
+    assert run_on(store, sign_up(user, session)) == user
 
     assert store.apply(LoadUserWithTeam(PROJECT, user.id)) == (user, None)
     assert store.apply(ListUsers(PROJECT)) == (user,)
@@ -113,7 +120,7 @@ def test_an_anonymous_sign_up_stores_the_user_and_its_session_together(store: St
 def test_an_anonymous_sign_up_gets_its_personal_team_selected(store: Store) -> None:
     team, creator = personal_team()
 
-    stored = store.apply(sign_up(team=(team, creator)))
+    stored = run_on(store, sign_up(team=(team, creator)))
 
     assert stored == anonymous(selected_team_id=team.id)
     assert store.apply(LoadUserWithTeam(PROJECT, "anon")) == (stored, team)
@@ -126,7 +133,7 @@ def test_an_anonymous_sign_up_whose_id_is_taken_writes_nothing(store: Store) -> 
     store.apply(CreateUser(PROJECT, holder))
     session = make_session("s-anon", "anon")
 
-    assert store.apply(sign_up(session=session, team=personal_team())) is None
+    assert run_on(store, sign_up(session=session, team=personal_team())) is None
 
     assert store.apply(ListUsers(PROJECT)) == (holder,)
     assert store.apply(ListTeams(PROJECT)) == ()
@@ -136,28 +143,29 @@ def test_an_anonymous_sign_up_whose_id_is_taken_writes_nothing(store: Store) -> 
 
 def test_an_anonymous_sign_up_looks_at_its_own_project_only(store: Store) -> None:
     store.apply(CreateUser(OTHER_PROJECT, make_user("anon")))
-    assert store.apply(sign_up()) == anonymous()
+    assert run_on(store, sign_up()) == anonymous()
     assert store.apply(ListUsers(OTHER_PROJECT)) == (make_user("anon"),)
 
 
-def test_the_sign_up_effect_checks_what_it_is_given() -> None:
+def test_the_sign_up_checks_what_it_is_given(store: Store) -> None:
     with pytest.raises(ValueError, match="anonymous user"):
-        sign_up(make_user("anon"))
+        run_on(store, sign_up(make_user("anon")))
     with pytest.raises(ValueError, match="anonymous user"):
-        sign_up(anonymous(primary_email=EMAIL, primary_email_auth_enabled=True))
+        run_on(store, sign_up(anonymous(primary_email=EMAIL, primary_email_auth_enabled=True)))
     with pytest.raises(ValueError, match="session"):
-        sign_up(session=make_session("s1", "someone-else"))
+        run_on(store, sign_up(session=make_session("s1", "someone-else")))
     team, _creator = personal_team()
     with pytest.raises(ValueError, match="personal team"):
-        SignUpAnonymously(PROJECT, anonymous(), make_session("s1", "anon"), (team, _creator))
+        run_on(store, sign_up_anonymously(PROJECT, anonymous(), make_session("s1", "anon"), (team, _creator)))
     with pytest.raises(ValueError, match="personal team"):
-        sign_up(team=(team, make_membership(team.id, "someone-else")))
+        run_on(store, sign_up(team=(team, make_membership(team.id, "someone-else"))))
+    assert store.apply(ListUsers(PROJECT)) == ()
 
 
 def test_redis_an_anonymous_session_expires_a_grace_period_after_it(redis_store: RedisStore) -> None:
     now = int(time.time() * 1000)
     session = make_session("s1", "anon", created_at=now, lifetime_ms=60_000)
-    assert redis_store.apply(sign_up(session=session, team=personal_team())) is not None
+    assert run_on(redis_store, sign_up(session=session, team=personal_team())) is not None
     keys = redis_store.keys
     for key in (
         keys.session(PROJECT, session.id),
@@ -176,7 +184,7 @@ def test_redis_an_anonymous_session_expires_a_grace_period_after_it(redis_store:
 
 def test_an_upgrade_makes_the_user_signed_up_in_place_and_gives_it_the_address(store: Store) -> None:
     kept = {"display_name": "Ada", "client_metadata": {"theme": "dark"}, "server_metadata": [1, None]}
-    store.apply(sign_up(anonymous(**kept)))
+    run_on(store, sign_up(anonymous(**kept)))
     earlier = make_user("early")
     earlier = dataclasses.replace(earlier, signed_up_at_millis=T0 + 1)
     store.apply(CreateUser(PROJECT, earlier))
@@ -201,7 +209,7 @@ def test_an_upgrade_makes_the_user_signed_up_in_place_and_gives_it_the_address(s
 
 
 def test_an_upgrade_renames_the_users_personal_teams_only(store: Store) -> None:
-    store.apply(sign_up(team=personal_team()))
+    run_on(store, sign_up(team=personal_team()))
     # Another team of the user keeps its name; another user's "Personal Team" too.
     store.apply(CreateUser(PROJECT, make_user("bob")))
     bobs, _ = personal_team("bob", "team-bob")
@@ -221,13 +229,13 @@ def test_an_upgrade_renames_the_users_personal_teams_only(store: Store) -> None:
 
 def test_an_upgrade_leaves_a_renamed_personal_team_alone(store: Store) -> None:
     team, creator = personal_team()
-    store.apply(sign_up(team=(dataclasses.replace(team, display_name="Our shop"), creator)))
+    run_on(store, sign_up(team=(dataclasses.replace(team, display_name="Our shop"), creator)))
     store.apply(upgrade())
     assert store.apply(LoadTeam(PROJECT, team.id)) == dataclasses.replace(team, display_name="Our shop")
 
 
 def test_an_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
-    store.apply(sign_up(team=personal_team()))
+    run_on(store, sign_up(team=personal_team()))
     holder = make_user("holder", EMAIL)
     store.apply(CreateUser(PROJECT, holder))
 
@@ -240,7 +248,7 @@ def test_an_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
 
 
 def test_an_address_held_without_sign_in_is_free_to_take(store: Store) -> None:
-    store.apply(sign_up())
+    run_on(store, sign_up())
     store.apply(CreateUser(PROJECT, make_user("other", EMAIL, auth=False)))
     upgraded = store.apply(upgrade())
     assert isinstance(upgraded, User)
@@ -249,7 +257,7 @@ def test_an_address_held_without_sign_in_is_free_to_take(store: Store) -> None:
 
 def test_an_upgrade_to_an_address_the_user_has_as_another_channel_writes_nothing(store: Store) -> None:
     """One address is never two channels of one user (as UpdateUser): held or not, the upgrade is refused."""
-    store.apply(sign_up(team=personal_team()))
+    run_on(store, sign_up(team=personal_team()))
     for n, trusted in enumerate((False, True)):
         email = f"ada{n}@example.com"
         work = ContactChannel(f"c{n}", "anon", email, False, True, T0 + 1)
@@ -260,7 +268,7 @@ def test_an_upgrade_to_an_address_the_user_has_as_another_channel_writes_nothing
 
 
 def test_an_upgrade_of_a_user_no_longer_anonymous_writes_nothing(store: Store) -> None:
-    store.apply(sign_up())
+    run_on(store, sign_up())
     first = store.apply(upgrade())
     assert isinstance(first, User)
 
@@ -278,7 +286,7 @@ def test_an_upgrade_of_a_missing_user_writes_nothing(store: Store) -> None:
 
 def test_an_upgrade_looks_at_its_own_project_only(store: Store) -> None:
     store.apply(CreateUser(OTHER_PROJECT, make_user("holder", EMAIL)))
-    store.apply(sign_up())
+    run_on(store, sign_up())
     assert isinstance(store.apply(upgrade()), User)
     assert store.apply(FindUserByAuthEmail(OTHER_PROJECT, EMAIL)) == make_user("holder", EMAIL)
 
@@ -295,7 +303,7 @@ def test_the_upgrade_effect_makes_the_user_non_anonymous() -> None:
 def test_concurrent_upgrades_to_one_address_make_one_holder(store: Store) -> None:
     ids = [f"anon-{n}" for n in range(12)]
     for n, user_id in enumerate(ids):
-        store.apply(sign_up(anonymous(user_id), make_session(f"s-{n}", user_id)))
+        run_on(store, sign_up(anonymous(user_id), make_session(f"s-{n}", user_id)))
 
     results = in_threads(*(lambda user_id=user_id: store.apply(upgrade(user_id)) for user_id in ids))
 
@@ -308,7 +316,7 @@ def test_concurrent_upgrades_to_one_address_make_one_holder(store: Store) -> Non
 
 
 def test_an_upgrade_racing_a_sign_up_of_the_address_makes_one_holder(store: Store) -> None:
-    store.apply(sign_up())
+    run_on(store, sign_up())
     results = in_threads(
         lambda: store.apply(upgrade()),
         lambda: store.apply(CreateUser(PROJECT, make_user("newcomer", EMAIL))),
@@ -326,7 +334,7 @@ def test_an_upgrade_racing_a_sign_up_of_the_address_makes_one_holder(store: Stor
 def test_async_anonymous_sign_up_and_upgrade_through_arun(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> list[Any]:
         return [
-            await arun(perform(sign_up(team=personal_team())), store),
+            await arun(sign_up(team=personal_team()), store),
             await arun(perform(upgrade()), store),
             await arun(perform(upgrade()), store),
             await arun(perform(LoadTeam(PROJECT, "team-anon")), store),

@@ -1,7 +1,7 @@
-"""Signing in with a code sent to an e-mail address, each request one atomic step, over every store:
-CreateSignInCode (store the code unless the address cannot sign in) and SignInByEmail (sign in whoever holds the
-address, or sign them up with their personal team), with their refusals writing nothing, concurrent sign-ups of
-one address making one user, and the TTLs of what they store on Redis."""
+"""Signing in with a code sent to an e-mail address, over every store: CreateSignInCode (store the code unless the
+address cannot sign in) and the core's `sign_in_by_email` (sign in whoever holds the address, or sign them up with
+their personal team: a read, then one `Commit`, re-run on a conflict as the sign-in flow does), with their refusals
+writing nothing, concurrent sign-ups of one address making one user, and the TTLs of what they store on Redis."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 
 from backends.redis import GRACE_MS, RedisStore
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
+    AddressHolder,
     AttemptVerificationCode,
+    CodeAttempt,
     CodeOutcome,
     CreateSignInCode,
     CreateUser,
+    CreateVerificationCode,
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
@@ -29,10 +32,10 @@ from identity_proto.effects import (
     LoadSession,
     LoadUser,
     LoadUserWithTeam,
-    SignInByEmail,
     UseRefreshToken,
     perform,
 )
+from identity_proto.effects.base import Flow
 from identity_proto.records import CodePurpose, Session, Team, User, VerificationCode
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
@@ -47,6 +50,7 @@ from tests.contract.factories import (
     make_user,
     remove_user_behind_the_stores_back,
     rich_user,
+    sign_in_by_email,
 )
 
 EMAIL = "ada@example.com"
@@ -70,7 +74,7 @@ def verified_user(user_id: str = "ada", email: str = EMAIL, **fields: Any) -> Us
     return dataclasses.replace(make_user(user_id, email, primary_email_verified=True), **fields)
 
 
-def newcomer(user_id: str = "new", email: str = EMAIL, **fields: Any) -> User:
+def newcomer_user(user_id: str = "new", email: str = EMAIL, **fields: Any) -> User:
     """The user a sign-up with `email` would create."""
     values: dict[str, Any] = {
         "signed_up_at_millis": NOW,
@@ -86,7 +90,7 @@ def session_template(session_id: str = "s1") -> Session:
     return make_session(session_id, "", created_at=NOW)
 
 
-def sign_in(
+def sign_in_flow(
     *,
     email: str = EMAIL,
     new_user: User | None = None,
@@ -94,16 +98,22 @@ def sign_in(
     sign_up_enabled: bool = True,
     personal_team: tuple[Team, Any] | None = None,
     project_id: str = PROJECT,
-) -> SignInByEmail:
-    return SignInByEmail(
+) -> Flow[EmailSignIn]:
+    """The end of a code sign-in as the flow runs it (`factories.sign_in_by_email`), with these records."""
+    return sign_in_by_email(
         project_id,
-        email=email,
-        now_ms=NOW,
-        sign_up_enabled=sign_up_enabled,
-        new_user=new_user if new_user is not None else newcomer(email=email),
-        session=session if session is not None else session_template(),
-        personal_team=personal_team,
+        email,
+        NOW,
+        sign_up_enabled,
+        new_user if new_user is not None else newcomer_user(email=email),
+        session if session is not None else session_template(),
+        personal_team,
     )
+
+
+def sign_in(store: Store, **given: Any) -> EmailSignIn:
+    """`sign_in_flow` run on `store`."""
+    return run(sign_in_flow(**given), store)
 
 
 def nothing_stored_for_the_session(store: Store, session: Session) -> None:
@@ -180,7 +190,45 @@ def test_redis_a_sign_in_code_and_its_nonce_expire_a_grace_period_after_the_code
 
 
 # --------------------------------------------------------------------------------------------------------------
-# SignInByEmail: an existing user
+# Presenting a sign-in code reads who holds its address in the same step
+
+
+def present(store: Store, code: VerificationCode, *, consume: bool = True) -> Any:
+    return store.apply(
+        AttemptVerificationCode(
+            PROJECT, code.code_hash, code.nonce_hash, code.purpose, NOW, consume=consume, with_holder=True
+        )
+    )
+
+
+def test_a_presented_code_reads_the_holder_of_its_address(store: Store) -> None:
+    ada = verified_user()
+    store.apply(CreateUser(PROJECT, ada))
+    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    for name, email, expected in (
+        ("c-ada", EMAIL, AddressHolder("ada", ada)),
+        ("c-free", "free@example.com", AddressHolder(None, None)),
+    ):
+        code = sign_in_code(name, email)
+        store.apply(CreateVerificationCode(PROJECT, code))
+        assert present(store, code) == CodeAttempt(CodeOutcome.OK, code, expected)
+        # A refused attempt (here: used) reads nobody.
+        assert present(store, code) == CodeAttempt(CodeOutcome.ALREADY_USED, dataclasses.replace(code, used=True))
+
+
+def test_a_presented_code_reads_a_dangling_entry_as_its_id_and_nobody(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, verified_user("gone")))
+    remove_user_behind_the_stores_back(store, PROJECT, "gone")
+    code = sign_in_code()
+    store.apply(CreateVerificationCode(PROJECT, code))
+    assert present(store, code, consume=False) == CodeAttempt(CodeOutcome.OK, code, AddressHolder("gone", None))
+    # Without asking, the holder is not read.
+    plain = AttemptVerificationCode(PROJECT, code.code_hash, code.nonce_hash, code.purpose, NOW, consume=False)
+    assert store.apply(plain) == CodeAttempt(CodeOutcome.OK, code)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The end of a code sign-in: an existing user
 
 
 def test_a_verified_user_is_signed_in_marked_as_an_otp_user_and_touched(store: Store) -> None:
@@ -188,7 +236,7 @@ def test_a_verified_user_is_signed_in_marked_as_an_otp_user_and_touched(store: S
     store.apply(CreateUser(PROJECT, ada))
     session = session_template()
 
-    result = store.apply(sign_in(session=session))
+    result = sign_in(store, session=session)
 
     touched = dataclasses.replace(ada, otp_auth_enabled=True, last_active_at_millis=NOW)
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_IN, touched)
@@ -205,7 +253,7 @@ def test_a_verified_user_is_signed_in_marked_as_an_otp_user_and_touched(store: S
 def test_signing_in_never_moves_last_activity_back(store: Store) -> None:
     ada = verified_user(last_active_at_millis=NOW + 60_000, otp_auth_enabled=True)
     store.apply(CreateUser(PROJECT, ada))
-    assert store.apply(sign_in()) == EmailSignIn(EmailSignInOutcome.SIGNED_IN, ada)
+    assert sign_in(store) == EmailSignIn(EmailSignInOutcome.SIGNED_IN, ada)
     assert store.apply(LoadUser(PROJECT, ada.id)) == ada
 
 
@@ -214,7 +262,7 @@ def test_a_user_with_a_second_factor_is_marked_but_gets_no_session(store: Store)
     store.apply(CreateUser(PROJECT, ada))
     session = session_template()
 
-    result = store.apply(sign_in(session=session))
+    result = sign_in(store, session=session)
 
     marked = dataclasses.replace(ada, otp_auth_enabled=True)  # last activity waits for the second factor
     assert result == EmailSignIn(EmailSignInOutcome.MFA_REQUIRED, marked)
@@ -229,7 +277,7 @@ def test_an_unverified_user_is_refused_and_nothing_is_written(store: Store, sign
     store.apply(CreateUser(PROJECT, ada))
     session = session_template()
 
-    result = store.apply(sign_in(session=session, sign_up_enabled=sign_up_enabled))
+    result = sign_in(store, session=session, sign_up_enabled=sign_up_enabled)
 
     assert result == EmailSignIn(EmailSignInOutcome.UNVERIFIED, ada)
     assert store.apply(LoadUser(PROJECT, ada.id)) == ada
@@ -238,12 +286,12 @@ def test_an_unverified_user_is_refused_and_nothing_is_written(store: Store, sign
 
 
 # --------------------------------------------------------------------------------------------------------------
-# SignInByEmail: nobody holds the address
+# The end of a code sign-in: nobody holds the address
 
 
 def test_with_sign_up_disabled_nobody_is_created(store: Store) -> None:
     session = session_template()
-    result = store.apply(sign_in(session=session, sign_up_enabled=False))
+    result = sign_in(store, session=session, sign_up_enabled=False)
     assert result == EmailSignIn(EmailSignInOutcome.SIGN_UP_DISABLED)
     assert store.apply(ListUsers(PROJECT)) == ()
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
@@ -255,7 +303,7 @@ def test_a_new_user_is_created_with_every_field_indexed_and_signed_in(store: Sto
     user = dataclasses.replace(rich_user(), totp_secret_base64=None, selected_team_id=None, primary_email=EMAIL)
     session = session_template()
 
-    result = store.apply(sign_in(new_user=user, session=session))
+    result = sign_in(store, new_user=user, session=session)
 
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, user)
     assert store.apply(LoadUser(PROJECT, user.id)) == user
@@ -263,7 +311,7 @@ def test_a_new_user_is_created_with_every_field_indexed_and_signed_in(store: Sto
     assert store.apply(ListUsers(PROJECT)) == (user,)
     assert store.apply(ListSessions(PROJECT, user.id)) == (dataclasses.replace(session, user_id=user.id),)
     # Once signed up, the next sign-in finds them (and creates no one).
-    again = store.apply(sign_in(new_user=newcomer("someone-else"), session=session_template("s2")))
+    again = sign_in(store, new_user=newcomer_user("someone-else"), session=session_template("s2"))
     assert again.outcome is EmailSignInOutcome.SIGNED_IN
     assert again.user is not None
     assert again.user.id == user.id
@@ -273,9 +321,9 @@ def test_a_new_user_is_created_with_every_field_indexed_and_signed_in(store: Sto
 def test_a_new_user_gets_their_personal_team_selected(store: Store) -> None:
     team = make_team("team-new", created_at=NOW)
     creator = make_membership(team.id, "new", created_at=NOW, permissions=("$read_members", "team_admin"))
-    user = newcomer(selected_team_id=team.id)
+    user = newcomer_user(selected_team_id=team.id)
 
-    result = store.apply(sign_in(new_user=user, personal_team=(team, creator)))
+    result = sign_in(store, new_user=user, personal_team=(team, creator))
 
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, user)
     assert store.apply(LoadUserWithTeam(PROJECT, user.id)) == (user, team)
@@ -288,7 +336,7 @@ def test_an_existing_user_gets_no_personal_team(store: Store) -> None:
     store.apply(CreateUser(PROJECT, ada))
     team = make_team("team-new", created_at=NOW)
     creator = make_membership(team.id, "new", created_at=NOW)
-    result = store.apply(sign_in(new_user=newcomer(selected_team_id=team.id), personal_team=(team, creator)))
+    result = sign_in(store, new_user=newcomer_user(selected_team_id=team.id), personal_team=(team, creator))
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_IN, ada)
     assert store.apply(ListTeams(PROJECT)) == ()
     assert store.apply(ListMemberships(PROJECT)) == ()
@@ -297,16 +345,16 @@ def test_an_existing_user_gets_no_personal_team(store: Store) -> None:
 def test_a_dangling_index_entry_counts_as_nobody(store: Store) -> None:
     store.apply(CreateUser(PROJECT, verified_user("gone")))
     remove_user_behind_the_stores_back(store, PROJECT, "gone")
-    result = store.apply(sign_in())
-    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer())
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == newcomer()
+    result = sign_in(store)
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer_user())
+    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == newcomer_user()
 
 
 def test_a_new_users_id_taken_writes_nothing(store: Store) -> None:
     holder = verified_user("new", "other@example.com")
     store.apply(CreateUser(PROJECT, holder))
     session = session_template()
-    assert store.apply(sign_in(new_user=newcomer("new"), session=session)) == EmailSignIn(EmailSignInOutcome.ID_TAKEN)
+    assert sign_in(store, new_user=newcomer_user("new"), session=session) == EmailSignIn(EmailSignInOutcome.ID_TAKEN)
     assert store.apply(ListUsers(PROJECT)) == (holder,)
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
     nothing_stored_for_the_session(store, session)
@@ -314,15 +362,15 @@ def test_a_new_users_id_taken_writes_nothing(store: Store) -> None:
 
 def test_signing_in_looks_at_its_own_project_only(store: Store) -> None:
     store.apply(CreateUser(OTHER_PROJECT, verified_user("elsewhere")))
-    result = store.apply(sign_in())
-    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer())
+    result = sign_in(store)
+    assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer_user())
     assert [u.id for u in store.apply(ListUsers(OTHER_PROJECT))] == ["elsewhere"]
     assert store.apply(ListSessions(OTHER_PROJECT, "elsewhere")) == ()
 
 
 def test_concurrent_sign_ups_of_one_address_make_one_user(store: Store) -> None:
     def worker(n: int) -> EmailSignIn:
-        return store.apply(sign_in(new_user=newcomer(f"new-{n}"), session=session_template(f"s-{n}")))
+        return sign_in(store, new_user=newcomer_user(f"new-{n}"), session=session_template(f"s-{n}"))
 
     results = in_threads(*(lambda n=n: worker(n) for n in range(12)))
 
@@ -334,20 +382,21 @@ def test_concurrent_sign_ups_of_one_address_make_one_user(store: Store) -> None:
     assert len(store.apply(ListSessions(PROJECT, users[0].id))) == 12
 
 
-def test_the_effect_checks_what_it_is_given() -> None:
+def test_the_sign_in_checks_what_it_is_given(store: Store) -> None:
     with pytest.raises(ValueError, match="auth e-mail"):
-        sign_in(new_user=newcomer(email="someone@example.com"))
+        sign_in(store, new_user=newcomer_user(email="someone@example.com"))
     with pytest.raises(ValueError, match="auth e-mail"):
-        sign_in(new_user=dataclasses.replace(newcomer(), primary_email_auth_enabled=False))
+        sign_in(store, new_user=dataclasses.replace(newcomer_user(), primary_email_auth_enabled=False))
     team = make_team("t1")
     with pytest.raises(ValueError, match="selected"):
-        sign_in(personal_team=(team, make_membership(team.id, "new")))
+        sign_in(store, personal_team=(team, make_membership(team.id, "new")))
+    assert store.apply(ListUsers(PROJECT)) == ()
 
 
 def test_redis_the_session_of_a_sign_in_expires_a_grace_period_after_it(redis_store: RedisStore) -> None:
     now = int(time.time() * 1000)
     session = make_session("s1", "", created_at=now, lifetime_ms=60_000)
-    result = redis_store.apply(sign_in(session=session))
+    result = sign_in(redis_store, session=session)
     assert result.outcome is EmailSignInOutcome.SIGNED_UP
     keys = redis_store.keys
     for key in (
@@ -367,12 +416,12 @@ def test_async_sign_in_by_email_through_arun(async_store: AsyncBackend) -> None:
         return [
             await arun(perform(CreateSignInCode(PROJECT, code, sign_up_enabled=False)), store),
             await arun(perform(CreateSignInCode(PROJECT, code, sign_up_enabled=True)), store),
-            await arun(perform(sign_in()), store),
-            await arun(perform(sign_in(new_user=newcomer("other"), session=session_template("s2"))), store),
+            await arun(sign_in_flow(), store),
+            await arun(sign_in_flow(new_user=newcomer_user("other"), session=session_template("s2")), store),
             await arun(perform(FindUserByAuthEmail(PROJECT, EMAIL)), store),
         ]
 
-    user = newcomer()
+    user = newcomer_user()
     assert async_store.run(scenario) == [
         EmailRefusal.SIGN_UP_DISABLED,
         None,

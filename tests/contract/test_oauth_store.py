@@ -17,7 +17,7 @@ from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from backends.redis.keys import OAUTH_GRACE_MS
 from identity_proto.changes import UserChanges
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     AccountsWrite,
     ChangeOAuthAccounts,
@@ -40,7 +40,6 @@ from identity_proto.effects import (
     SaveOAuthState,
     SaveOuterCode,
     SaveProviderTokens,
-    SignUpAnonymously,
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TakeOAuthState,
@@ -53,7 +52,16 @@ from identity_proto.flows.projects import new_project
 from identity_proto.records import Membership, OAuthAccount, Team, User
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import OTHER_PROJECT, PROJECT, T0, in_threads, make_membership, make_session, make_user
+from tests.contract.factories import (
+    OTHER_PROJECT,
+    PROJECT,
+    T0,
+    in_threads,
+    make_membership,
+    make_session,
+    make_user,
+    sign_up_anonymously,
+)
 
 EMAIL = "ada@example.com"
 
@@ -173,7 +181,7 @@ def upgrade(user_id: str = "anon", claim: OAuthAccount | None = None, email: str
 
 def store_anonymous(store: Store, user_id: str = "anon") -> None:
     user = anonymous(user_id)
-    assert store.apply(SignUpAnonymously(PROJECT, user, make_session(f"s-{user_id}", user_id))) == user
+    assert run(sign_up_anonymously(PROJECT, user, make_session(f"s-{user_id}", user_id)), store) == user
 
 
 # --------------------------------------------------------------------------------------------------------------

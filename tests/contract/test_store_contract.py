@@ -77,8 +77,6 @@ from identity_proto.effects import (
     RevokeUserSessions,
     SetClockOverride,
     SetPassword,
-    SignInByEmail,
-    SignUpAnonymously,
     StorageEffect,
     StorePasswordResetCode,
     Together,
@@ -588,10 +586,8 @@ CONTRACT_TESTED: set[type[Any]] = {
     Together,
     Commit,  # test_commit_contract.py
     CreateSignInCode,  # test_email_sign_in_contract.py
-    SignInByEmail,
     AcceptTotp,  # test_totp_contract.py
-    SignUpAnonymously,  # test_anonymous_contract.py
-    UpgradeAnonymousUser,
+    UpgradeAnonymousUser,  # test_anonymous_contract.py
     # --- permissions: test_permissions_contract.py ---
     GrantProjectPermissions,
     RevokeProjectPermission,

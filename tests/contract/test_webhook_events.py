@@ -18,7 +18,7 @@ from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     AcceptTeamInvitation,
     CreateSession,
@@ -34,8 +34,6 @@ from identity_proto.effects import (
     PasswordWrite,
     ResetPassword,
     RevokeProjectPermission,
-    SignInByEmail,
-    SignUpAnonymously,
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TeamWrite,
@@ -70,6 +68,8 @@ from tests.contract.factories import (
     patched_user,
     remove_membership,
     rich_user,
+    sign_in_by_email,
+    sign_up_anonymously,
     update_team,
 )
 
@@ -258,47 +258,45 @@ def _personal(user_id: str) -> tuple[Team, Any]:
 def test_an_email_sign_up_records_user_created_then_its_team(store: Store, with_team: bool) -> None:
     personal = _personal("ada") if with_team else None
     new_user = make_user("ada", "ada@example.com", selected_team_id=personal[0].id if personal else None)
-    sign_up = SignInByEmail(
-        PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"), personal_team=personal
-    )
-    assert store.apply(sign_up).outcome is EmailSignInOutcome.SIGNED_UP
+    sign_up = sign_in_by_email(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"), personal)
+    assert run(sign_up, store).outcome is EmailSignInOutcome.SIGNED_UP
     expected = [("user.created", server_user(replaced(new_user, {"selected_team_id": None})))]
     if personal is not None:
         expected.append(("team.created", server_team(personal[0])))
     assert events(store) == expected
     # signing in again writes (verification, last activity) but announces nothing
-    again = replaced(sign_up, {"now_ms": T0 + 10, "session": make_session("s-2", "ada")})
-    assert store.apply(again).outcome in (EmailSignInOutcome.SIGNED_IN, EmailSignInOutcome.UNVERIFIED)
+    again = sign_in_by_email(PROJECT, "ada@example.com", T0 + 10, True, new_user, make_session("s-2", "ada"), personal)
+    assert run(again, store).outcome in (EmailSignInOutcome.SIGNED_IN, EmailSignInOutcome.UNVERIFIED)
     assert events(store) == expected
 
 
 def test_a_refused_email_sign_up_records_nothing(store: Store) -> None:
     new_user = make_user("ada", "ada@example.com")
-    disabled = SignInByEmail(PROJECT, "ada@example.com", T0, False, new_user, make_session("s-1", "ada"))
-    assert store.apply(disabled).outcome is EmailSignInOutcome.SIGN_UP_DISABLED
+    disabled = sign_in_by_email(PROJECT, "ada@example.com", T0, False, new_user, make_session("s-1", "ada"))
+    assert run(disabled, store).outcome is EmailSignInOutcome.SIGN_UP_DISABLED
     store.apply(CreateUser(PROJECT, make_user("ada")))
     before = len(recorded(store))
-    taken = SignInByEmail(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-1", "ada"))
-    assert store.apply(taken).outcome is EmailSignInOutcome.ID_TAKEN
+    taken = sign_in_by_email(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-2", "ada"))
+    assert run(taken, store).outcome is EmailSignInOutcome.ID_TAKEN
     assert since(store, before) == []
 
 
 def test_an_anonymous_sign_up_records_user_created_then_its_team(store: Store) -> None:
     personal = _personal("anon")
     user = make_user("anon", is_anonymous=True, selected_team_id=personal[0].id)
-    assert store.apply(SignUpAnonymously(PROJECT, user, make_session("s-1", "anon"), personal)) == user
+    assert run(sign_up_anonymously(PROJECT, user, make_session("s-1", "anon"), personal), store) == user
     assert events(store) == [
         ("user.created", server_user(replaced(user, {"selected_team_id": None}))),
         ("team.created", server_team(personal[0])),
     ]
-    assert store.apply(SignUpAnonymously(PROJECT, user, make_session("s-2", "anon"))) is None  # id taken
+    assert run(sign_up_anonymously(PROJECT, user, make_session("s-2", "anon")), store) is None  # id taken
     assert len(recorded(store)) == 2
 
 
 def test_an_anonymous_upgrade_records_user_updated(store: Store) -> None:
     personal = _personal("anon")
     user = make_user("anon", is_anonymous=True, selected_team_id=personal[0].id)
-    store.apply(SignUpAnonymously(PROJECT, user, make_session("s-1", "anon"), personal))
+    run(sign_up_anonymously(PROJECT, user, make_session("s-1", "anon"), personal), store)
     store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
     before = len(recorded(store))
     changes = UserChanges.of(is_anonymous=False, primary_email="anon@example.com", primary_email_auth_enabled=True)
@@ -308,7 +306,7 @@ def test_an_anonymous_upgrade_records_user_updated(store: Store) -> None:
     assert since(store, before) == [("user.updated", server_user(upgraded, renamed))]
     # refused: not anonymous any more, an address taken, nobody
     assert store.apply(UpgradeAnonymousUser(PROJECT, "anon", changes, "x")) is UpgradeRefusal.NOT_ANONYMOUS
-    store.apply(SignUpAnonymously(PROJECT, make_user("anon-2", is_anonymous=True), make_session("s-2", "anon-2")))
+    run(sign_up_anonymously(PROJECT, make_user("anon-2", is_anonymous=True), make_session("s-2", "anon-2")), store)
     before = len(recorded(store))
     taken = UserChanges.of(is_anonymous=False, primary_email="bob@example.com", primary_email_auth_enabled=True)
     assert store.apply(UpgradeAnonymousUser(PROJECT, "anon-2", taken, "x")) is UpgradeRefusal.EMAIL_TAKEN

@@ -33,6 +33,7 @@ import redis.cluster
 from redis.crc import key_slot
 
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
+from identity_proto.drivers import run
 from identity_proto.effects import (
     AcceptTeamInvitation,
     AcceptTotp,
@@ -101,8 +102,6 @@ from identity_proto.effects import (
     SaveProviderTokens,
     SetClockOverride,
     SetPassword,
-    SignInByEmail,
-    SignUpAnonymously,
     SignUpWithOAuth,
     StorageEffect,
     StorePasswordResetCode,
@@ -159,6 +158,8 @@ from tests.contract.factories import (
     make_user,
     patched_user,
     remove_membership,
+    sign_in_by_email,
+    sign_up_anonymously,
     update_membership,
     update_team,
 )
@@ -432,15 +433,15 @@ def _signing_in_by_email(store: RedisStore, p: str) -> None:
         make_user("newcomer", "new@example.com", primary_email_verified=True), selected_team_id=team.id
     )
 
-    def sign_in(session_id: str) -> SignInByEmail:
+    def sign_in(session_id: str) -> Any:
         session = make_session(session_id, "")
         personal = (team, make_membership(team.id, newcomer.id))
-        return SignInByEmail(p, "new@example.com", T0, True, newcomer, session, personal)
+        return run(sign_in_by_email(p, "new@example.com", T0, True, newcomer, session, personal), store)
 
-    signed_up = store.apply(sign_in("s-up"))
+    signed_up = sign_in("s-up")
     assert (signed_up.outcome, signed_up.user) == (EmailSignInOutcome.SIGNED_UP, newcomer)
     assert store.apply(LoadUserWithTeam(p, newcomer.id)) == (newcomer, team)
-    signed_in = store.apply(sign_in("s-in"))
+    signed_in = sign_in("s-in")
     assert signed_in.outcome is EmailSignInOutcome.SIGNED_IN
     assert {s.id for s in store.apply(ListSessions(p, newcomer.id))} == {"s-up", "s-in"}
 
@@ -449,7 +450,7 @@ def _anonymous_users(store: RedisStore, p: str) -> None:
     team = Team(id="t-anon", display_name="Personal Team", created_at_millis=T0)
     anonymous = dataclasses.replace(make_user("anon"), is_anonymous=True, selected_team_id=team.id)
     session = make_session("s-anon", anonymous.id)
-    signed_up = store.apply(SignUpAnonymously(p, anonymous, session, (team, make_membership(team.id, anonymous.id))))
+    signed_up = run(sign_up_anonymously(p, anonymous, session, (team, make_membership(team.id, anonymous.id))), store)
     assert signed_up == anonymous
     changes = (("primary_email", "anon@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
     upgraded = store.apply(UpgradeAnonymousUser(p, anonymous.id, changes, "anon@example.com's Team"))
@@ -626,7 +627,7 @@ def _oauth(store: RedisStore, p: str) -> None:
     outcome, changed = store.apply(ChangeOAuthAccounts(p, "o", (github,), (github, google)))
     assert (outcome, changed) == (AccountsWrite.DONE, dataclasses.replace(user, oauth_accounts=(github, google)))
     anonymous = dataclasses.replace(make_user("o-anon"), is_anonymous=True)
-    store.apply(SignUpAnonymously(p, anonymous, make_session("s-oa", "o-anon")))
+    run(sign_up_anonymously(p, anonymous, make_session("s-oa", "o-anon")), store)
     changes = (("primary_email", "oa@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
     claim = OAuthAccount("row-gl", "gitlab", "gl-1", created_at_millis=T0)
     upgraded = store.apply(UpgradeAnonymousUser(p, "o-anon", changes, "Team", oauth_account=claim))

@@ -99,8 +99,6 @@ from identity_proto.effects import (
     SaveProviderTokens,
     SetClockOverride,
     SetPassword,
-    SignInByEmail,
-    SignUpAnonymously,
     SignUpWithOAuth,
     StorageEffect,
     StorePasswordResetCode,
@@ -147,6 +145,7 @@ from identity_proto.records import (
     VerificationCode,
     primary_channel,
 )
+from tests.contract.factories import sign_in_by_email, sign_up_anonymously
 from tests.processes import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -511,7 +510,7 @@ class StoresAgree(RuleBasedStateMachine):
                 expires_at_millis=now + 30 * 86_400_000,
             )
             sign_up = data.draw(st.booleans(), label="sign_up_enabled")
-            self.both(SignInByEmail(project_id, email, now, sign_up, new_user, session, team))
+            self.both_flow(lambda: sign_in_by_email(project_id, email, now, sign_up, new_user, session, team))
         elif op == "update":
             user_id = self.user(project_id)
             changes = data.draw(USER_CHANGES, label="changes")
@@ -560,7 +559,7 @@ class StoresAgree(RuleBasedStateMachine):
                 creator = Membership(team_id, user.id, now, permissions=("team_admin",))
                 team = (Team(id=team_id, display_name="Personal Team", created_at_millis=now), creator)
             session = Session(f"s{n}", user.id, f"token-{n}", now, now, now + 30 * 86_400_000)
-            self.both(SignUpAnonymously(project_id, user, session, team))
+            self.both_flow(lambda: sign_up_anonymously(project_id, user, session, team))
             return
         email = data.draw(st.sampled_from(EMAILS), label="email")
         changes = (
