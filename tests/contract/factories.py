@@ -179,3 +179,17 @@ def update_team(store: Store, project_id: str, team_id: str, changes: Any = ()) 
     from identity_proto.flows.teams import patch_team
 
     return run(patch_team(project_id, team_id, TeamChanges.of(changes)), store)
+
+
+def run_flow(store: Store, flow: Callable[[], Any], attempts: int = 5) -> Any:
+    """Run the core flow `flow()` makes on `store`, re-running it when its commit meets a concurrent change, as the
+    service does (`identity_proto.service`)."""
+    from identity_proto.drivers import run
+    from identity_proto.effects import CommitConflict
+
+    for _attempt in range(attempts):
+        try:
+            return run(flow(), store)
+        except CommitConflict:
+            continue
+    raise AssertionError(f"no commit after {attempts} attempts")

@@ -35,8 +35,6 @@ from identity_proto.effects import (
     CodeOutcome,
     Commit,
     ConsumeVerificationCode,
-    CreateApiKey,
-    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
@@ -44,7 +42,6 @@ from identity_proto.effects import (
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
-    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteTeam,
@@ -87,15 +84,12 @@ from identity_proto.effects import (
     StorageEffect,
     StorePasswordResetCode,
     Together,
-    UpdateApiKey,
-    UpdateContactChannel,
     UpdateMembership,
     UpdateProject,
     UpdateUser,
     UpdateUserWithTeam,
     UpgradeAnonymousUser,
     UseRefreshToken,
-    VerifyContactChannel,
 )
 from identity_proto.effects.mock_oauth import (  # mock OAuth provider: test_mock_oauth_contract.py
     EnsureMockSigningKeys,
@@ -613,11 +607,9 @@ CONTRACT_TESTED: set[type[Any]] = {
     ChangePermissionDefinitions,
     # --- end permissions ---
     # API keys: test_api_keys_contract.py
-    CreateApiKey,
     LoadApiKey,
     FindApiKeyByHash,
     ListApiKeys,
-    UpdateApiKey,
     # --- team invitations: test_team_invitations_contract.py ---
     CreateTeamInvitation,
     LoadTeamInvitation,
@@ -632,10 +624,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     # --- contact channels: test_contact_channels_contract.py ---
     ListContactChannels,
     ListProjectContactChannels,
-    CreateContactChannel,
-    UpdateContactChannel,
-    DeleteContactChannel,
-    VerifyContactChannel,
     # --- mock OAuth provider: test_mock_oauth_contract.py ---
     LoadMockSigningKeys,
     EnsureMockSigningKeys,
