@@ -25,7 +25,6 @@ from identity_proto import Entropy, IssuedKeys, SeededEntropy, Service, run
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects import (
     ApiKeyWrite,
-    CreateApiKey,
     CreateProject,
     DeleteProject,
     LoadClockOverride,
@@ -38,7 +37,7 @@ from identity_proto.effects import (
 )
 from identity_proto.effects.webhooks import ListDeliveries, ListEvents, ListWebhookEndpoints  # webhooks
 from identity_proto.events import event_data  # webhooks
-from identity_proto.flows.api_keys import new_api_key
+from identity_proto.flows.api_keys import new_api_key, store_api_key
 from identity_proto.flows.portability import export_project_data, import_project_data
 from identity_proto.flows.projects import new_project
 from identity_proto.flows.webhook_delivery import WebhookDelivery  # webhooks
@@ -524,7 +523,7 @@ class TestProject:
             expires_at_millis=expires_at_millis,
             is_public=is_public,
         )
-        created = run(perform(CreateApiKey(self.id, made.record)), self.fake.store)
+        created = run(store_api_key(self.id, made.record), self.fake.store)
         if created is ApiKeyWrite.OWNER_NOT_FOUND:
             raise LookupError(f"no {key_type.value} {owner_id} in project {self.id}")
         return made.text

@@ -1,30 +1,44 @@
-"""The memory store: user and team API keys."""
+"""The memory store: user and team API keys (reads; a commit's guards and writes of a key)."""
 
 from __future__ import annotations
 
-from backends.memory.store import MemoryStore, _performs
+from backends.memory.commit import applies, checks
+from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    ApiKeyWrite,
-    CreateApiKey,
+    ApiKeyIs,
+    ApiKeyOwnerExists,
     FindApiKeyByHash,
     ListApiKeys,
     LoadApiKey,
-    UpdateApiKey,
+    PatchApiKey,
+    PutApiKey,
 )
 from identity_proto.records import ApiKey, ApiKeyType, replaced
 
 
-@_performs(CreateApiKey)
-def _create_api_key(store: MemoryStore, effect: CreateApiKey) -> ApiKey | ApiKeyWrite:
-    tenant = store.tenant(effect.project_id)
-    key = effect.key
-    owners = tenant.users if key.type is ApiKeyType.USER else tenant.teams
-    if key.owner_id not in owners:
-        return ApiKeyWrite.OWNER_NOT_FOUND
+@checks(ApiKeyOwnerExists)
+def _api_key_owner_exists(tenant: Tenant, guard: ApiKeyOwnerExists) -> bool:
+    owners = tenant.users if guard.type is ApiKeyType.USER else tenant.teams
+    return guard.owner_id in owners
+
+
+@checks(ApiKeyIs)
+def _api_key_is(tenant: Tenant, guard: ApiKeyIs) -> bool:
+    stored = tenant.api_keys.get(guard.key.id)
+    return stored is not None and all(getattr(stored, n) == getattr(guard.key, n) for n in guard.names)
+
+
+@applies(PutApiKey)
+def _put_api_key(tenant: Tenant, write: PutApiKey) -> None:
+    key = write.key
     tenant.api_keys[key.id] = key
     tenant.api_key_by_hash[key.key_hash] = key.id
     tenant.owner_api_keys.setdefault((key.type, key.owner_id), set()).add(key.id)
-    return key
+
+
+@applies(PatchApiKey)
+def _patch_api_key(tenant: Tenant, write: PatchApiKey) -> None:
+    tenant.api_keys[write.key_id] = replaced(tenant.api_keys[write.key_id], dict(write.changes))
 
 
 @_performs(LoadApiKey)
@@ -44,19 +58,3 @@ def _list_api_keys(store: MemoryStore, effect: ListApiKeys) -> tuple[ApiKey, ...
     tenant = store.tenant(effect.project_id)
     keys = [tenant.api_keys[i] for i in tenant.owner_api_keys.get((effect.type, effect.owner_id), ())]
     return tuple(sorted(keys, key=lambda k: (k.created_at_millis, k.id), reverse=True))
-
-
-@_performs(UpdateApiKey)
-def _update_api_key(store: MemoryStore, effect: UpdateApiKey) -> ApiKey | None:
-    tenant = store.tenant(effect.project_id)
-    key = tenant.api_keys.get(effect.key_id)
-    if key is None:
-        return None
-    changes: dict[str, object] = {}
-    if effect.description is not None:
-        changes["description"] = effect.description
-    if effect.revoke_at_millis is not None and key.manually_revoked_at_millis is None:
-        changes["manually_revoked_at_millis"] = effect.revoke_at_millis
-    if changes:
-        key = tenant.api_keys[key.id] = replaced(key, changes)
-    return key

@@ -71,10 +71,12 @@ Anonymous users: SignUpAnonymously (the user as by CreateUser, its personal team
 CreateSession) and UpgradeAnonymousUser (only while the user exists and is anonymous; the changes and the e-mail index
 entry as by UpdateUser, refused EMAIL_TAKEN before writing anything; then each team of the user's team index still
 named "Personal Team" renamed) are one script each, too.
-API keys (one script each): CreateApiKey (refused before writing anything when the owner's user or team is missing;
-else the record, its hash index entry and its owner index entry together), UpdateApiKey (the description, and the
-revocation time only where none is stored), FindApiKeyByHash and ListApiKeys (pointer-following reads); DeleteUser
-and DeleteTeam remove the owner's keys in their own script.
+API keys: created and changed by a commit (the record, its hash index entry and its owner index entry together,
+guarded on the owner's user or team existing; a change guarded on the key's changeable fields as read),
+FindApiKeyByHash and ListApiKeys (pointer-following reads); DeleteUser and DeleteTeam remove the owner's keys in
+their own script. Contact channels: written by a commit (the user's channel hash guarded as read, entry by entry
+and by its length); ListContactChannels reads the user, their channels and the index entries of their addresses in
+one script.
 
 OAuth (one script each): SaveOAuthState and SaveOuterCode (the record's JSON with its TTL), TakeOAuthState and
 ConsumeOuterCode (read and delete: of concurrent takes exactly one gets it), ChangeOAuthAccounts (compares the

@@ -1,8 +1,10 @@
 """User and team API keys: records by id, an index by key hash, and one index per owner.
 
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Deleting a user or a team deletes its keys in the deletion's own script
-(`delete_api_keys` in `backends.redis.lua`). Key names are in `backends.redis.keys`.
+Writes are a commit's (`backends.redis.commit`): a key put (its record, the hash index, the owner's index) guarded
+on its owner existing, a change of its changeable fields guarded on them as read. Each read script sits right
+above the plan that runs it (`Script("<name>", ...)`); `script` registers it in `SCRIPTS` under that name.
+Deleting a user or a team deletes its keys in the deletion's own script (`delete_api_keys` in
+`backends.redis.lua`). Key names are in `backends.redis.keys`.
 """
 
 from __future__ import annotations
@@ -10,49 +12,20 @@ from __future__ import annotations
 import dataclasses
 
 from backends.redis.codecs import _api_key, _flat, _json, _json_fields, _required
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
-    ApiKeyWrite,
-    CreateApiKey,
+    ApiKeyIs,
+    ApiKeyOwnerExists,
     FindApiKeyByHash,
     ListApiKeys,
     LoadApiKey,
-    UpdateApiKey,
+    PatchApiKey,
+    PutApiKey,
 )
+from identity_proto.effects.commit import RecordKind
 from identity_proto.records import ApiKey, ApiKeyType
-
-# KEYS: the key's record, the hash index, the owner's key index, the owner's record (user or team). ARGV: key id,
-# key hash, created_at_millis, then field, value, ... of the record. Returns 1 if stored, 0 if the owner is missing
-# (nothing written).
-script(
-    "create_api_key",
-    """
-if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-return 1
-""",
-)
-
-
-@_plans(CreateApiKey)
-def _create_api_key(keys: KeySpace, effect: CreateApiKey) -> Plan[ApiKey | ApiKeyWrite]:
-    key, project_id = effect.key, effect.project_id
-    owner = keys.user(project_id, key.owner_id) if key.type is ApiKeyType.USER else keys.team(project_id, key.owner_id)
-    created = yield Script(
-        "create_api_key",
-        (
-            keys.api_key(project_id, key.id),
-            keys.api_key_by_hash(project_id),
-            keys.owner_api_keys(project_id, key.type.value, key.owner_id),
-            owner,
-        ),
-        (key.id, key.key_hash, key.created_at_millis, *_flat(_json_fields(dataclasses.asdict(key)))),
-    )
-    return key if created else ApiKeyWrite.OWNER_NOT_FOUND
 
 
 @_plans(LoadApiKey)
@@ -106,32 +79,32 @@ def _list_api_keys(keys: KeySpace, effect: ListApiKeys) -> Plan[tuple[ApiKey, ..
     return tuple(_required(_api_key(item)) for item in reply)
 
 
-# KEYS: the key's record. ARGV: set the description (1/0), the description (JSON), the revocation time ('' for
-# none). The revocation time is written only where none is stored. Returns the record, or nil when there is none.
-script(
-    "update_api_key",
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if ARGV[1] == '1' then redis.call('HSET', KEYS[1], 'description', ARGV[2]) end
-if ARGV[3] ~= '' then
-  local revoked = redis.call('HGET', KEYS[1], 'manually_revoked_at_millis')
-  if not revoked or revoked == 'null' then redis.call('HSET', KEYS[1], 'manually_revoked_at_millis', ARGV[3]) end
-end
-return redis.call('HGETALL', KEYS[1])
-""",
-)
+@guards(ApiKeyOwnerExists)
+def _api_key_owner_exists(ops: Ops, position: int, guard: ApiKeyOwnerExists) -> None:
+    kind = RecordKind.USER if guard.type is ApiKeyType.USER else RecordKind.TEAM
+    ops.guards.append([position, "exists", ops.record_key(kind, guard.owner_id)])
 
 
-@_plans(UpdateApiKey)
-def _update_api_key(keys: KeySpace, effect: UpdateApiKey) -> Plan[ApiKey | None]:
-    description = effect.description
-    reply = yield Script(
-        "update_api_key",
-        (keys.api_key(effect.project_id, effect.key_id),),
-        (
-            0 if description is None else 1,
-            "" if description is None else _json(description),
-            "" if effect.revoke_at_millis is None else effect.revoke_at_millis,
-        ),
-    )
-    return _api_key(reply)
+@guards(ApiKeyIs)
+def _api_key_is(ops: Ops, position: int, guard: ApiKeyIs) -> None:
+    key_key = ops.key(ops.space.api_key(ops.project_id, guard.key.id))
+    ops.guards.append([position, "exists", key_key])
+    stored = dict(_json_fields(dataclasses.asdict(guard.key)))
+    for name in guard.names:
+        ops.guards.append([position, "hget", key_key, name, stored[name]])
+
+
+@writes(PutApiKey)
+def _put_api_key(ops: Ops, write: PutApiKey) -> None:
+    key, p, space = write.key, ops.project_id, ops.space
+    key_key = ops.key(space.api_key(p, key.id))
+    ops.writes += [["del", key_key], ["hset", key_key, *_flat(_json_fields(dataclasses.asdict(key)))]]
+    ops.writes.append(["hset", ops.key(space.api_key_by_hash(p)), key.key_hash, key.id])
+    owner_index = ops.key(space.owner_api_keys(p, key.type.value, key.owner_id))
+    ops.writes.append(["zadd", owner_index, str(key.created_at_millis), key.id])
+
+
+@writes(PatchApiKey)
+def _patch_api_key(ops: Ops, write: PatchApiKey) -> None:
+    fields = [(name, _json(value)) for name, value in write.changes]
+    ops.writes.append(["hset", ops.key(ops.space.api_key(ops.project_id, write.key_id)), *_flat(fields)])

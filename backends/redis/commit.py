@@ -13,7 +13,8 @@ Guards (each starts with the index of the core guard it checks, which the script
 ``[i, "absent", key]``, ``[i, "exists", key]``, ``[i, "hget", key, field, text or false]`` (the field's stored
 text is `text`; false: the field is absent), ``[i, "hgt", key, field, number]`` (the field holds a number above),
 ``[i, "get", key, text or false]``, ``[i, "zscore", key, member, present]`` and ``[i, "sismember", key, member,
-present]`` (the member is there, or not, as `present` says).
+present]`` (the member is there, or not, as `present` says), ``[i, "hlen", key, number]`` (the hash has that many
+fields; none when it is missing).
 
 Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, field, ...]``, ``["zadd", key,
 score, member]``, ``["sadd", key, member, ...]``, ``["set", key, value]``, ``["pexpireat", key, ms]``, ``["extend",
@@ -125,6 +126,8 @@ for _, g in ipairs(ops.g) do
     holds = redis.call(string.upper(kind), k) == g[4]
   elseif kind == 'sismember' then
     holds = (redis.call('SISMEMBER', k, g[4]) == 1) == g[5]
+  elseif kind == 'hlen' then
+    holds = redis.call('HLEN', k) == tonumber(g[4])
   else
     return redis.error_reply('commit: unknown guard ' .. tostring(kind))
   end

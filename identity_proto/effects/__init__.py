@@ -31,12 +31,15 @@ from identity_proto.effects.anonymous import (
     UpgradeRefusal,
 )
 from identity_proto.effects.api_keys import (
+    API_KEY_CHANGEABLE,
+    ApiKeyIs,
+    ApiKeyOwnerExists,
     ApiKeyWrite,
-    CreateApiKey,
     FindApiKeyByHash,
     ListApiKeys,
     LoadApiKey,
-    UpdateApiKey,
+    PatchApiKey,
+    PutApiKey,
 )
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
 from identity_proto.effects.codes import (
@@ -53,18 +56,28 @@ from identity_proto.effects.commit import Commit, CommitConflict, Committed, Con
 
 # --- contact channels ---
 from identity_proto.effects.contact_channels import (
+    PRIMARY_FIELDS,
+    ChannelsAre,
     ChannelVerification,
     ChannelWrite,
-    CreateContactChannel,
-    DeleteContactChannel,
+    CodeIsUnused,
+    DropChannel,
     ListContactChannels,
     ListProjectContactChannels,
-    UpdateContactChannel,
+    PutChannel,
+    UseCode,
     UserChannels,
-    VerifyContactChannel,
+    address_taken,
     auth_address_verified,
+    channel_commit,
     channels_of,
+    claimed,
     claims_address,
+    created_channels,
+    deleted_channels,
+    matched_address_verified,
+    updated_channels,
+    verified_channel,
 )
 
 # --- end contact channels ---
@@ -331,21 +344,32 @@ __all__ = [
     "update_project",
 ]
 # API keys
-__all__ += ["ApiKeyWrite", "CreateApiKey", "FindApiKeyByHash", "ListApiKeys", "LoadApiKey", "UpdateApiKey"]
+__all__ += ["API_KEY_CHANGEABLE", "ApiKeyIs", "ApiKeyOwnerExists", "ApiKeyWrite", "FindApiKeyByHash"]
+__all__ += ["ListApiKeys", "LoadApiKey", "PatchApiKey", "PutApiKey"]
 # --- contact channels ---
 __all__ += [
+    "PRIMARY_FIELDS",
     "ChannelVerification",
     "ChannelWrite",
-    "CreateContactChannel",
-    "DeleteContactChannel",
+    "ChannelsAre",
+    "CodeIsUnused",
+    "DropChannel",
     "ListContactChannels",
     "ListProjectContactChannels",
-    "UpdateContactChannel",
+    "PutChannel",
+    "UseCode",
     "UserChannels",
-    "VerifyContactChannel",
+    "address_taken",
     "auth_address_verified",
+    "channel_commit",
     "channels_of",
+    "claimed",
     "claims_address",
+    "created_channels",
+    "deleted_channels",
+    "matched_address_verified",
+    "updated_channels",
+    "verified_channel",
 ]
 # --- end contact channels ---
 # --- password resets: who may reset through an address ---

@@ -1,12 +1,22 @@
-"""User and team API keys (reference part 2 §5)."""
+"""User and team API keys (reference part 2 §5).
+
+Reads are effects; writes are a `Commit` built by the core (`identity_proto.flows.api_keys`): a new key (`PutApiKey`)
+guarded on its owner existing (`ApiKeyOwnerExists`: a key never points at a missing owner, and deleting the owner
+(DeleteUser, DeleteTeam) deletes its keys in the same step), a change (`PatchApiKey`) guarded on the key's
+changeable fields as read (`ApiKeyIs`). (Hashes never collide: a key holds 225 random bits.)"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from identity_proto.effects.base import StorageEffect
+from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import ApiKey, ApiKeyType
+
+#: The fields of a stored key that change (`PatchApiKey`); the others are fixed when it is made.
+API_KEY_CHANGEABLE = ("description", "manually_revoked_at_millis")
 
 
 class ApiKeyWrite(Enum):
@@ -17,14 +27,38 @@ class ApiKeyWrite(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class CreateApiKey(StorageEffect["ApiKey | ApiKeyWrite"]):
-    """Store a new API key, indexed by its owner and by its hash, only if its owner (the user or team `key.owner_id`
-    names, by `key.type`) exists: OWNER_NOT_FOUND otherwise. A key therefore never points at a missing owner, and
-    deleting the owner (DeleteUser, DeleteTeam) deletes its keys in the same step. (Hashes never collide: a key
-    holds 225 random bits.)"""
+class ApiKeyOwnerExists(CommitGuard):
+    """The user (a user key) or team (a team key) `owner_id` exists."""
 
-    project_id: str
+    type: ApiKeyType
+    owner_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyIs(CommitGuard):
+    """The key exists, and its fields `names` hold what they held in `key` when the flow read it."""
+
     key: ApiKey
+    names: tuple[str, ...] = API_KEY_CHANGEABLE
+
+
+@dataclass(frozen=True, slots=True)
+class PutApiKey(CommitWrite):
+    """Store a new API key, indexed by its owner and by its hash (guard its owner with `ApiKeyOwnerExists`)."""
+
+    key: ApiKey
+
+
+@dataclass(frozen=True, slots=True)
+class PatchApiKey(CommitWrite):
+    """Set changeable fields (`API_KEY_CHANGEABLE`) of an existing key, and only those."""
+
+    key_id: str
+    changes: tuple[tuple[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        if any(name not in API_KEY_CHANGEABLE for name, _value in self.changes):
+            raise TypeError(f"PatchApiKey sets only {API_KEY_CHANGEABLE}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +85,3 @@ class ListApiKeys(StorageEffect[tuple[ApiKey, ...]]):
     project_id: str
     type: ApiKeyType
     owner_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateApiKey(StorageEffect["ApiKey | None"]):
-    """Set a key's `description` (when not None) and, with `revoke_at_millis`, its `manually_revoked_at_millis`
-    unless it is set already (a key is revoked once: a second revocation keeps the first time). Returns the
-    stored key, or None when there is no key with this id."""
-
-    project_id: str
-    key_id: str
-    description: str | None = None
-    revoke_at_millis: int | None = None

@@ -29,20 +29,25 @@ from typing import TYPE_CHECKING
 from identity_proto.auth import AccessType
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
+    ApiKeyIs,
+    ApiKeyOwnerExists,
     ApiKeyWrite,
-    CreateApiKey,
+    Commit,
+    Conflict,
     FindApiKeyByHash,
     Flow,
     ListApiKeys,
     LoadApiKey,
     LoadMembership,
-    UpdateApiKey,
+    PatchApiKey,
+    PutApiKey,
     perform,
 )
+from identity_proto.effects.commit import commit
 from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows.teams import effective_permissions
 from identity_proto.http import Response
-from identity_proto.records import ApiKey, ApiKeyType
+from identity_proto.records import ApiKey, ApiKeyType, replaced
 from identity_proto.render import json_response, render_api_key
 from identity_proto.tokens import CROCKFORD_ALPHABET, Entropy, hash_secret, new_uuid, random_string
 
@@ -53,6 +58,7 @@ __all__ = [
     "API_KEY_MARKER",
     "MANAGE_API_KEYS",
     "NewApiKey",
+    "change_api_key",
     "check_team_api_key",
     "check_user_api_key",
     "create_team_api_key",
@@ -62,6 +68,8 @@ __all__ = [
     "list_team_api_keys",
     "list_user_api_keys",
     "new_api_key",
+    "patch_api_key",
+    "store_api_key",
     "update_team_api_key",
     "update_user_api_key",
 ]
@@ -206,7 +214,7 @@ def _create(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
         expires_at_millis=body.expires_at_millis,
         is_public=body.is_public,
     )
-    created = yield from perform(CreateApiKey(auth.project.id, made.record))
+    created = yield from store_api_key(auth.project.id, made.record)
     if created is ApiKeyWrite.OWNER_NOT_FOUND:
         # The original fails with 500 on a missing owner (server access); the owner's own not-found error says why.
         if key_type is ApiKeyType.USER:
@@ -250,10 +258,41 @@ def _update(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
     key = yield from _load_key(ctx, key_type)
     yield from _require_manager(ctx, key_type, key.owner_id)
     revoke_at = ctx.now_ms if body.revoked else None
-    updated = yield from perform(UpdateApiKey(auth.project.id, key.id, body.description, revoke_at))
-    if updated is None:  # deleted (with its owner) since it was read
-        raise KnownError(ErrorCode.API_KEY_NOT_FOUND)
+    updated = yield from patch_api_key(auth.project.id, key, body.description, revoke_at)
     return json_response(200, render_api_key(updated))
+
+
+def store_api_key(project_id: str, key: ApiKey) -> Flow[ApiKey | ApiKeyWrite]:
+    """Store a new key, in one commit, only if its owner exists (OWNER_NOT_FOUND otherwise: the guard is the
+    check, so a refusal is an answer, not a conflict to re-run)."""
+    answer = yield from perform(Commit(project_id, (ApiKeyOwnerExists(key.type, key.owner_id),), (PutApiKey(key),)))
+    return ApiKeyWrite.OWNER_NOT_FOUND if isinstance(answer, Conflict) else key
+
+
+def change_api_key(
+    project_id: str, key_id: str, description: str | None = None, revoke_at_millis: int | None = None
+) -> Flow[ApiKey | None]:
+    """`patch_api_key` of the key with this id, read first; None when there is none."""
+    key = yield from perform(LoadApiKey(project_id, key_id))
+    if key is None:
+        return None
+    return (yield from patch_api_key(project_id, key, description, revoke_at_millis))
+
+
+def patch_api_key(project_id: str, key: ApiKey, description: str | None, revoke_at_millis: int | None) -> Flow[ApiKey]:
+    """Set the `description` (when not None) of the key as read and, with `revoke_at_millis`, revoke it unless it
+    is revoked already (a key is revoked once: a second revocation keeps the first time). One commit guarded on the
+    key's changeable fields as read: a concurrent change or deletion re-runs the flow (`CommitConflict`). The key
+    as stored afterwards."""
+    changes: dict[str, object] = {}
+    if description is not None:
+        changes["description"] = description
+    if revoke_at_millis is not None and key.manually_revoked_at_millis is None:
+        changes["manually_revoked_at_millis"] = revoke_at_millis
+    if not changes:
+        return key
+    yield from commit(project_id, (ApiKeyIs(key),), (PatchApiKey(key.id, tuple(changes.items())),))
+    return replaced(key, changes)
 
 
 def _check(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:

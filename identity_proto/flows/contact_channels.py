@@ -1,9 +1,11 @@
 """Contact channels (reference part 2 §2): list, create, read, update and delete a user's e-mail channels, mail a
 verification code (per channel, or the legacy form for the primary e-mail), and verify with it.
 
-Each write is one storage step (`identity_proto.effects.contact_channels`, which also holds the design: the
-primary channel *is* the user's `primary_email*` fields). Who may act on whose channels: a client only on its own
-user's (no user: 400 CANNOT_GET_OWN_USER_WITHOUT_USER; another user: 403 plain), a server or admin on anyone's.
+Each write reads the user's channels (with the index entries of their addresses), decides with the rules of
+`identity_proto.effects.contact_channels` (which also holds the design: the primary channel *is* the user's
+`primary_email*` fields), and commits guarded on what it read (`channel_commit`); a concurrent change re-runs it.
+Who may act on whose channels: a client only on its own user's (no user: 400 CANNOT_GET_OWN_USER_WITHOUT_USER;
+another user: 403 plain), a server or admin on anyone's.
 
 Choices where the reference infers or leaves it open (each said where it is made):
 - a server creating a channel for a missing user: 400 USER_ID_DOES_NOT_EXIST (the original fails with 500);
@@ -28,18 +30,23 @@ from identity_proto.auth import AccessType
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     AttemptVerificationCode,
+    ChannelVerification,
     ChannelWrite,
+    CodeIsUnused,
     CodeOutcome,
-    CreateContactChannel,
-    DeleteContactChannel,
     Flow,
     ListContactChannels,
     ListProjectContactChannels,
-    UpdateContactChannel,
+    UseCode,
     UserChannels,
-    VerifyContactChannel,
+    channel_commit,
+    created_channels,
+    deleted_channels,
     perform,
+    updated_channels,
+    verified_channel,
 )
+from identity_proto.effects.commit import commit
 from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows.codes import MAX_ATTEMPTS_PER_NONCE, OTP_LENGTH, check_code, create_code, refused_code
 from identity_proto.flows.emails import deliver, new_email
@@ -66,14 +73,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_contact_channel_code",
+    "create_channel",
     "create_contact_channel",
+    "delete_channel",
     "delete_contact_channel",
     "get_contact_channel",
     "list_contact_channels",
     "send_channel_verification_code",
     "send_primary_verification_code",
+    "update_channel",
     "update_contact_channel",
+    "verify_channel",
     "verify_contact_channel",
+    "verify_with_code",
+    "write_channels",
 ]
 
 _SUCCESS = {"success": True}
@@ -116,6 +129,22 @@ def _refused(outcome: ChannelWrite, *, value: str | None, user_id: str, by_clien
     return PlainError(400, "Contact channel not found")  # updating or deleting (no period: e2e)
 
 
+def write_channels(
+    project_id: str,
+    before: UserChannels,
+    decided: tuple[list[ContactChannel], str | None] | list[ContactChannel] | ChannelWrite,
+    next_primary_id: str,
+) -> Flow[UserChannels | ChannelWrite]:
+    """Commit a decision on `before` (the channels and the claimed address, or the channels alone, or a refusal,
+    which writes nothing); the user's channels afterwards."""
+    if isinstance(decided, ChannelWrite):
+        return decided
+    channels, claim = decided if isinstance(decided, tuple) else (decided, None)
+    guards, writes, after = channel_commit(before, channels, next_primary_id, claim)
+    yield from commit(project_id, guards, writes)
+    return after
+
+
 def _written(result: UserChannels | ChannelWrite, channel_id: str, **refusal: Any) -> ContactChannel:
     if isinstance(result, ChannelWrite):
         raise _refused(result, **refusal)
@@ -123,6 +152,75 @@ def _written(result: UserChannels | ChannelWrite, channel_id: str, **refusal: An
     if found is None:
         raise AssertionError("a contact-channel write answered without its channel")
     return found
+
+
+def create_channel(
+    project_id: str,
+    new: ContactChannel,
+    *,
+    make_primary: bool,
+    next_primary_id: str,
+    trusted: bool = True,
+    max_channels: int = 0,
+) -> Flow[UserChannels | ChannelWrite]:
+    """Add `new` to its user (`created_channels`; USER_NOT_FOUND without the user): a read, then one commit."""
+    before = yield from perform(ListContactChannels(project_id, new.user_id, (new.value,)))
+    if before is None:
+        return ChannelWrite.USER_NOT_FOUND
+    decided = created_channels(before, new, make_primary=make_primary, trusted=trusted, max_channels=max_channels)
+    return (yield from write_channels(project_id, before, decided, next_primary_id))
+
+
+def update_channel(
+    project_id: str, user_id: str, channel_id: str, next_primary_id: str, *, trusted: bool = True, **changes: Any
+) -> Flow[UserChannels | ChannelWrite]:
+    """Change one channel of a user (`updated_channels`; USER_NOT_FOUND without the user): a read, one commit."""
+    value = changes.get("value")
+    before = yield from perform(ListContactChannels(project_id, user_id, () if value is None else (value,)))
+    if before is None:
+        return ChannelWrite.USER_NOT_FOUND
+    decided = updated_channels(before, channel_id, trusted=trusted, **changes)
+    return (yield from write_channels(project_id, before, decided, next_primary_id))
+
+
+def delete_channel(
+    project_id: str, user_id: str, channel_id: str, next_primary_id: str
+) -> Flow[UserChannels | ChannelWrite]:
+    """Remove one channel of a user and its index entry (`deleted_channels`). Deleting the primary leaves the user
+    without a primary e-mail (their sign-in methods stay: reference §2, e2e)."""
+    before = yield from perform(ListContactChannels(project_id, user_id))
+    if before is None:
+        return ChannelWrite.USER_NOT_FOUND
+    return (yield from write_channels(project_id, before, deleted_channels(before, channel_id), next_primary_id))
+
+
+def verify_channel(project_id: str, code_hash: str, user_id: str, address: str) -> Flow[bool]:
+    """Use the (checked, unused) CONTACT_CHANNEL_VERIFICATION code `code_hash` and mark the channel it names
+    verified (`verified_channel`), in one commit; False (the code used all the same: reference §2, "consumed →
+    channel missing → 400") when the user or the channel is gone. Of concurrent verifications with one code, one
+    commits; the others conflict and, re-run, find the code used."""
+    use = (CodeIsUnused(code_hash),), (UseCode(code_hash),)
+    before = yield from perform(ListContactChannels(project_id, user_id))
+    decided = None if before is None else verified_channel(before, address)
+    if before is None or decided is None:
+        yield from commit(project_id, *use)
+        return False
+    guards, writes, _after = channel_commit(before, decided[0], "", decided[1], pin_primary=False)
+    yield from commit(project_id, use[0] + guards, use[1] + writes)
+    return True
+
+
+def verify_with_code(project_id: str, attempt: AttemptVerificationCode) -> Flow[ChannelVerification]:
+    """Present a CONTACT_CHANNEL_VERIFICATION code (`attempt`, which counts and checks without consuming) and, when
+    it is OK, use it and verify the channel it names (`verify_channel`)."""
+    if attempt.consume:
+        raise ValueError("the code is used by the commit that verifies its channel")
+    result = yield from perform(attempt)
+    code = result.code
+    if result.outcome is not CodeOutcome.OK or code is None:
+        return ChannelVerification(result)
+    found = yield from verify_channel(project_id, code.code_hash, code.user_id or "", code.email or "")
+    return ChannelVerification(result, channel_found=found)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -157,15 +255,13 @@ def create_contact_channel(ctx: RequestContext) -> Flow[Response]:
     if by_client and ctx.options.rate_limits_enabled:
         yield from _count_creation(ctx, auth.project, user_id, body.value)
     new = ContactChannel(new_uuid(ctx.entropy), user_id, body.value, verified, body.used_for_auth, ctx.now_ms)
-    result = yield from perform(
-        CreateContactChannel(
-            auth.project.id,
-            new,
-            bool(body.is_primary),
-            next_primary_id=new_uuid(ctx.entropy),
-            trusted=not by_client,
-            max_channels=MAX_CHANNELS_PER_USER if by_client else 0,
-        )
+    result = yield from create_channel(
+        auth.project.id,
+        new,
+        make_primary=bool(body.is_primary),
+        next_primary_id=new_uuid(ctx.entropy),
+        trusted=not by_client,
+        max_channels=MAX_CHANNELS_PER_USER if by_client else 0,
     )
     channel = _written(result, new.id, value=new.value, user_id=user_id, by_client=by_client)
     return json_response(201, render_contact_channel(channel))
@@ -202,18 +298,17 @@ def update_contact_channel(ctx: RequestContext) -> Flow[Response]:
     body: ClientContactChannelUpdateBody = ctx.body
     user_id = _owner(ctx, params.user_id, "update")
     by_client = auth.access_type is AccessType.CLIENT
-    update = UpdateContactChannel(
+    result = yield from update_channel(
         auth.project.id,
         user_id,
         params.contact_channel_id,
-        next_primary_id=new_uuid(ctx.entropy),
+        new_uuid(ctx.entropy),
+        trusted=not by_client,
         value=body.value,
         used_for_auth=body.used_for_auth,
         is_verified=getattr(body, "is_verified", None),
         is_primary=body.is_primary,
-        trusted=not by_client,
     )
-    result = yield from perform(update)
     channel = _written(result, params.contact_channel_id, value=None, user_id=user_id, by_client=by_client)
     return json_response(200, render_contact_channel(channel))
 
@@ -223,9 +318,7 @@ def delete_contact_channel(ctx: RequestContext) -> Flow[Response]:
     auth = ctx.require_auth()
     params: ContactChannelParams = ctx.params
     user_id = _owner(ctx, params.user_id, "delete")
-    result = yield from perform(
-        DeleteContactChannel(auth.project.id, user_id, params.contact_channel_id, new_uuid(ctx.entropy))
-    )
+    result = yield from delete_channel(auth.project.id, user_id, params.contact_channel_id, new_uuid(ctx.entropy))
     if isinstance(result, ChannelWrite):
         raise _refused(result, value=None, user_id=user_id, by_client=auth.access_type is AccessType.CLIENT)
     return json_response(200, _SUCCESS)
@@ -312,8 +405,8 @@ def mail_verification_code(
 
 
 def verify_contact_channel(ctx: RequestContext) -> Flow[Response]:
-    """POST /contact-channels/verify: consume the code and mark its channel verified, in one step. No token is
-    needed: the code names the user and the address."""
+    """POST /contact-channels/verify: use the code and mark its channel verified, in one commit (`verify_channel`).
+    No token is needed: the code names the user and the address."""
     project = ctx.require_auth().project
     body: VerificationCodeBody = ctx.body
     code = body.code.lower()
@@ -323,10 +416,10 @@ def verify_contact_channel(ctx: RequestContext) -> Flow[Response]:
         nonce_hash=hash_secret(code[OTP_LENGTH:]),
         purpose=CodePurpose.CONTACT_CHANNEL_VERIFICATION,
         now_ms=ctx.now_ms,
-        consume=True,
+        consume=False,  # used by the commit that verifies: of concurrent attempts, one commits
         max_attempts=MAX_ATTEMPTS_PER_NONCE,
     )
-    result = yield from perform(VerifyContactChannel(attempt))
+    result = yield from verify_with_code(project.id, attempt)
     if result.attempt.outcome is not CodeOutcome.OK:
         raise refused_code(result.attempt.outcome)
     if not result.channel_found:

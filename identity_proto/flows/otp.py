@@ -17,6 +17,7 @@ from identity_proto.effects import (
     Flow,
     ListContactChannels,
     auth_address_verified,
+    matched_address_verified,
     perform,
 )
 from identity_proto.effects.commit import (
@@ -92,10 +93,10 @@ def magic_link(callback: WebURL, code: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, ("code", code)])))
 
 
-def _refusal(project: Project, user: User | None) -> EmailRefusal | None:
-    """reference §2.2 step 2: an unverified auth e-mail cannot sign in with a code, and an unknown one only when
-    sign-up is enabled."""
-    if user is not None and not user.primary_email_verified:
+def _refusal(project: Project, user: User | None, verified: bool) -> EmailRefusal | None:
+    """reference §2.2 step 2: an unverified auth e-mail (`verified`: the matched address's flag,
+    `matched_address_verified`) cannot sign in with a code, and an unknown one only when sign-up is enabled."""
+    if user is not None and not verified:
         return EmailRefusal.UNVERIFIED
     if user is None and not project.config.sign_up_enabled:
         return EmailRefusal.SIGN_UP_DISABLED
@@ -126,7 +127,8 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
     email = normalize_email(body.email)
     if not callback_is_trusted(body.callback_url, project.config):
         # The address is checked first (reference §2.2 steps 2 and 4): a refused address is the error to show.
-        refusal = _refusal(project, (yield from perform(FindUserByAuthEmail(project.id, email))))
+        holder = yield from perform(FindUserByAuthEmail(project.id, email))
+        refusal = _refusal(project, holder, (yield from matched_address_verified(project.id, holder, email)))
         raise _refused(refusal, email) if refusal is not None else KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
     # Per address too, so one inbox cannot be flooded from many places. Only mail that goes out is counted: a
     # refused request must not spend the owner's budget (anyone could lock them out of code sign-in otherwise).

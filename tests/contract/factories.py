@@ -219,6 +219,12 @@ def committed(flow: Callable[[], Any], store: Store, attempts: int = 50) -> Any:
     raise AssertionError(f"still conflicting after {attempts} attempts")
 
 
+def run_flow(store: Store, flow: Callable[[], Any], attempts: int = 5) -> Any:
+    """Run the core flow `flow()` makes on `store`, re-running it when its commit meets a concurrent change, as the
+    service does (`identity_proto.service`: at most 5 times)."""
+    return committed(flow, store, attempts)
+
+
 def create_team(store: Store, project_id: str, team: Team, creator: Membership | None = None) -> Any:
     """What creating a team does to a store: the core's `store_team` (one `Commit`)."""
     from identity_proto.flows.teams import store_team

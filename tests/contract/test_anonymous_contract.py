@@ -16,7 +16,6 @@ from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     ChannelWrite,
-    CreateContactChannel,
     CreateUser,
     FindUserByAuthEmail,
     ListMemberships,
@@ -33,6 +32,7 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.effects.base import Flow
+from identity_proto.flows.contact_channels import create_channel
 from identity_proto.records import ContactChannel, Membership, Session, Team, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
@@ -46,6 +46,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    run_flow,
     sign_up_anonymously,
 )
 
@@ -261,8 +262,11 @@ def test_an_upgrade_to_an_address_the_user_has_as_another_channel_writes_nothing
     for n, trusted in enumerate((False, True)):
         email = f"ada{n}@example.com"
         work = ContactChannel(f"c{n}", "anon", email, False, True, T0 + 1)
-        effect = CreateContactChannel(PROJECT, work, make_primary=False, next_primary_id="next", trusted=trusted)
-        assert not isinstance(store.apply(effect), ChannelWrite)
+        created = run_flow(
+            store,
+            lambda w=work, t=trusted: create_channel(PROJECT, w, make_primary=False, next_primary_id="next", trusted=t),
+        )
+        assert not isinstance(created, ChannelWrite)
         assert store.apply(upgrade(email=email)) is UpgradeRefusal.EMAIL_TAKEN
         assert store.apply(LoadUser(PROJECT, "anon")) == anonymous(selected_team_id="team-anon")
 

@@ -1,4 +1,5 @@
-"""The API key contract (CreateApiKey, LoadApiKey, FindApiKeyByHash, ListApiKeys, UpdateApiKey, and the keys'
+"""The API key contract (creating and changing keys: the core's `store_api_key` and `change_api_key`, one commit
+each; LoadApiKey, FindApiKeyByHash, ListApiKeys; and the keys'
 deletion with their user or team) over every store."""
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from backends.redis import RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     ApiKeyWrite,
-    CreateApiKey,
     CreateProject,
     CreateUser,
     DeleteUser,
@@ -20,9 +20,9 @@ from identity_proto.effects import (
     ListApiKeys,
     LoadApiKey,
     ResetProjectData,
-    UpdateApiKey,
     perform,
 )
+from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ApiKey, ApiKeyType
 from identity_proto.tokens import SeededEntropy
@@ -36,7 +36,18 @@ from tests.contract.factories import (
     in_threads,
     make_team,
     make_user,
+    run_flow,
 )
+
+
+def create_key(store: Store, project_id: str, key: ApiKey) -> Any:
+    """What creating a key does to a store: the core's `store_api_key` (one commit, guarded on the owner)."""
+    return run_flow(store, lambda: store_api_key(project_id, key))
+
+
+def update_key(store: Store, project_id: str, key_id: str, **changes: Any) -> Any:
+    """What changing a key does to a store: the core's `change_api_key` (a read, then one commit)."""
+    return run_flow(store, lambda: change_api_key(project_id, key_id, **changes))
 
 
 def make_key(key_id: str, owner_id: str = "u1", *, type: ApiKeyType = ApiKeyType.USER, **fields: Any) -> ApiKey:
@@ -61,7 +72,7 @@ def _owners(store: Store, project_id: str = PROJECT) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# CreateApiKey, LoadApiKey, FindApiKeyByHash
+# Creating (store_api_key), LoadApiKey, FindApiKeyByHash
 
 
 def test_a_created_key_round_trips_every_field_by_id_and_by_hash(store: Store) -> None:
@@ -70,7 +81,7 @@ def test_a_created_key_round_trips_every_field_by_id_and_by_hash(store: Store) -
         "k1", is_public=True, expires_at_millis=T0 + 5, manually_revoked_at_millis=T0 + 1, description="ünï 🔑"
     )
 
-    assert store.apply(CreateApiKey(PROJECT, key)) == key
+    assert create_key(store, PROJECT, key) == key
 
     assert store.apply(LoadApiKey(PROJECT, "k1")) == key
     assert store.apply(FindApiKeyByHash(PROJECT, "hash-of-k1")) == key
@@ -88,7 +99,7 @@ def test_a_key_for_a_missing_owner_is_refused_and_nothing_is_written(store: Stor
     _owners(store)
     for key in (make_key("k1", "ghost"), make_key("k2", "ghost", type=ApiKeyType.TEAM), make_key("k3", "t1")):
         # k3: a user key whose owner id is a team's: the owner is looked up among users only
-        assert store.apply(CreateApiKey(PROJECT, key)) is ApiKeyWrite.OWNER_NOT_FOUND
+        assert create_key(store, PROJECT, key) is ApiKeyWrite.OWNER_NOT_FOUND
         assert store.apply(LoadApiKey(PROJECT, key.id)) is None
         assert store.apply(FindApiKeyByHash(PROJECT, key.key_hash)) is None
     assert store.apply(ListApiKeys(PROJECT, ApiKeyType.USER, "ghost")) == ()
@@ -97,7 +108,7 @@ def test_a_key_for_a_missing_owner_is_refused_and_nothing_is_written(store: Stor
 def test_keys_of_one_project_are_invisible_to_another(store: Store) -> None:
     _owners(store)
     _owners(store, OTHER_PROJECT)
-    store.apply(CreateApiKey(PROJECT, make_key("k1")))
+    create_key(store, PROJECT, make_key("k1"))
 
     assert store.apply(LoadApiKey(OTHER_PROJECT, "k1")) is None
     assert store.apply(FindApiKeyByHash(OTHER_PROJECT, "hash-of-k1")) is None
@@ -119,7 +130,7 @@ def test_list_is_one_owners_keys_newest_first_ties_by_id_descending(store: Store
         make_key("k-f", "t1", type=ApiKeyType.TEAM),
     ]
     for key in keys:
-        assert store.apply(CreateApiKey(PROJECT, key)) == key
+        assert create_key(store, PROJECT, key) == key
 
     listed = store.apply(ListApiKeys(PROJECT, ApiKeyType.USER, "u1"))
 
@@ -129,17 +140,17 @@ def test_list_is_one_owners_keys_newest_first_ties_by_id_descending(store: Store
 
 
 # --------------------------------------------------------------------------------------------------------------
-# UpdateApiKey
+# Changing (change_api_key)
 
 
 def test_update_sets_the_description_and_revokes_once(store: Store) -> None:
     _owners(store)
     key = make_key("k1")
-    store.apply(CreateApiKey(PROJECT, key))
+    create_key(store, PROJECT, key)
 
-    described = store.apply(UpdateApiKey(PROJECT, "k1", description="renamed"))
-    revoked = store.apply(UpdateApiKey(PROJECT, "k1", revoke_at_millis=T0 + 100))
-    again = store.apply(UpdateApiKey(PROJECT, "k1", description="again", revoke_at_millis=T0 + 200))
+    described = update_key(store, PROJECT, "k1", description="renamed")
+    revoked = update_key(store, PROJECT, "k1", revoke_at_millis=T0 + 100)
+    again = update_key(store, PROJECT, "k1", description="again", revoke_at_millis=T0 + 200)
 
     assert described == dataclasses.replace(key, description="renamed")
     assert revoked == dataclasses.replace(key, description="renamed", manually_revoked_at_millis=T0 + 100)
@@ -151,23 +162,21 @@ def test_update_sets_the_description_and_revokes_once(store: Store) -> None:
 def test_an_update_with_nothing_to_change_returns_the_key_as_stored(store: Store) -> None:
     _owners(store)
     key = make_key("k1")
-    store.apply(CreateApiKey(PROJECT, key))
+    create_key(store, PROJECT, key)
 
-    assert store.apply(UpdateApiKey(PROJECT, "k1")) == key
+    assert update_key(store, PROJECT, "k1") == key
 
 
 def test_update_of_a_missing_key_is_none_and_creates_nothing(store: Store) -> None:
-    assert store.apply(UpdateApiKey(PROJECT, "nope", description="x", revoke_at_millis=T0)) is None
+    assert update_key(store, PROJECT, "nope", description="x", revoke_at_millis=T0) is None
     assert store.apply(LoadApiKey(PROJECT, "nope")) is None
 
 
 def test_concurrent_revocations_all_see_the_one_time_that_was_stored(store: Store) -> None:
     _owners(store)
-    store.apply(CreateApiKey(PROJECT, make_key("k1")))
+    create_key(store, PROJECT, make_key("k1"))
 
-    results = in_threads(
-        *(lambda n=n: store.apply(UpdateApiKey(PROJECT, "k1", revoke_at_millis=T0 + n)) for n in range(8))
-    )
+    results = in_threads(*(lambda n=n: update_key(store, PROJECT, "k1", revoke_at_millis=T0 + n) for n in range(8)))
 
     times = {r.manually_revoked_at_millis for r in results}
     assert len(times) == 1
@@ -183,7 +192,7 @@ def test_concurrent_revocations_all_see_the_one_time_that_was_stored(store: Stor
 def test_deleting_a_user_deletes_its_keys_and_no_other(store: Store) -> None:
     _owners(store)
     for key in (make_key("k1"), make_key("k2"), make_key("k3", "u2"), make_key("k4", "t1", type=ApiKeyType.TEAM)):
-        store.apply(CreateApiKey(PROJECT, key))
+        create_key(store, PROJECT, key)
 
     assert store.apply(DeleteUser(PROJECT, "u1")) is True
 
@@ -198,8 +207,8 @@ def test_deleting_a_user_deletes_its_keys_and_no_other(store: Store) -> None:
 def test_deleting_a_team_deletes_its_keys_and_no_other(store: Store) -> None:
     _owners(store)
     team_key = make_key("k1", "t1", type=ApiKeyType.TEAM)
-    store.apply(CreateApiKey(PROJECT, team_key))
-    store.apply(CreateApiKey(PROJECT, make_key("k2")))
+    create_key(store, PROJECT, team_key)
+    create_key(store, PROJECT, make_key("k2"))
 
     assert delete_team(store, PROJECT, "t1") is True
 
@@ -211,7 +220,7 @@ def test_deleting_a_team_deletes_its_keys_and_no_other(store: Store) -> None:
 
 def test_a_recreated_owner_with_the_same_id_has_no_keys(store: Store) -> None:
     _owners(store)
-    store.apply(CreateApiKey(PROJECT, make_key("k1")))
+    create_key(store, PROJECT, make_key("k1"))
     store.apply(DeleteUser(PROJECT, "u1"))
     store.apply(CreateUser(PROJECT, make_user("u1")))
 
@@ -223,7 +232,7 @@ def test_resetting_the_project_removes_its_keys(store: Store) -> None:
     project, _ = new_project(SeededEntropy(1), T0, "P")
     assert store.apply(CreateProject(project))
     _owners(store, project.id)
-    store.apply(CreateApiKey(project.id, make_key("k1")))
+    create_key(store, project.id, make_key("k1"))
 
     assert store.apply(ResetProjectData(project.id)) is True
 
@@ -238,7 +247,7 @@ def test_creating_a_key_races_with_deleting_its_owner_and_never_leaves_an_orphan
         store.apply(CreateUser(PROJECT, make_user(user_id)))
         key = make_key(f"k-{round_}", user_id)
         created, _deleted = in_threads(
-            lambda key=key: store.apply(CreateApiKey(PROJECT, key)),
+            lambda key=key: create_key(store, PROJECT, key),
             lambda user_id=user_id: store.apply(DeleteUser(PROJECT, user_id)),
         )
         # Whichever ran first, no key is left pointing at the deleted user.
@@ -253,8 +262,8 @@ def test_creating_a_key_races_with_deleting_its_owner_and_never_leaves_an_orphan
 
 def test_redis_stores_only_the_hash_and_every_key_in_the_projects_slot(redis_store: RedisStore) -> None:
     _owners(redis_store)
-    redis_store.apply(CreateApiKey(PROJECT, make_key("k1")))
-    redis_store.apply(CreateApiKey(PROJECT, make_key("k2", "t1", type=ApiKeyType.TEAM)))
+    create_key(redis_store, PROJECT, make_key("k1"))
+    create_key(redis_store, PROJECT, make_key("k2", "t1", type=ApiKeyType.TEAM))
     keys = redis_store.keys
     names = [
         keys.api_key(PROJECT, "k1"),
@@ -272,11 +281,11 @@ def test_the_asyncio_stores_perform_every_api_key_effect(async_store: AsyncBacke
     async def scenario(store: Any) -> None:
         await arun(perform(CreateUser(PROJECT, make_user("u1"))), store)
         key = make_key("k1")
-        assert await arun(perform(CreateApiKey(PROJECT, key)), store) == key
+        assert await arun(store_api_key(PROJECT, key), store) == key
         assert await arun(perform(LoadApiKey(PROJECT, "k1")), store) == key
         assert await arun(perform(FindApiKeyByHash(PROJECT, "hash-of-k1")), store) == key
         assert await arun(perform(ListApiKeys(PROJECT, ApiKeyType.USER, "u1")), store) == (key,)
-        revoked = await arun(perform(UpdateApiKey(PROJECT, "k1", revoke_at_millis=T0 + 1)), store)
+        revoked = await arun(change_api_key(PROJECT, "k1", revoke_at_millis=T0 + 1), store)
         assert revoked == dataclasses.replace(key, manually_revoked_at_millis=T0 + 1)
 
     async_store.run(scenario)

@@ -1,7 +1,8 @@
 """Contact channels over every store: the primary channel is the user's `primary_email*` fields (one source of
 truth), moving the primary is one step, an address used for auth is unique over every channel of the project (the
-e-mail index), refusals write nothing, deleting a user drops their channels, and verifying consumes the code and
-marks the channel in one step."""
+e-mail index), refusals write nothing, deleting a user drops their channels, and verifying uses the code and marks
+the channel in one step. The writes are the core's flows (a read, a decision, one `Commit`), run here on each store
+as the service runs them (`run_flow`: re-run on a conflict)."""
 
 from __future__ import annotations
 
@@ -13,25 +14,22 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     ChannelWrite,
     CodeOutcome,
-    CreateContactChannel,
     CreateSignInCode,
     CreateUser,
     CreateVerificationCode,
-    DeleteContactChannel,
     DeleteUser,
     EmailRefusal,
     FindUserByAuthEmail,
     ListContactChannels,
     ListProjectContactChannels,
     LoadUser,
-    UpdateContactChannel,
     UpdateUser,
     UserChannels,
     UserWrite,
-    VerifyContactChannel,
 )
+from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
 from identity_proto.records import CodePurpose, ContactChannel, User, derived_primary_channel_id
-from tests.contract.factories import PROJECT, T0, in_threads, make_code, make_user
+from tests.contract.factories import PROJECT, T0, in_threads, make_code, make_user, run_flow
 
 ADA = "ada@example.com"
 WORK = "ada@work.example.com"
@@ -60,12 +58,16 @@ def owner(store: Store, email: str) -> str | None:
     return None if found is None else found.id
 
 
-def create(store: Store, new: ContactChannel, *, primary: bool = False, next_id: str = "next") -> Any:
-    return store.apply(CreateContactChannel(PROJECT, new, make_primary=primary, next_primary_id=next_id))
+def create(store: Store, new: ContactChannel, *, primary: bool = False, next_id: str = "next", **more: Any) -> Any:
+    return run_flow(store, lambda: create_channel(PROJECT, new, make_primary=primary, next_primary_id=next_id, **more))
 
 
 def update(store: Store, channel_id: str, user_id: str = "ada", **fields: Any) -> Any:
-    return store.apply(UpdateContactChannel(PROJECT, user_id, channel_id, next_primary_id="next", **fields))
+    return run_flow(store, lambda: update_channel(PROJECT, user_id, channel_id, "next", **fields))
+
+
+def delete(store: Store, user_id: str, channel_id: str, next_id: str = "next") -> Any:
+    return run_flow(store, lambda: delete_channel(PROJECT, user_id, channel_id, next_id))
 
 
 def ada(**fields: Any) -> User:
@@ -204,17 +206,17 @@ def test_missing_users_and_channels_are_reported_and_nothing_is_written(store: S
     assert update(store, "c1", "nobody", value=WORK) is ChannelWrite.USER_NOT_FOUND
     store.apply(CreateUser(PROJECT, ada()))
     assert update(store, "c9", value=WORK) is ChannelWrite.CHANNEL_NOT_FOUND
-    assert store.apply(DeleteContactChannel(PROJECT, "ada", "c9", "next")) is ChannelWrite.CHANNEL_NOT_FOUND
-    assert store.apply(DeleteContactChannel(PROJECT, "nobody", "c9", "next")) is ChannelWrite.USER_NOT_FOUND
+    assert delete(store, "ada", "c9") is ChannelWrite.CHANNEL_NOT_FOUND
+    assert delete(store, "nobody", "c9") is ChannelWrite.USER_NOT_FOUND
     assert owner(store, WORK) is None
 
 
 def test_deleting_channels_drops_their_index_entries_and_leaves_the_user(store: Store) -> None:
     store.apply(CreateUser(PROJECT, ada(otp_auth_enabled=True)))
     create(store, channel("c1", WORK))
-    store.apply(DeleteContactChannel(PROJECT, "ada", "c1", "next"))
+    delete(store, "ada", "c1")
     assert owner(store, WORK) is None
-    store.apply(DeleteContactChannel(PROJECT, "ada", derived_primary_channel_id("ada"), "next"))
+    delete(store, "ada", derived_primary_channel_id("ada"))
     user = store.apply(LoadUser(PROJECT, "ada"))
     assert user is not None
     assert (user.primary_email, user.otp_auth_enabled) == (None, True)
@@ -253,8 +255,8 @@ def verification_code(name: str, user_id: str, email: str) -> Any:
 
 
 def verify(store: Store, name: str, purpose: CodePurpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION) -> Any:
-    attempt = AttemptVerificationCode(PROJECT, f"code-{name}", f"nonce-{name}", purpose, T0 + 5, consume=True)
-    return store.apply(VerifyContactChannel(attempt))
+    attempt = AttemptVerificationCode(PROJECT, f"code-{name}", f"nonce-{name}", purpose, T0 + 5, consume=False)
+    return run_flow(store, lambda: verify_with_code(PROJECT, attempt))
 
 
 def test_verifying_consumes_the_code_and_marks_the_channel_in_one_step(store: Store) -> None:
@@ -276,7 +278,7 @@ def test_a_code_of_another_purpose_or_for_a_deleted_channel_verifies_nothing(sto
     store.apply(CreateVerificationCode(PROJECT, make_code("s1", email=WORK, user_id="ada")))
     assert verify(store, "s1").attempt.outcome is CodeOutcome.NOT_FOUND
     store.apply(CreateVerificationCode(PROJECT, verification_code("v1", "ada", WORK)))
-    store.apply(DeleteContactChannel(PROJECT, "ada", "c1", "next"))
+    delete(store, "ada", "c1")
     result = verify(store, "v1")
     assert (result.attempt.outcome, result.channel_found) == (CodeOutcome.OK, False)
     assert verify(store, "v1").attempt.outcome is CodeOutcome.ALREADY_USED  # consumed all the same
@@ -296,10 +298,7 @@ def test_of_concurrent_claims_of_one_auth_address_exactly_one_wins(store: Store)
 
 def claim(store: Store, new: ContactChannel, *, primary: bool = False, max_channels: int = 0) -> Any:
     """A client's create (`trusted=False`)."""
-    effect = CreateContactChannel(
-        PROJECT, new, make_primary=primary, next_primary_id="next", trusted=False, max_channels=max_channels
-    )
-    return store.apply(effect)
+    return create(store, new, primary=primary, trusted=False, max_channels=max_channels)
 
 
 def test_a_clients_unverified_auth_channel_holds_no_address(store: Store) -> None:
@@ -316,7 +315,7 @@ def test_a_clients_unverified_auth_channel_holds_no_address(store: Store) -> Non
     # The claims stay as they were and cannot take it now.
     assert update(store, "c1", trusted=False, used_for_auth=True) is ChannelWrite.USED_FOR_AUTH
     assert update(store, "c1", is_verified=True) is ChannelWrite.USED_FOR_AUTH
-    assert isinstance(store.apply(DeleteContactChannel(PROJECT, "ada", "c1", "next")), UserChannels)
+    assert isinstance(delete(store, "ada", "c1"), UserChannels)
     assert owner(store, WORK) == "owner"  # deleting a claim leaves the holder's entry
 
 
@@ -368,3 +367,59 @@ def test_a_create_beyond_max_channels_is_refused(store: Store) -> None:
     assert claim(store, channel("c2", "ada@other.example.com"), max_channels=2) is ChannelWrite.TOO_MANY
     assert summary(store) == before
     assert claim(store, channel("c2", WORK), max_channels=2) is ChannelWrite.ALREADY_EXISTS  # checked first
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Races: each flow reads, decides and commits guarded on what it read; a concurrent change re-runs it
+
+
+def test_of_concurrent_verifications_of_one_address_by_two_users_the_first_takes_it(store: Store) -> None:
+    for user_id in ("ada", "bob"):
+        store.apply(CreateUser(PROJECT, make_user(user_id, f"{user_id}@example.com")))
+        claim(store, channel(f"c-{user_id}", WORK, user_id=user_id))
+        store.apply(CreateVerificationCode(PROJECT, verification_code(f"v-{user_id}", user_id, WORK)))
+    results = in_threads(lambda: verify(store, "v-ada"), lambda: verify(store, "v-bob"))
+    assert [(r.attempt.outcome, r.channel_found) for r in results] == [(CodeOutcome.OK, True)] * 2
+    holder = owner(store, WORK)
+    assert holder in ("ada", "bob")
+    for user_id in ("ada", "bob"):  # both verified; only the holder signs in with it
+        assert (f"c-{user_id}", WORK, False, True, True) in summary(store, user_id)
+
+
+def test_of_concurrent_verifications_with_one_code_exactly_one_uses_it(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    create(store, channel("c1", WORK))
+    store.apply(CreateVerificationCode(PROJECT, verification_code("v1", "ada", WORK)))
+    results = in_threads(*[lambda: verify(store, "v1") for _ in range(6)])
+    outcomes = sorted(r.attempt.outcome.value for r in results)
+    assert outcomes == ["already_used"] * 5 + ["ok"]
+    assert summary(store)[1] == ("c1", WORK, False, True, True)
+
+
+def test_of_concurrent_creations_of_one_value_for_one_user_one_is_stored(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    results = in_threads(*[lambda n=n: create(store, channel(f"c{n}", WORK, auth=False)) for n in range(6)])
+    assert sum(isinstance(r, UserChannels) for r in results) == 1
+    assert sum(r is ChannelWrite.ALREADY_EXISTS for r in results) == 5
+    assert [c[1] for c in summary(store)] == [ADA, WORK]
+
+
+def test_concurrent_creations_never_pass_the_cap(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    values = [f"ada{n}@example.com" for n in range(6)]
+    results = in_threads(*[lambda n=n: claim(store, channel(f"c{n}", values[n]), max_channels=3) for n in range(6)])
+    assert sum(isinstance(r, UserChannels) for r in results) == 2  # the primary and two more
+    assert sum(r is ChannelWrite.TOO_MANY for r in results) == 4
+    assert len(summary(store)) == 3
+
+
+def test_a_deletion_and_a_promotion_at_once_leave_one_consistent_user(store: Store) -> None:
+    store.apply(CreateUser(PROJECT, ada()))
+    create(store, channel("c1", WORK, verified=True))
+    primary = derived_primary_channel_id("ada")
+    in_threads(lambda: update(store, "c1", is_primary=True), lambda: delete(store, "ada", primary))
+    channels = summary(store)
+    assert [c[0] for c in channels] == ["c1"]  # the old primary deleted, whichever ran first
+    assert channels[0][1] == WORK
+    assert owner(store, ADA) is None
+    assert owner(store, WORK) == "ada"

@@ -33,15 +33,12 @@ from identity_proto.effects import (
     CodeOutcome,
     Commit,
     ConsumeVerificationCode,
-    CreateApiKey,
-    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
-    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteUser,
@@ -80,13 +77,10 @@ from identity_proto.effects import (
     StorageEffect,
     StorePasswordResetCode,
     Together,
-    UpdateApiKey,
-    UpdateContactChannel,
     UpdateProject,
     UpdateUser,
     UpgradeAnonymousUser,
     UseRefreshToken,
-    VerifyContactChannel,
 )
 from identity_proto.effects.mock_oauth import (  # mock OAuth provider: test_mock_oauth_contract.py
     EnsureMockSigningKeys,
@@ -595,11 +589,9 @@ CONTRACT_TESTED: set[type[Any]] = {
     ChangePermissionDefinitions,
     # --- end permissions ---
     # API keys: test_api_keys_contract.py
-    CreateApiKey,
     LoadApiKey,
     FindApiKeyByHash,
     ListApiKeys,
-    UpdateApiKey,
     # --- team invitations: test_team_invitations_contract.py ---
     CreateTeamInvitation,
     LoadTeamInvitation,
@@ -614,10 +606,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     # --- contact channels: test_contact_channels_contract.py ---
     ListContactChannels,
     ListProjectContactChannels,
-    CreateContactChannel,
-    UpdateContactChannel,
-    DeleteContactChannel,
-    VerifyContactChannel,
     # --- mock OAuth provider: test_mock_oauth_contract.py ---
     LoadMockSigningKeys,
     EnsureMockSigningKeys,

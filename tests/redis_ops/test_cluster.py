@@ -47,15 +47,12 @@ from identity_proto.effects import (
     CodeOutcome,
     ConsumeOuterCode,
     ConsumeVerificationCode,
-    CreateApiKey,
-    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
-    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteUser,
@@ -109,15 +106,12 @@ from identity_proto.effects import (
     TeamWrite,
     Together,
     TotpAcceptance,
-    UpdateApiKey,
-    UpdateContactChannel,
     UpdateProject,
     UpdateUser,
     UpgradeAnonymousUser,
     UserChannels,
     UseRefreshToken,
     UserWrite,
-    VerifyContactChannel,
     password_fingerprint,
 )
 from identity_proto.effects.mock_oauth import (
@@ -130,6 +124,8 @@ from identity_proto.effects.mock_oauth import (
     TakeMockFailure,
 )
 from identity_proto.errors import StorageUnavailable
+from identity_proto.flows.api_keys import change_api_key, store_api_key
+from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -158,6 +154,7 @@ from tests.contract.factories import (
     make_user,
     patched_user,
     remove_membership,
+    run_flow,
     sign_in_by_email,
     sign_up_anonymously,
     update_membership,
@@ -540,14 +537,14 @@ def _api_keys(store: RedisStore, p: str) -> None:
     create_team(store, p, make_team("key-team"))
     user_key = ApiKey("k-user", ApiKeyType.USER, "key-owner", "d", False, T0, "hash-user", "abcd")
     team_key = ApiKey("k-team", ApiKeyType.TEAM, "key-team", "d", True, T0, "hash-team", "efgh")
-    assert store.apply(CreateApiKey(p, user_key)) == user_key
-    assert store.apply(CreateApiKey(p, team_key)) == team_key
-    assert store.apply(CreateApiKey(p, dataclasses.replace(user_key, id="k-x", owner_id="nobody"))) is (
+    assert run_flow(store, lambda: store_api_key(p, user_key)) == user_key
+    assert run_flow(store, lambda: store_api_key(p, team_key)) == team_key
+    assert run_flow(store, lambda: store_api_key(p, dataclasses.replace(user_key, id="k-x", owner_id="nobody"))) is (
         ApiKeyWrite.OWNER_NOT_FOUND
     )
     assert store.apply(FindApiKeyByHash(p, "hash-user")) == user_key
     assert store.apply(ListApiKeys(p, ApiKeyType.USER, "key-owner")) == (user_key,)
-    revoked = store.apply(UpdateApiKey(p, "k-user", description="e", revoke_at_millis=T0 + 1))
+    revoked = run_flow(store, lambda: change_api_key(p, "k-user", description="e", revoke_at_millis=T0 + 1))
     assert revoked == dataclasses.replace(user_key, description="e", manually_revoked_at_millis=T0 + 1)
     assert store.apply(DeleteUser(p, "key-owner")) is True
     assert delete_team(store, p, "key-team") is True
@@ -578,19 +575,19 @@ def _passwords(store: RedisStore, p: str) -> None:
 def _contact_channels(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("chan", "chan@example.com")))
     work = ContactChannel("c-work", "chan", "work@example.com", False, True, T0 + 1)
-    created = store.apply(CreateContactChannel(p, work, make_primary=True, next_primary_id="next"))
+    created = run_flow(store, lambda: create_channel(p, work, make_primary=True, next_primary_id="next"))
     assert isinstance(created, UserChannels)
     assert created.user.primary_email == "work@example.com"
     assert store.apply(FindUserByAuthEmail(p, "chan@example.com")) == created.user
-    updated = store.apply(UpdateContactChannel(p, "chan", "c-work", "next", is_primary=False))
+    updated = run_flow(store, lambda: update_channel(p, "chan", "c-work", "next", is_primary=False))
     assert isinstance(updated, UserChannels)
     assert updated.user.primary_email is None
     purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
     store.apply(
         CreateVerificationCode(p, make_code("c-verify", purpose=purpose, user_id="chan", email="work@example.com"))
     )
-    attempt = AttemptVerificationCode(p, "code-c-verify", "nonce-c-verify", purpose, T0, consume=True)
-    verified = store.apply(VerifyContactChannel(attempt))
+    attempt = AttemptVerificationCode(p, "code-c-verify", "nonce-c-verify", purpose, T0, consume=False)
+    verified = run_flow(store, lambda: verify_with_code(p, attempt))
     assert verified.channel_found is True
     assert verified.attempt.outcome.value == "ok"
     found = store.apply(ListContactChannels(p, "chan"))
@@ -600,7 +597,7 @@ def _contact_channels(store: RedisStore, p: str) -> None:
         found.channels[0].id,
         "c-work",
     ]
-    assert isinstance(store.apply(DeleteContactChannel(p, "chan", "c-work", "next")), UserChannels)
+    assert isinstance(run_flow(store, lambda: delete_channel(p, "chan", "c-work", "next")), UserChannels)
     assert store.apply(FindUserByAuthEmail(p, "work@example.com")) is None
 
 

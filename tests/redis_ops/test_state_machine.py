@@ -53,15 +53,12 @@ from identity_proto.effects import (
     ChangePermissionDefinitions,
     ConsumeOuterCode,
     ConsumeVerificationCode,
-    CreateApiKey,
-    CreateContactChannel,
     CreateProject,
     CreateSession,
     CreateSignInCode,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
-    DeleteContactChannel,
     DeleteProject,
     DeleteSession,
     DeleteUser,
@@ -103,16 +100,15 @@ from identity_proto.effects import (
     StorageEffect,
     StorePasswordResetCode,
     TakeOAuthState,
-    UpdateApiKey,
-    UpdateContactChannel,
     UpdateProject,
     UpdateUser,
     UpgradeAnonymousUser,
     UseRefreshToken,
-    VerifyContactChannel,
     password_fingerprint,
 )
 from identity_proto.events import event_data
+from identity_proto.flows.api_keys import change_api_key, store_api_key
+from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
 from identity_proto.flows.teams import (
     add_member,
     change_permission,
@@ -819,14 +815,14 @@ class StoresAgree(RuleBasedStateMachine):
                 last_four=f"{n:04d}"[-4:],
                 expires_at_millis=data.draw(st.none() | st.sampled_from(TIMES), label="expires_at_millis"),
             )
-            self.both(CreateApiKey(project_id, key))
+            self.both_flow(lambda: store_api_key(project_id, key))
             return
         keys = sorted(tenant.api_keys.values(), key=lambda k: k.id)
         key_id = self._pick([k.id for k in keys], ("key-none",))
         if op == "update":
             description = data.draw(st.none() | SHORT_TEXT, label="description")
             revoke_at = data.draw(st.none() | st.sampled_from(TIMES), label="revoke_at_millis")
-            self.both(UpdateApiKey(project_id, key_id, description, revoke_at))
+            self.both_flow(lambda: change_api_key(project_id, key_id, description, revoke_at))
         else:
             self.both(LoadApiKey(project_id, key_id))
             self.both(FindApiKeyByHash(project_id, self._pick([k.key_hash for k in keys], ("hash-none",))))
@@ -901,38 +897,34 @@ class StoresAgree(RuleBasedStateMachine):
                 used_for_auth=data.draw(st.booleans(), label="auth"),
                 created_at_millis=data.draw(st.sampled_from(TIMES), label="created_at_millis"),
             )
-            create = CreateContactChannel(
-                project_id,
-                channel,
-                data.draw(st.booleans(), label="primary"),
-                f"p{n}",
-                trusted=data.draw(st.booleans(), label="trusted"),  # a client's unverified claims hold no address
-                max_channels=data.draw(st.sampled_from((0, 1, 2, 3)), label="max channels"),
-            )
-            self.both(create)
+            make_primary = data.draw(st.booleans(), label="primary")
+            trusted = data.draw(st.booleans(), label="trusted")  # a client's unverified claims hold no address
+            cap = data.draw(st.sampled_from((0, 1, 2, 3)), label="max channels")
+            self.both_flow(
+                lambda: create_channel(
+                    project_id, channel, make_primary=make_primary, next_primary_id=f"p{n}", trusted=trusted,
+                    max_channels=cap,
+                )
+            )  # fmt: skip
         elif op == "update":
-            update = UpdateContactChannel(
-                project_id,
-                user_id,
-                channel_id,
-                f"p{n}",
-                value=data.draw(st.none() | st.sampled_from(EMAILS), label="value"),
-                used_for_auth=data.draw(maybe_bool, label="auth"),
-                is_verified=data.draw(maybe_bool, label="verified"),
-                is_primary=data.draw(maybe_bool, label="primary"),
-                trusted=data.draw(st.booleans(), label="trusted"),
-            )
-            self.both(update)
+            changes = {
+                "value": data.draw(st.none() | st.sampled_from(EMAILS), label="value"),
+                "used_for_auth": data.draw(maybe_bool, label="auth"),
+                "is_verified": data.draw(maybe_bool, label="verified"),
+                "is_primary": data.draw(maybe_bool, label="primary"),
+            }
+            trusted = data.draw(st.booleans(), label="trusted")
+            self.both_flow(lambda: update_channel(project_id, user_id, channel_id, f"p{n}", trusted=trusted, **changes))
         elif op == "delete":
-            self.both(DeleteContactChannel(project_id, user_id, channel_id, f"p{n}"))
+            self.both_flow(lambda: delete_channel(project_id, user_id, channel_id, f"p{n}"))
         elif op == "verify":
             purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
             email = data.draw(st.sampled_from(EMAILS), label="value")
             code = VerificationCode(f"vc{n}", f"vn{n}", purpose, T0, T0 + 86_400_000, email=email, user_id=user_id)
             self.both(CreateVerificationCode(project_id, code))
-            attempt = AttemptVerificationCode(project_id, f"vc{n}", f"vn{n}", purpose, T0, consume=True)
+            attempt = AttemptVerificationCode(project_id, f"vc{n}", f"vn{n}", purpose, T0, consume=False)
             for _ in range(data.draw(st.integers(1, 2), label="attempts")):  # the second finds it used
-                self.both(VerifyContactChannel(attempt))
+                self.both_flow(lambda: verify_with_code(project_id, attempt))
         else:
             self.both(ListContactChannels(project_id, user_id))
 
