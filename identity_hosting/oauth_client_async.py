@@ -17,7 +17,7 @@ import authlib.deprecate  # noqa: F401  (before the integration: see `identity_h
 import httpx
 from joserfc.jwk import KeySet
 
-from identity_hosting.egress import AsyncGuardedTransport
+from identity_hosting.egress_async import AsyncGuardedTransport
 from identity_hosting.oauth_answers import (
     _REQUEST_BASE_URL,
     CACHE_TTL_S,
