@@ -59,7 +59,6 @@ from identity_proto import (
     arun,
     new_request_id,
 )
-from identity_proto.effects import LoadProject, perform
 
 __all__ = ["IdentityASGI", "app"]
 
@@ -137,21 +136,8 @@ class IdentityASGI:
                 self._store = build_async_store(self.settings)
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
-            self.settings.announce()
-            disabled = await arun(
-                self.service.bootstrap(
-                    self.settings.default_project,
-                    self.settings.internal_admin_key,
-                    now_ms=self.clock(),
-                    entropy=self.entropy,
-                    disable=self.settings.disabled_projects,
-                ),
-                self._store,
-            )
-            self.settings.announce_disabled(disabled)
-            if not self.settings.dev_mode:
-                default = await arun(perform(LoadProject(self.settings.default_project.id)), self._store)
-                self.settings.warn_about_production_risks(default)
+            flow = self.settings.start_up(self.service, now_ms=self.clock(), entropy=self.entropy)
+            await arun(flow, self._store)
             self._started = True
             # What first requests would otherwise build (models, token signing, hashing), built in a thread once the
             # service answers: about 0.2 s of CPU that would otherwise delay the first answer (a readiness probe, a

@@ -28,7 +28,18 @@ from typing import Any
 
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.mailers import MailerPair, mailer_from_url
-from identity_proto import AsyncStore, IssuedKeys, MalformedRequest, ProjectSeed, Response, ServiceOptions, Store
+from identity_proto import (
+    AsyncStore,
+    Entropy,
+    IssuedKeys,
+    MalformedRequest,
+    ProjectSeed,
+    Response,
+    Service,
+    ServiceOptions,
+    Store,
+)
+from identity_proto.effects import Flow, LoadProject, perform
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.provider_tokens import decode_token_key
 from identity_proto.records import Project
@@ -297,6 +308,23 @@ class Settings:
             )
         else:
             logger.info("default project %s (keys from the environment)", self.default_project.id)
+
+    def start_up(self, service: Service, *, now_ms: int, entropy: Entropy) -> Flow[None]:
+        """What both hosts do at start-up, as a flow each runs against its store (`arun` or `run`): announce, make
+        sure the configured projects exist (`Service.bootstrap`), log the ones disabled, and in production warn about
+        settings that suit development only."""
+        self.announce()
+        disabled = yield from service.bootstrap(
+            self.default_project,
+            self.internal_admin_key,
+            now_ms=now_ms,
+            entropy=entropy,
+            disable=self.disabled_projects,
+        )
+        self.announce_disabled(disabled)
+        if not self.dev_mode:
+            default = yield from perform(LoadProject(self.default_project.id))
+            self.warn_about_production_risks(default)
 
     def announce_disabled(self, project_ids: tuple[str, ...]) -> None:
         """Log the projects start-up found in the store and disabled (see `disabled_projects`), one line each."""

@@ -44,7 +44,6 @@ from identity_proto import (
     run,
 )
 from identity_proto.drivers import Mailer
-from identity_proto.effects import LoadProject, perform
 
 __all__ = ["IdentityWSGI", "app"]
 
@@ -111,21 +110,8 @@ class IdentityWSGI:
                 self.store = build_sync_store(self.settings)
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
-            self.settings.announce()
-            disabled = run(
-                self.service.bootstrap(
-                    self.settings.default_project,
-                    self.settings.internal_admin_key,
-                    now_ms=self.clock(),
-                    entropy=self.entropy,
-                    disable=self.settings.disabled_projects,
-                ),
-                self.store,
-            )
-            self.settings.announce_disabled(disabled)
-            if not self.settings.dev_mode:
-                default = run(perform(LoadProject(self.settings.default_project.id)), self.store)
-                self.settings.warn_about_production_risks(default)
+            flow = self.settings.start_up(self.service, now_ms=self.clock(), entropy=self.entropy)
+            run(flow, self.store)
             self._started = True
             if self._webhook_delivery:
                 self._start_webhook_delivery()

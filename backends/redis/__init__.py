@@ -17,8 +17,9 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
   (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`, `outbox`, `teams` (and memberships),
   `rate_limits`, `testing` (clock override, project reset), `anonymous` (anonymous users' sign-up and upgrade);
   `team_invitations`, `rate_limits`, `testing` (clock override, project reset);
-- `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store`
-  (`RedisStore`, sync) and `store_async` (`AsyncRedisStore`, asyncio).
+- `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store_async`
+  (`AsyncRedisStore`, asyncio) and `store` (`RedisStore`, sync, generated from `store_async` by
+  `scripts/generate_sync`).
 
 Atomicity (identity_proto.effects: every effect is atomic). Each write to a project's data (DeleteProject aside, see
 below) is one Lua script on keys of that project's slot: CreateProject (write if absent), EnsureProject (write if

@@ -12,10 +12,11 @@ ALREADY_USED) for a write that did happen.
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import redis
 import redis.asyncio
@@ -29,6 +30,8 @@ from backends.redis.keys import KeySpace
 from backends.redis.plan import SCRIPTS, Batch, Call, Op, Plan, Script, _plan_for
 from identity_proto.effects import StorageEffect, Together
 from identity_proto.errors import StorageUnavailable
+
+T = TypeVar("T")
 
 #: SCAN page size for DeleteProject and ResetProjectData.
 _SCAN_COUNT: Final = 1000
@@ -112,6 +115,70 @@ class _AsyncCluster(redis.asyncio.cluster.RedisCluster):
     """The asyncio cluster client `AsyncRedisStore.from_url(..., cluster=True)` makes."""
 
     ERRORS_ALLOW_RETRY = _CLUSTER_RETRIED  # type: ignore[assignment]  # narrower on purpose: no timeouts
+
+
+def client_from_url(
+    url: str, *, socket_timeout: float, health_check_interval: float, cluster: bool
+) -> redis.Redis | redis.cluster.RedisCluster:
+    """The sync client `RedisStore.from_url` makes (see there). The cluster client reads the cluster's map as it is
+    made: a cluster it cannot reach is `StorageUnavailable` here."""
+    if not cluster:
+        return redis.Redis.from_url(
+            url,
+            socket_connect_timeout=socket_timeout,
+            socket_timeout=socket_timeout,
+            health_check_interval=health_check_interval,
+            retry=redis.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+        )
+    try:
+        return _Cluster.from_url(
+            url,
+            socket_connect_timeout=socket_timeout,
+            socket_timeout=socket_timeout,
+            health_check_interval=health_check_interval,
+            retry=redis.retry.Retry(_retry_backoff(), 1),
+        )
+    except redis.exceptions.RedisClusterException as exc:
+        if not _cluster_unreachable(exc):
+            raise
+        raise StorageUnavailable("Redis Cluster unavailable while connecting (RedisClusterException)") from exc
+
+
+def async_client_from_url(
+    url: str, *, socket_timeout: float, health_check_interval: float, cluster: bool
+) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
+    """The asyncio client `AsyncRedisStore.from_url` makes (see there): on one server, a *blocking* pool of
+    `_ASYNC_MAX_CONNECTIONS`: when every connection is busy (a burst of more concurrent requests than the pool has
+    connections), a command waits up to `socket_timeout` for one instead of failing at once (redis-py's default pool
+    refuses the 101st with `MaxConnectionsError`). Nothing connects yet."""
+    if cluster:
+        return _AsyncCluster.from_url(
+            url,
+            socket_connect_timeout=socket_timeout,
+            socket_timeout=socket_timeout,
+            health_check_interval=health_check_interval,
+            retry=redis.asyncio.retry.Retry(_retry_backoff(), 1),
+        )
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url,
+        max_connections=_ASYNC_MAX_CONNECTIONS,
+        timeout=socket_timeout,
+        socket_connect_timeout=socket_timeout,
+        socket_timeout=socket_timeout,
+        health_check_interval=health_check_interval,
+        retry=redis.asyncio.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+    )
+    return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: closing it closes the pool
+
+
+def gather(*replies: T) -> list[T]:
+    """The sync counterpart of `async_gather`: the replies, which the caller's arguments got one after another."""
+    return list(replies)
+
+
+async def async_gather(*replies: Awaitable[T]) -> list[T]:
+    """The replies of awaitables run concurrently (`asyncio.gather`), in order."""
+    return list(await asyncio.gather(*replies))
 
 
 def _scan_position(cursor: str, primaries: list[str]) -> tuple[str, int] | None:

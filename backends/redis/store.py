@@ -1,15 +1,12 @@
-"""The sync shell: `RedisStore` runs command plans with a `redis.Redis` (or `redis.cluster.RedisCluster`) client."""
+# Generated from backends/redis/store_async.py by scripts/generate_sync: do not edit.
+"""The sync twin of `backends.redis.store_async`, generated from it: its docstring tells of both."""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar, cast
 
 import redis
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.asyncio.retry
 import redis.cluster
-import redis.retry
 from redis.commands.core import Script as RedisScript
 
 from backends.redis.keys import DEFAULT_NAMESPACE, KeySpace
@@ -17,33 +14,35 @@ from backends.redis.plan import _PLANS, Call, Op, Plan, Scan, Script, _plan_for
 from backends.redis.runner import (
     _SCAN_COUNT,
     FAULTS,
-    _Cluster,
-    _cluster_unreachable,
-    _retry_backoff,
     _scan_cursor,
     _scan_position,
     _split,
     _start_together,
+    client_from_url,
     forgotten_scripts,
+    gather,
     queue,
     raise_first_error,
     register_scripts,
     storage_fault,
 )
 from identity_proto.effects import StorageEffect, Together
-from identity_proto.errors import StorageUnavailable
 
 T = TypeVar("T")
 
 
 class RedisStore:
-    """A store over a sync `redis.Redis` client, or a `redis.cluster.RedisCluster` (thread-safe: redis-py pools
-    connections)."""
+    """A store over a `redis.Redis` client, or a `redis.cluster.RedisCluster`."""
 
-    #: The effect types this store performs, each with its command plan (shared with `AsyncRedisStore`).
+    #: The effect types this store performs, each with its command plan (the same for both shells).
     performs = _PLANS
 
-    def __init__(self, client: redis.Redis | redis.cluster.RedisCluster, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(
+        self,
+        client: redis.Redis | redis.cluster.RedisCluster,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> None:
         self.client = client
         self.keys = KeySpace(namespace)
         self._scripts: dict[str, RedisScript] = register_scripts(client)
@@ -62,28 +61,9 @@ class RedisStore:
 
         With `cluster`, `url` names any node of a Redis Cluster (redis:// or rediss://, database 0); the client
         discovers the others and follows the cluster's changes."""
-        client: redis.Redis | redis.cluster.RedisCluster
-        if cluster:
-            try:  # the sync cluster client reads the cluster's map as it is made
-                client = _Cluster.from_url(
-                    url,
-                    socket_connect_timeout=socket_timeout,
-                    socket_timeout=socket_timeout,
-                    health_check_interval=health_check_interval,
-                    retry=redis.retry.Retry(_retry_backoff(), 1),
-                )
-            except redis.exceptions.RedisClusterException as exc:
-                if not _cluster_unreachable(exc):
-                    raise
-                raise StorageUnavailable("Redis Cluster unavailable while connecting (RedisClusterException)") from exc
-        else:
-            client = redis.Redis.from_url(
-                url,
-                socket_connect_timeout=socket_timeout,
-                socket_timeout=socket_timeout,
-                health_check_interval=health_check_interval,
-                retry=redis.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
-            )
+        client = client_from_url(
+            url, socket_timeout=socket_timeout, health_check_interval=health_check_interval, cluster=cluster
+        )
         return cls(client, namespace=namespace)
 
     def apply(self, effect: StorageEffect[T]) -> T:
@@ -117,9 +97,10 @@ class RedisStore:
 
     def _first_replies(self, pending: list[tuple[int, Op]]) -> list[Any]:
         """The replies to the first operations of a Together's plans, from one pipeline. A cluster's pipelines
-        refuse scripts (EVALSHA), so there each operation goes on its own."""
+        refuse scripts (EVALSHA), so there each operation goes on its own (`gather`: concurrently on asyncio, one
+        after the other in the sync shell)."""
         if isinstance(self.client, redis.cluster.RedisCluster):
-            return [self._execute(op) for _, op in pending]
+            return gather(*(self._execute(op) for _, op in pending))
         with self.client.pipeline(transaction=False) as pipe:
             for _, op in pending:
                 queue(pipe, op, self._scripts)
@@ -131,13 +112,14 @@ class RedisStore:
         return replies
 
     def _execute(self, op: Op) -> Any:
+        client: Any = self.client  # redis-py types its sync client's commands loosely, its asyncio client's not
         if isinstance(op, Call):
-            return self.client.execute_command(op.command, *op.args)  # type: ignore[no-untyped-call]
+            return client.execute_command(op.command, *op.args)
         if isinstance(op, Script):
             return self._scripts[op.name](keys=op.keys, args=op.args)
         if isinstance(op, Scan):
             return self._scan(op)
-        with self.client.pipeline(transaction=False) as pipe:
+        with client.pipeline(transaction=False) as pipe:
             for call in op.calls:
                 pipe.execute_command(call.command, *call.args)
             return pipe.execute()
@@ -148,13 +130,14 @@ class RedisStore:
             scan = ("SCAN", int(op.cursor), "MATCH", op.match, "COUNT", _SCAN_COUNT)
             reply: Any = client.execute_command(*scan)  # type: ignore[no-untyped-call]
             return str(int(reply[0])), list(reply[1])
-        primaries = sorted(node.name for node in client.get_primaries())  # type: ignore[no-untyped-call]
+        cluster: Any = client  # redis-py types the asyncio cluster client's methods, not the sync one's
+        primaries = sorted(node.name for node in cluster.get_primaries())
         position = _scan_position(op.cursor, primaries)
         if position is None:
             return "0", []
         name, at = position
-        node = client.get_node(node_name=name)  # type: ignore[no-untyped-call]
-        cursors, found = cast(Any, client.scan(at, match=op.match, count=_SCAN_COUNT, target_nodes=node))
+        node = cluster.get_node(node_name=name)
+        cursors, found = cluster.scan(at, match=op.match, count=_SCAN_COUNT, target_nodes=node)
         return _scan_cursor(name, int(cursors[name]), primaries), list(found)
 
     def close(self) -> None:
