@@ -763,15 +763,23 @@ def build_report(opts: Options, rec: Recorder, trips: dict[str, Any], grow: dict
 
     if trips:
         sec = "Redis round trips per operation (in process, RedisStore, second identical request)"
+        # The limits: the counts measured before the write path's redesign (one generic Commit) with this same
+        # benchmark (commit b585a0c), which none may exceed.
         for key, label, limit in (
-            ("get_me", "GET /users/me", 1),
-            ("patch_me", "PATCH /users/me", 1),
-            ("server_patch", "server PATCH /users/{id}", 1),
-            ("refresh", "token refresh", None),
-            ("get_me+rate_limits", "GET /users/me, rate limits on", None),
-            ("otp_send", "OTP: send code", None),
-            ("otp_sign_in_step", "OTP: sign in with the code", None),
-            ("otp_sign_in", "OTP sign-in (send + sign-in)", 3),
+            ("get_me", "GET /users/me, rate limits off", 1),
+            ("patch_me", "PATCH /users/me, rate limits off", 1),
+            ("server_patch", "server PATCH /users/{id}, rate limits off", 1),
+            ("refresh", "token refresh, rate limits off", 1),
+            ("otp_send", "OTP: send code, rate limits off", 1),
+            ("otp_sign_in_step", "OTP: sign in with the code, rate limits off", 2),
+            ("otp_sign_in", "OTP sign-in (send + sign-in), rate limits off", 3),
+            ("get_me+rate_limits", "GET /users/me, rate limits on", 1),
+            ("patch_me+rate_limits", "PATCH /users/me, rate limits on", 2),
+            ("server_patch+rate_limits", "server PATCH /users/{id}, rate limits on", 2),
+            ("refresh+rate_limits", "token refresh, rate limits on", 2),
+            ("otp_send+rate_limits", "OTP: send code, rate limits on", 4),
+            ("otp_sign_in_step+rate_limits", "OTP: sign in with the code, rate limits on", 3),
+            ("otp_sign_in+rate_limits", "OTP sign-in (send + sign-in), rate limits on", 7),
         ):
             if key not in trips:
                 continue
