@@ -13,6 +13,7 @@ from identity_proto.effects import (
     PatchApiKey,
     PutApiKey,
 )
+from identity_proto.effects.api_keys import DropApiKey, UserApiKeysAre
 from identity_proto.records import ApiKey, ApiKeyType, replaced
 
 
@@ -58,3 +59,22 @@ def _list_api_keys(store: MemoryStore, effect: ListApiKeys) -> tuple[ApiKey, ...
     tenant = store.tenant(effect.project_id)
     keys = [tenant.api_keys[i] for i in tenant.owner_api_keys.get((effect.type, effect.owner_id), ())]
     return tuple(sorted(keys, key=lambda k: (k.created_at_millis, k.id), reverse=True))
+
+
+@checks(UserApiKeysAre)
+def _user_api_keys_are(tenant: Tenant, guard: UserApiKeysAre) -> bool:
+    held = tenant.owner_api_keys.get((ApiKeyType.USER, guard.user_id), set())
+    return held == set(guard.key_ids) and len(guard.key_ids) == len(held)
+
+
+@applies(DropApiKey)
+def _drop_api_key(tenant: Tenant, write: DropApiKey) -> None:
+    key = write.key
+    tenant.api_keys.pop(key.id, None)
+    if tenant.api_key_by_hash.get(key.key_hash) == key.id:
+        del tenant.api_key_by_hash[key.key_hash]
+    owner = (key.type, key.owner_id)
+    held = tenant.owner_api_keys.get(owner, set())
+    held.discard(key.id)
+    if not held:
+        tenant.owner_api_keys.pop(owner, None)

@@ -81,13 +81,6 @@ def _use_code(tenant: Tenant, write: UseCode) -> None:
     tenant.codes[write.code_hash] = replaced(tenant.codes[write.code_hash], {"used": True})
 
 
-def drop_user_channels(tenant: Tenant, user: User) -> None:
-    """Remove the stored channels of a user being deleted, and their index entries (DeleteUser)."""
-    for channel in tenant.channels.pop(user.id, {}).values():
-        if channel.used_for_auth and tenant.email_index.get(channel.value) == user.id:
-            del tenant.email_index[channel.value]
-
-
 def holds_stored_value(tenant: Tenant, user_id: str, value: str) -> bool:
     """Whether one of the user's stored (non-primary) channels has this address (UpdateUser's check)."""
     return any(c.value == value for c in tenant.channels.get(user_id, {}).values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from backends.memory.commit import applies
 from backends.memory.store import MemoryStore, Tenant, _performs
 from backends.memory.teams import store_personal_team
 from backends.memory.users import _update_user, insert_user, record_user_created
@@ -29,6 +30,7 @@ from identity_proto.effects import (
     UserWrite,
     oauth_index_key,
 )
+from identity_proto.effects.oauth import DropProviderTokens
 from identity_proto.records import OAuthAccount, User, replaced
 
 
@@ -106,6 +108,11 @@ def _save_provider_tokens(store: MemoryStore, effect: SaveProviderTokens) -> boo
         return False
     tenant.provider_tokens[effect.account_row_id] = effect.sealed
     return True
+
+
+@applies(DropProviderTokens)
+def _drop_provider_tokens(tenant: Tenant, write: DropProviderTokens) -> None:
+    tenant.provider_tokens.pop(write.account_row_id, None)
 
 
 @_performs(LoadProviderTokens)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from backends.memory.store import MemoryStore, _performs
+from backends.memory.commit import applies
+from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     ChangePermissionDefinitions,
     DefinitionsWrite,
@@ -10,6 +11,7 @@ from identity_proto.effects import (
     ListProjectPermissions,
     RevokeProjectPermission,
 )
+from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.records import Project, replaced
 
 
@@ -78,3 +80,8 @@ def _change_permission_definitions(
             kept = {p for p in membership.permissions if p != old} | ({new} if new is not None else set())
             tenant.memberships[key] = replaced(membership, {"permissions": tuple(sorted(kept))})
     return updated
+
+
+@applies(DropProjectGrants)
+def _drop_project_grants(tenant: Tenant, write: DropProjectGrants) -> None:
+    tenant.project_grants.pop(write.user_id, None)

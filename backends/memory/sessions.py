@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.memory.commit import applies
+from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     CreateSession,
@@ -13,6 +13,7 @@ from identity_proto.effects import (
     RevokeUserSessions,
     UseRefreshToken,
 )
+from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.records import Session, User, replaced
 
 
@@ -76,3 +77,9 @@ def _revoke_user_sessions(store: MemoryStore, effect: RevokeUserSessions) -> int
     tenant = store.tenant(effect.project_id)
     session_ids = list(tenant.user_sessions.pop(effect.user_id, ()))
     return sum(_drop_session(tenant, session_id) for session_id in session_ids)
+
+
+@checks(UserSessionsAre)
+def _user_sessions_are(tenant: Tenant, guard: UserSessionsAre) -> bool:
+    held = tenant.user_sessions.get(guard.user_id, set())
+    return held == set(guard.session_ids) and len(held) == len(guard.session_ids)

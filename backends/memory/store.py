@@ -17,7 +17,6 @@ from identity_proto.effects import (
     StorageEffect,
     Together,
     WebhookEndpoint,
-    oauth_index_key,
 )
 from identity_proto.effects.webhooks import EVENTS_HARD_CAP, EVENTS_IDLE_TTL_MS, message_id, new_message_tag
 from identity_proto.records import (
@@ -118,15 +117,6 @@ class Tenant:
     oauth_index: dict[str, str] = field(default_factory=dict)
     #: account row id -> the row's sealed provider tokens.
     provider_tokens: dict[str, str] = field(default_factory=dict)
-
-    def drop_oauth(self, user: User) -> None:
-        """Remove the user's OAuth index entries and provider tokens (with the user: called under the store's lock
-        by the deletion)."""
-        for account in user.oauth_accounts:
-            key = oauth_index_key(account.provider_config_id, account.account_id)
-            if self.oauth_index.get(key) == user.id:
-                del self.oauth_index[key]
-            self.provider_tokens.pop(account.id, None)
 
     # --- end OAuth storage ---
     # --- webhooks: the recorded events (the transactional outbox) ---

@@ -18,6 +18,7 @@ from identity_proto.effects import (
     TeamApiKeysAre,
     TeamMembersAre,
 )
+from identity_proto.effects.teams import UserTeamsAre
 from identity_proto.records import ApiKeyType, Membership, Team
 
 
@@ -80,6 +81,12 @@ def _team_members_are(tenant: Tenant, guard: TeamMembersAre) -> bool:
 def _team_api_keys_are(tenant: Tenant, guard: TeamApiKeysAre) -> bool:
     held = tenant.owner_api_keys.get((ApiKeyType.TEAM, guard.team_id), set())
     return held == set(guard.key_ids) and len(guard.key_ids) == len(held)
+
+
+@checks(UserTeamsAre)
+def _user_teams_are(tenant: Tenant, guard: UserTeamsAre) -> bool:
+    teams = {team_id for team_id, user_id in tenant.memberships if user_id == guard.user_id}
+    return teams == set(guard.team_ids) and len(guard.team_ids) == len(teams)
 
 
 @applies(PatchMembership)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import bisect
 
-from backends.memory.commit import checks, records
-from backends.memory.contact_channels import drop_user_channels, holds_stored_value
-from backends.memory.sessions import _drop_session
+from backends.memory.commit import applies, checks, records
+from backends.memory.contact_channels import holds_stored_value
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     CreateUser,
-    DeleteUser,
+    DropUser,
     Exists,
     FindUserByAuthEmail,
     ListUsers,
@@ -19,7 +18,7 @@ from identity_proto.effects import (
     UpdateUser,
     UserWrite,
 )
-from identity_proto.records import ApiKeyType, Team, User, replaced
+from identity_proto.records import Team, User, replaced
 
 
 @_performs(LoadUser)
@@ -114,29 +113,10 @@ def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
     return updated
 
 
-@_performs(DeleteUser)
-def _delete_user(store: MemoryStore, effect: DeleteUser) -> bool:
-    tenant = store.tenant(effect.project_id)
-    user = tenant.users.pop(effect.user_id, None)
-    if user is None:
-        return False
-    # webhooks: one team_membership.deleted per team (in membership order), then user.deleted naming them
-    team_ids = tuple(team_id for team_id, user_id in tenant.memberships if user_id == user.id)
-    for team_id in team_ids:
-        tenant.record_event("team_membership.deleted", ids=(team_id, user.id))
-    tenant.record_event("user.deleted", ids=(user.id, *team_ids))
+@applies(DropUser)
+def _drop_user(tenant: Tenant, write: DropUser) -> None:
+    user = tenant.users.pop(write.user_id)
     tenant.user_order.remove((user.signed_up_at_millis, user.id))
-    if user.auth_email is not None and tenant.email_index.get(user.auth_email) == user.id:
-        del tenant.email_index[user.auth_email]
-    drop_user_channels(tenant, user)  # contact channels
-    for session_id in list(tenant.user_sessions.pop(user.id, ())):
-        _drop_session(tenant, session_id)
-    for key in [key for key in tenant.memberships if key[1] == user.id]:
-        del tenant.memberships[key]
-    tenant.project_grants.pop(user.id, None)  # permissions
-    tenant.drop_api_keys(ApiKeyType.USER, user.id)  # API keys go with their user
-    tenant.drop_oauth(user)  # OAuth: the user's index entries and provider tokens
-    return True
 
 
 @_performs(ListUsers)

@@ -35,9 +35,8 @@ if the index holds its auth e-mail; record, index entry and order entry together
 fields, so concurrent updates of different fields both survive; the script reads the stored ``primary_email`` and
 ``primary_email_auth_enabled``, applies the changes, and moves the index entry, or refuses EMAIL_TAKEN before
 writing anything; re-scores the order entry when ``signed_up_at_millis`` changes: internal writes; a PATCH of a
-user is a Commit decided in the core), DeleteUser (record, its e-mail index entry if it points at the user, every
-session with its token entry and the user's set, every membership with its place in the three membership indexes,
-the order entry); CreateSession (session, token entry, user's set), SignInByEmail (the e-mail index and the
+user is a Commit decided in the core; so is a user's deletion: the core reads what points at the user and commits
+dropping all of it, guarded on what it read); CreateSession (session, token entry, user's set), SignInByEmail (the e-mail index and the
 holder's record read; then either the holder's ``otp_auth_enabled`` / ``last_active_at_millis`` and a session as by
 CreateSession, or a new user as by CreateUser with its personal team as by CreateTeam and a session; or nothing when
 refused: the code sign-in's one write), UseRefreshToken (token -> session -> user, then the session's
@@ -48,7 +47,7 @@ found by its seq, the ZSCORE of its user in the team's member index); GrantProje
 writing anything if the user is missing; the user's set and the set of holders), RevokeProjectPermission,
 ChangePermissionDefinitions (compare each expected config field's stored JSON, a missing field comparing as its
 default, then HSET the new ones, then rename or strip the id in every project grant and every membership: O(holders
-+ memberships), a rare admin write), and DeleteUser takes the user's project grants too. Reads of one key are one
++ memberships), a rare admin write); a user's deletion drops their project grants in its commit. Reads of one key are one
 command (LoadUser, LoadSession,
 concurrent grants of different permissions all survive); CreateTeamInvitation (refused if the team is missing; the
 code as by CreateVerificationCode, its id entry and its two index entries, with their TTLs), RevokeTeamInvitation
@@ -65,7 +64,7 @@ one the old password was checked against; every session of the user removed but 
 named), SetPassword (only if the user has none). Reads of one key are one command (LoadUser, LoadSession,
 LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
 ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
-a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
+a whole team or user (ListTeams, ListMemberships) are O(its memberships), and ListUsers with
 no limit is O(users): they block the server for that long, like any script.
 
 Anonymous users: SignUpAnonymously (the user as by CreateUser, its personal team as by CreateTeam and a session as by
@@ -74,8 +73,8 @@ entry as by UpdateUser, refused EMAIL_TAKEN before writing anything; then each t
 named "Personal Team" renamed) are one script each, too.
 API keys: created and changed by a commit (the record, its hash index entry and its owner index entry together,
 guarded on the owner's user or team existing; a change guarded on the key's changeable fields as read),
-FindApiKeyByHash and ListApiKeys (pointer-following reads); DeleteUser and DeleteTeam remove the owner's keys in
-their own script. Contact channels: written by a commit (the user's channel hash guarded as read, entry by entry
+FindApiKeyByHash and ListApiKeys (pointer-following reads); deleting a user or a team drops the owner's keys (as
+read, guarded) in its commit. Contact channels: written by a commit (the user's channel hash guarded as read, entry by entry
 and by its length); ListContactChannels reads the user, their channels and the index entries of their addresses in
 one script.
 
@@ -84,8 +83,8 @@ ConsumeOuterCode (read and delete: of concurrent takes exactly one gets it), Cha
 stored ``oauth_accounts`` text with the expected list encoded as the codec writes it, refuses ACCOUNT_TAKEN before
 writing anything, then moves the OAuth index entries, drops the tokens of rows gone and sets the field),
 SignUpWithOAuth (the user as by CreateUser, its OAuth index entries, its personal team as by CreateTeam),
-SaveProviderTokens (only for a row the user has); UpgradeAnonymousUser claims its account in its own script and
-DeleteUser takes the user's index entries and tokens in its own.
+SaveProviderTokens (only for a row the user has); UpgradeAnonymousUser claims its account in its own script; a
+user's deletion drops their OAuth index entries and tokens in its commit.
 
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to

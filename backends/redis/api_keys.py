@@ -24,6 +24,7 @@ from identity_proto.effects import (
     PatchApiKey,
     PutApiKey,
 )
+from identity_proto.effects.api_keys import DropApiKey, UserApiKeysAre
 from identity_proto.effects.commit import RecordKind
 from identity_proto.records import ApiKey, ApiKeyType
 
@@ -108,3 +109,18 @@ def _put_api_key(ops: Ops, write: PutApiKey) -> None:
 def _patch_api_key(ops: Ops, write: PatchApiKey) -> None:
     fields = [(name, _json(value)) for name, value in write.changes]
     ops.writes.append(["hset", ops.key(ops.space.api_key(ops.project_id, write.key_id)), *_flat(fields)])
+
+
+@guards(UserApiKeysAre)
+def _user_api_keys_are(ops: Ops, position: int, guard: UserApiKeysAre) -> None:
+    owner_index = ops.key(ops.space.owner_api_keys(ops.project_id, ApiKeyType.USER.value, guard.user_id))
+    ops.guards.append([position, "zcard", owner_index, len(set(guard.key_ids))])
+    ops.guards += [[position, "zscore", owner_index, key_id, True] for key_id in guard.key_ids]
+
+
+@writes(DropApiKey)
+def _drop_api_key(ops: Ops, write: DropApiKey) -> None:
+    key, p, space = write.key, ops.project_id, ops.space
+    ops.writes.append(["del", ops.key(space.api_key(p, key.id))])
+    ops.writes.append(["hdel", ops.key(space.api_key_by_hash(p)), key.key_hash])
+    ops.writes.append(["zrem", ops.key(space.owner_api_keys(p, key.type.value, key.owner_id)), key.id])

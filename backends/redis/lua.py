@@ -138,19 +138,6 @@ local function byte_less(a, b)
 end
 """
 
-#: Lua: delete every API key of one owner (its records, their hash index entries, the owner's index); run by the
-#: deletion of a user or a team, in the same script.
-_DELETE_API_KEYS = """
-local function delete_api_keys(owner_keys, key_prefix, by_hash)
-  for _, id in ipairs(redis.call('ZRANGE', owner_keys, 0, -1)) do
-    local hash = redis.call('HGET', key_prefix .. id, 'key_hash')
-    if hash then redis.call('HDEL', by_hash, cjson.decode(hash)) end
-    redis.call('DEL', key_prefix .. id)
-  end
-  redis.call('DEL', owner_keys)
-end
-"""
-
 # --- contact channels ---
 
 #: Lua: present a one-time code (AttemptVerificationCode's contract): count an attempt on its nonce, then check it.

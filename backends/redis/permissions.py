@@ -8,6 +8,7 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 from __future__ import annotations
 
 from backends.redis.codecs import _config_fields, _flat, _project, _text
+from backends.redis.commit import Ops, writes
 from backends.redis.keys import KeySpace
 from backends.redis.lua import _BYTE_LESS, _EMIT_EVENT, _SEQ
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
@@ -19,6 +20,7 @@ from identity_proto.effects import (
     ListProjectPermissions,
     RevokeProjectPermission,
 )
+from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.records import Project, ProjectConfig
 
 # KEYS: user, the user's permission set, permission users, the events stream. ARGV: user id, record events (1/0: one
@@ -205,3 +207,10 @@ def _change_permission_definitions(
     if project is None:  # the script returned the record it had just checked exists
         raise RuntimeError("change_permission_definitions returned no project")
     return project
+
+
+@writes(DropProjectGrants)
+def _drop_project_grants(ops: Ops, write: DropProjectGrants) -> None:
+    space, p = ops.space, ops.project_id
+    ops.writes.append(["del", ops.key(space.user_permissions(p, write.user_id))])
+    ops.writes.append(["srem", ops.key(space.permission_users(p)), write.user_id])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from backends.redis.codecs import _flat, _json_fields, _required, _session, _user
-from backends.redis.commit import Ops, writes
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _CREATE_SESSION, _EXTEND_EXPIRY, _REVOKE_SESSIONS
 from backends.redis.plan import Call, Plan, Script, _plans, script
@@ -22,6 +22,7 @@ from identity_proto.effects import (
     RevokeUserSessions,
     UseRefreshToken,
 )
+from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.records import Session, User
 
 # KEYS: session, token entry, user's session set. ARGV: session id, expires_at_millis, field, value, ...
@@ -170,3 +171,11 @@ def _drop_session(ops: Ops, write: DropSession) -> None:
     ops.writes.append(["del", ops.key(space.session(p, session.id))])
     ops.writes.append(["del", ops.key(space.session_by_token(p, session.refresh_token_hash))])
     ops.writes.append(["srem", ops.key(space.user_sessions(p, session.user_id)), session.id])
+
+
+@guards(UserSessionsAre)
+def _user_sessions_are(ops: Ops, position: int, guard: UserSessionsAre) -> None:
+    # The set may hold ids of sessions gone by TTL (ListSessions prunes them): the set is what is guarded.
+    user_sessions = ops.key(ops.space.user_sessions(ops.project_id, guard.user_id))
+    ops.guards.append([position, "scard", user_sessions, len(set(guard.session_ids))])
+    ops.guards += [[position, "sismember", user_sessions, session_id, True] for session_id in guard.session_ids]

@@ -29,6 +29,7 @@ from identity_proto.effects import (
     TeamApiKeysAre,
     TeamMembersAre,
 )
+from identity_proto.effects.teams import UserTeamsAre
 from identity_proto.records import Membership, Team
 
 
@@ -174,6 +175,11 @@ def _team_members_are(ops: Ops, position: int, guard: TeamMembersAre) -> None:
 @guards(TeamApiKeysAre)
 def _team_api_keys_are(ops: Ops, position: int, guard: TeamApiKeysAre) -> None:
     _exactly(ops, position, ops.space.owner_api_keys(ops.project_id, "team", guard.team_id), guard.key_ids)
+
+
+@guards(UserTeamsAre)
+def _user_teams_are(ops: Ops, position: int, guard: UserTeamsAre) -> None:
+    _exactly(ops, position, ops.space.user_teams(ops.project_id, guard.user_id), guard.team_ids)
 
 
 @writes(PatchMembership)

@@ -7,21 +7,18 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 from __future__ import annotations
 
 from backends.redis.codecs import _change_fields, _flat, _json_fields, _required, _team, _text, _user
-from backends.redis.commit import Ops, guards
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.lua import (
     _AUTH_EMAIL,
-    _DELETE_API_KEYS,
     _EMIT_EVENT,
     _EMIT_USER_EVENT,
     _RECORD_JSON,
-    _REVOKE_SESSIONS,
-    _SEQ,
 )
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     CreateUser,
-    DeleteUser,
+    DropUser,
     Exists,
     FindUserByAuthEmail,
     ListUsers,
@@ -30,6 +27,7 @@ from identity_proto.effects import (
     UpdateUser,
     UserWrite,
 )
+from identity_proto.effects.commit import RecordKind
 from identity_proto.records import Team, User, user_to_json
 
 
@@ -198,108 +196,10 @@ def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
     return _required(_user(reply[1]))
 
 
-# KEYS: user, e-mail index, user's session set, user order, user's team index, membership order, the user's
-# project permission set, permission users, the user's API key index, the API key hash index, the user's contact
-# channels, (OAuth) the OAuth index and the provider tokens, and the events stream (one `team_membership.deleted` per
-# team, in membership order, then `user.deleted`).
-# ARGV: user id, session key prefix, token entry prefix, membership key prefix, team member-index prefix, API key
-# prefix.
-# Returns 1 if the user existed (and is gone with everything pointing at them), else 0 (nothing changed).
-script(
-    "delete_user",
-    _REVOKE_SESSIONS
-    + _AUTH_EMAIL
-    + _SEQ
-    + _DELETE_API_KEYS
-    + _EMIT_EVENT
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
-local email = auth_email(stored[1], stored[2])
-if email and redis.call('HGET', KEYS[2], email) == ARGV[1] then redis.call('HDEL', KEYS[2], email) end
--- contact channels: the user's other addresses leave the e-mail index with them
-for _, text in ipairs(redis.call('HVALS', KEYS[11])) do
-  local c = cjson.decode(text)
-  if c.used_for_auth == true and redis.call('HGET', KEYS[2], c.value) == ARGV[1] then
-    redis.call('HDEL', KEYS[2], c.value)
-  end
-end
-redis.call('DEL', KEYS[11])
-revoke_sessions(KEYS[3], ARGV[2], ARGV[3])
-local teams = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
-local deleted_ids = {ARGV[1]}
-for i = 1, #teams, 2 do
-  emit_event(KEYS[14], 'team_membership.deleted', '', '', teams[i] .. '\\n' .. ARGV[1])
-  deleted_ids[#deleted_ids + 1] = teams[i]
-end
-emit_event(KEYS[14], 'user.deleted', '', '', table.concat(deleted_ids, '\\n'))
-for i = 1, #teams, 2 do
-  local seq = seq_text(teams[i + 1])
-  redis.call('DEL', ARGV[4] .. seq)
-  redis.call('ZREM', ARGV[5] .. teams[i], ARGV[1])
-  redis.call('ZREM', KEYS[6], seq)
-end
-redis.call('DEL', KEYS[5])
--- permissions: the user's project permission grants
-redis.call('DEL', KEYS[7])
-redis.call('SREM', KEYS[8], ARGV[1])
--- end permissions
-delete_api_keys(KEYS[9], ARGV[6], KEYS[10])
--- OAuth: the index entries of the user's sign-in accounts and the accounts' provider tokens (the accounts are
--- only read: decoding is safe, re-encoding is never done)
-local accounts = redis.call('HGET', KEYS[1], 'oauth_accounts')
-if accounts then
-  for _, a in ipairs(cjson.decode(accounts)) do
-    if a.allow_sign_in == true then
-      local key = a.provider_config_id .. '\\n' .. a.account_id
-      if redis.call('HGET', KEYS[12], key) == ARGV[1] then redis.call('HDEL', KEYS[12], key) end
-    end
-    redis.call('HDEL', KEYS[13], a.id)
-  end
-end
--- end OAuth
-redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('DEL', KEYS[1])
-return 1
-""",
-)
-
-
-@_plans(DeleteUser)
-def _delete_user(keys: KeySpace, effect: DeleteUser) -> Plan[bool]:
-    project_id, user_id = effect.project_id, effect.user_id
-    deleted = yield Script(
-        "delete_user",
-        (
-            keys.user(project_id, user_id),
-            keys.users_by_email(project_id),
-            keys.user_sessions(project_id, user_id),
-            keys.user_order(project_id),
-            keys.user_teams(project_id, user_id),
-            keys.membership_order(project_id),
-            # permissions
-            keys.user_permissions(project_id, user_id),
-            keys.permission_users(project_id),
-            # API keys
-            keys.owner_api_keys(project_id, "user", user_id),
-            keys.api_key_by_hash(project_id),
-            # contact channels
-            keys.user_channels(project_id, user_id),
-            # OAuth
-            keys.oauth_index(project_id),
-            keys.provider_tokens(project_id),
-            keys.events(project_id),  # webhooks
-        ),
-        (
-            user_id,
-            keys.session(project_id),
-            keys.session_by_token(project_id),
-            keys.membership(project_id),
-            keys.team_members(project_id),
-            keys.api_key(project_id),
-        ),
-    )
-    return bool(deleted)
+@writes(DropUser)
+def _drop_user(ops: Ops, write: DropUser) -> None:
+    ops.writes.append(["del", ops.record_key(RecordKind.USER, write.user_id)])
+    ops.writes.append(["zrem", ops.key(ops.space.user_order(ops.project_id)), write.user_id])
 
 
 # KEYS: user order. ARGV: user key prefix, cursor id, has cursor (1/0), descending (1/0), limit (> 0; -1: all).

@@ -208,7 +208,7 @@ from identity_proto.effects.teams import (
 from identity_proto.effects.testing import LoadClockOverride, ResetProjectData, SetClockOverride
 from identity_proto.effects.users import (
     CreateUser,
-    DeleteUser,
+    DropUser,
     Exists,
     FindUserByAuthEmail,
     ListUsers,
@@ -272,10 +272,10 @@ __all__ = [
     "DefinitionsWrite",
     "DeleteProject",
     "DeleteSession",
-    "DeleteUser",
     "DropMembership",
     "DropSession",
     "DropTeam",
+    "DropUser",
     "Effect",
     "EmailRefusal",
     "EmailSignIn",

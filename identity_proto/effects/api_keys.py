@@ -2,8 +2,8 @@
 
 Reads are effects; writes are a `Commit` built by the core (`identity_proto.flows.api_keys`): a new key (`PutApiKey`)
 guarded on its owner existing (`ApiKeyOwnerExists`: a key never points at a missing owner, and deleting the owner
-(DeleteUser, DeleteTeam) deletes its keys in the same step), a change (`PatchApiKey`) guarded on the key's
-changeable fields as read (`ApiKeyIs`). (Hashes never collide: a key holds 225 random bits.)"""
+(`flows.users.drop_user`, `flows.teams.drop_team`) deletes its keys in the same commit), a change (`PatchApiKey`)
+guarded on the key's changeable fields as read (`ApiKeyIs`). (Hashes never collide: a key holds 225 random bits.)"""
 
 from __future__ import annotations
 
@@ -85,3 +85,18 @@ class ListApiKeys(StorageEffect[tuple[ApiKey, ...]]):
     project_id: str
     type: ApiKeyType
     owner_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserApiKeysAre(CommitGuard):
+    """The API keys of user `user_id` are exactly `key_ids` (a user's deletion decided on them)."""
+
+    user_id: str
+    key_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DropApiKey(CommitWrite):
+    """Remove a stored key (as the flow read it): its record, its hash's entry and its place among its owner's."""
+
+    key: ApiKey

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from identity_proto.effects.base import StorageEffect
+from identity_proto.effects.commit import CommitWrite
 from identity_proto.records import Membership, OAuthAccount, Team, User
 
 __all__ = [
     "AccountsWrite",
     "ChangeOAuthAccounts",
     "ConsumeOuterCode",
+    "DropProviderTokens",
     "FindUserByOAuthAccount",
     "LoadProviderTokens",
     "OAuthState",
@@ -220,3 +222,10 @@ class SignUpWithOAuth(StorageEffect["User | SignUpWithOAuthRefusal"]):
             raise ValueError("an OAuth sign-up stores the user with their provider account")
         if self.personal_team is not None and self.new_user.selected_team_id != self.personal_team[0].id:
             raise ValueError("a new user has their personal team selected")
+
+
+@dataclass(frozen=True, slots=True)
+class DropProviderTokens(CommitWrite):
+    """A commit's write: remove the provider tokens of one account row (none stored is no error)."""
+
+    account_row_id: str

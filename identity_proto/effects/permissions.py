@@ -8,6 +8,7 @@ from enum import Enum
 
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects.base import StorageEffect
+from identity_proto.effects.commit import CommitWrite
 from identity_proto.records import Project
 
 
@@ -75,3 +76,11 @@ class ChangePermissionDefinitions(StorageEffect[Project | DefinitionsWrite]):
         object.__setattr__(self, "config", ProjectConfigChanges.of(self.config))
         if self.renamed is not None and self.removed is not None:
             raise ValueError("a definition change renames or removes one id, not both")
+
+
+@dataclass(frozen=True, slots=True)
+class DropProjectGrants(CommitWrite):
+    """A commit's write: revoke every project permission `user_id` holds directly (a user's deletion; whatever
+    they hold, so it needs no guard)."""
+
+    user_id: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from identity_proto.effects.base import StorageEffect
-from identity_proto.effects.commit import CommitWrite
+from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import Session, User  # noqa: F401 (User is named only in a quoted result type)
 
 
@@ -66,3 +66,12 @@ class DropSession(CommitWrite):
     user's sessions. A session already gone is no error."""
 
     session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class UserSessionsAre(CommitGuard):
+    """A commit's guard: the sessions of `user_id` are exactly `session_ids` (a user's deletion decided on them: a
+    session made since conflicts)."""
+
+    user_id: str
+    session_ids: tuple[str, ...]

@@ -129,3 +129,11 @@ class DropTeam(CommitWrite):
 
     team_id: str
     api_keys: tuple[ApiKey, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UserTeamsAre(CommitGuard):
+    """The teams `user_id` is a member of are exactly `team_ids` (a user's deletion decided on them)."""
+
+    user_id: str
+    team_ids: tuple[str, ...]

@@ -7,7 +7,7 @@ from enum import Enum
 
 from identity_proto.changes import UserChanges
 from identity_proto.effects.base import StorageEffect
-from identity_proto.effects.commit import CommitGuard, RecordKind
+from identity_proto.effects.commit import CommitGuard, CommitWrite, RecordKind
 from identity_proto.records import Team, User  # noqa: F401 (Team is named only in quoted result types)
 
 
@@ -82,11 +82,10 @@ class UpdateUser(StorageEffect["User | UserWrite"]):
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteUser(StorageEffect[bool]):
-    """Remove a user with everything that points at them (sessions, e-mail index entry; team memberships once
-    teams exist), at once. False when there was no such user."""
+class DropUser(CommitWrite):
+    """A commit's write: remove a user's record and its place in the list (`flows.users.drop_user` drops what
+    points at it, its index entries included, in the same commit)."""
 
-    project_id: str
     user_id: str
 
 

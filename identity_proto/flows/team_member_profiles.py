@@ -32,7 +32,7 @@ def _rendered(
     ctx: RequestContext, project: Project, membership: Membership, caller_team_ids: frozenset[str] = frozenset()
 ) -> Flow[dict[str, object]]:
     user = yield from perform(LoadUser(project.id, membership.user_id))
-    if user is None:  # a membership never outlives its user (DeleteUser removes both at once)
+    if user is None:  # a membership never outlives its user (a user's deletion drops both in one commit)
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     team: Team | None = None
     if user.selected_team_id is not None:

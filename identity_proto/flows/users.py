@@ -18,13 +18,17 @@ from identity_proto.auth import AccessType, live_session_guard
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
+    ChannelsAre,
     CommitConflict,
-    DeleteUser,
+    DropChannel,
+    DropMembership,
     DropSession,
+    DropUser,
     Exists,
     FindUserByAuthEmail,
     Flow,
     HashPassword,
+    ListApiKeys,
     ListContactChannels,
     ListMemberships,
     ListSessions,
@@ -37,6 +41,7 @@ from identity_proto.effects import (
     Together,
     perform,
 )
+from identity_proto.effects.api_keys import DropApiKey, UserApiKeysAre
 from identity_proto.effects.commit import (
     Announce,
     CommitGuard,
@@ -52,11 +57,15 @@ from identity_proto.effects.commit import (
     SetIndex,
     commit,
 )
+from identity_proto.effects.oauth import DropProviderTokens, FindUserByOAuthAccount, oauth_index_key
+from identity_proto.effects.permissions import DropProjectGrants
+from identity_proto.effects.sessions import UserSessionsAre
+from identity_proto.effects.teams import UserTeamsAre
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.signin import store_new_user
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
-from identity_proto.records import Project, RiskScores, Session, Team, User
+from identity_proto.records import ApiKeyType, Project, RiskScores, Session, Team, User
 from identity_proto.render import json_response, render_user
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
@@ -68,6 +77,7 @@ __all__ = [
     "create_user",
     "delete_me",
     "delete_user",
+    "drop_user",
     "get_me",
     "get_user",
     "list_users",
@@ -592,7 +602,7 @@ def delete_me(ctx: RequestContext) -> Flow[Response]:
     user_id = _my_id(ctx)
     if auth.access_type is AccessType.CLIENT and not auth.project.config.client_user_deletion_enabled:
         raise KnownError(ErrorCode.CLIENT_USER_DELETION_NOT_ENABLED)
-    if not (yield from perform(DeleteUser(auth.project.id, user_id))):
+    if not (yield from drop_user(auth.project.id, user_id)):
         raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
     return json_response(200, {"success": True})
 
@@ -600,6 +610,69 @@ def delete_me(ctx: RequestContext) -> Flow[Response]:
 def delete_user(ctx: RequestContext) -> Flow[Response]:
     """DELETE /users/{user_id} (server, admin): the user, their sessions and memberships, at once."""
     project = ctx.require_auth().project
-    if not (yield from perform(DeleteUser(project.id, ctx.params.user_id))):
+    if not (yield from drop_user(project.id, ctx.params.user_id)):
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     return json_response(200, {"success": True})
+
+
+#: The fields of a user its deletion decides on: which e-mail index entries and OAuth records point at it.
+_DELETION_FIELDS = ("primary_email", "primary_email_auth_enabled", "oauth_accounts")
+
+
+def drop_user(project_id: str, user_id: str) -> Flow[bool]:
+    """Remove a user with everything that points at them, in one commit: their sessions, memberships (announced
+    `team_membership.deleted` per team, in membership order, then `user.deleted` naming the user and those teams),
+    contact channels, the e-mail index entries of their auth addresses and the OAuth index entries of their
+    sign-in accounts (those that name them), their accounts' provider tokens, API keys and project permission
+    grants. Guarded by what it read: a session, membership, channel or key added meanwhile conflicts, and the
+    request is re-run. False when there is no such user.
+
+    Round trips: the reads (one), the OAuth index entries when the user has sign-in accounts (one), the commit."""
+    read, sessions, memberships, api_keys = yield from perform(
+        Together(
+            (
+                ListContactChannels(project_id, user_id),
+                ListSessions(project_id, user_id),
+                ListMemberships(project_id, user_id=user_id),
+                ListApiKeys(project_id, ApiKeyType.USER, user_id),
+            )
+        )
+    )
+    if read is None:
+        return False
+    user = read.user
+    sign_in = [account for account in user.oauth_accounts if account.allow_sign_in]
+    holders: tuple[User | None, ...] = ()
+    if sign_in:
+        holders = yield from perform(
+            Together(tuple(FindUserByOAuthAccount(project_id, a.provider_config_id, a.account_id) for a in sign_in))
+        )
+    team_ids = tuple(membership.team_id for membership in memberships)
+    guards: list[CommitGuard] = [
+        FieldsAre(user, _DELETION_FIELDS),
+        ChannelsAre(user.id, read.stored),
+        UserSessionsAre(user.id, tuple(session.id for session in sessions)),
+        UserTeamsAre(user.id, team_ids),
+        UserApiKeysAre(user.id, tuple(key.id for key in api_keys)),
+    ]
+    writes: list[CommitWrite] = []
+    # the index entries that name the user (an entry another user holds stays theirs)
+    for address in dict.fromkeys(c.value for c in read.channels if c.used_for_auth):
+        if read.holder(address) == user.id:
+            guards.append(IndexIs(IndexName.EMAIL, address, user.id))
+            writes.append(DropIndex(IndexName.EMAIL, address))
+    for account, holder in zip(sign_in, holders, strict=True):
+        if holder is not None and holder.id == user.id:
+            key = oauth_index_key(account.provider_config_id, account.account_id)
+            guards.append(IndexIs(IndexName.OAUTH, key, user.id))
+            writes.append(DropIndex(IndexName.OAUTH, key))
+    writes += [DropProviderTokens(account.id) for account in user.oauth_accounts]
+    writes += [DropChannel(user.id, channel.id) for channel in read.stored]
+    writes += [DropSession(session) for session in sessions]
+    writes += [DropMembership(team_id, user.id) for team_id in team_ids]
+    writes += [DropApiKey(key) for key in api_keys]
+    writes += [DropProjectGrants(user.id), DropUser(user.id)]
+    events = tuple(Announce("team_membership.deleted", ids=(team_id, user.id)) for team_id in team_ids)
+    events += (Announce("user.deleted", ids=(user.id, *team_ids)),)
+    yield from commit(project_id, tuple(guards), tuple(writes), events)
+    return True

@@ -138,7 +138,7 @@ def make_membership(
 
 
 def remove_user_behind_the_stores_back(store: Store, project_id: str, user_id: str) -> None:
-    """Delete a user record without any effect (DeleteUser would take its sessions too), leaving everything that
+    """Delete a user record without any effect (deleting it would take its sessions too), leaving everything that
     points at it in place."""
     if isinstance(store, MemoryStore):
         del store.tenant(project_id).users[user_id]
@@ -237,6 +237,14 @@ def delete_team(store: Store, project_id: str, team_id: str) -> bool:
     from identity_proto.flows.teams import drop_team
 
     return bool(committed(lambda: drop_team(project_id, team_id), store))
+
+
+def delete_user(store: Store, project_id: str, user_id: str) -> bool:
+    """What deleting a user does to a store: the core's `drop_user` (reads, then one `Commit`), re-run while its
+    commit meets a concurrent change. False when there was no such user."""
+    from identity_proto.flows.users import drop_user
+
+    return bool(committed(lambda: drop_user(project_id, user_id), store))
 
 
 def add_membership(store: Store, project_id: str, membership: Membership) -> Any:

@@ -15,7 +15,6 @@ from identity_proto.effects import (
     ApiKeyWrite,
     CreateProject,
     CreateUser,
-    DeleteUser,
     FindApiKeyByHash,
     ListApiKeys,
     LoadApiKey,
@@ -33,6 +32,7 @@ from tests.contract.factories import (
     T0,
     create_team,
     delete_team,
+    delete_user,
     in_threads,
     make_team,
     make_user,
@@ -194,7 +194,7 @@ def test_deleting_a_user_deletes_its_keys_and_no_other(store: Store) -> None:
     for key in (make_key("k1"), make_key("k2"), make_key("k3", "u2"), make_key("k4", "t1", type=ApiKeyType.TEAM)):
         create_key(store, PROJECT, key)
 
-    assert store.apply(DeleteUser(PROJECT, "u1")) is True
+    assert delete_user(store, PROJECT, "u1") is True
 
     for gone in ("k1", "k2"):
         assert store.apply(LoadApiKey(PROJECT, gone)) is None
@@ -221,7 +221,7 @@ def test_deleting_a_team_deletes_its_keys_and_no_other(store: Store) -> None:
 def test_a_recreated_owner_with_the_same_id_has_no_keys(store: Store) -> None:
     _owners(store)
     create_key(store, PROJECT, make_key("k1"))
-    store.apply(DeleteUser(PROJECT, "u1"))
+    delete_user(store, PROJECT, "u1")
     store.apply(CreateUser(PROJECT, make_user("u1")))
 
     assert store.apply(ListApiKeys(PROJECT, ApiKeyType.USER, "u1")) == ()
@@ -248,7 +248,7 @@ def test_creating_a_key_races_with_deleting_its_owner_and_never_leaves_an_orphan
         key = make_key(f"k-{round_}", user_id)
         created, _deleted = in_threads(
             lambda key=key: create_key(store, PROJECT, key),
-            lambda user_id=user_id: store.apply(DeleteUser(PROJECT, user_id)),
+            lambda user_id=user_id: delete_user(store, PROJECT, user_id),
         )
         # Whichever ran first, no key is left pointing at the deleted user.
         assert created in (key, ApiKeyWrite.OWNER_NOT_FOUND)

@@ -17,7 +17,6 @@ from identity_proto.effects import (
     CreateSignInCode,
     CreateUser,
     CreateVerificationCode,
-    DeleteUser,
     EmailRefusal,
     FindUserByAuthEmail,
     ListContactChannels,
@@ -29,7 +28,7 @@ from identity_proto.effects import (
 )
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
 from identity_proto.records import CodePurpose, ContactChannel, User, derived_primary_channel_id
-from tests.contract.factories import PROJECT, T0, in_threads, make_code, make_user, run_flow
+from tests.contract.factories import PROJECT, T0, delete_user, in_threads, make_code, make_user, run_flow
 
 ADA = "ada@example.com"
 WORK = "ada@work.example.com"
@@ -227,7 +226,7 @@ def test_deleting_channels_drops_their_index_entries_and_leaves_the_user(store: 
 def test_deleting_a_user_drops_their_channels_and_frees_their_addresses(store: Store) -> None:
     store.apply(CreateUser(PROJECT, ada()))
     create(store, channel("c1", WORK))
-    store.apply(DeleteUser(PROJECT, "ada"))
+    delete_user(store, PROJECT, "ada")
     assert owner(store, WORK) is None
     store.apply(CreateUser(PROJECT, make_user("ada")))  # the same id again: no channel comes back
     assert summary(store) == []

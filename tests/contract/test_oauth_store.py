@@ -25,7 +25,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateUser,
     DeleteProject,
-    DeleteUser,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
     ListMemberships,
@@ -56,6 +55,7 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    delete_user,
     in_threads,
     make_membership,
     make_session,
@@ -606,7 +606,7 @@ def test_deleting_a_user_frees_their_accounts_and_drops_their_tokens(store: Stor
     for user_id, row in (("ada", "row-1"), ("ada", "row-2"), ("bob", "row-b")):
         store.apply(SaveProviderTokens(PROJECT, user_id, row, f"sealed-{row}"))
 
-    assert store.apply(DeleteUser(PROJECT, "ada")) is True
+    assert delete_user(store, PROJECT, "ada") is True
 
     assert store.apply(find()) is None
     assert store.apply(LoadProviderTokens(PROJECT, "row-1")) is None
@@ -641,7 +641,7 @@ def test_a_deleted_user_leaves_no_index_entry_or_tokens_behind(store: Store) -> 
         "tokens:row-b": "",
     }
 
-    store.apply(DeleteUser(PROJECT, "ada"))
+    delete_user(store, PROJECT, "ada")
 
     assert index_entries(store) == {"gitlab\ngl-1": "bob", "tokens:row-b": ""}
 

@@ -21,7 +21,6 @@ from identity_proto.effects import (
     CreateSession,
     CreateUser,
     CreateVerificationCode,
-    DeleteUser,
     ListContactChannels,
     ListOutbox,
     ListSessions,
@@ -50,6 +49,7 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    delete_user,
     in_threads,
     make_code,
     make_email,
@@ -224,7 +224,7 @@ def test_refused_resets_write_nothing(store: Store) -> None:
 def test_a_reset_for_a_user_who_is_gone_uses_the_code_and_writes_nothing_else(store: Store) -> None:
     with_user(store, make_user("ada", EMAIL))
     code = stored_reset_code(store)
-    assert store.apply(DeleteUser(PROJECT, "ada"))
+    assert delete_user(store, PROJECT, "ada")
     assert store.apply(reset(code)) is PasswordWrite.USER_NOT_FOUND
     assert store.apply(LoadUser(PROJECT, "ada")) is None
     assert store.apply(reset(code)) is PasswordWrite.CODE_USED

@@ -1,5 +1,5 @@
 """The permissions contract (GrantProjectPermissions, RevokeProjectPermission, ListProjectPermissions,
-ChangePermissionDefinitions, and DeleteUser taking a user's grants) over every store."""
+ChangePermissionDefinitions, and a user's deletion taking their grants) over every store."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateUser,
     DefinitionsWrite,
-    DeleteUser,
     GrantProjectPermissions,
     ListMemberships,
     ListProjectPermissions,
@@ -27,7 +26,16 @@ from identity_proto.flows.projects import new_project
 from identity_proto.records import BUILT_IN_PERMISSION_DEFINITIONS, PermissionDefinition, Project, ProjectConfig
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import T0, add_membership, create_team, in_threads, make_membership, make_team, make_user
+from tests.contract.factories import (
+    T0,
+    add_membership,
+    create_team,
+    delete_user,
+    in_threads,
+    make_membership,
+    make_team,
+    make_user,
+)
 
 READ = PermissionDefinition("read", "project", "Read things")
 WRITE = PermissionDefinition("write", "project", None, ("read",))
@@ -100,7 +108,7 @@ def test_deleting_a_user_takes_their_grants_and_leaves_others(store: Store) -> N
     _users(store, project.id, "alice", "bob")
     store.apply(GrantProjectPermissions(project.id, "alice", ("read",)))
     store.apply(GrantProjectPermissions(project.id, "bob", ("read",)))
-    assert store.apply(DeleteUser(project.id, "alice")) is True
+    assert delete_user(store, project.id, "alice") is True
     assert store.apply(ListProjectPermissions(project.id)) == (("bob", ("read",)),)
     store.apply(CreateUser(project.id, make_user("alice")))  # the same id again starts with nothing
     assert store.apply(ListProjectPermissions(project.id, "alice")) == ()
@@ -241,7 +249,7 @@ def test_redis_grant_keys_are_sets_in_the_project_slot(redis_store: RedisStore) 
         assert client.type(key) == b"set"
         assert key_slot(key.encode()) == key_slot(f"{{p:{project.id}}}".encode())
         assert client.pttl(key) == -1
-    redis_store.apply(DeleteUser(project.id, "alice"))
+    delete_user(redis_store, project.id, "alice")
     assert client.exists(grants, holders) == 0
 
 

@@ -1,5 +1,5 @@
-"""The ordered user walk and user deletion (ListUsers, DeleteUser) over every store: the order index kept by
-CreateUser / UpdateUser / DeleteUser, and everything DeleteUser takes with the user."""
+"""The ordered user walk and user deletion (ListUsers, the core's `drop_user`) over every store: the order index kept by
+CreateUser / UpdateUser / a deletion, and everything a deletion takes with the user."""
 
 from __future__ import annotations
 
@@ -10,12 +10,17 @@ import pytest
 
 from backends.memory import MemoryStore
 from backends.redis import RedisStore
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
+    Commit,
+    CommitConflict,
     CreateSession,
     CreateUser,
-    DeleteUser,
+    Exists,
+    FindApiKeyByHash,
     FindUserByAuthEmail,
+    ListApiKeys,
+    ListContactChannels,
     ListMemberships,
     ListSessions,
     ListTeams,
@@ -30,7 +35,11 @@ from identity_proto.effects import (
     UserWrite,
     perform,
 )
-from identity_proto.records import Membership, User
+from identity_proto.effects.commit import PutSession, RecordKind, commit
+from identity_proto.flows.api_keys import store_api_key
+from identity_proto.flows.contact_channels import create_channel
+from identity_proto.flows.users import drop_user
+from identity_proto.records import ApiKey, ApiKeyType, ContactChannel, Membership, Session, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     OTHER_PROJECT,
@@ -38,12 +47,14 @@ from tests.contract.factories import (
     T0,
     add_membership,
     create_team,
+    delete_user,
     in_threads,
     make_membership,
     make_session,
     make_team,
     make_user,
     remove_user_behind_the_stores_back,
+    run_flow,
 )
 
 
@@ -148,7 +159,7 @@ def test_lists_are_per_project(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# ListUsers: the index follows UpdateUser and DeleteUser
+# ListUsers: the index follows UpdateUser and a deletion
 
 
 def test_changing_the_sign_up_time_moves_the_user(store: Store) -> None:
@@ -195,8 +206,8 @@ def test_a_refused_update_does_not_move_the_user(store: Store) -> None:
 def test_deleted_users_leave_the_list(store: Store) -> None:
     _create_scrambled(store)
 
-    assert store.apply(DeleteUser(PROJECT, "u-b")) is True
-    assert store.apply(DeleteUser(PROJECT, "m-latest")) is True
+    assert delete_user(store, PROJECT, "u-b") is True
+    assert delete_user(store, PROJECT, "m-latest") is True
 
     remaining = [user_id for user_id in IDS if user_id not in ("u-b", "m-latest")]
     assert _ids(store.apply(ListUsers(PROJECT))) == remaining
@@ -221,15 +232,15 @@ def test_concurrent_creates_all_land_in_the_list_in_order(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# DeleteUser
+# Deleting a user (the core's drop_user)
 
 
 def test_delete_of_a_missing_user_is_false_and_changes_nothing(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
     store.apply(CreateUser(PROJECT, user))
 
-    assert store.apply(DeleteUser(PROJECT, "nobody")) is False
-    assert store.apply(DeleteUser(OTHER_PROJECT, user.id)) is False
+    assert delete_user(store, PROJECT, "nobody") is False
+    assert delete_user(store, OTHER_PROJECT, user.id) is False
 
     assert store.apply(LoadUser(PROJECT, user.id)) == user
     assert store.apply(ListUsers(PROJECT)) == (user,)
@@ -239,8 +250,8 @@ def test_delete_removes_the_user_and_frees_the_address(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
     store.apply(CreateUser(PROJECT, user))
 
-    assert store.apply(DeleteUser(PROJECT, user.id)) is True
-    assert store.apply(DeleteUser(PROJECT, user.id)) is False
+    assert delete_user(store, PROJECT, user.id) is True
+    assert delete_user(store, PROJECT, user.id) is False
 
     assert store.apply(LoadUser(PROJECT, user.id)) is None
     assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) is None
@@ -267,7 +278,7 @@ def test_delete_removes_the_address_entry_only_when_it_points_at_the_user(store:
     store.apply(CreateUser(PROJECT, owner))
     _point_address_at(store, "shared@example.com", owner.id)
 
-    assert store.apply(DeleteUser(PROJECT, stale.id)) is True
+    assert delete_user(store, PROJECT, stale.id) is True
 
     assert store.apply(FindUserByAuthEmail(PROJECT, "shared@example.com")) == owner
 
@@ -278,7 +289,7 @@ def test_delete_keeps_an_address_without_auth_out_of_it(store: Store) -> None:
     store.apply(CreateUser(PROJECT, contact_only))
     store.apply(CreateUser(PROJECT, signs_in))
 
-    assert store.apply(DeleteUser(PROJECT, contact_only.id)) is True
+    assert delete_user(store, PROJECT, contact_only.id) is True
 
     assert store.apply(FindUserByAuthEmail(PROJECT, "shared@example.com")) == signs_in
 
@@ -293,7 +304,7 @@ def test_delete_removes_every_session_of_the_user_only(store: Store) -> None:
     for session in (*mine, theirs):
         store.apply(CreateSession(PROJECT, session))
 
-    assert store.apply(DeleteUser(PROJECT, user.id)) is True
+    assert delete_user(store, PROJECT, user.id) is True
 
     for session in mine:
         assert store.apply(LoadSession(PROJECT, session.id)) is None
@@ -319,7 +330,7 @@ def test_delete_removes_every_membership_of_the_user_only(store: Store) -> None:
     for membership in kept:
         add_membership(store, PROJECT, membership)
 
-    assert store.apply(DeleteUser(PROJECT, user.id)) is True
+    assert delete_user(store, PROJECT, user.id) is True
 
     for team in teams:
         assert store.apply(LoadMembership(PROJECT, team.id, user.id)) is None
@@ -346,7 +357,7 @@ def test_a_user_deleted_while_memberships_are_added_keeps_none(store: Store) -> 
 
     results = in_threads(
         *[lambda t=t: add_membership(store, PROJECT, make_membership(t.id, user.id)) for t in teams],
-        lambda: store.apply(DeleteUser(PROJECT, user.id)),
+        lambda: delete_user(store, PROJECT, user.id),
     )
 
     assert results[-1] is True
@@ -368,8 +379,8 @@ def test_async_list_and_delete_through_arun(async_store: AsyncBackend) -> None:
         return [
             _ids(await arun(perform(ListUsers(PROJECT, limit=3, cursor="u-b")), store)),
             _ids(await arun(perform(ListUsers(PROJECT, limit=3, cursor="u-b", descending=True)), store)),
-            await arun(perform(DeleteUser(PROJECT, "u-b2")), store),
-            await arun(perform(DeleteUser(PROJECT, "u-b2")), store),
+            await arun(drop_user(PROJECT, "u-b2"), store),
+            await arun(drop_user(PROJECT, "u-b2"), store),
             _ids(await arun(perform(ListUsers(PROJECT, limit=3, cursor="u-b")), store)),
         ]
 
@@ -383,7 +394,7 @@ def test_async_list_and_delete_through_arun(async_store: AsyncBackend) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Redis: the order index, and what DeleteUser leaves behind
+# Redis: the order index, and what a deletion leaves behind
 
 
 def _namespace_keys(store: RedisStore) -> set[str]:
@@ -401,7 +412,7 @@ def test_redis_the_order_index_is_a_sorted_set_scored_by_sign_up_time(redis_stor
     ]
     redis_store.apply(UpdateUser(PROJECT, "u-a", (("signed_up_at_millis", 7),)))
     assert redis_store.client.zscore(key, "u-a") == 7.0
-    redis_store.apply(DeleteUser(PROJECT, "u-a"))
+    delete_user(redis_store, PROJECT, "u-a")
     assert redis_store.client.zscore(key, "u-a") is None
     assert redis_store.client.zcard(key) == len(ORDERED) - 1
 
@@ -427,7 +438,7 @@ def test_redis_delete_leaves_no_key_of_the_user(redis_store: RedisStore) -> None
     team_keys = _namespace_keys(redis_store) - before
     keys = redis_store.keys
 
-    assert redis_store.apply(DeleteUser(PROJECT, user.id)) is True
+    assert delete_user(redis_store, PROJECT, user.id) is True
 
     left = _namespace_keys(redis_store)
     assert keys.user(PROJECT, user.id) not in left
@@ -451,3 +462,92 @@ def test_redis_delete_leaves_no_key_of_the_user(redis_store: RedisStore) -> None
     assert client.zrange(keys.user_order(PROJECT), 0, -1) == [b"user-2"]
     assert client.zrange(keys.team_members(PROJECT, "team-1"), 0, -1) == [b"user-2"]
     assert client.zrange(keys.membership_order(PROJECT), 0, -1) == [b"2"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Deleting a user races with what points at them: decided on reads, committed with guards on what was read
+
+
+class _WriteBeforeCommit:
+    """A store that runs `write` (once) just before the first `Commit` it is asked to apply: a concurrent change
+    landing between a flow's reads and its commit."""
+
+    def __init__(self, store: Store, write: Any) -> None:
+        self.store, self.write, self.done = store, write, False
+
+    def apply(self, effect: Any) -> Any:
+        if isinstance(effect, Commit) and not self.done:
+            self.done = True
+            self.write()
+        return self.store.apply(effect)
+
+
+def _add_session(store: Store, user_id: str) -> None:
+    store.apply(CreateSession(PROJECT, make_session("late", user_id)))
+
+
+def _add_membership(store: Store, user_id: str) -> None:
+    create_team(store, PROJECT, make_team("late-team"))
+    assert isinstance(add_membership(store, PROJECT, make_membership("late-team", user_id)), Membership)
+
+
+def _add_channel(store: Store, user_id: str) -> None:
+    late = ContactChannel("late-channel", user_id, "late@example.com", True, True, T0 + 1)
+    run_flow(store, lambda: create_channel(PROJECT, late, make_primary=False, next_primary_id="next"))
+
+
+def _add_api_key(store: Store, user_id: str) -> None:
+    key = ApiKey("late-key", ApiKeyType.USER, user_id, "late", False, T0, "hash-of-late", "late")
+    assert run_flow(store, lambda: store_api_key(PROJECT, key)) == key
+
+
+@pytest.mark.parametrize("added", [_add_session, _add_membership, _add_channel, _add_api_key])
+def test_a_deletion_whose_reads_miss_a_concurrent_addition_conflicts_then_takes_it(store: Store, added: Any) -> None:
+    user = make_user("ada", "ada@example.com")
+    store.apply(CreateUser(PROJECT, user))
+    store.apply(CreateSession(PROJECT, make_session("early", user.id)))
+
+    racing = _WriteBeforeCommit(store, lambda: added(store, user.id))
+    with pytest.raises(CommitConflict):
+        run(drop_user(PROJECT, user.id), racing)  # type: ignore[arg-type]
+
+    # The conflict wrote nothing; the re-run reads the addition and takes it with the user.
+    assert racing.done
+    assert store.apply(LoadUser(PROJECT, user.id)) is not None
+    assert store.apply(LoadSession(PROJECT, "early")) == make_session("early", user.id)
+    assert store.apply(FindUserByAuthEmail(PROJECT, "ada@example.com")) is not None
+    assert delete_user(store, PROJECT, user.id) is True
+    assert store.apply(LoadUser(PROJECT, user.id)) is None
+    assert store.apply(ListSessions(PROJECT, user.id)) == ()
+    assert store.apply(LoadSession(PROJECT, "late")) is None
+    assert store.apply(LoadSession(PROJECT, "early")) is None
+    assert store.apply(ListMemberships(PROJECT, user_id=user.id)) == ()
+    assert store.apply(ListContactChannels(PROJECT, user.id)) is None
+    assert store.apply(FindUserByAuthEmail(PROJECT, "late@example.com")) is None
+    assert store.apply(FindUserByAuthEmail(PROJECT, "ada@example.com")) is None
+    assert store.apply(ListApiKeys(PROJECT, ApiKeyType.USER, user.id)) == ()
+    assert store.apply(FindApiKeyByHash(PROJECT, "hash-of-late")) is None
+
+
+def test_a_user_deleted_while_sessions_are_started_keeps_none(store: Store) -> None:
+    for round_ in range(3):
+        user = make_user(f"signing-in-{round_}")
+        store.apply(CreateUser(PROJECT, user))
+        sessions = [make_session(f"s-{round_}-{i}", user.id) for i in range(4)]
+
+        def start(session: Session, user_id: str = user.id) -> bool:
+            # What a sign-in commits: the new session, only while its user exists.
+            try:
+                run(commit(PROJECT, (Exists(RecordKind.USER, user_id),), (PutSession(session),)), store)
+            except CommitConflict:
+                return False
+            return True
+
+        results = in_threads(
+            *[lambda s=s: start(s) for s in sessions], lambda user_id=user.id: delete_user(store, PROJECT, user_id)
+        )
+
+        assert results[-1] is True
+        assert store.apply(ListSessions(PROJECT, user.id)) == ()
+        assert all(store.apply(LoadSession(PROJECT, s.id)) is None for s in sessions)
+        assert all(store.apply(UseRefreshToken(PROJECT, s.refresh_token_hash, T0)) is None for s in sessions)

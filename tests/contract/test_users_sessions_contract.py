@@ -33,6 +33,7 @@ from tests.contract.factories import (
     T0,
     create_team,
     delete_team,
+    delete_user,
     in_threads,
     make_session,
     make_user,
@@ -780,14 +781,14 @@ def test_a_guarded_patch_writes_only_while_its_session_lives(store: Store) -> No
 
 
 def test_a_guarded_patch_of_a_deleted_user_is_refused_for_its_session(store: Store) -> None:
-    from identity_proto.effects import CreateSession, DeleteUser
+    from identity_proto.effects import CreateSession
     from identity_proto.effects.commit import SessionIsLive
     from tests.contract.factories import make_session
 
     store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
     session = make_session("s-1", "u-1")
     store.apply(CreateSession(PROJECT, session))
-    store.apply(DeleteUser(PROJECT, "u-1"))
+    delete_user(store, PROJECT, "u-1")
     guard = SessionIsLive("s-1", "u-1", session.created_at_millis)
     assert patched_user(store, PROJECT, "u-1", (), live=guard) == "conflict"
 

@@ -24,7 +24,6 @@ from identity_proto.effects import (
     CreateSession,
     CreateUser,
     CreateVerificationCode,
-    DeleteUser,
     EmailSignInOutcome,
     GrantProjectPermissions,
     InvitationAcceptance,
@@ -48,7 +47,7 @@ from identity_proto.effects.commit import SessionIsLive
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
 from identity_proto.events import EVENT_TYPES, MESSAGE_TAG_LENGTH, StoredEvent, event_data, event_payload
 from identity_proto.flows.teams import add_member, store_team
-from identity_proto.flows.users import patch_user
+from identity_proto.flows.users import drop_user, patch_user
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
 from identity_proto.render import render_team, render_user
 from tests.contract.conftest import AsyncBackend
@@ -60,6 +59,7 @@ from tests.contract.factories import (
     change_permission,
     create_team,
     delete_team,
+    delete_user,
     make_code,
     make_membership,
     make_session,
@@ -204,7 +204,7 @@ def test_deleting_a_user_records_one_membership_deletion_per_team_then_user_dele
     add_membership(store, PROJECT, make_membership("team-a", "ada"))
     add_membership(store, PROJECT, make_membership("team-a", "bob"))
     before = len(recorded(store))
-    assert store.apply(DeleteUser(PROJECT, "ada"))
+    assert delete_user(store, PROJECT, "ada")
     assert since(store, before) == [
         # in membership order: the team created with ada first, then the one she joined
         ("team_membership.deleted", {"team_id": "team-b", "user_id": "ada"}),
@@ -212,14 +212,14 @@ def test_deleting_a_user_records_one_membership_deletion_per_team_then_user_dele
         ("user.deleted", {"id": "ada", "teams": [{"id": "team-b"}, {"id": "team-a"}]}),
     ]
     before = len(recorded(store))
-    assert not store.apply(DeleteUser(PROJECT, "ada"))
+    assert not delete_user(store, PROJECT, "ada")
     assert since(store, before) == []
 
 
 def test_deleting_a_user_without_teams_records_user_deleted_alone(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     before = len(recorded(store))
-    assert store.apply(DeleteUser(PROJECT, "ada"))
+    assert delete_user(store, PROJECT, "ada")
     assert since(store, before) == [("user.deleted", {"id": "ada", "teams": []})]
 
 
@@ -455,7 +455,7 @@ def test_explicit_project_permission_grants_record_events_and_sign_up_defaults_d
 def test_message_ids_are_unique_and_in_recording_order(store: Store) -> None:
     for n in range(5):
         store.apply(CreateUser(PROJECT, make_user(f"user-{n}")))
-        store.apply(DeleteUser(PROJECT, f"user-{n}"))
+        delete_user(store, PROJECT, f"user-{n}")
     ids = [event.id for event in recorded(store)]
     assert len(ids) == len(set(ids)) == 10
     if isinstance(store, MemoryStore):
@@ -473,7 +473,7 @@ def test_two_projects_never_share_a_message_id(store: Store) -> None:
     ids of their own, each project's with its tag."""
     for project in (PROJECT, OTHER_PROJECT):
         store.apply(CreateUser(project, make_user("ada")))
-        store.apply(DeleteUser(project, "ada"))
+        delete_user(store, project, "ada")
     first = [event.id for event in store.apply(ListEvents(PROJECT))]
     second = [event.id for event in store.apply(ListEvents(OTHER_PROJECT))]
     assert len(first) == len(second) == 2
@@ -540,7 +540,7 @@ def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> N
         await arun(store_team(PROJECT, make_team("team-1")), store)
         await arun(add_member(PROJECT, make_membership("team-1", "ada", permissions=("team_member",))), store)
         await arun(patch_user(PROJECT, "ada", UserChanges.of()), store)
-        await do(DeleteUser(PROJECT, "ada"))
+        await arun(drop_user(PROJECT, "ada"), store)
         listed = await do(ListEvents(PROJECT))
         return [(event.type, event_data(event, CONFIG)) for event in listed]
 

@@ -55,7 +55,6 @@ from identity_proto.effects import (
     CreateVerificationCode,
     DeleteProject,
     DeleteSession,
-    DeleteUser,
     EmailRefusal,
     EmailSignInOutcome,
     EnsureProject,
@@ -146,6 +145,7 @@ from tests.contract.factories import (
     change_permission,
     create_team,
     delete_team,
+    delete_user,
     make_code,
     make_email,
     make_membership,
@@ -311,8 +311,8 @@ def _users_and_their_email_index(store: RedisStore, p: str) -> None:
     assert [u.id for u in store.apply(ListUsers(p, limit=2, cursor="bob"))] == ["bob", "quiet"]
     assert [u.id for u in store.apply(ListUsers(p, limit=2, descending=True))] == ["quiet", "bob"]
     assert [u.id for u in store.apply(ListUsers(p, cursor="bob", descending=True))] == ["bob", "ada"]
-    assert store.apply(DeleteUser(p, "quiet")) is True
-    assert store.apply(DeleteUser(p, "quiet")) is False
+    assert delete_user(store, p, "quiet") is True
+    assert delete_user(store, p, "quiet") is False
     assert store.apply(LoadUser(p, "quiet")) is None
     assert [u.id for u in store.apply(ListUsers(p))] == ["ada", "bob"]
 
@@ -482,7 +482,7 @@ def _permissions(store: RedisStore, p: str) -> None:
     )
     assert isinstance(changed, Project)
     assert store.apply(ListProjectPermissions(p, "g1")) == (("g1", ("reader",)),)
-    assert store.apply(DeleteUser(p, "g1")) is True
+    assert delete_user(store, p, "g1") is True
     assert store.apply(ListProjectPermissions(p)) == ()
 
 
@@ -529,7 +529,7 @@ def _commit(store: RedisStore, p: str) -> None:
     patch = Commit(p, (FieldsAre(user, ("display_name",)),), (PatchUser("c1", UserChanges.of(display_name="C")),))
     assert store.apply(patch) == Committed()
     assert store.apply(patch) == Conflict(0)
-    assert store.apply(DeleteUser(p, "c1")) is True
+    assert delete_user(store, p, "c1") is True
 
 
 def _api_keys(store: RedisStore, p: str) -> None:
@@ -546,7 +546,7 @@ def _api_keys(store: RedisStore, p: str) -> None:
     assert store.apply(ListApiKeys(p, ApiKeyType.USER, "key-owner")) == (user_key,)
     revoked = run_flow(store, lambda: change_api_key(p, "k-user", description="e", revoke_at_millis=T0 + 1))
     assert revoked == dataclasses.replace(user_key, description="e", manually_revoked_at_millis=T0 + 1)
-    assert store.apply(DeleteUser(p, "key-owner")) is True
+    assert delete_user(store, p, "key-owner") is True
     assert delete_team(store, p, "key-team") is True
     assert store.apply(FindApiKeyByHash(p, "hash-user")) is None
     assert store.apply(LoadApiKey(p, "k-team")) is None
@@ -631,7 +631,7 @@ def _oauth(store: RedisStore, p: str) -> None:
     assert isinstance(upgraded, User)
     assert upgraded.oauth_accounts == (claim,)
     assert store.apply(FindUserByOAuthAccount(p, "gitlab", "gl-1")) == upgraded
-    assert store.apply(DeleteUser(p, "o")) is True
+    assert delete_user(store, p, "o") is True
     assert store.apply(FindUserByOAuthAccount(p, "github", "gh-1")) is None
     assert store.apply(LoadProviderTokens(p, "row-gh")) is None
 

@@ -18,7 +18,7 @@ ZRANK for ZREVRANK in a descending ListUsers, UpdateUser leaving the old e-mail 
 max attempts, an unescaped SCAN pattern, UpdateUser not revoking sessions, UseRefreshToken moving last activity
 back, the outbox keeping one too many, ResetPassword not revoking sessions. Contact channels: a verification that
 rewrote the primary's id in one store and not in the other. (Garbage that no effect can observe, such as a
-membership record left behind by DeleteUser, is out of its reach.)
+membership record left behind by a user's deletion, is out of its reach.)
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ from identity_proto.effects import (
     CreateVerificationCode,
     DeleteProject,
     DeleteSession,
-    DeleteUser,
     EnsureProject,
     FindApiKeyByHash,
     FindUserByAuthEmail,
@@ -118,7 +117,7 @@ from identity_proto.flows.teams import (
     remove_member,
     store_team,
 )
-from identity_proto.flows.users import patch_user
+from identity_proto.flows.users import drop_user, patch_user
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -535,7 +534,8 @@ class StoresAgree(RuleBasedStateMachine):
             selected = None if data.draw(st.integers(0, 3), label="deselect?") == 0 else team_id
             self.both_flow(lambda: patch_user(project_id, user_id, UserChanges.of(selected_team_id=selected)))
         else:
-            self.both(DeleteUser(project_id, self.user(project_id)))
+            deleted = self.user(project_id)
+            self.both_flow(lambda: drop_user(project_id, deleted))
 
     def anonymous_users(self, data: st.DataObject, project_id: str, n: int, op: str) -> None:
         """An anonymous sign-up (maybe with a "Personal Team" from the pool: an existing team is replaced, as
