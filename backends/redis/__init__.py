@@ -49,11 +49,10 @@ ChangePermissionDefinitions (compare each expected config field's stored JSON, a
 default, then HSET the new ones, then rename or strip the id in every project grant and every membership: O(holders
 + memberships), a rare admin write), and DeleteUser takes the user's project grants too. Reads of one key are one
 command (LoadUser, LoadSession,
-concurrent grants of different permissions all survive); CreateTeamInvitation (refused if the team is missing; the
-code as by CreateVerificationCode, its id entry and its two index entries, with their TTLs), RevokeTeamInvitation
-(only if the invitation is the team's: the code, its id entry and index entries), AcceptTeamInvitation (judges the
-code, checks the user and the team, marks it used and adds the membership as AddMembership does, or writes nothing:
-of concurrent accepts exactly one succeeds). Reads of one key are one command (LoadUser, LoadSession,
+concurrent grants of different permissions all survive); team invitations are written by `Commit` too
+(`team_invitations.py`: an invitation is its code as CreateVerificationCode stores it, its id entry and its two index
+entries, with their TTLs; accepting marks the code used beside the membership's writes; revoking drops all four).
+Reads of one key are one command (LoadUser, LoadSession,
 concurrent grants of different permissions all survive); the password flows' writes: StorePasswordResetCode (the
 e-mail index read, then, only for an address that signs a user in, may reset (verified, or the account's only way
 in) and whose user's password hash is the one read before, the code stored as by CreateVerificationCode with that

@@ -76,6 +76,7 @@ __all__ = [
     "membership_created",
     "patch_membership",
     "patch_team",
+    "refusal",
     "remove_member",
     "remove_membership",
     "require_permission",
@@ -269,7 +270,7 @@ def remove_membership(ctx: RequestContext) -> Flow[Response]:
 # answered from the first guard that did not hold, in one trip.
 
 
-def _refused(
+def refusal(
     project_id: str, guards: tuple[Guard, ...], writes: tuple[Write, ...], events: tuple[Announce, ...]
 ) -> Flow[int | None]:
     """Commit; None when it was applied, else the index of the first guard that did not hold (nothing written)."""
@@ -295,7 +296,7 @@ def store_team(project_id: str, team: Team, creator: Membership | None = None) -
     if creator is not None:
         guards += (RecordExists(RecordKind.USER, creator.user_id), MembershipIsAbsent(team.id, creator.user_id))
         writes += (PutMembership(creator),)
-    refused = yield from _refused(project_id, guards, writes, (Announce("team.created", (RecordKind.TEAM, team.id)),))
+    refused = yield from refusal(project_id, guards, writes, (Announce("team.created", (RecordKind.TEAM, team.id)),))
     if refused == 1:
         return TeamWrite.USER_NOT_FOUND
     if refused is not None:  # a team of this id appeared (ids are random: never in practice)
@@ -307,7 +308,7 @@ def add_member(project_id: str, membership: Membership) -> Flow[Membership | Tea
     """Add a membership: USER_NOT_FOUND, TEAM_NOT_FOUND, MEMBERSHIP_EXISTS (checked in that order; nothing
     written), or the membership as stored. A membership therefore never points at a missing team or user."""
     team_id, user_id = membership.team_id, membership.user_id
-    refused = yield from _refused(
+    refused = yield from refusal(
         project_id,
         (
             RecordExists(RecordKind.USER, user_id),

@@ -237,3 +237,37 @@ def change_permission(
     from identity_proto.flows.teams import change_permission as change
 
     return committed(lambda: change(project_id, team_id, user_id, permission_id, granted), store)  # type: ignore[no-any-return]
+
+
+def create_invitation(store: Store, project_id: str, code: VerificationCode) -> bool:
+    """What sending a team invitation does to a store: the core's `store_invitation` (one `Commit`)."""
+    from identity_proto.flows.team_invitations import store_invitation
+
+    return bool(committed(lambda: store_invitation(project_id, code), store))
+
+
+def revoke_invitation(store: Store, project_id: str, invitation_id: str, team_id: str) -> bool:
+    """What revoking a team invitation does to a store: the core's `drop_invitation` (a read, then one `Commit`)."""
+    from identity_proto.effects import LoadTeamInvitation, perform
+    from identity_proto.flows.team_invitations import drop_invitation
+
+    def flow() -> Any:
+        code = yield from perform(LoadTeamInvitation(project_id, invitation_id))
+        return (yield from drop_invitation(project_id, team_id, code))
+
+    return bool(committed(flow, store))
+
+
+def accept_invitation(
+    store: Store, project_id: str, code: VerificationCode | None, now_ms: int, membership: Membership
+) -> Any:
+    """What accepting a team invitation does to a store, given the code as the flow read it: the core's
+    `accept_code` (the user's membership read, then one `Commit`)."""
+    from identity_proto.effects import LoadMembership, perform
+    from identity_proto.flows.team_invitations import accept_code
+
+    def flow() -> Any:
+        member = yield from perform(LoadMembership(project_id, membership.team_id, membership.user_id))
+        return (yield from accept_code(project_id, code, now_ms, membership, member))
+
+    return committed(flow, store)

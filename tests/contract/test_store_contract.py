@@ -24,7 +24,6 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     AcceptTotp,
     AppendOutbox,
     AttemptVerificationCode,
@@ -38,7 +37,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteContactChannel,
@@ -73,7 +71,6 @@ from identity_proto.effects import (
     ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
-    RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
     SetPassword,
@@ -607,11 +604,8 @@ CONTRACT_TESTED: set[type[Any]] = {
     ListApiKeys,
     UpdateApiKey,
     # --- team invitations: test_team_invitations_contract.py ---
-    CreateTeamInvitation,
     LoadTeamInvitation,
     ListTeamInvitations,
-    RevokeTeamInvitation,
-    AcceptTeamInvitation,
     # passwords: test_passwords_contract.py
     StorePasswordResetCode,
     ResetPassword,

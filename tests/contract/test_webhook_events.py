@@ -20,7 +20,6 @@ from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     CreateSession,
     CreateUser,
     CreateVerificationCode,
@@ -58,6 +57,7 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    accept_invitation,
     add_membership,
     change_permission,
     create_team,
@@ -395,16 +395,17 @@ def test_accepting_an_invitation_records_the_membership_and_its_permissions(stor
     store.apply(CreateVerificationCode(PROJECT, code))
     before = len(recorded(store))
     membership = make_membership("team-1", "ada", permissions=("team_member",))
-    accepted = store.apply(AcceptTeamInvitation(PROJECT, code.code_hash, T0 + 1, membership))
+    accepted = accept_invitation(store, PROJECT, code, T0 + 1, membership)
     assert accepted is InvitationAcceptance.ACCEPTED
     assert since(store, before) == [
         ("team_membership.created", {"team_id": "team-1", "user_id": "ada"}),
         ("team_permission.created", {"id": "team_member", "team_id": "team-1", "user_id": "ada"}),
     ]
     before = len(recorded(store))
-    again = store.apply(AcceptTeamInvitation(PROJECT, code.code_hash, T0 + 1, membership))
+    again = accept_invitation(store, PROJECT, code, T0 + 1, membership)
     assert again is InvitationAcceptance.ALREADY_USED
-    assert store.apply(AcceptTeamInvitation(PROJECT, "code-none", T0 + 1, membership)) is InvitationAcceptance.NOT_FOUND
+    unknown = dataclasses.replace(code, code_hash="code-none")
+    assert accept_invitation(store, PROJECT, unknown, T0 + 1, membership) is InvitationAcceptance.NOT_FOUND
     assert since(store, before) == []
 
 

@@ -34,7 +34,6 @@ from redis.crc import key_slot
 
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     AcceptTotp,
     AccountsWrite,
     ApiKeyWrite,
@@ -51,7 +50,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteContactChannel,
@@ -94,7 +92,6 @@ from identity_proto.effects import (
     ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
-    RevokeTeamInvitation,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
@@ -147,8 +144,10 @@ from identity_proto.records import (
 )
 from tests.contract.factories import (
     T0,
+    accept_invitation,
     add_membership,
     change_permission,
+    create_invitation,
     create_team,
     delete_team,
     make_code,
@@ -158,6 +157,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     remove_membership,
+    revoke_invitation,
     update_membership,
     update_team,
 )
@@ -411,14 +411,14 @@ def _team_invitations(store: RedisStore, p: str) -> None:
         return make_code(name, purpose=CodePurpose.TEAM_INVITATION, **fields)
 
     kept, revoked = invitation("kept"), invitation("revoked")
-    assert store.apply(CreateTeamInvitation(p, kept)) is True
-    assert store.apply(CreateTeamInvitation(p, revoked)) is True
+    assert create_invitation(store, p, kept) is True
+    assert create_invitation(store, p, revoked) is True
     assert store.apply(LoadTeamInvitation(p, "inv-kept")) == kept
     assert store.apply(ListTeamInvitations(p, team_id="t-inv")) == (kept, revoked)
     assert store.apply(ListTeamInvitations(p, emails=("invitee@example.com",))) == (kept, revoked)
-    assert store.apply(RevokeTeamInvitation(p, "inv-revoked", "t-inv")) is True
+    assert revoke_invitation(store, p, "inv-revoked", "t-inv") is True
     membership = make_membership("t-inv", "invitee", created_at=T0 + 1)
-    assert store.apply(AcceptTeamInvitation(p, kept.code_hash, T0 + 1, membership)) is InvitationAcceptance.ACCEPTED
+    assert accept_invitation(store, p, kept, T0 + 1, membership) is InvitationAcceptance.ACCEPTED
     assert store.apply(LoadMembership(p, "t-inv", "invitee")) == membership
 
 

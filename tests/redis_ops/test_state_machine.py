@@ -45,7 +45,6 @@ from identity_proto import effects as _effects  # webhooks
 from identity_proto.changes import MembershipChanges, TeamChanges
 from identity_proto.drivers import run
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     AppendOutbox,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
@@ -58,7 +57,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteContactChannel,
@@ -92,7 +90,6 @@ from identity_proto.effects import (
     ResetPassword,
     ResetProjectData,
     RevokeProjectPermission,
-    RevokeTeamInvitation,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
@@ -105,6 +102,7 @@ from identity_proto.effects import (
     StorageEffect,
     StorePasswordResetCode,
     TakeOAuthState,
+    Together,
     UpdateApiKey,
     UpdateContactChannel,
     UpdateProject,
@@ -113,8 +111,10 @@ from identity_proto.effects import (
     UseRefreshToken,
     VerifyContactChannel,
     password_fingerprint,
+    perform,
 )
 from identity_proto.events import event_data
+from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import (
     add_member,
     change_permission,
@@ -759,12 +759,11 @@ class StoresAgree(RuleBasedStateMachine):
                 id=f"inv-{n}",
                 team_id=self.team(project_id),
             )
-            self.both(CreateTeamInvitation(project_id, code))
+            self.both_flow(lambda: store_invitation(project_id, code))
             return
         ids = sorted(tenant.team_invitations)
         invitation_id = self._pick(ids, [*ids, "inv-none"])
         if op == "accept":
-            code_hash = tenant.team_invitations.get(invitation_id, "code-none")
             membership = Membership(
                 self.team(project_id),
                 self.user(project_id),
@@ -772,9 +771,27 @@ class StoresAgree(RuleBasedStateMachine):
                 permissions=data.draw(PERMISSION_SETS, label="permissions"),
             )
             now = data.draw(st.sampled_from((T0, T0 + 1, T0 + 5, T0 + 1000)), label="now_ms")
-            self.both(AcceptTeamInvitation(project_id, code_hash, now, membership))
+
+            def accept() -> Flow[Any]:  # as a flow that read the invitation (by its id) and the membership
+                code, member = yield from perform(
+                    Together(
+                        (
+                            LoadTeamInvitation(project_id, invitation_id),
+                            LoadMembership(project_id, membership.team_id, membership.user_id),
+                        )
+                    )
+                )
+                return (yield from accept_code(project_id, code, now, membership, member))
+
+            self.both_flow(accept)
         elif op == "revoke":
-            self.both(RevokeTeamInvitation(project_id, invitation_id, self.team(project_id)))
+            team_id = self.team(project_id)
+
+            def revoke() -> Flow[Any]:
+                code = yield from perform(LoadTeamInvitation(project_id, invitation_id))
+                return (yield from drop_invitation(project_id, team_id, code))
+
+            self.both_flow(revoke)
         else:
             self.both(LoadTeamInvitation(project_id, invitation_id))
             emails = data.draw(st.lists(st.sampled_from(EMAILS), max_size=3), label="emails")
