@@ -43,9 +43,9 @@ refused: the code sign-in's one write), UseRefreshToken (token -> session -> use
 ``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``), DeleteSession and RevokeUserSessions
 (sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); teams and memberships are
 written by `Commit` (the core decides; `teams.py` translates their guards and writes: a membership's record is
-found by its seq, the ZSCORE of its user in the team's member index); GrantProjectPermissions (refused before
-writing anything if the user is missing; the user's set and the set of holders), RevokeProjectPermission,
-ChangePermissionDefinitions (compare each expected config field's stored JSON, a missing field comparing as its
+found by its seq, the ZSCORE of its user in the team's member index); project grants too (`permissions.py`: the user's
+set, and the set of holders, which a revoke of the user's last grant leaves), ChangePermissionDefinitions (compare
+each expected config field's stored JSON, a missing field comparing as its
 default, then HSET the new ones, then rename or strip the id in every project grant and every membership: O(holders
 + memberships), a rare admin write), and DeleteUser takes the user's project grants too. Reads of one key are one
 command (LoadUser, LoadSession,

@@ -271,3 +271,27 @@ def accept_invitation(
         return (yield from accept_code(project_id, code, now_ms, membership, member))
 
     return committed(flow, store)
+
+
+def grant_project_permissions(
+    store: Store, project_id: str, user_id: str, permission_ids: tuple[str, ...], *, records_events: bool = False
+) -> bool:
+    """What granting project permissions does to a store: the core's `grant_project_permissions` (one `Commit`;
+    `records_events`: an explicit grant, announced)."""
+    from identity_proto.flows.permissions import grant_project_permissions as grant
+
+    return bool(committed(lambda: grant(project_id, user_id, permission_ids, announce=records_events), store))
+
+
+def revoke_project_permission(store: Store, project_id: str, user_id: str, permission_id: str) -> bool:
+    """What revoking a project permission does to a store: the user's grants read, then the core's
+    `revoke_project_permission_of` (one `Commit`)."""
+    from identity_proto.effects import ListProjectPermissions, perform
+    from identity_proto.flows.permissions import revoke_project_permission_of
+
+    def flow() -> Any:
+        grants = yield from perform(ListProjectPermissions(project_id, user_id))
+        held = grants[0][1] if grants else ()
+        return (yield from revoke_project_permission_of(project_id, user_id, permission_id, held))
+
+    return bool(committed(flow, store))

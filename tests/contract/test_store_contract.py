@@ -46,7 +46,6 @@ from identity_proto.effects import (
     EnsureProject,
     FindApiKeyByHash,
     FindUserByAuthEmail,
-    GrantProjectPermissions,
     HitRateLimits,
     ListApiKeys,
     ListContactChannels,
@@ -70,7 +69,6 @@ from identity_proto.effects import (
     LoadUserWithTeam,
     ResetPassword,
     ResetProjectData,
-    RevokeProjectPermission,
     RevokeUserSessions,
     SetClockOverride,
     SetPassword,
@@ -592,8 +590,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     SignUpAnonymously,  # test_anonymous_contract.py
     UpgradeAnonymousUser,
     # --- permissions: test_permissions_contract.py ---
-    GrantProjectPermissions,
-    RevokeProjectPermission,
     ListProjectPermissions,
     ChangePermissionDefinitions,
     # --- end permissions ---

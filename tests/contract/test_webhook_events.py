@@ -25,14 +25,12 @@ from identity_proto.effects import (
     CreateVerificationCode,
     DeleteUser,
     EmailSignInOutcome,
-    GrantProjectPermissions,
     InvitationAcceptance,
     ListEvents,
     LoadTeam,
     LoadUser,
     PasswordWrite,
     ResetPassword,
-    RevokeProjectPermission,
     SessionGuard,
     SignInByEmail,
     SignUpAnonymously,
@@ -62,12 +60,14 @@ from tests.contract.factories import (
     change_permission,
     create_team,
     delete_team,
+    grant_project_permissions,
     make_code,
     make_membership,
     make_session,
     make_team,
     make_user,
     remove_membership,
+    revoke_project_permission,
     rich_user,
     update_team,
 )
@@ -435,12 +435,12 @@ def test_team_permission_grants_and_revokes_record_their_events(store: Store) ->
 def test_explicit_project_permission_grants_record_events_and_sign_up_defaults_do_not(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     before = len(recorded(store))
-    assert store.apply(GrantProjectPermissions(PROJECT, "ada", ("read", "write")))  # sign-up defaults
+    assert grant_project_permissions(store, PROJECT, "ada", ("read", "write"))  # sign-up defaults
     assert since(store, before) == []
-    assert store.apply(GrantProjectPermissions(PROJECT, "ada", ("admin",), records_events=True))
-    assert not store.apply(GrantProjectPermissions(PROJECT, "nobody", ("admin",), records_events=True))
-    assert store.apply(RevokeProjectPermission(PROJECT, "ada", "read"))
-    assert not store.apply(RevokeProjectPermission(PROJECT, "ada", "read"))
+    assert grant_project_permissions(store, PROJECT, "ada", ("admin",), records_events=True)
+    assert not grant_project_permissions(store, PROJECT, "nobody", ("admin",), records_events=True)
+    assert revoke_project_permission(store, PROJECT, "ada", "read")
+    assert not revoke_project_permission(store, PROJECT, "ada", "read")
     assert since(store, before) == [
         ("project_permission.created", {"id": "admin", "user_id": "ada"}),
         ("project_permission.deleted", {"id": "read", "user_id": "ada"}),

@@ -1,8 +1,9 @@
 """Races of team writes over HTTP against a real Hypercorn (memory store and real Redis): each write is the core's
 read-decide-commit (`identity_proto/flows/teams.py`), so concurrent grants of different team permissions all
 survive (a grant that finds the permissions changed re-runs), concurrent adds and removes of one membership leave
-every index agreeing, and concurrent accepts of team invitations add exactly one membership
-(`identity_proto/flows/team_invitations.py::accept_code`)."""
+every index agreeing, concurrent accepts of team invitations add exactly one membership
+(`identity_proto/flows/team_invitations.py::accept_code`), and concurrent grants and revokes of one user's project
+permissions all land (`identity_proto/flows/permissions.py`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_sign_in_http import _code, _new_email, _sign_in
-from tests.support import client_headers, server_headers
+from tests.support import admin_headers, client_headers, server_headers
 
 pytestmark = pytest.mark.e2e
 
@@ -146,3 +147,30 @@ def test_concurrent_accepts_of_invitations_to_one_team_add_one_membership(base_u
         assert listed["items"] == []  # every invitation was used
         profiles = http.get("/api/v1/team-member-profiles", headers=server_headers(), params={"team_id": team_id})
         assert [m["user_id"] for m in profiles.json()["items"]] == [invitee["user_id"]]
+
+
+def test_concurrent_revokes_and_grants_of_one_users_project_permissions_converge(base_url: str) -> None:
+    with httpx.Client(base_url=base_url, timeout=30.0) as http:
+        user_id = _user(http)
+        ids = [f"race_{uuid.uuid4().hex[:8]}" for _ in range(5)]
+        for permission_id in ids:
+            made = http.post(
+                "/api/v1/project-permission-definitions", headers=admin_headers(), json={"id": permission_id}
+            )
+            assert made.status_code == 201, made.text
+        url = f"/api/v1/project-permissions/{user_id}"
+        for permission_id in ids[:3]:
+            assert http.post(f"{url}/{permission_id}", headers=server_headers(), json={}).status_code == 201
+
+        def change(step: tuple[str, str]) -> int:
+            method, permission_id = step
+            return http.request(method, f"{url}/{permission_id}", headers=server_headers(), json={}).status_code
+
+        # A revoke is guarded on how many ids the user holds, so it conflicts only when another change landed since
+        # its read: with five changes, four conflicts at most, within the service's attempts.
+        steps = [("DELETE", p) for p in ids[:3]] + [("POST", p) for p in ids[3:]]
+        with ThreadPoolExecutor(len(steps)) as pool:
+            assert list(pool.map(change, steps)) == [200] * 3 + [201] * 2  # a revoke re-ran while others landed
+        listed = http.get("/api/v1/project-permissions", headers=server_headers(), params={"user_id": user_id})
+        assert listed.status_code == 200, listed.text
+        assert sorted(item["id"] for item in listed.json()["items"] if item["id"] in ids) == sorted(ids[3:])

@@ -62,7 +62,6 @@ from identity_proto.effects import (
     FindApiKeyByHash,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
-    GrantProjectPermissions,
     HitRateLimits,
     InvitationAcceptance,
     ListApiKeys,
@@ -91,7 +90,6 @@ from identity_proto.effects import (
     RateLimitHit,
     ResetPassword,
     ResetProjectData,
-    RevokeProjectPermission,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
@@ -150,6 +148,7 @@ from tests.contract.factories import (
     create_invitation,
     create_team,
     delete_team,
+    grant_project_permissions,
     make_code,
     make_email,
     make_membership,
@@ -158,6 +157,7 @@ from tests.contract.factories import (
     make_user,
     remove_membership,
     revoke_invitation,
+    revoke_project_permission,
     update_membership,
     update_team,
 )
@@ -471,9 +471,9 @@ def _outbox(store: RedisStore, p: str) -> None:
 # --- permissions ---
 def _permissions(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("g1")))
-    assert store.apply(GrantProjectPermissions(p, "g1", ("read", "write"))) is True
+    assert grant_project_permissions(store, p, "g1", ("read", "write")) is True
     assert store.apply(ListProjectPermissions(p)) == (("g1", ("read", "write")),)
-    assert store.apply(RevokeProjectPermission(p, "g1", "write")) is True
+    assert revoke_project_permission(store, p, "g1", "write") is True
     project = store.apply(LoadProject(p))
     assert project is not None
     definitions = (*project.config.permission_definitions, PermissionDefinition("reader", "project"))

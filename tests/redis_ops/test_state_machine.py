@@ -68,7 +68,6 @@ from identity_proto.effects import (
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
     Flow,
-    GrantProjectPermissions,
     ListApiKeys,
     ListContactChannels,
     ListMemberships,
@@ -89,7 +88,6 @@ from identity_proto.effects import (
     OuterCode,
     ResetPassword,
     ResetProjectData,
-    RevokeProjectPermission,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
@@ -114,6 +112,7 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.events import event_data
+from identity_proto.flows.permissions import grant_project_permissions, revoke_project_permission_of
 from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import (
     add_member,
@@ -721,9 +720,17 @@ class StoresAgree(RuleBasedStateMachine):
         permission = data.draw(st.sampled_from(PERMISSIONS), label="permission")
         if op == "grant":
             held = data.draw(PERMISSION_SETS, label="permissions")
-            self.both(GrantProjectPermissions(project_id, self.user(project_id), (permission, *held)))
+            user_id, granted = self.user(project_id), (permission, *held)
+            self.both_flow(lambda: grant_project_permissions(project_id, user_id, granted))
         elif op == "revoke":
-            self.both(RevokeProjectPermission(project_id, self.user(project_id), permission))
+            user_id = self.user(project_id)
+
+            def revoke() -> Flow[Any]:  # as the flow: the user's grants read, then the core's decision
+                grants = yield from perform(ListProjectPermissions(project_id, user_id))
+                held = grants[0][1] if grants else ()
+                return (yield from revoke_project_permission_of(project_id, user_id, permission, held))
+
+            self.both_flow(revoke)
         elif op == "list":
             self.both(ListProjectPermissions(project_id, data.draw(st.none() | st.just(self.user(project_id)))))
         else:
