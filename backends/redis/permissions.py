@@ -75,10 +75,26 @@ def _list_project_permissions(
 # the field holds); m, then m pairs field, JSON to set; then the id to rename or remove ('' for neither), the new
 # id ('' to remove), the membership key prefix, the users' permission-set prefix.
 # Returns 'missing', 'conflict', or the project record (with every grant of the id renamed or removed).
+#: Lua: a string as JSON text exactly as the stores' codec writes it (orjson: `"` and `\` escaped, control characters
+#: below 0x20 as \b \f \n \r \t or \u00xx, everything else as it is). Not cjson.encode, which also escapes "/" and
+#: DEL: the text would decode alike but differ, and a commit's guard compares a field's stored text with the
+#: codec's (`MembershipFieldsAre` on `permissions`), so every later grant would conflict.
+_JSON_STRING = r"""
+local json_escapes = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
+  ['\r'] = '\\r', ['\t'] = '\\t'}
+local function json_string(s)
+  local escaped = string.gsub(s, '[%z\1-\31"\\]', function(c)
+    return json_escapes[c] or string.format('\\u%04x', string.byte(c))
+  end)
+  return '"' .. escaped .. '"'
+end
+"""
+
 script(
     "change_permission_definitions",
     _SEQ
     + _BYTE_LESS
+    + _JSON_STRING
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local n = tonumber(ARGV[1])
@@ -123,7 +139,7 @@ if old ~= '' then
       if found then
         table.sort(held, byte_less)
         local items = {}
-        for i, permission in ipairs(held) do items[i] = cjson.encode(permission) end
+        for i, permission in ipairs(held) do items[i] = json_string(permission) end
         redis.call('HSET', key, 'permissions', '[' .. table.concat(items, ',') .. ']')
       end
     end

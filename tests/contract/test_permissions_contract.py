@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from redis.crc import key_slot
 
 from backends.redis import RedisStore
@@ -30,6 +31,7 @@ from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     T0,
     add_membership,
+    change_permission,
     create_team,
     grant_project_permissions,
     in_threads,
@@ -179,6 +181,30 @@ def test_a_rename_onto_an_id_held_already_leaves_it_once(store: Store) -> None:
     store.apply(_change(project, _definitions(), renamed=("editor", "team_admin")))
     [membership] = store.apply(ListMemberships(project.id, team_id=team.id))
     assert membership.permissions == ("team_admin",)
+
+
+#: Ids whose JSON differs between encoders (cjson escapes "/" and DEL; the stores' codec writes them as they are).
+AWKWARD_IDS = ("a/b", "c\x7fd", "e\x01f", 'g"h\\i', "j\u2028k")
+
+
+def test_after_a_rename_a_grant_of_a_membership_holding_awkward_ids_still_lands(store: Store) -> None:
+    # A team permission grant compares the membership's permissions with what it read: a definition change that
+    # rewrote them must store them as any other write does, or no grant would ever land again.
+    project = _project(store)
+    _users(store, project.id, "alice")
+    team = make_team("team-1")
+    create_team(store, project.id, team, make_membership(team.id, "alice", permissions=("editor", *AWKWARD_IDS)))
+    store.apply(_change(project, _definitions(), renamed=("editor", "a_editor")))
+    granted = change_permission(store, project.id, team.id, "alice", "team_admin", True)
+    expected = tuple(sorted(("a_editor", "team_admin", *AWKWARD_IDS)))
+    assert granted is not None
+    assert granted.permissions == expected
+    [membership] = store.apply(ListMemberships(project.id, team_id=team.id))
+    assert membership.permissions == expected
+    if isinstance(store, RedisStore):  # stored as the stores' codec writes it
+        seq = store.client.zscore(store.keys.team_members(project.id, team.id), "alice")
+        stored = store.client.hget(store.keys.membership(project.id) + f"{seq:.0f}", "permissions")
+        assert stored == orjson.dumps(expected)
 
 
 def test_a_removal_strips_the_id_from_every_grant(store: Store) -> None:
