@@ -37,7 +37,7 @@ from identity_proto.effects import (
 )
 from identity_proto.effects.commit import Announce, GrantPermissions, RecordKind, commit
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.flows.teams import change_permission, refusal
+from identity_proto.flows.teams import change_read_permission, refusal
 from identity_proto.http import Response
 from identity_proto.permissions import SYSTEM_PERMISSIONS, definitions_by_id, held_permissions, listed_definitions
 from identity_proto.records import Membership, PermissionDefinition, Project, ProjectConfig
@@ -297,15 +297,20 @@ def _scope_error(config: ProjectConfig, permission_id: str, scope: str) -> Known
     return None
 
 
-def _require_member(ctx: RequestContext, team_id: str, user_id: str) -> Flow[Membership]:
-    """The membership; 404 USER_NOT_FOUND when the user does not exist, else 404 TEAM_MEMBERSHIP_NOT_FOUND."""
+def _require_member(ctx: RequestContext, team_id: str, user_id: str) -> Flow[tuple[Membership, Project]]:
+    """The membership; 404 USER_NOT_FOUND when the user does not exist, else 404 TEAM_MEMBERSHIP_NOT_FOUND. With
+    the caller's project as stored now (`_fresh_project`), read in the same trip."""
     project_id = ctx.require_auth().project.id
-    membership = yield from perform(LoadMembership(project_id, team_id, user_id))
+    membership, project = yield from perform(
+        Together((LoadMembership(project_id, team_id, user_id), LoadProject(project_id)))
+    )
     if membership is None:
         if (yield from perform(LoadUser(project_id, user_id))) is None:
             raise KnownError(ErrorCode.USER_NOT_FOUND)
         raise KnownError(ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": team_id, "user_id": user_id})
-    return membership
+    if project is None:
+        raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, context={"project_id": project_id})
+    return membership, project
 
 
 def grant_team_permission(ctx: RequestContext) -> Flow[Response]:
@@ -316,13 +321,11 @@ def grant_team_permission(ctx: RequestContext) -> Flow[Response]:
     team_id: str = ctx.params.team_id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
     permission_id: str = ctx.params.permission_id
-    yield from _require_member(ctx, team_id, user_id)
-    project = yield from _fresh_project(ctx)
+    membership, project = yield from _require_member(ctx, team_id, user_id)
     refused = _scope_error(project.config, permission_id, "team")
     if refused is not None:
         raise refused
-    if (yield from change_permission(project_id, team_id, user_id, permission_id, True)) is None:
-        raise KnownError(ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": team_id, "user_id": user_id})
+    yield from change_read_permission(project_id, membership, permission_id, True)
     return json_response(201, {"id": permission_id, "team_id": team_id, "user_id": user_id})
 
 
@@ -334,15 +337,12 @@ def revoke_team_permission(ctx: RequestContext) -> Flow[Response]:
     team_id: str = ctx.params.team_id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
     permission_id: str = ctx.params.permission_id
-    membership = yield from _require_member(ctx, team_id, user_id)
-    project = yield from _fresh_project(ctx)
+    membership, project = yield from _require_member(ctx, team_id, user_id)
     direct = held_permissions(membership.permissions, definitions_by_id(project.config, "team"), recursive=False)
-    changed = None
-    if permission_id in direct:
-        changed = yield from change_permission(project_id, team_id, user_id, permission_id, False)
-    if changed is None:
+    if permission_id not in direct:
         details = {"team_id": team_id, "user_id": user_id, "permission_id": permission_id}
         raise KnownError(ErrorCode.TEAM_PERMISSION_NOT_FOUND, details=details)
+    yield from change_read_permission(project_id, membership, permission_id, False)
     return json_response(200, {"success": True})
 
 
@@ -370,12 +370,13 @@ def revoke_project_permission(ctx: RequestContext) -> Flow[Response]:
     project_id = ctx.require_auth().project.id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
     permission_id: str = ctx.params.permission_id
-    user, grants = yield from perform(
-        Together((LoadUser(project_id, user_id), ListProjectPermissions(project_id, user_id)))
+    user, grants, project = yield from perform(
+        Together((LoadUser(project_id, user_id), ListProjectPermissions(project_id, user_id), LoadProject(project_id)))
     )
     if user is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
-    project = yield from _fresh_project(ctx)
+    if project is None:  # as `_fresh_project`
+        raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, context={"project_id": project_id})
     defined = permission_id in definitions_by_id(project.config, "project")
     held = grants[0][1] if grants else ()
     if not defined or not (yield from revoke_project_permission_of(project_id, user_id, permission_id, held)):
