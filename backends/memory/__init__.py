@@ -7,16 +7,10 @@ done write. No effect does I/O or waits while holding the lock, so the async twi
 Records are immutable dataclasses: readers get the stored object itself, never a copy that could drift.
 Expiry is decided by the core against the request's clock; this store keeps what it is told to keep.
 
-Layout: `store` (`Tenant`, `MemoryStore`, `AsyncMemoryStore`, the handler registry) and one module per resource
-holding its handlers, named as in `backends.redis`: `projects`, `codes` (one-time codes, TOTP acceptance), `users`,
-`sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `permissions`, `testing` (clock override,
-project reset), `rate_limits`, `anonymous` (anonymous users' sign-up and upgrade). backends/README.md says how to
-find an effect's handler.
-`sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `team_invitations`, `testing` (clock override,
-project reset), `rate_limits`. backends/README.md says how to find an effect's handler.
-`sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `testing` (clock override, project reset),
-`rate_limits`, `passwords` (the password flows' writes). backends/README.md says how to find an effect's handler.
-`rate_limits`, `contact_channels`. backends/README.md says how to find an effect's handler.
+Layout: `store` (`Tenant`, `MemoryStore`, `AsyncMemoryStore`, the handler registry), `commit` (the one generic
+write, `Commit`: guards checked and writes applied under the lock, through registries by type), and one module per
+resource holding its handlers and its commit guards and writes, named as in `backends.redis`. backends/README.md says
+how to find an effect's handler.
 """
 
 from __future__ import annotations

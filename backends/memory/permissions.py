@@ -1,46 +1,33 @@
-"""The memory store: project permission grants and permission definition changes."""
+"""The memory store: project permission grants (reads, and the guard and write a `Commit` of them uses) and
+permission definition changes."""
 
 from __future__ import annotations
 
-from backends.memory.commit import applies
+from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     ChangePermissionDefinitions,
     DefinitionsWrite,
-    GrantProjectPermissions,
     ListProjectPermissions,
-    RevokeProjectPermission,
+    ProjectGrantIs,
+    RevokePermission,
 )
 from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.records import Project, replaced
 
 
-@_performs(GrantProjectPermissions)
-def _grant_project_permissions(store: MemoryStore, effect: GrantProjectPermissions) -> bool:
-    tenant = store.tenant(effect.project_id)
-    if effect.user_id not in tenant.users:
-        return False
-    if effect.permission_ids:
-        tenant.project_grants.setdefault(effect.user_id, set()).update(effect.permission_ids)
-    if effect.records_events:  # webhooks: an explicit grant (held already or not)
-        for permission_id in effect.permission_ids:
-            tenant.record_event("project_permission.created", ids=(permission_id, effect.user_id))
-    return True
+@checks(ProjectGrantIs)
+def _project_grant_is(tenant: Tenant, guard: ProjectGrantIs) -> bool:
+    held = tenant.project_grants.get(guard.user_id, set())
+    return guard.permission_id in held and len(held) == guard.held
 
 
-@_performs(RevokeProjectPermission)
-def _revoke_project_permission(store: MemoryStore, effect: RevokeProjectPermission) -> bool:
-    grants = store.tenant(effect.project_id).project_grants
-    held = grants.get(effect.user_id)
-    if held is None or effect.permission_id not in held:
-        return False
-    held.discard(effect.permission_id)
-    if not held:
-        del grants[effect.user_id]
-    store.tenant(effect.project_id).record_event(  # webhooks
-        "project_permission.deleted", ids=(effect.permission_id, effect.user_id)
-    )
-    return True
+@applies(RevokePermission)
+def _revoke_permission(tenant: Tenant, write: RevokePermission) -> None:
+    held = tenant.project_grants[write.user_id]
+    held.discard(write.permission_id)
+    if write.last:
+        del tenant.project_grants[write.user_id]
 
 
 @_performs(ListProjectPermissions)

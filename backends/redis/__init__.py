@@ -13,78 +13,27 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 - `codecs`: records to and from Redis hashes;
 - `plan`: what a plan yields (`Call`, `Batch`, `Script`, `Scan`) and the registries of plans and Lua scripts;
 - `lua`: Lua functions several scripts share;
-- one module per resource, each holding its plans with their Lua scripts right above them: `projects`, `codes`
-  (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`, `outbox`, `teams` (and memberships),
-  `rate_limits`, `testing` (clock override, project reset), `anonymous` (anonymous users' sign-up and upgrade);
-  `team_invitations`, `rate_limits`, `testing` (clock override, project reset);
+- `commit`: the one generic write (`Commit`): its script, and the registries of how guards and writes become ops;
+- one module per resource, each holding its plans with their Lua scripts right above them, and its commit guards
+  and writes: `projects`, `codes` (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`,
+  `outbox`, `teams` (and memberships), `permissions`, `api_keys`, `team_invitations`, `contact_channels`,
+  `passwords`, `anonymous`, `oauth`, `mock_oauth`, `webhooks`, `rate_limits`, `testing` (clock override, project
+  reset);
 - `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store_async`
   (`AsyncRedisStore`, asyncio) and `store` (`RedisStore`, sync, generated from `store_async` by
   `scripts/generate_sync`).
 
-Atomicity (identity_proto.effects: every effect is atomic). Each write to a project's data (DeleteProject aside, see
-below) is one Lua script on keys of that project's slot: CreateProject (write if absent), EnsureProject (write if
-absent, else replace only the ``keys`` field; returns the stored record), UpdateProject (only if present, HSET just
-the given fields, so two concurrent updates of different config keys both survive; returns the record);
-CreateVerificationCode (code, its counter and their TTLs), AttemptVerificationCode (INCR the counter, look up, judge
-in the contract's order, mark used on OK when consuming: of concurrent attempts exactly one gets OK),
-ConsumeVerificationCode (used only if it was unused), AcceptTotp (the attempt code marked used and the step
-stored in the user's ``totp_last_step``, only if the code was unused and the step is later than the stored one:
-a TOTP signs in once), CreateSignInCode (the e-mail index and the holder's
-``primary_email_verified`` read, then the code stored as by CreateVerificationCode, or nothing); CreateUser (refused
-if the index holds its auth e-mail; record, index entry and order entry together), UpdateUser (HSET only the changed
-fields, so concurrent updates of different fields both survive; the script reads the stored ``primary_email`` and
-``primary_email_auth_enabled``, applies the changes, and moves the index entry, or refuses EMAIL_TAKEN before
-writing anything; re-scores the order entry when ``signed_up_at_millis`` changes: internal writes; a PATCH of a
-user is a Commit decided in the core; so is a user's deletion: the core reads what points at the user and commits
-dropping all of it, guarded on what it read); CreateSession (session, token entry, user's set), SignInByEmail (the e-mail index and the
-holder's record read; then either the holder's ``otp_auth_enabled`` / ``last_active_at_millis`` and a session as by
-CreateSession, or a new user as by CreateUser with its personal team as by CreateTeam and a session; or nothing when
-refused: the code sign-in's one write), UseRefreshToken (token -> session -> user, then the session's
-``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``), DeleteSession and RevokeUserSessions
-(sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); teams and memberships are
-written by `Commit` (the core decides; `teams.py` translates their guards and writes: a membership's record is
-found by its seq, the ZSCORE of its user in the team's member index); GrantProjectPermissions (refused before
-writing anything if the user is missing; the user's set and the set of holders), RevokeProjectPermission,
-ChangePermissionDefinitions (compare each expected config field's stored JSON, a missing field comparing as its
-default, then HSET the new ones, then rename or strip the id in every project grant and every membership: O(holders
-+ memberships), a rare admin write); a user's deletion drops their project grants in its commit. Reads of one key are one
-command (LoadUser, LoadSession,
-concurrent grants of different permissions all survive); CreateTeamInvitation (refused if the team is missing; the
-code as by CreateVerificationCode, its id entry and its two index entries, with their TTLs), RevokeTeamInvitation
-(only if the invitation is the team's: the code, its id entry and index entries), AcceptTeamInvitation (judges the
-code, checks the user and the team, marks it used and adds the membership as AddMembership does, or writes nothing:
-of concurrent accepts exactly one succeeds). Reads of one key are one command (LoadUser, LoadSession,
-concurrent grants of different permissions all survive); the password flows' writes: StorePasswordResetCode (the
-e-mail index read, then, only for an address that signs a user in, may reset (verified, or the account's only way
-in) and whose user's password hash is the one read before, the code stored as by CreateVerificationCode with that
-user's id and the mail pushed as by AppendOutbox), ResetPassword (the code judged, its address and password checked
-again, the code marked used, then the user's ``password_hash`` set, the address verified and their sessions
-removed), ChangePassword (the hash replaced only if it is still the
-one the old password was checked against; every session of the user removed but the one whose refresh token is
-named), SetPassword (only if the user has none). Reads of one key are one command (LoadUser, LoadSession,
-LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
-ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
-a whole team or user (ListTeams, ListMemberships) are O(its memberships), and ListUsers with
-no limit is O(users): they block the server for that long, like any script.
-
-Anonymous users: SignUpAnonymously (the user as by CreateUser, its personal team as by CreateTeam and a session as by
-CreateSession) and UpgradeAnonymousUser (only while the user exists and is anonymous; the changes and the e-mail index
-entry as by UpdateUser, refused EMAIL_TAKEN before writing anything; then each team of the user's team index still
-named "Personal Team" renamed) are one script each, too.
-API keys: created and changed by a commit (the record, its hash index entry and its owner index entry together,
-guarded on the owner's user or team existing; a change guarded on the key's changeable fields as read),
-FindApiKeyByHash and ListApiKeys (pointer-following reads); deleting a user or a team drops the owner's keys (as
-read, guarded) in its commit. Contact channels: written by a commit (the user's channel hash guarded as read, entry by entry
-and by its length); ListContactChannels reads the user, their channels and the index entries of their addresses in
-one script.
-
-OAuth (one script each): SaveOAuthState and SaveOuterCode (the record's JSON with its TTL), TakeOAuthState and
-ConsumeOuterCode (read and delete: of concurrent takes exactly one gets it), ChangeOAuthAccounts (compares the
-stored ``oauth_accounts`` text with the expected list encoded as the codec writes it, refuses ACCOUNT_TAKEN before
-writing anything, then moves the OAuth index entries, drops the tokens of rows gone and sets the field),
-SignUpWithOAuth (the user as by CreateUser, its OAuth index entries, its personal team as by CreateTeam),
-SaveProviderTokens (only for a row the user has); UpgradeAnonymousUser claims its account in its own script; a
-user's deletion drops their OAuth index entries and tokens in its commit.
+Atomicity (identity_proto.effects: every effect is atomic). Writes are decided by the core and sent as one
+`Commit`: `commit.py` translates its guards and writes into an op list on this store's key layout, and one generic
+Lua script checks every guard and, only if all hold, applies every write and records the events (see `commit.py`
+and backends/README.md). The writes not yet moved onto `Commit` (projects, one-time codes, the remaining user,
+session, password and OAuth writes, webhook endpoints and deliveries, the mock provider) are one Lua script each, on
+keys of the project's slot, named after the effect (backends/README.md lists them). Reads of one key are one
+command (LoadUser, LoadSession, LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers,
+ListSessions, ListOutbox with ``to``, ListTeams, LoadMembership, ListMemberships, ListContactChannels) are one script
+too, so none observes half of a write. Scripts that walk a whole team or user are O(its memberships), and ListUsers
+with no limit is O(users): they block the server for that long, like any script. DeleteProject and
+ResetProjectData walk the project's keys with SCAN and UNLINK them page by page (below).
 
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to

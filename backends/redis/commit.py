@@ -31,6 +31,8 @@ Guard variants (for records keyed by a value, such as a membership by its sequen
 member, true, name]`` also makes the member's score the value `name`, so later guards and writes can name the
 record it keys; ``[i, "zcard", key, n]`` and ``[i, "scard", key, n]``: the sorted set (set) has exactly `n` members.
 
+``["set", key, value, option, ...]`` passes its options to SET (``"NX"``: only when the key is missing).
+
 ``"r": [key, ...]``: the records (hashes) to answer with once everything is written (`Commit.returns`), so that a
 write that answers with its record costs one round trip. An entry may also be ``{"k": key, "f": field, "p":
 prefix}``: the hash at the prefix followed by the id that field of that hash holds (JSON text; {} when it holds
@@ -160,7 +162,7 @@ for _, w in ipairs(ops.w) do
   elseif kind == 'sadd' then
     redis.call('SADD', key(w[2]), unpack(args(w, 3)))
   elseif kind == 'set' then
-    redis.call('SET', key(w[2]), arg(w[3]))
+    redis.call('SET', key(w[2]), unpack(args(w, 3)))
   elseif kind == 'pexpireat' then
     redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
   elseif kind == 'extend' then

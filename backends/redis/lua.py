@@ -233,16 +233,6 @@ local function emit_team_event(events_key, event_type, team_key)
 end
 """
 
-#: Lua: a membership added: `team_membership.created`, then one `team_permission.created` per id of
-#: `permissions` (a list of permission ids, in the membership's order). Needs `_EMIT_EVENT`.
-_EMIT_MEMBERSHIP_CREATED = """
-local function emit_membership_created(events_key, team_id, user_id, permissions)
-  emit_event(events_key, 'team_membership.created', '', '', team_id .. '\\n' .. user_id)
-  for _, permission in ipairs(permissions) do
-    emit_event(events_key, 'team_permission.created', '', '', permission .. '\\n' .. team_id .. '\\n' .. user_id)
-  end
-end
-"""
 # --- end webhook events ---
 
 

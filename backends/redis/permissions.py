@@ -1,5 +1,7 @@
-"""Project permission grants (a set per user, and the set of users holding any) and permission definition changes
-(the definitions live in the project record's ``config.permission_definitions`` field).
+"""Project permission grants (a set per user, and the set of users holding any: reads, and how a `Commit`'s guard
+and write of them become the commit script's ops; the grant itself is the commit's `GrantPermissions`) and
+permission definition changes (the definitions live in the project record's ``config.permission_definitions``
+field).
 
 Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
 `SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
@@ -8,80 +10,35 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 from __future__ import annotations
 
 from backends.redis.codecs import _config_fields, _flat, _project, _text
-from backends.redis.commit import Ops, writes
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _BYTE_LESS, _EMIT_EVENT, _SEQ
+from backends.redis.lua import _BYTE_LESS, _SEQ
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects import (
     ChangePermissionDefinitions,
     DefinitionsWrite,
-    GrantProjectPermissions,
     ListProjectPermissions,
-    RevokeProjectPermission,
+    ProjectGrantIs,
+    RevokePermission,
 )
 from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.records import Project, ProjectConfig
 
-# KEYS: user, the user's permission set, permission users, the events stream. ARGV: user id, record events (1/0: one
-# `project_permission.created` per id, an explicit grant), then the permission ids.
-# Returns 1 when the user exists (and holds the ids), 0 when not (nothing written).
-script(
-    "grant_project_permissions",
-    _EMIT_EVENT
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if #ARGV > 2 then
-  redis.call('SADD', KEYS[2], unpack(ARGV, 3))
-  redis.call('SADD', KEYS[3], ARGV[1])
-  if ARGV[2] == '1' then
-    for i = 3, #ARGV do emit_event(KEYS[4], 'project_permission.created', '', '', ARGV[i] .. '\\n' .. ARGV[1]) end
-  end
-end
-return 1
-""",
-)
+
+@guards(ProjectGrantIs)
+def _project_grant_is(ops: Ops, position: int, guard: ProjectGrantIs) -> None:
+    grants = ops.key(ops.space.user_permissions(ops.project_id, guard.user_id))
+    ops.guards.append([position, "sismember", grants, guard.permission_id, True])
+    ops.guards.append([position, "scard", grants, guard.held])
 
 
-@_plans(GrantProjectPermissions)
-def _grant_project_permissions(keys: KeySpace, effect: GrantProjectPermissions) -> Plan[bool]:
-    project_id, user_id = effect.project_id, effect.user_id
-    granted = yield Script(
-        "grant_project_permissions",
-        (
-            keys.user(project_id, user_id),
-            keys.user_permissions(project_id, user_id),
-            keys.permission_users(project_id),
-            keys.events(project_id),
-        ),
-        (user_id, 1 if effect.records_events else 0, *effect.permission_ids),
-    )
-    return bool(granted)
-
-
-# KEYS: the user's permission set, permission users, the events stream (`project_permission.deleted`). ARGV: user
-# id, permission id. Returns 1 if the user held it (and no longer does), else 0.
-script(
-    "revoke_project_permission",
-    _EMIT_EVENT
-    + """
-if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
-emit_event(KEYS[3], 'project_permission.deleted', '', '', ARGV[2] .. '\\n' .. ARGV[1])
-return 1
-""",
-)
-
-
-@_plans(RevokeProjectPermission)
-def _revoke_project_permission(keys: KeySpace, effect: RevokeProjectPermission) -> Plan[bool]:
-    project_id, user_id = effect.project_id, effect.user_id
-    revoked = yield Script(
-        "revoke_project_permission",
-        (keys.user_permissions(project_id, user_id), keys.permission_users(project_id), keys.events(project_id)),
-        (user_id, effect.permission_id),
-    )
-    return bool(revoked)
+@writes(RevokePermission)
+def _revoke_permission(ops: Ops, write: RevokePermission) -> None:
+    space, p = ops.space, ops.project_id
+    ops.writes.append(["srem", ops.key(space.user_permissions(p, write.user_id)), write.permission_id])
+    if write.last:
+        ops.writes.append(["srem", ops.key(space.permission_users(p)), write.user_id])
 
 
 # KEYS: permission users. ARGV: the users' permission-set prefix. Returns {user id, {permission ids}} per user
@@ -119,10 +76,26 @@ def _list_project_permissions(
 # the field holds); m, then m pairs field, JSON to set; then the id to rename or remove ('' for neither), the new
 # id ('' to remove), the membership key prefix, the users' permission-set prefix.
 # Returns 'missing', 'conflict', or the project record (with every grant of the id renamed or removed).
+#: Lua: a string as JSON text exactly as the stores' codec writes it (orjson: `"` and `\` escaped, control characters
+#: below 0x20 as \b \f \n \r \t or \u00xx, everything else as it is). Not cjson.encode, which also escapes "/" and
+#: DEL: the text would decode alike but differ, and a commit's guard compares a field's stored text with the
+#: codec's (`MembershipFieldsAre` on `permissions`), so every later grant would conflict.
+_JSON_STRING = r"""
+local json_escapes = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
+  ['\r'] = '\\r', ['\t'] = '\\t'}
+local function json_string(s)
+  local escaped = string.gsub(s, '[%z\1-\31"\\]', function(c)
+    return json_escapes[c] or string.format('\\u%04x', string.byte(c))
+  end)
+  return '"' .. escaped .. '"'
+end
+"""
+
 script(
     "change_permission_definitions",
     _SEQ
     + _BYTE_LESS
+    + _JSON_STRING
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local n = tonumber(ARGV[1])
@@ -167,7 +140,7 @@ if old ~= '' then
       if found then
         table.sort(held, byte_less)
         local items = {}
-        for i, permission in ipairs(held) do items[i] = cjson.encode(permission) end
+        for i, permission in ipairs(held) do items[i] = json_string(permission) end
         redis.call('HSET', key, 'permissions', '[' .. table.concat(items, ',') .. ']')
       end
     end

@@ -1,5 +1,9 @@
 """Permissions: project permission grants, and changes of the project's permission definitions (reference part 2
-§6). Team permission grants live on memberships (`effects.teams.ChangePermission`)."""
+§6). Team permission grants live on memberships (`flows.teams.change_permission`).
+
+Project grants are written by a `Commit` the core builds (`identity_proto.flows.permissions`): a grant with
+`GrantPermissions` (guarded on the user existing), a revoke with `RevokePermission` (guarded by `ProjectGrantIs` on the
+grant being held, among how many: a user holding none leaves the set of holders)."""
 
 from __future__ import annotations
 
@@ -8,30 +12,8 @@ from enum import Enum
 
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects.base import StorageEffect
-from identity_proto.effects.commit import CommitWrite
+from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import Project
-
-
-@dataclass(frozen=True, slots=True)
-class GrantProjectPermissions(StorageEffect[bool]):
-    """Grant `permission_ids` to the user directly (granting one held already changes nothing), at once. False
-    when the user does not exist (nothing written): a grant never points at a missing user."""
-
-    project_id: str
-    user_id: str
-    permission_ids: tuple[str, ...]
-    #: webhooks: an explicit grant records one `project_permission.created` per id (held already or not, as the
-    #: original); a sign-up's default grants record none (reference part 2 §8).
-    records_events: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RevokeProjectPermission(StorageEffect[bool]):
-    """Remove the user's direct grant of `permission_id`. False when they did not hold it."""
-
-    project_id: str
-    user_id: str
-    permission_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +66,27 @@ class DropProjectGrants(CommitWrite):
     they hold, so it needs no guard)."""
 
     user_id: str
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Commit guards and writes of project grants (`GrantPermissions`, the grant, is the commit's own)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectGrantIs(CommitGuard):
+    """The user holds `permission_id` directly, among exactly `held` ids in all (a revoke decided on both: whether it
+    takes the user's last grant)."""
+
+    user_id: str
+    permission_id: str
+    held: int
+
+
+@dataclass(frozen=True, slots=True)
+class RevokePermission(CommitWrite):
+    """Remove the user's direct grant of `permission_id` (guard it with `ProjectGrantIs`); with `last`, the user
+    holds none afterwards and leaves the set of holders."""
+
+    user_id: str
+    permission_id: str
+    last: bool

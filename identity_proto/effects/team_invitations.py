@@ -1,5 +1,9 @@
 """Team invitations (reference part 2 §3): one-time codes of purpose TEAM_INVITATION that name a team (`team_id`)
-and an address (`email`), with an id of their own (`id`, what the API shows), indexed by team and by address."""
+and an address (`email`), with an id of their own (`id`, what the API shows), indexed by team and by address.
+
+Reads are effects; writes are a `Commit` the core builds (`identity_proto.flows.team_invitations`): storing one
+(`PutInvitation`, guarded on its team existing), accepting one (`UseInvitation` with the membership, guarded on the
+invitation being unused, the user and team existing and the membership as read), revoking one (`DropInvitation`)."""
 
 from __future__ import annotations
 
@@ -7,11 +11,12 @@ from dataclasses import dataclass
 from enum import Enum
 
 from identity_proto.effects.base import StorageEffect
-from identity_proto.records import Membership, VerificationCode
+from identity_proto.effects.commit import CommitGuard, CommitWrite
+from identity_proto.records import VerificationCode
 
 
 class InvitationAcceptance(Enum):
-    """What `AcceptTeamInvitation` did, in the order it checks."""
+    """What accepting an invitation did, in the order it checks (`identity_proto.flows.team_invitations`)."""
 
     #: The invitation was marked used and the membership added.
     ACCEPTED = "accepted"
@@ -27,16 +32,6 @@ class InvitationAcceptance(Enum):
     USER_NOT_FOUND = "user_not_found"
     #: The team is gone; nothing written (the invitation is left as it was).
     TEAM_NOT_FOUND = "team_not_found"
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTeamInvitation(StorageEffect[bool]):
-    """Store the invitation `code` (purpose TEAM_INVITATION, with `id`, `team_id` and `email` set) as a one-time
-    code, findable by its id, and list it under its team and its address, at once; only if the team exists
-    (False: nothing written)."""
-
-    project_id: str
-    code: VerificationCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,25 +53,46 @@ class ListTeamInvitations(StorageEffect[tuple[VerificationCode, ...]]):
     emails: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RevokeTeamInvitation(StorageEffect[bool]):
-    """Delete the invitation `invitation_id` if it is one of `team_id`'s (with its index entries), at once. False
-    when there is no such invitation of that team (nothing written)."""
-
-    project_id: str
-    invitation_id: str
-    team_id: str
+# ---------------------------------------------------------------------------------------------------------------
+# Commit guards and writes of invitations
 
 
 @dataclass(frozen=True, slots=True)
-class AcceptTeamInvitation(StorageEffect[InvitationAcceptance]):
-    """Accept the invitation whose code hashes to `code_hash` for `membership.user_id`, atomically: the checks of
-    `InvitationAcceptance` in order (an invitation of another team than `membership.team_id` counts as not
-    found); then mark it used and, unless the user is a member of the team already, add `membership` (kept in
-    the indexes as `AddMembership` keeps it). Of concurrent accepts of one invitation exactly one succeeds.
-    Counts no attempt (the flow checked the code first)."""
+class InvitationIsStored(CommitGuard):
+    """The code with this hash is stored (not revoked; a store may forget it some time after it expires)."""
 
-    project_id: str
     code_hash: str
-    now_ms: int
-    membership: Membership
+
+
+@dataclass(frozen=True, slots=True)
+class InvitationIsUnused(CommitGuard):
+    """The code with this hash is stored and not used."""
+
+    code_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutInvitation(CommitWrite):
+    """Store the invitation `code` (purpose TEAM_INVITATION, with `id`, `team_id` and `email` set) as a one-time
+    code, findable by its id, and list it under its team and its address (guard its team with `RecordExists`)."""
+
+    code: VerificationCode
+
+    def __post_init__(self) -> None:
+        if self.code.id is None or self.code.team_id is None or self.code.email is None:
+            raise TypeError("an invitation has an id, a team and an address")
+
+
+@dataclass(frozen=True, slots=True)
+class UseInvitation(CommitWrite):
+    """Mark the invitation's code used (guard it with `InvitationIsUnused`)."""
+
+    code_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropInvitation(CommitWrite):
+    """Delete the invitation `code` as read (guard it with `InvitationIsStored`): its code, its id entry and its
+    index entries."""
+
+    code: VerificationCode

@@ -24,17 +24,20 @@ from identity_proto.effects import (
     ChangePermissionDefinitions,
     DefinitionsWrite,
     Flow,
-    GrantProjectPermissions,
     ListMemberships,
     ListProjectPermissions,
     LoadMembership,
     LoadProject,
     LoadUser,
-    RevokeProjectPermission,
+    ProjectGrantIs,
+    RecordExists,
+    RevokePermission,
+    Together,
     perform,
 )
+from identity_proto.effects.commit import Announce, GrantPermissions, RecordKind, commit
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.flows.teams import change_permission
+from identity_proto.flows.teams import change_read_permission, refusal
 from identity_proto.http import Response
 from identity_proto.permissions import SYSTEM_PERMISSIONS, definitions_by_id, held_permissions, listed_definitions
 from identity_proto.records import Membership, PermissionDefinition, Project, ProjectConfig
@@ -54,6 +57,7 @@ __all__ = [
     "delete_project_permission_definition",
     "delete_team_permission_definition",
     "grant_project_permission",
+    "grant_project_permissions",
     "grant_sign_up_permissions",
     "grant_team_permission",
     "list_project_permission_definitions",
@@ -61,6 +65,7 @@ __all__ = [
     "list_team_permission_definitions",
     "list_team_permissions",
     "revoke_project_permission",
+    "revoke_project_permission_of",
     "revoke_team_permission",
     "update_project_permission_definition",
     "update_team_permission_definition",
@@ -292,15 +297,20 @@ def _scope_error(config: ProjectConfig, permission_id: str, scope: str) -> Known
     return None
 
 
-def _require_member(ctx: RequestContext, team_id: str, user_id: str) -> Flow[Membership]:
-    """The membership; 404 USER_NOT_FOUND when the user does not exist, else 404 TEAM_MEMBERSHIP_NOT_FOUND."""
+def _require_member(ctx: RequestContext, team_id: str, user_id: str) -> Flow[tuple[Membership, Project]]:
+    """The membership; 404 USER_NOT_FOUND when the user does not exist, else 404 TEAM_MEMBERSHIP_NOT_FOUND. With
+    the caller's project as stored now (`_fresh_project`), read in the same trip."""
     project_id = ctx.require_auth().project.id
-    membership = yield from perform(LoadMembership(project_id, team_id, user_id))
+    membership, project = yield from perform(
+        Together((LoadMembership(project_id, team_id, user_id), LoadProject(project_id)))
+    )
     if membership is None:
         if (yield from perform(LoadUser(project_id, user_id))) is None:
             raise KnownError(ErrorCode.USER_NOT_FOUND)
         raise KnownError(ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": team_id, "user_id": user_id})
-    return membership
+    if project is None:
+        raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, context={"project_id": project_id})
+    return membership, project
 
 
 def grant_team_permission(ctx: RequestContext) -> Flow[Response]:
@@ -311,13 +321,11 @@ def grant_team_permission(ctx: RequestContext) -> Flow[Response]:
     team_id: str = ctx.params.team_id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
     permission_id: str = ctx.params.permission_id
-    yield from _require_member(ctx, team_id, user_id)
-    project = yield from _fresh_project(ctx)
+    membership, project = yield from _require_member(ctx, team_id, user_id)
     refused = _scope_error(project.config, permission_id, "team")
     if refused is not None:
         raise refused
-    if (yield from change_permission(project_id, team_id, user_id, permission_id, True)) is None:
-        raise KnownError(ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": team_id, "user_id": user_id})
+    yield from change_read_permission(project_id, membership, permission_id, True)
     return json_response(201, {"id": permission_id, "team_id": team_id, "user_id": user_id})
 
 
@@ -329,15 +337,12 @@ def revoke_team_permission(ctx: RequestContext) -> Flow[Response]:
     team_id: str = ctx.params.team_id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
     permission_id: str = ctx.params.permission_id
-    membership = yield from _require_member(ctx, team_id, user_id)
-    project = yield from _fresh_project(ctx)
+    membership, project = yield from _require_member(ctx, team_id, user_id)
     direct = held_permissions(membership.permissions, definitions_by_id(project.config, "team"), recursive=False)
-    changed = None
-    if permission_id in direct:
-        changed = yield from change_permission(project_id, team_id, user_id, permission_id, False)
-    if changed is None:
+    if permission_id not in direct:
         details = {"team_id": team_id, "user_id": user_id, "permission_id": permission_id}
         raise KnownError(ErrorCode.TEAM_PERMISSION_NOT_FOUND, details=details)
+    yield from change_read_permission(project_id, membership, permission_id, False)
     return json_response(200, {"success": True})
 
 
@@ -354,7 +359,7 @@ def grant_project_permission(ctx: RequestContext) -> Flow[Response]:
             raise KnownError(ErrorCode.USER_NOT_FOUND)
         raise refused
     # webhooks: an explicit grant records `project_permission.created` (sign-up defaults do not)
-    if not (yield from perform(GrantProjectPermissions(project_id, user_id, (permission_id,), records_events=True))):
+    if not (yield from grant_project_permissions(project_id, user_id, (permission_id,), announce=True)):
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     return json_response(201, {"id": permission_id, "user_id": user_id})
 
@@ -365,11 +370,16 @@ def revoke_project_permission(ctx: RequestContext) -> Flow[Response]:
     project_id = ctx.require_auth().project.id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
     permission_id: str = ctx.params.permission_id
-    if (yield from perform(LoadUser(project_id, user_id))) is None:
+    user, grants, project = yield from perform(
+        Together((LoadUser(project_id, user_id), ListProjectPermissions(project_id, user_id), LoadProject(project_id)))
+    )
+    if user is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
-    project = yield from _fresh_project(ctx)
+    if project is None:  # as `_fresh_project`
+        raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, context={"project_id": project_id})
     defined = permission_id in definitions_by_id(project.config, "project")
-    if not defined or not (yield from perform(RevokeProjectPermission(project_id, user_id, permission_id))):
+    held = grants[0][1] if grants else ()
+    if not defined or not (yield from revoke_project_permission_of(project_id, user_id, permission_id, held)):
         raise KnownError(ErrorCode.PERMISSION_NOT_FOUND, details={"permission_id": permission_id})
     return json_response(200, {"success": True})
 
@@ -380,7 +390,40 @@ def grant_sign_up_permissions(project: Project, user_id: str) -> Flow[None]:
     known = definitions_by_id(project.config, "project")
     granted = tuple(p for p in project.config.user_default_permissions if p in known)
     if granted:
-        yield from perform(GrantProjectPermissions(project.id, user_id, granted))
+        yield from grant_project_permissions(project.id, user_id, granted)
+
+
+def grant_project_permissions(
+    project_id: str, user_id: str, permission_ids: tuple[str, ...], *, announce: bool = False
+) -> Flow[bool]:
+    """Grant `permission_ids` to the user directly (one held already changes nothing), in one commit guarded on the
+    user existing (False: nothing written; a grant never points at a missing user). With `announce` (an explicit
+    grant), one `project_permission.created` per id, held already or not, as the original; a sign-up's default
+    grants announce none (reference part 2 §8)."""
+    events = tuple(Announce("project_permission.created", ids=(p, user_id)) for p in permission_ids) if announce else ()
+    refused = yield from refusal(
+        project_id, (RecordExists(RecordKind.USER, user_id),), (GrantPermissions(user_id, permission_ids),), events
+    )
+    return refused is None
+
+
+def revoke_project_permission_of(
+    project_id: str, user_id: str, permission_id: str, held: tuple[str, ...]
+) -> Flow[bool]:
+    """Remove the user's direct grant of `permission_id`, deciding on `held` (the ids they hold, as read), and
+    announce `project_permission.deleted`. False when they did not hold it (nothing written). Guarded on the grant
+    and on how many they hold (taking the last one drops the user from the holders): a concurrent grant or revoke
+    of theirs is a conflict, and the request re-runs."""
+    if permission_id not in held:
+        return False
+    last = len(held) == 1
+    yield from commit(
+        project_id,
+        (ProjectGrantIs(user_id, permission_id, len(held)),),
+        (RevokePermission(user_id, permission_id, last),),
+        (Announce("project_permission.deleted", ids=(permission_id, user_id)),),
+    )
+    return True
 
 
 # --------------------------------------------------------------------------------------------------------------

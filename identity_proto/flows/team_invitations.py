@@ -32,25 +32,32 @@ from typing import TYPE_CHECKING, Any
 from identity_proto.auth import AccessType
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    AcceptTeamInvitation,
-    CreateTeamInvitation,
+    DropInvitation,
     Flow,
     InvitationAcceptance,
+    InvitationIsStored,
+    InvitationIsUnused,
     ListContactChannels,
     ListTeamInvitations,
     LoadMembership,
     LoadTeam,
     LoadTeamInvitation,
     LoadUser,
-    RevokeTeamInvitation,
+    MembershipFieldsAre,
+    MembershipIsAbsent,
+    PutInvitation,
+    RecordExists,
+    StorageEffect,
     Together,
+    UseInvitation,
     perform,
 )
+from identity_proto.effects.commit import Announce, CommitConflict, Guard, PutMembership, RecordKind, Write, commit
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import deliver, new_email
 from identity_proto.flows.otp import callback_is_trusted, magic_link  # the link is made as a sign-in mail's
-from identity_proto.flows.teams import effective_permissions
+from identity_proto.flows.teams import effective_permissions, membership_created, refusal
 from identity_proto.http import Response
 from identity_proto.ratelimits import check_under_limit, count_event, rule_for
 from identity_proto.records import CodePurpose, Membership, Project, Team, User, VerificationCode
@@ -69,13 +76,16 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "accept_code",
     "accept_invitation",
     "accept_invitation_by_id",
     "check_invitation_code",
+    "drop_invitation",
     "invitation_details",
     "list_invitations",
     "revoke_invitation",
     "send_invitation",
+    "store_invitation",
 ]
 
 #: reference §0: the e-mail's subject.
@@ -102,11 +112,10 @@ def _team_not_found(team_id: str) -> KnownError:
 
 
 def _require_team_permissions(
-    ctx: RequestContext, team_id: str, user_id: str, permissions: tuple[str, ...]
-) -> Flow[None]:
+    ctx: RequestContext, team_id: str, user_id: str, permissions: tuple[str, ...], membership: Membership | None
+) -> None:
     """reference §3: the caller must be a member of the team (404 TEAM_MEMBERSHIP_NOT_FOUND, also for an unknown
     team), then hold each permission, in order (401 TEAM_PERMISSION_REQUIRED naming the first one missing)."""
-    membership = yield from perform(LoadMembership(ctx.require_auth().project.id, team_id, user_id))
     if membership is None:
         raise KnownError(ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": team_id, "user_id": user_id})
     held = effective_permissions(ctx.require_auth().project.config, membership)
@@ -118,18 +127,37 @@ def _require_team_permissions(
             )
 
 
-def _team_for(ctx: RequestContext, team_id: str, permissions: tuple[str, ...], *, no_user: ErrorCode) -> Flow[Team]:
+def _team_for(
+    ctx: RequestContext,
+    team_id: str,
+    permissions: tuple[str, ...],
+    *,
+    no_user: ErrorCode,
+    invitation_id: str | None = None,
+) -> Flow[tuple[Team, VerificationCode | None]]:
     """The team an operation on its invitations names: a client must hold `permissions` in it (without a user:
-    `no_user`); server and admin only need it to exist (404 TEAM_NOT_FOUND)."""
+    `no_user`); server and admin only need it to exist (404 TEAM_NOT_FOUND). With `invitation_id`, that invitation
+    too (None when there is none). One trip: the caller's membership, the team and the invitation are read
+    together, and judged in that order."""
     auth = ctx.require_auth()
+    project_id = auth.project.id
+    user_id: str | None = None
     if auth.access_type is AccessType.CLIENT:
         if auth.user_id is None:
             raise KnownError(no_user)
-        yield from _require_team_permissions(ctx, team_id, auth.user_id, permissions)
-    team = yield from perform(LoadTeam(auth.project.id, team_id))
+        user_id = auth.user_id
+    reads: tuple[StorageEffect[Any], ...] = (LoadTeam(project_id, team_id),)
+    if invitation_id is not None:
+        reads += (LoadTeamInvitation(project_id, invitation_id),)
+    if user_id is not None:
+        reads += (LoadMembership(project_id, team_id, user_id),)
+    found = yield from perform(Together(reads))
+    if user_id is not None:
+        _require_team_permissions(ctx, team_id, user_id, permissions, found[-1])
+    team: Team | None = found[0]
     if team is None:
         raise _team_not_found(team_id)
-    return team
+    return team, (found[1] if invitation_id is not None else None)
 
 
 def _invitation_mail_text(project: Project, team: Team, link: str) -> str:
@@ -145,7 +173,9 @@ def send_invitation(ctx: RequestContext) -> Flow[Response]:
     auth = ctx.require_auth()
     project = auth.project
     body: SendTeamInvitationBody = ctx.body
-    team = yield from _team_for(ctx, body.team_id, ("$invite_members",), no_user=ErrorCode.USER_AUTHENTICATION_REQUIRED)
+    team, _ = yield from _team_for(
+        ctx, body.team_id, ("$invite_members",), no_user=ErrorCode.USER_AUTHENTICATION_REQUIRED
+    )
     if not callback_is_trusted(body.callback_url, project.config):
         raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
     # Per address, counted only when a mail goes out (as sign-in codes are): one inbox cannot be flooded with
@@ -157,7 +187,7 @@ def send_invitation(ctx: RequestContext) -> Flow[Response]:
         yield from count_event(rule, subject, now_ms=ctx.now_ms, enforce=True)
     code, record = new_code(ctx, CodePurpose.TEAM_INVITATION, ctx.options.code_lifetime_ms, email=body.email)
     record = dataclasses.replace(record, id=new_uuid(ctx.entropy), team_id=team.id)
-    if not (yield from perform(CreateTeamInvitation(project.id, record))):
+    if not (yield from store_invitation(project.id, record)):
         raise _team_not_found(team.id)  # deleted since it was read
     link = magic_link(parse_web_url(body.callback_url), code.code)
     mail = new_email(
@@ -183,7 +213,7 @@ def list_invitations(ctx: RequestContext) -> Flow[Response]:
         return text_response(400, "Must specify either team_id or user_id")
     project_id = auth.project.id
     if query.team_id is not None:
-        team = yield from _team_for(
+        team, _ = yield from _team_for(
             ctx, query.team_id, ("$read_members", "$invite_members"), no_user=ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER
         )
         of_team = yield from perform(ListTeamInvitations(project_id, team_id=team.id))
@@ -221,10 +251,14 @@ def revoke_invitation(ctx: RequestContext) -> Flow[Response]:
     query: RevokeTeamInvitationQuery = ctx.query
     if query.team_id is None:
         return text_response(400, "team_id is required for deleting a team invitation")  # reference §3: plain
-    team = yield from _team_for(
-        ctx, query.team_id, ("$remove_members",), no_user=ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER
+    team, code = yield from _team_for(
+        ctx,
+        query.team_id,
+        ("$remove_members",),
+        no_user=ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER,
+        invitation_id=ctx.params.invitation_id,
     )
-    if not (yield from perform(RevokeTeamInvitation(auth.project.id, ctx.params.invitation_id, team.id))):
+    if not (yield from drop_invitation(auth.project.id, team.id, code)):
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
     return json_response(200, {"success": True})
 
@@ -235,14 +269,24 @@ def _verified_emails(project_id: str, user_id: str) -> Flow[frozenset[str]]:
     return frozenset() if found is None else verified_emails(found.channels)
 
 
-def _accepting_user(ctx: RequestContext) -> Flow[User]:
-    """The signed-in user (401 USER_AUTHENTICATION_REQUIRED), who must not be restricted (403)."""
+def _accepting_user(ctx: RequestContext, member_of: str | None = None) -> Flow[tuple[User, Membership | None]]:
+    """The signed-in user (401 USER_AUTHENTICATION_REQUIRED), who must not be restricted (403); with `member_of`,
+    their membership of that team too (None when there is none), read in the same trip."""
     auth = ctx.require_auth()
-    user = None if auth.user_id is None else (yield from perform(LoadUser(auth.project.id, auth.user_id)))
+    if auth.user_id is None:
+        raise KnownError(ErrorCode.USER_AUTHENTICATION_REQUIRED)
+    project_id, user_id = auth.project.id, auth.user_id
+    membership: Membership | None = None
+    if member_of is None:
+        user = yield from perform(LoadUser(project_id, user_id))
+    else:
+        user, membership = yield from perform(
+            Together((LoadUser(project_id, user_id), LoadMembership(project_id, member_of, user_id)))
+        )
     if user is None:
         raise KnownError(ErrorCode.USER_AUTHENTICATION_REQUIRED)
     _refuse_restricted(user, auth.project)
-    return user
+    return user, membership
 
 
 def _refuse_restricted(user: User, project: Project) -> None:
@@ -256,19 +300,20 @@ def _refuse_restricted(user: User, project: Project) -> None:
 
 
 def _accept(
-    ctx: RequestContext, code: VerificationCode, user_id: str, failures: dict[InvitationAcceptance, ErrorCode]
+    ctx: RequestContext,
+    code: VerificationCode,
+    user_id: str,
+    member: Membership | None,
+    failures: dict[InvitationAcceptance, ErrorCode],
 ) -> Flow[None]:
-    """Mark the invitation used and make the user a member with the project's default member permissions (a member
-    already stays as they are), in one write; when nothing was written, raise what `failures` says (a concurrent
-    accept or revoke may come between the flow's checks and this write)."""
+    """Accept the invitation `code` (as read) for the user, whose membership of its team was read as `member`, with
+    the project's default member permissions (`accept_code`); when nothing was written, raise what `failures`
+    says (a concurrent accept or revoke may come between the flow's checks and the write)."""
     project = ctx.require_auth().project
     team_id = code.team_id or ""
     permissions = tuple(sorted(project.config.team_member_default_permissions))
-    accepted = yield from perform(
-        AcceptTeamInvitation(
-            project.id, code.code_hash, ctx.now_ms, Membership(team_id, user_id, ctx.now_ms, permissions=permissions)
-        )
-    )
+    membership = Membership(team_id, user_id, ctx.now_ms, permissions=permissions)
+    accepted = yield from accept_code(project.id, code, ctx.now_ms, membership, member)
     failure = failures.get(accepted)
     if failure is ErrorCode.TEAM_NOT_FOUND:
         raise _team_not_found(team_id)
@@ -298,8 +343,8 @@ def accept_invitation(ctx: RequestContext) -> Flow[Response]:
     body: TeamInvitationCodeBody = ctx.body
     project = ctx.require_auth().project
     code = yield from check_code(ctx, project.id, body.code, CodePurpose.TEAM_INVITATION, consume=False)
-    user = yield from _accepting_user(ctx)
-    yield from _accept(ctx, code, user.id, _BY_CODE_FAILURES)
+    user, member = yield from _accepting_user(ctx, member_of=code.team_id or "")
+    yield from _accept(ctx, code, user.id, member, _BY_CODE_FAILURES)
     return json_response(200, {})
 
 
@@ -331,17 +376,97 @@ def accept_invitation_by_id(ctx: RequestContext) -> Flow[Response]:
     auth = ctx.require_auth()
     project = auth.project
     query: AcceptTeamInvitationQuery = ctx.query
-    user: User | None
-    if auth.access_type is AccessType.CLIENT:
-        user_id = _own_user_id(ctx, query.user_id)
-        user = yield from _accepting_user(ctx)
-    else:
-        user_id = ctx.resolve_user_id(query.user_id)
-        user = yield from perform(LoadUser(project.id, user_id))
-    code = yield from perform(LoadTeamInvitation(project.id, ctx.params.invitation_id))
+    client = auth.access_type is AccessType.CLIENT
+    user_id = _own_user_id(ctx, query.user_id) if client else ctx.resolve_user_id(query.user_id)
+    if client and auth.user_id is None:
+        raise KnownError(ErrorCode.USER_AUTHENTICATION_REQUIRED)
+    user, code, channels = yield from perform(
+        Together(
+            (
+                LoadUser(project.id, user_id),
+                LoadTeamInvitation(project.id, ctx.params.invitation_id),
+                ListContactChannels(project.id, user_id),
+            )
+        )
+    )
+    if client:  # the signed-in user, who must not be restricted (as `_accepting_user`)
+        if user is None:
+            raise KnownError(ErrorCode.USER_AUTHENTICATION_REQUIRED)
+        _refuse_restricted(user, project)
     if code is None or not _is_open(code, ctx.now_ms) or user is None:
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
-    if code.email not in (yield from _verified_emails(project.id, user.id)):
+    if code.email not in (frozenset() if channels is None else verified_emails(channels.channels)):
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
-    yield from _accept(ctx, code, user.id, _BY_ID_FAILURES)
+    member = yield from perform(LoadMembership(project.id, code.team_id or "", user.id))
+    yield from _accept(ctx, code, user.id, member, _BY_ID_FAILURES)
     return json_response(200, {})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The decisions behind the writes of invitations: each commits once (`effects.commit`), guarded on what it decided
+# on; a refusal the guards alone decide is answered from the first guard that did not hold, in the same trip.
+
+
+def store_invitation(project_id: str, code: VerificationCode) -> Flow[bool]:
+    """Store the invitation `code` (purpose TEAM_INVITATION, with `id`, `team_id` and `email` set) as a one-time
+    code, findable by its id and listed under its team and its address; only if the team exists (False: nothing
+    written)."""
+    refused = yield from refusal(
+        project_id, (RecordExists(RecordKind.TEAM, code.team_id or ""),), (PutInvitation(code),), ()
+    )
+    return refused is None
+
+
+def drop_invitation(project_id: str, team_id: str, code: VerificationCode | None) -> Flow[bool]:
+    """Delete the invitation `code` (as read by its id; None: there is none) if it is one of `team_id`'s, with its
+    index entries. False when it is not (nothing written). A concurrent revoke is a conflict: the re-run reads
+    none."""
+    if code is None or code.team_id != team_id:
+        return False
+    yield from commit(project_id, (InvitationIsStored(code.code_hash),), (DropInvitation(code),))
+    return True
+
+
+def accept_code(
+    project_id: str, code: VerificationCode | None, now_ms: int, membership: Membership, member: Membership | None
+) -> Flow[InvitationAcceptance]:
+    """Accept the invitation `code` (as read; None: no such code) for `membership.user_id`: the checks of
+    `InvitationAcceptance` in order (a code of another purpose, or of another team than `membership.team_id`,
+    counts as not found); then, in one commit, mark it used and, unless the user is a member already (`member`:
+    their membership of the team as read), add `membership` with its events (as `add_member` does). Of concurrent
+    accepts of one invitation exactly one succeeds: the others find it used. The guards also answer for a revoke,
+    or a deletion of the user or team, that came since the read; a membership that came or went since is a
+    conflict (`CommitConflict`: the request re-runs)."""
+    team_id, user_id = membership.team_id, membership.user_id
+    if code is None or code.purpose != CodePurpose.TEAM_INVITATION or code.team_id != team_id:
+        return InvitationAcceptance.NOT_FOUND
+    if now_ms >= code.expires_at_millis:
+        return InvitationAcceptance.EXPIRED
+    if code.used:
+        return InvitationAcceptance.ALREADY_USED
+    guards: tuple[Guard, ...] = (
+        InvitationIsStored(code.code_hash),
+        InvitationIsUnused(code.code_hash),
+        RecordExists(RecordKind.USER, user_id),
+        RecordExists(RecordKind.TEAM, team_id),
+    )
+    writes: tuple[Write, ...] = (UseInvitation(code.code_hash),)
+    events: tuple[Announce, ...] = ()
+    if member is None:
+        guards += (MembershipIsAbsent(team_id, user_id),)
+        writes += (PutMembership(membership),)
+        events = membership_created(membership)
+    else:
+        guards += (MembershipFieldsAre(member),)
+    refused = yield from refusal(project_id, guards, writes, events)
+    if refused is None:
+        return InvitationAcceptance.ACCEPTED if member is None else InvitationAcceptance.ALREADY_MEMBER
+    if refused == len(guards) - 1:
+        raise CommitConflict(guards[refused])
+    refusals = (
+        InvitationAcceptance.NOT_FOUND,
+        InvitationAcceptance.ALREADY_USED,
+        InvitationAcceptance.USER_NOT_FOUND,
+        InvitationAcceptance.TEAM_NOT_FOUND,
+    )
+    return refusals[refused]

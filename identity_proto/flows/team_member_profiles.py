@@ -13,12 +13,13 @@ from identity_proto.effects import (
     LoadMembership,
     LoadTeam,
     LoadUser,
+    Together,
     perform,
 )
 from identity_proto.errors import ErrorCode, KnownError
-from identity_proto.flows.teams import patch_membership, require_permission
+from identity_proto.flows.teams import patch_read_membership, require_permission
 from identity_proto.http import Response
-from identity_proto.records import Membership, Project, Team
+from identity_proto.records import Membership, Project, Team, User
 from identity_proto.render import json_response, render_member_profile
 from identity_proto.users import checked_profile_image
 
@@ -29,9 +30,15 @@ __all__ = ["get_member_profile", "list_member_profiles", "update_member_profile"
 
 
 def _rendered(
-    ctx: RequestContext, project: Project, membership: Membership, caller_team_ids: frozenset[str] = frozenset()
+    ctx: RequestContext,
+    project: Project,
+    membership: Membership,
+    caller_team_ids: frozenset[str] = frozenset(),
+    user: User | None = None,
 ) -> Flow[dict[str, object]]:
-    user = yield from perform(LoadUser(project.id, membership.user_id))
+    """The profile of `membership`, with its user (read here unless the flow read it already: `user`)."""
+    if user is None:
+        user = yield from perform(LoadUser(project.id, membership.user_id))
     if user is None:  # a membership never outlives its user (a user's deletion drops both in one commit)
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     team: Team | None = None
@@ -72,7 +79,10 @@ def update_member_profile(ctx: RequestContext) -> Flow[Response]:
     body: MemberProfileUpdateBody = ctx.body
     if auth.access_type is AccessType.CLIENT and user_id != auth.user_id:
         raise KnownError(ErrorCode.CANNOT_UPDATE_OTHER_USERS_PROFILE)
-    if (yield from perform(LoadUser(project.id, user_id))) is None:
+    user, membership = yield from perform(
+        Together((LoadUser(project.id, user_id), LoadMembership(project.id, team_id, user_id)))
+    )
+    if user is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     changes: list[tuple[str, object]] = []
     if "display_name" in body.model_fields_set:
@@ -81,10 +91,10 @@ def update_member_profile(ctx: RequestContext) -> Flow[Response]:
         # The user's own image rule, by access type: a client may set only a base64 data image, never a remote URL
         # that every member's client would fetch (the original applies the server rule to everyone here).
         changes.append(("profile_image_url", checked_profile_image(body.profile_image_url, auth.access_type)))
-    updated = yield from patch_membership(project.id, team_id, user_id, MembershipChanges.of(changes))
-    if updated is None:
+    if membership is None:
         raise _membership_not_found(team_id, user_id)
-    return json_response(200, (yield from _rendered(ctx, project, updated)))
+    updated = yield from patch_read_membership(project.id, membership, MembershipChanges.of(changes))
+    return json_response(200, (yield from _rendered(ctx, project, updated, user=user)))
 
 
 def get_member_profile(ctx: RequestContext) -> Flow[Response]:

@@ -11,6 +11,7 @@ revoking and listing team permissions is `flows.permissions`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from identity_proto.auth import AccessType
@@ -30,6 +31,7 @@ from identity_proto.effects import (
     MembershipIsAbsent,
     PatchMembership,
     RecordExists,
+    StorageEffect,
     TeamApiKeysAre,
     TeamMembersAre,
     TeamWrite,
@@ -67,6 +69,7 @@ __all__ = [
     "add_member",
     "add_membership",
     "change_permission",
+    "change_read_permission",
     "create_team",
     "delete_team",
     "drop_team",
@@ -75,9 +78,12 @@ __all__ = [
     "list_teams",
     "membership_created",
     "patch_membership",
+    "patch_read_membership",
     "patch_team",
+    "refusal",
     "remove_member",
     "remove_membership",
+    "remove_read_member",
     "require_permission",
     "store_team",
     "update_team",
@@ -95,7 +101,14 @@ def require_permission(ctx: RequestContext, team_id: str, permission_id: str) ->
     auth = ctx.require_auth()
     user_id = _require_user(ctx)
     membership = yield from perform(LoadMembership(auth.project.id, team_id, user_id))
-    if membership is None or permission_id not in effective_permissions(auth.project.config, membership):
+    return _require_held(ctx, team_id, user_id, membership, permission_id)
+
+
+def _require_held(
+    ctx: RequestContext, team_id: str, user_id: str, membership: Membership | None, permission_id: str
+) -> Membership:
+    """`require_permission` on the caller's membership as read."""
+    if membership is None or permission_id not in effective_permissions(ctx.require_auth().project.config, membership):
         raise KnownError(
             ErrorCode.TEAM_PERMISSION_REQUIRED,
             details={"team_id": team_id, "user_id": user_id, "permission_id": permission_id},
@@ -220,9 +233,15 @@ def delete_team(ctx: RequestContext) -> Flow[Response]:
     selected have no selected team afterwards."""
     auth = ctx.require_auth()
     team_id: str = ctx.params.team_id
+    judge = None
     if auth.access_type is AccessType.CLIENT:
-        yield from require_permission(ctx, team_id, "$delete_team")
-    if not (yield from drop_team(auth.project.id, team_id)):
+        me = _require_user(ctx)
+
+        def judge(members: tuple[Membership, ...]) -> None:
+            mine = next((m for m in members if m.user_id == me), None)
+            _require_held(ctx, team_id, me, mine, "$delete_team")
+
+    if not (yield from drop_team(auth.project.id, team_id, judge)):
         raise KnownError(ErrorCode.TEAM_NOT_FOUND, details={"team_id": team_id})
     return json_response(200, {"success": True})
 
@@ -253,12 +272,21 @@ def remove_membership(ctx: RequestContext) -> Flow[Response]:
     auth = ctx.require_auth()
     team_id: str = ctx.params.team_id
     user_id = ctx.resolve_user_id(ctx.params.user_id)
-    if auth.access_type is AccessType.CLIENT and user_id != auth.user_id:
+    project_id = auth.project.id
+    reads: tuple[StorageEffect[Any], ...] = (
+        LoadMembership(project_id, team_id, user_id),
+        LoadUser(project_id, user_id),
+    )
+    others = auth.access_type is AccessType.CLIENT and user_id != auth.user_id
+    if others:  # the caller's own membership too, in the same trip
         me = _require_user(ctx)
-        if (yield from perform(LoadMembership(auth.project.id, team_id, me))) is None:
+        reads += (LoadMembership(project_id, team_id, me),)
+    membership, user, *mine = yield from perform(Together(reads))
+    if others:
+        if mine[0] is None:
             raise _membership_not_found(team_id, me)
-        yield from require_permission(ctx, team_id, "$remove_members")
-    if not (yield from remove_member(auth.project.id, team_id, user_id)):
+        _require_held(ctx, team_id, me, mine[0], "$remove_members")
+    if not (yield from remove_read_member(project_id, membership, user)):
         raise _membership_not_found(team_id, user_id)
     return json_response(200, {"success": True})
 
@@ -269,7 +297,7 @@ def remove_membership(ctx: RequestContext) -> Flow[Response]:
 # answered from the first guard that did not hold, in one trip.
 
 
-def _refused(
+def refusal(
     project_id: str, guards: tuple[Guard, ...], writes: tuple[Write, ...], events: tuple[Announce, ...]
 ) -> Flow[int | None]:
     """Commit; None when it was applied, else the index of the first guard that did not hold (nothing written)."""
@@ -295,7 +323,7 @@ def store_team(project_id: str, team: Team, creator: Membership | None = None) -
     if creator is not None:
         guards += (RecordExists(RecordKind.USER, creator.user_id), MembershipIsAbsent(team.id, creator.user_id))
         writes += (PutMembership(creator),)
-    refused = yield from _refused(project_id, guards, writes, (Announce("team.created", (RecordKind.TEAM, team.id)),))
+    refused = yield from refusal(project_id, guards, writes, (Announce("team.created", (RecordKind.TEAM, team.id)),))
     if refused == 1:
         return TeamWrite.USER_NOT_FOUND
     if refused is not None:  # a team of this id appeared (ids are random: never in practice)
@@ -307,7 +335,7 @@ def add_member(project_id: str, membership: Membership) -> Flow[Membership | Tea
     """Add a membership: USER_NOT_FOUND, TEAM_NOT_FOUND, MEMBERSHIP_EXISTS (checked in that order; nothing
     written), or the membership as stored. A membership therefore never points at a missing team or user."""
     team_id, user_id = membership.team_id, membership.user_id
-    refused = yield from _refused(
+    refused = yield from refusal(
         project_id,
         (
             RecordExists(RecordKind.USER, user_id),
@@ -339,8 +367,14 @@ def remove_member(project_id: str, team_id: str, user_id: str) -> Flow[bool]:
     membership, user = yield from perform(
         Together((LoadMembership(project_id, team_id, user_id), LoadUser(project_id, user_id)))
     )
+    return (yield from remove_read_member(project_id, membership, user))
+
+
+def remove_read_member(project_id: str, membership: Membership | None, user: User | None) -> Flow[bool]:
+    """`remove_member` of a membership and its user the flow has read already (None: there is no membership)."""
     if membership is None:
         return False
+    team_id, user_id = membership.team_id, membership.user_id
     guards, writes = _deselected(user, team_id)
     yield from commit(
         project_id,
@@ -351,9 +385,13 @@ def remove_member(project_id: str, team_id: str, user_id: str) -> Flow[bool]:
     return True
 
 
-def drop_team(project_id: str, team_id: str) -> Flow[bool]:
+def drop_team(
+    project_id: str, team_id: str, judge: Callable[[tuple[Membership, ...]], None] | None = None
+) -> Flow[bool]:
     """Remove a team with all its memberships and API keys, deselecting it for every member who had it selected,
-    and announce `team.deleted` (as the original: no membership events). False when there is no such team."""
+    and announce `team.deleted` (as the original: no membership events). False when there is no such team.
+    `judge`, given the team's memberships as read (none for a missing team), may refuse first (a client's
+    permission check, without a read of its own)."""
     team, members, api_keys = yield from perform(
         Together(
             (
@@ -363,6 +401,8 @@ def drop_team(project_id: str, team_id: str) -> Flow[bool]:
             )
         )
     )
+    if judge is not None:
+        judge(members if team is not None else ())
     if team is None:
         return False
     users: tuple[User | None, ...] = ()
@@ -391,6 +431,13 @@ def patch_membership(
     membership = yield from perform(LoadMembership(project_id, team_id, user_id))
     if membership is None:
         return None
+    return (yield from patch_read_membership(project_id, membership, changes))
+
+
+def patch_read_membership(project_id: str, membership: Membership, changes: MembershipChanges) -> Flow[Membership]:
+    """`patch_membership` of a membership the flow has read already (one commit; a concurrent removal is a
+    conflict)."""
+    team_id, user_id = membership.team_id, membership.user_id
     yield from commit(project_id, (MembershipFieldsAre(membership),), (PatchMembership(team_id, user_id, changes),))
     return changes.apply(membership)
 
@@ -405,6 +452,15 @@ def change_permission(
     membership = yield from perform(LoadMembership(project_id, team_id, user_id))
     if membership is None:
         return None
+    return (yield from change_read_permission(project_id, membership, permission_id, granted))
+
+
+def change_read_permission(
+    project_id: str, membership: Membership, permission_id: str, granted: bool
+) -> Flow[Membership]:
+    """`change_permission` of a membership the flow has read already (one commit, or none for a revoke of one not
+    held)."""
+    team_id, user_id = membership.team_id, membership.user_id
     held = set(membership.permissions)
     event = "team_permission.created" if granted else None
     if granted:

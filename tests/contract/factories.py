@@ -335,3 +335,61 @@ def sign_up_anonymously(
         return (yield from store_anonymous_user(project_id, parts, session))
     except CommitConflict:
         return None
+
+
+def create_invitation(store: Store, project_id: str, code: VerificationCode) -> bool:
+    """What sending a team invitation does to a store: the core's `store_invitation` (one `Commit`)."""
+    from identity_proto.flows.team_invitations import store_invitation
+
+    return bool(committed(lambda: store_invitation(project_id, code), store))
+
+
+def revoke_invitation(store: Store, project_id: str, invitation_id: str, team_id: str) -> bool:
+    """What revoking a team invitation does to a store: the core's `drop_invitation` (a read, then one `Commit`)."""
+    from identity_proto.effects import LoadTeamInvitation, perform
+    from identity_proto.flows.team_invitations import drop_invitation
+
+    def flow() -> Any:
+        code = yield from perform(LoadTeamInvitation(project_id, invitation_id))
+        return (yield from drop_invitation(project_id, team_id, code))
+
+    return bool(committed(flow, store))
+
+
+def accept_invitation(
+    store: Store, project_id: str, code: VerificationCode | None, now_ms: int, membership: Membership
+) -> Any:
+    """What accepting a team invitation does to a store, given the code as the flow read it: the core's
+    `accept_code` (the user's membership read, then one `Commit`)."""
+    from identity_proto.effects import LoadMembership, perform
+    from identity_proto.flows.team_invitations import accept_code
+
+    def flow() -> Any:
+        member = yield from perform(LoadMembership(project_id, membership.team_id, membership.user_id))
+        return (yield from accept_code(project_id, code, now_ms, membership, member))
+
+    return committed(flow, store)
+
+
+def grant_project_permissions(
+    store: Store, project_id: str, user_id: str, permission_ids: tuple[str, ...], *, records_events: bool = False
+) -> bool:
+    """What granting project permissions does to a store: the core's `grant_project_permissions` (one `Commit`;
+    `records_events`: an explicit grant, announced)."""
+    from identity_proto.flows.permissions import grant_project_permissions as grant
+
+    return bool(committed(lambda: grant(project_id, user_id, permission_ids, announce=records_events), store))
+
+
+def revoke_project_permission(store: Store, project_id: str, user_id: str, permission_id: str) -> bool:
+    """What revoking a project permission does to a store: the user's grants read, then the core's
+    `revoke_project_permission_of` (one `Commit`)."""
+    from identity_proto.effects import ListProjectPermissions, perform
+    from identity_proto.flows.permissions import revoke_project_permission_of
+
+    def flow() -> Any:
+        grants = yield from perform(ListProjectPermissions(project_id, user_id))
+        held = grants[0][1] if grants else ()
+        return (yield from revoke_project_permission_of(project_id, user_id, permission_id, held))
+
+    return bool(committed(flow, store))

@@ -24,7 +24,6 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     AcceptTotp,
     AppendOutbox,
     AttemptVerificationCode,
@@ -36,7 +35,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
@@ -44,7 +42,6 @@ from identity_proto.effects import (
     EnsureProject,
     FindApiKeyByHash,
     FindUserByAuthEmail,
-    GrantProjectPermissions,
     HitRateLimits,
     ListApiKeys,
     ListContactChannels,
@@ -68,8 +65,6 @@ from identity_proto.effects import (
     LoadUserWithTeam,
     ResetPassword,
     ResetProjectData,
-    RevokeProjectPermission,
-    RevokeTeamInvitation,
     RevokeUserSessions,
     SetClockOverride,
     SetPassword,
@@ -581,8 +576,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     AcceptTotp,  # test_totp_contract.py
     UpgradeAnonymousUser,  # test_anonymous_contract.py
     # --- permissions: test_permissions_contract.py ---
-    GrantProjectPermissions,
-    RevokeProjectPermission,
     ListProjectPermissions,
     ChangePermissionDefinitions,
     # --- end permissions ---
@@ -591,11 +584,8 @@ CONTRACT_TESTED: set[type[Any]] = {
     FindApiKeyByHash,
     ListApiKeys,
     # --- team invitations: test_team_invitations_contract.py ---
-    CreateTeamInvitation,
     LoadTeamInvitation,
     ListTeamInvitations,
-    RevokeTeamInvitation,
-    AcceptTeamInvitation,
     # passwords: test_passwords_contract.py
     StorePasswordResetCode,
     ResetPassword,

@@ -1,5 +1,6 @@
-"""The team invitation contract (CreateTeamInvitation, LoadTeamInvitation, ListTeamInvitations, RevokeTeamInvitation,
-AcceptTeamInvitation) over every store; key layout, TTLs and slots on the Redis stores."""
+"""The team invitation contract (LoadTeamInvitation, ListTeamInvitations, and the core's commits that store, revoke
+and accept one: `store_invitation`, `drop_invitation`, `accept_code`) over every store; key layout, TTLs and slots
+on the Redis stores."""
 
 from __future__ import annotations
 
@@ -12,19 +13,20 @@ from redis.crc import key_slot
 from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     AttemptVerificationCode,
     CodeOutcome,
-    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     InvitationAcceptance,
+    ListEvents,
+    ListMemberships,
     ListTeamInvitations,
+    ListTeams,
     LoadMembership,
     LoadTeamInvitation,
-    RevokeTeamInvitation,
     perform,
 )
+from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import store_team
 from identity_proto.records import CodePurpose, Membership, VerificationCode
 from tests.contract.conftest import AsyncBackend
@@ -33,7 +35,9 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    accept_invitation,
     add_membership,
+    create_invitation,
     create_team,
     delete_team,
     in_threads,
@@ -41,6 +45,7 @@ from tests.contract.factories import (
     make_membership,
     make_team,
     make_user,
+    revoke_invitation,
 )
 
 NOW = T0 + 1_000  # while an invitation made by `invitation` is open
@@ -64,8 +69,11 @@ def _setup(store: Store, project_id: str = PROJECT, teams: tuple[str, ...] = ("t
         assert store.apply(CreateUser(project_id, make_user(user_id))) == make_user(user_id)
 
 
-def accept(code: VerificationCode, membership: Membership | None = None, now_ms: int = NOW) -> AcceptTeamInvitation:
-    return AcceptTeamInvitation(PROJECT, code.code_hash, now_ms, membership or member())
+def accept(
+    store: Store, code: VerificationCode, membership: Membership | None = None, now_ms: int = NOW
+) -> InvitationAcceptance:
+    """Accept `code` as a flow that read it (the core's `accept_code`)."""
+    return accept_invitation(store, PROJECT, code, now_ms, membership or member())  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -77,7 +85,7 @@ def test_an_invitation_is_stored_as_a_code_found_by_id_and_listed_by_team_and_ad
     first, second = invitation("a"), invitation("b", created_at=T0 + 1, email="bob@example.com")
     other_team = invitation("c", team_id="team-2")
     for code in (first, second, other_team):
-        assert store.apply(CreateTeamInvitation(PROJECT, code)) is True
+        assert create_invitation(store, PROJECT, code) is True
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) == first
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-nope")) is None
     assert store.apply(ListTeamInvitations(PROJECT, team_id="team-1")) == (first, second)
@@ -99,7 +107,7 @@ def test_an_invitation_is_stored_as_a_code_found_by_id_and_listed_by_team_and_ad
 def test_the_invitation_code_is_an_ordinary_code_of_its_own_purpose(store: Store) -> None:
     _setup(store)
     code = invitation("a")
-    store.apply(CreateTeamInvitation(PROJECT, code))
+    create_invitation(store, PROJECT, code)
 
     def attempt(purpose: CodePurpose) -> AttemptVerificationCode:
         return AttemptVerificationCode(PROJECT, code.code_hash, code.nonce_hash, purpose, NOW, consume=False)
@@ -112,7 +120,7 @@ def test_the_invitation_code_is_an_ordinary_code_of_its_own_purpose(store: Store
 def test_an_invitation_to_a_missing_team_is_not_stored(store: Store) -> None:
     _setup(store)
     code = invitation("a", team_id="team-gone")
-    assert store.apply(CreateTeamInvitation(PROJECT, code)) is False
+    assert create_invitation(store, PROJECT, code) is False
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) is None
     assert store.apply(ListTeamInvitations(PROJECT, emails=("ada@example.com",))) == ()
     attempt = AttemptVerificationCode(PROJECT, code.code_hash, code.nonce_hash, code.purpose, NOW, consume=False)
@@ -133,15 +141,15 @@ def test_other_codes_are_neither_loaded_nor_listed_as_invitations(store: Store) 
 def test_revoking_deletes_the_invitation_of_that_team_only(store: Store) -> None:
     _setup(store, teams=("team-1", "team-2"))
     code = invitation("a")
-    store.apply(CreateTeamInvitation(PROJECT, code))
-    assert store.apply(RevokeTeamInvitation(PROJECT, "inv-a", "team-2")) is False
+    create_invitation(store, PROJECT, code)
+    assert revoke_invitation(store, PROJECT, "inv-a", "team-2") is False
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) == code
-    assert store.apply(RevokeTeamInvitation(PROJECT, "inv-a", "team-1")) is True
+    assert revoke_invitation(store, PROJECT, "inv-a", "team-1") is True
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) is None
     assert store.apply(ListTeamInvitations(PROJECT, team_id="team-1")) == ()
     assert store.apply(ListTeamInvitations(PROJECT, emails=("ada@example.com",))) == ()
-    assert store.apply(accept(code)) is InvitationAcceptance.NOT_FOUND
-    assert store.apply(RevokeTeamInvitation(PROJECT, "inv-a", "team-1")) is False
+    assert accept(store, code) is InvitationAcceptance.NOT_FOUND
+    assert revoke_invitation(store, PROJECT, "inv-a", "team-1") is False
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -151,11 +159,11 @@ def test_revoking_deletes_the_invitation_of_that_team_only(store: Store) -> None
 def test_accepting_marks_it_used_and_adds_the_membership(store: Store) -> None:
     _setup(store)
     code = invitation("a")
-    store.apply(CreateTeamInvitation(PROJECT, code))
-    assert store.apply(accept(code)) is InvitationAcceptance.ACCEPTED
+    create_invitation(store, PROJECT, code)
+    assert accept(store, code) is InvitationAcceptance.ACCEPTED
     assert store.apply(LoadMembership(PROJECT, "team-1", "bob")) == member()
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) == dataclasses.replace(code, used=True)
-    assert store.apply(accept(code)) is InvitationAcceptance.ALREADY_USED
+    assert accept(store, code) is InvitationAcceptance.ALREADY_USED
 
 
 def test_accepting_as_a_member_uses_it_and_leaves_the_membership_as_it_was(store: Store) -> None:
@@ -163,8 +171,8 @@ def test_accepting_as_a_member_uses_it_and_leaves_the_membership_as_it_was(store
     admin = make_membership("team-1", "bob", permissions=("team_admin",))
     add_membership(store, PROJECT, admin)
     code = invitation("a")
-    store.apply(CreateTeamInvitation(PROJECT, code))
-    assert store.apply(accept(code)) is InvitationAcceptance.ALREADY_MEMBER
+    create_invitation(store, PROJECT, code)
+    assert accept(store, code) is InvitationAcceptance.ALREADY_MEMBER
     assert store.apply(LoadMembership(PROJECT, "team-1", "bob")) == admin
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) == dataclasses.replace(code, used=True)
 
@@ -172,14 +180,14 @@ def test_accepting_as_a_member_uses_it_and_leaves_the_membership_as_it_was(store
 def test_an_accept_that_fails_writes_nothing(store: Store) -> None:
     _setup(store, teams=("team-1", "team-2"))
     code = invitation("a")
-    store.apply(CreateTeamInvitation(PROJECT, code))
+    create_invitation(store, PROJECT, code)
     unknown = dataclasses.replace(code, code_hash="code-unknown")
-    assert store.apply(accept(unknown)) is InvitationAcceptance.NOT_FOUND
-    assert store.apply(accept(code, member(team_id="team-2"))) is InvitationAcceptance.NOT_FOUND
-    assert store.apply(accept(code, now_ms=T0 + CODE_LIFETIME_MS)) is InvitationAcceptance.EXPIRED
-    assert store.apply(accept(code, member(user_id="nobody"))) is InvitationAcceptance.USER_NOT_FOUND
+    assert accept(store, unknown) is InvitationAcceptance.NOT_FOUND
+    assert accept(store, code, member(team_id="team-2")) is InvitationAcceptance.NOT_FOUND
+    assert accept(store, code, now_ms=T0 + CODE_LIFETIME_MS) is InvitationAcceptance.EXPIRED
+    assert accept(store, code, member(user_id="nobody")) is InvitationAcceptance.USER_NOT_FOUND
     assert delete_team(store, PROJECT, "team-1") is True
-    assert store.apply(accept(code)) is InvitationAcceptance.TEAM_NOT_FOUND
+    assert accept(store, code) is InvitationAcceptance.TEAM_NOT_FOUND
     assert store.apply(LoadTeamInvitation(PROJECT, "inv-a")) == code  # still unused
     assert store.apply(LoadMembership(PROJECT, "team-1", "bob")) is None
     assert store.apply(LoadMembership(PROJECT, "team-2", "bob")) is None
@@ -189,7 +197,7 @@ def test_a_sign_in_code_is_never_accepted_as_an_invitation(store: Store) -> None
     _setup(store)
     sign_in = make_code("s", email="ada@example.com", team_id="team-1")
     store.apply(CreateVerificationCode(PROJECT, sign_in))
-    assert store.apply(accept(sign_in)) is InvitationAcceptance.NOT_FOUND
+    assert accept(store, sign_in) is InvitationAcceptance.NOT_FOUND
     assert store.apply(LoadMembership(PROJECT, "team-1", "bob")) is None
 
 
@@ -198,11 +206,27 @@ def test_of_concurrent_accepts_of_one_invitation_exactly_one_succeeds(store: Sto
     for n in range(8):
         store.apply(CreateUser(PROJECT, make_user(f"u{n}")))
     code = invitation("a")
-    store.apply(CreateTeamInvitation(PROJECT, code))
-    results = in_threads(*[lambda n=n: store.apply(accept(code, member(user_id=f"u{n}"))) for n in range(8)])
+    create_invitation(store, PROJECT, code)
+    results = in_threads(*[lambda n=n: accept(store, code, member(user_id=f"u{n}")) for n in range(8)])
     assert sorted(r.value for r in results) == ["accepted"] + ["already_used"] * 7
     winners = [n for n in range(8) if store.apply(LoadMembership(PROJECT, "team-1", f"u{n}")) is not None]
     assert len(winners) == 1
+
+
+def test_of_concurrent_accepts_of_invitations_to_one_team_by_one_user_one_adds_the_membership(store: Store) -> None:
+    _setup(store)
+    codes = [invitation(f"a{n}") for n in range(6)]
+    for code in codes:
+        create_invitation(store, PROJECT, code)
+    before = len(store.apply(ListEvents(PROJECT)))
+    results = in_threads(*[lambda code=code: accept(store, code) for code in codes])
+    # One added it; the others found it there (a membership that appeared after their read re-ran them).
+    assert sorted(r.value for r in results) == ["accepted"] + ["already_member"] * 5
+    assert store.apply(ListMemberships(PROJECT, team_id="team-1")) == (member(),)
+    assert store.apply(ListTeams(PROJECT, "bob")) == (make_team("team-1"),)
+    assert all(store.apply(LoadTeamInvitation(PROJECT, code.id or "")).used for code in codes)
+    created = [event.type for event in store.apply(ListEvents(PROJECT))[before:]]
+    assert created == ["team_membership.created", "team_permission.created"]
 
 
 def test_async_invitations_through_arun(async_store: AsyncBackend) -> None:
@@ -214,12 +238,21 @@ def test_async_invitations_through_arun(async_store: AsyncBackend) -> None:
 
         await arun(store_team(PROJECT, make_team("team-1")), store)
         await apply(CreateUser(PROJECT, make_user("bob")))
+
+        async def accepted() -> Any:
+            member_now = await apply(LoadMembership(PROJECT, "team-1", "bob"))
+            return await arun(accept_code(PROJECT, code, NOW, member(), member_now), store)
+
+        async def revoked() -> Any:
+            read = await apply(LoadTeamInvitation(PROJECT, "inv-a"))
+            return await arun(drop_invitation(PROJECT, "team-1", read), store)
+
         return [
-            await apply(CreateTeamInvitation(PROJECT, code)),
+            await arun(store_invitation(PROJECT, code), store),
             await apply(ListTeamInvitations(PROJECT, team_id="team-1")),
-            await apply(accept(code)),
+            await accepted(),
             await apply(LoadTeamInvitation(PROJECT, "inv-a")),
-            await apply(RevokeTeamInvitation(PROJECT, "inv-a", "team-1")),
+            await revoked(),
         ]
 
     assert async_store.run(scenario) == [
@@ -240,7 +273,7 @@ def test_redis_keys_of_an_invitation_share_the_project_slot_and_expire_with_the_
     now = int(time.time() * 1000)
     create_team(store, PROJECT, make_team("team-1"))
     code = invitation("a", created_at=now)
-    assert store.apply(CreateTeamInvitation(PROJECT, code)) is True
+    assert create_invitation(store, PROJECT, code) is True
     prefix = store.keys.prefix(PROJECT)
     names = {
         f"{prefix}code:{code.code_hash}",
@@ -256,7 +289,7 @@ def test_redis_keys_of_an_invitation_share_the_project_slot_and_expire_with_the_
     assert client.zrange(f"{prefix}team-invitations:team-1", 0, -1, withscores=True) == [
         (b"inv-a", float(code.expires_at_millis))
     ]
-    assert store.apply(RevokeTeamInvitation(PROJECT, "inv-a", "team-1")) is True
+    assert revoke_invitation(store, PROJECT, "inv-a", "team-1") is True
     assert [name for name in names if client.exists(name)] == []
 
 
@@ -264,12 +297,12 @@ def test_redis_index_entries_gone_past_their_grace_are_dropped_by_the_next_invit
     store, client = redis_store, redis_store.client
     create_team(store, PROJECT, make_team("team-1"))
     old = invitation("old")
-    store.apply(CreateTeamInvitation(PROJECT, old))
+    create_invitation(store, PROJECT, old)
     # Its keys expired by TTL (as they would GRACE_MS after expiry); only the index entries are left.
     client.delete(store.keys.code(PROJECT, old.code_hash), store.keys.invitation(PROJECT, "inv-old"))
     assert store.apply(ListTeamInvitations(PROJECT, team_id="team-1")) == ()
     later = invitation("new", created_at=old.expires_at_millis + GRACE_MS + 1)
-    store.apply(CreateTeamInvitation(PROJECT, later))
+    create_invitation(store, PROJECT, later)
     index = client.zrange(store.keys.team_invitations(PROJECT, "team-1"), 0, -1)
     assert index == [b"inv-new"]
     assert client.zrange(store.keys.invitations_to(PROJECT, "ada@example.com"), 0, -1) == [b"inv-new"]

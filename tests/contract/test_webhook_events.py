@@ -20,19 +20,16 @@ from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     CreateSession,
     CreateUser,
     CreateVerificationCode,
     EmailSignInOutcome,
-    GrantProjectPermissions,
     InvitationAcceptance,
     ListEvents,
     LoadTeam,
     LoadUser,
     PasswordWrite,
     ResetPassword,
-    RevokeProjectPermission,
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TeamWrite,
@@ -55,11 +52,13 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    accept_invitation,
     add_membership,
     change_permission,
     create_team,
     delete_team,
     delete_user,
+    grant_project_permissions,
     make_code,
     make_membership,
     make_session,
@@ -67,6 +66,7 @@ from tests.contract.factories import (
     make_user,
     patched_user,
     remove_membership,
+    revoke_project_permission,
     rich_user,
     sign_in_by_email,
     sign_up_anonymously,
@@ -397,16 +397,17 @@ def test_accepting_an_invitation_records_the_membership_and_its_permissions(stor
     store.apply(CreateVerificationCode(PROJECT, code))
     before = len(recorded(store))
     membership = make_membership("team-1", "ada", permissions=("team_member",))
-    accepted = store.apply(AcceptTeamInvitation(PROJECT, code.code_hash, T0 + 1, membership))
+    accepted = accept_invitation(store, PROJECT, code, T0 + 1, membership)
     assert accepted is InvitationAcceptance.ACCEPTED
     assert since(store, before) == [
         ("team_membership.created", {"team_id": "team-1", "user_id": "ada"}),
         ("team_permission.created", {"id": "team_member", "team_id": "team-1", "user_id": "ada"}),
     ]
     before = len(recorded(store))
-    again = store.apply(AcceptTeamInvitation(PROJECT, code.code_hash, T0 + 1, membership))
+    again = accept_invitation(store, PROJECT, code, T0 + 1, membership)
     assert again is InvitationAcceptance.ALREADY_USED
-    assert store.apply(AcceptTeamInvitation(PROJECT, "code-none", T0 + 1, membership)) is InvitationAcceptance.NOT_FOUND
+    unknown = dataclasses.replace(code, code_hash="code-none")
+    assert accept_invitation(store, PROJECT, unknown, T0 + 1, membership) is InvitationAcceptance.NOT_FOUND
     assert since(store, before) == []
 
 
@@ -436,12 +437,12 @@ def test_team_permission_grants_and_revokes_record_their_events(store: Store) ->
 def test_explicit_project_permission_grants_record_events_and_sign_up_defaults_do_not(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
     before = len(recorded(store))
-    assert store.apply(GrantProjectPermissions(PROJECT, "ada", ("read", "write")))  # sign-up defaults
+    assert grant_project_permissions(store, PROJECT, "ada", ("read", "write"))  # sign-up defaults
     assert since(store, before) == []
-    assert store.apply(GrantProjectPermissions(PROJECT, "ada", ("admin",), records_events=True))
-    assert not store.apply(GrantProjectPermissions(PROJECT, "nobody", ("admin",), records_events=True))
-    assert store.apply(RevokeProjectPermission(PROJECT, "ada", "read"))
-    assert not store.apply(RevokeProjectPermission(PROJECT, "ada", "read"))
+    assert grant_project_permissions(store, PROJECT, "ada", ("admin",), records_events=True)
+    assert not grant_project_permissions(store, PROJECT, "nobody", ("admin",), records_events=True)
+    assert revoke_project_permission(store, PROJECT, "ada", "read")
+    assert not revoke_project_permission(store, PROJECT, "ada", "read")
     assert since(store, before) == [
         ("project_permission.created", {"id": "admin", "user_id": "ada"}),
         ("project_permission.deleted", {"id": "read", "user_id": "ada"}),

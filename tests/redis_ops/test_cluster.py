@@ -35,7 +35,6 @@ from redis.crc import key_slot
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.drivers import run
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     AcceptTotp,
     AccountsWrite,
     ApiKeyWrite,
@@ -50,7 +49,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
@@ -61,7 +59,6 @@ from identity_proto.effects import (
     FindApiKeyByHash,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
-    GrantProjectPermissions,
     HitRateLimits,
     InvitationAcceptance,
     ListApiKeys,
@@ -90,8 +87,6 @@ from identity_proto.effects import (
     RateLimitHit,
     ResetPassword,
     ResetProjectData,
-    RevokeProjectPermission,
-    RevokeTeamInvitation,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
@@ -141,11 +136,14 @@ from identity_proto.records import (
 )
 from tests.contract.factories import (
     T0,
+    accept_invitation,
     add_membership,
     change_permission,
+    create_invitation,
     create_team,
     delete_team,
     delete_user,
+    grant_project_permissions,
     make_code,
     make_email,
     make_membership,
@@ -154,6 +152,8 @@ from tests.contract.factories import (
     make_user,
     patched_user,
     remove_membership,
+    revoke_invitation,
+    revoke_project_permission,
     run_flow,
     sign_in_by_email,
     sign_up_anonymously,
@@ -410,14 +410,14 @@ def _team_invitations(store: RedisStore, p: str) -> None:
         return make_code(name, purpose=CodePurpose.TEAM_INVITATION, **fields)
 
     kept, revoked = invitation("kept"), invitation("revoked")
-    assert store.apply(CreateTeamInvitation(p, kept)) is True
-    assert store.apply(CreateTeamInvitation(p, revoked)) is True
+    assert create_invitation(store, p, kept) is True
+    assert create_invitation(store, p, revoked) is True
     assert store.apply(LoadTeamInvitation(p, "inv-kept")) == kept
     assert store.apply(ListTeamInvitations(p, team_id="t-inv")) == (kept, revoked)
     assert store.apply(ListTeamInvitations(p, emails=("invitee@example.com",))) == (kept, revoked)
-    assert store.apply(RevokeTeamInvitation(p, "inv-revoked", "t-inv")) is True
+    assert revoke_invitation(store, p, "inv-revoked", "t-inv") is True
     membership = make_membership("t-inv", "invitee", created_at=T0 + 1)
-    assert store.apply(AcceptTeamInvitation(p, kept.code_hash, T0 + 1, membership)) is InvitationAcceptance.ACCEPTED
+    assert accept_invitation(store, p, kept, T0 + 1, membership) is InvitationAcceptance.ACCEPTED
     assert store.apply(LoadMembership(p, "t-inv", "invitee")) == membership
 
 
@@ -470,9 +470,9 @@ def _outbox(store: RedisStore, p: str) -> None:
 # --- permissions ---
 def _permissions(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("g1")))
-    assert store.apply(GrantProjectPermissions(p, "g1", ("read", "write"))) is True
+    assert grant_project_permissions(store, p, "g1", ("read", "write")) is True
     assert store.apply(ListProjectPermissions(p)) == (("g1", ("read", "write")),)
-    assert store.apply(RevokeProjectPermission(p, "g1", "write")) is True
+    assert revoke_project_permission(store, p, "g1", "write") is True
     project = store.apply(LoadProject(p))
     assert project is not None
     definitions = (*project.config.permission_definitions, PermissionDefinition("reader", "project"))

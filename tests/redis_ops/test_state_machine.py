@@ -45,7 +45,6 @@ from identity_proto import effects as _effects  # webhooks
 from identity_proto.changes import MembershipChanges, TeamChanges, UserChanges
 from identity_proto.drivers import run
 from identity_proto.effects import (
-    AcceptTeamInvitation,
     AppendOutbox,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
@@ -56,7 +55,6 @@ from identity_proto.effects import (
     CreateProject,
     CreateSession,
     CreateSignInCode,
-    CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
@@ -66,7 +64,6 @@ from identity_proto.effects import (
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
     Flow,
-    GrantProjectPermissions,
     ListApiKeys,
     ListContactChannels,
     ListMemberships,
@@ -87,8 +84,6 @@ from identity_proto.effects import (
     OuterCode,
     ResetPassword,
     ResetProjectData,
-    RevokeProjectPermission,
-    RevokeTeamInvitation,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
@@ -99,15 +94,19 @@ from identity_proto.effects import (
     StorageEffect,
     StorePasswordResetCode,
     TakeOAuthState,
+    Together,
     UpdateProject,
     UpdateUser,
     UpgradeAnonymousUser,
     UseRefreshToken,
     password_fingerprint,
+    perform,
 )
 from identity_proto.events import event_data
 from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
+from identity_proto.flows.permissions import grant_project_permissions, revoke_project_permission_of
+from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import (
     add_member,
     change_permission,
@@ -725,9 +724,17 @@ class StoresAgree(RuleBasedStateMachine):
         permission = data.draw(st.sampled_from(PERMISSIONS), label="permission")
         if op == "grant":
             held = data.draw(PERMISSION_SETS, label="permissions")
-            self.both(GrantProjectPermissions(project_id, self.user(project_id), (permission, *held)))
+            user_id, granted = self.user(project_id), (permission, *held)
+            self.both_flow(lambda: grant_project_permissions(project_id, user_id, granted))
         elif op == "revoke":
-            self.both(RevokeProjectPermission(project_id, self.user(project_id), permission))
+            user_id = self.user(project_id)
+
+            def revoke() -> Flow[Any]:  # as the flow: the user's grants read, then the core's decision
+                grants = yield from perform(ListProjectPermissions(project_id, user_id))
+                held = grants[0][1] if grants else ()
+                return (yield from revoke_project_permission_of(project_id, user_id, permission, held))
+
+            self.both_flow(revoke)
         elif op == "list":
             self.both(ListProjectPermissions(project_id, data.draw(st.none() | st.just(self.user(project_id)))))
         else:
@@ -763,12 +770,11 @@ class StoresAgree(RuleBasedStateMachine):
                 id=f"inv-{n}",
                 team_id=self.team(project_id),
             )
-            self.both(CreateTeamInvitation(project_id, code))
+            self.both_flow(lambda: store_invitation(project_id, code))
             return
         ids = sorted(tenant.team_invitations)
         invitation_id = self._pick(ids, [*ids, "inv-none"])
         if op == "accept":
-            code_hash = tenant.team_invitations.get(invitation_id, "code-none")
             membership = Membership(
                 self.team(project_id),
                 self.user(project_id),
@@ -776,9 +782,27 @@ class StoresAgree(RuleBasedStateMachine):
                 permissions=data.draw(PERMISSION_SETS, label="permissions"),
             )
             now = data.draw(st.sampled_from((T0, T0 + 1, T0 + 5, T0 + 1000)), label="now_ms")
-            self.both(AcceptTeamInvitation(project_id, code_hash, now, membership))
+
+            def accept() -> Flow[Any]:  # as a flow that read the invitation (by its id) and the membership
+                code, member = yield from perform(
+                    Together(
+                        (
+                            LoadTeamInvitation(project_id, invitation_id),
+                            LoadMembership(project_id, membership.team_id, membership.user_id),
+                        )
+                    )
+                )
+                return (yield from accept_code(project_id, code, now, membership, member))
+
+            self.both_flow(accept)
         elif op == "revoke":
-            self.both(RevokeTeamInvitation(project_id, invitation_id, self.team(project_id)))
+            team_id = self.team(project_id)
+
+            def revoke() -> Flow[Any]:
+                code = yield from perform(LoadTeamInvitation(project_id, invitation_id))
+                return (yield from drop_invitation(project_id, team_id, code))
+
+            self.both_flow(revoke)
         else:
             self.both(LoadTeamInvitation(project_id, invitation_id))
             emails = data.draw(st.lists(st.sampled_from(EMAILS), max_size=3), label="emails")
