@@ -15,7 +15,8 @@ find an effect's handler.
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `team_invitations`, `testing` (clock override,
 project reset), `rate_limits`. backends/README.md says how to find an effect's handler.
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `testing` (clock override, project reset),
-`rate_limits`, `passwords` (the password flows' writes). backends/README.md says how to find an effect's handler.
+`rate_limits`, `passwords` (the password flows' read, commit guard and writes). backends/README.md says how to
+find an effect's handler.
 `rate_limits`, `contact_channels`. backends/README.md says how to find an effect's handler.
 """
 
@@ -32,7 +33,7 @@ from backends.memory import (  # noqa: F401
     mock_oauth,  # mock OAuth provider (dev/test mode only)
     oauth,  # OAuth: states, outer codes, linked accounts and their index, provider tokens
     outbox,
-    passwords,  # passwords: reset codes, resetting, changing and setting a password
+    passwords,  # passwords: an address's holder read; a commit's sessions guard, code and mail writes
     permissions,
     projects,
     rate_limits,

@@ -55,14 +55,9 @@ code as by CreateVerificationCode, its id entry and its two index entries, with 
 (only if the invitation is the team's: the code, its id entry and index entries), AcceptTeamInvitation (judges the
 code, checks the user and the team, marks it used and adds the membership as AddMembership does, or writes nothing:
 of concurrent accepts exactly one succeeds). Reads of one key are one command (LoadUser, LoadSession,
-concurrent grants of different permissions all survive); the password flows' writes: StorePasswordResetCode (the
-e-mail index read, then, only for an address that signs a user in, may reset (verified, or the account's only way
-in) and whose user's password hash is the one read before, the code stored as by CreateVerificationCode with that
-user's id and the mail pushed as by AppendOutbox), ResetPassword (the code judged, its address and password checked
-again, the code marked used, then the user's ``password_hash`` set, the address verified and their sessions
-removed), ChangePassword (the hash replaced only if it is still the
-one the old password was checked against; every session of the user removed but the one whose refresh token is
-named), SetPassword (only if the user has none). Reads of one key are one command (LoadUser, LoadSession,
+concurrent grants of different permissions all survive); the password flows read the holder of an address with
+their channels in one script (FindAuthAddressHolder) and write with the one generic commit (a reset code and its
+mail, a reset, a change, a set: decided by the core). Reads of one key are one command (LoadUser, LoadSession,
 LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers, ListSessions, ListOutbox with ``to``,
 ListTeams, LoadMembership, ListMemberships) are one script too, so none observes half of a write. Scripts that walk
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
@@ -125,7 +120,7 @@ from backends.redis import (  # noqa: F401
     mock_oauth,  # mock OAuth provider (dev/test mode only)
     oauth,  # OAuth: states, outer codes, linked accounts and their index, provider tokens
     outbox,
-    passwords,  # passwords: reset codes, resetting, changing and setting a password
+    passwords,  # passwords: an address's holder read; a commit's sessions guard, code and mail writes
     permissions,
     projects,
     rate_limits,

@@ -137,13 +137,14 @@ from identity_proto.effects.oauth_provider import (  # talking to OAuth provider
 from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
 
 # --- end permissions ---
-from identity_proto.effects.passwords import (  # with the password flows' writes (passwords, part 2 §1)
-    ChangePassword,
+from identity_proto.effects.passwords import (  # with the password flows' reads, guards and writes (part 2 §1)
+    RESET_FIELDS,
+    FindAuthAddressHolder,
     HashPassword,
     PasswordWrite,
-    ResetPassword,
-    SetPassword,
-    StorePasswordResetCode,
+    PutCode,
+    PutMail,
+    SessionsAre,
     VerifyPassword,
     may_reset_through,
     password_fingerprint,
@@ -257,7 +258,6 @@ __all__ = [
     "AddressHolder",
     "AppendOutbox",
     "AttemptVerificationCode",
-    "ChangePassword",
     "ChangePermissionDefinitions",
     "CodeAttempt",
     "CodeOutcome",
@@ -282,6 +282,7 @@ __all__ = [
     "EmailSignInOutcome",
     "EnsureProject",
     "Exists",
+    "FindAuthAddressHolder",
     "FindUserByAuthEmail",
     "Flow",
     "GrantProjectPermissions",
@@ -309,19 +310,19 @@ __all__ = [
     "MembershipIsAbsent",
     "PasswordWrite",
     "PatchMembership",
+    "PutCode",
+    "PutMail",
     "R",
     "RateLimitHit",
     "RecordExists",
-    "ResetPassword",
     "ResetProjectData",
     "RevokeProjectPermission",
     "RevokeTeamInvitation",
     "RevokeUserSessions",
     "SendEmail",
+    "SessionsAre",
     "SetClockOverride",
-    "SetPassword",
     "StorageEffect",
-    "StorePasswordResetCode",
     "T",
     "TeamApiKeysAre",
     "TeamMembersAre",
@@ -373,7 +374,7 @@ __all__ += [
 ]
 # --- end contact channels ---
 # --- password resets: who may reset through an address ---
-__all__ += ["may_reset_through", "password_fingerprint", "reset_code_holds"]
+__all__ += ["RESET_FIELDS", "may_reset_through", "password_fingerprint", "reset_code_holds"]
 # --- OAuth: talking to providers (performed by hosts) ---
 __all__ += [
     "CheckProviderAccessToken",
