@@ -480,6 +480,7 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         # --- contact channels ---
         ListContactChannels,
         ListProjectContactChannels,
+        FindAuthAddressHolder,  # passwords
         # --- OAuth storage ---
         FindUserByOAuthAccount,
         LoadProviderTokens,
