@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.memory.store import MemoryStore, _performs
+from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     AcceptTotp,
     AddressHolder,
@@ -13,7 +13,7 @@ from identity_proto.effects import (
     CreateVerificationCode,
     TotpAcceptance,
 )
-from identity_proto.records import replaced
+from identity_proto.records import VerificationCode, replaced
 
 #: Expired codes are swept every this many new codes (the core judges expiry; this only frees memory).
 _SWEEP_EVERY = 1024
@@ -21,15 +21,19 @@ _SWEEP_EVERY = 1024
 
 @_performs(CreateVerificationCode)
 def _create_code(store: MemoryStore, effect: CreateVerificationCode) -> None:
-    tenant = store.tenant(effect.project_id)
-    tenant.codes[effect.code.code_hash] = effect.code
+    put_code(store.tenant(effect.project_id), effect.code)
+
+
+def put_code(tenant: Tenant, code: VerificationCode) -> None:
+    """Store a code in place of one with its hash (CreateVerificationCode, and a commit's `PutCode`)."""
+    tenant.codes[code.code_hash] = code
     tenant.codes_created += 1
     if tenant.codes_created % _SWEEP_EVERY == 0:
-        now = effect.code.created_at_millis
-        expired = [h for h, code in tenant.codes.items() if code.expires_at_millis <= now]
+        now = code.created_at_millis
+        expired = [h for h, c in tenant.codes.items() if c.expires_at_millis <= now]
         for code_hash in expired:
             nonce_hash = tenant.codes.pop(code_hash).nonce_hash
-            if not any(code.nonce_hash == nonce_hash for code in tenant.codes.values()):
+            if not any(c.nonce_hash == nonce_hash for c in tenant.codes.values()):
                 tenant.nonce_attempts.pop(nonce_hash, None)
 
 

@@ -26,6 +26,9 @@ More writes: ``["zrem", key, member, ...]``, ``["srem", key, member, ...]``, ``[
 max]``, and three that make values: ``["zscore", key, member, name]`` (an error if the member is missing: guard it),
 ``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing).
 
+For values with a lifetime and lists: ``["setnx", key, value]`` (SET NX: a counter created once), ``["lpush", key,
+value]`` and ``["ltrim", key, start, stop]``.
+
 Guard variants (for records keyed by a value, such as a membership by its sequence number): the `hget` guard's
 `text` may be a list of texts (false among them: or absent), the field holds one of them; ``[i, "zscore", key,
 member, true, name]`` also makes the member's score the value `name`, so later guards and writes can name the
@@ -163,6 +166,12 @@ for _, w in ipairs(ops.w) do
     redis.call('SADD', key(w[2]), unpack(args(w, 3)))
   elseif kind == 'set' then
     redis.call('SET', key(w[2]), unpack(args(w, 3)))
+  elseif kind == 'setnx' then
+    redis.call('SET', key(w[2]), arg(w[3]), 'NX')
+  elseif kind == 'lpush' then
+    redis.call('LPUSH', key(w[2]), arg(w[3]))
+  elseif kind == 'ltrim' then
+    redis.call('LTRIM', key(w[2]), arg(w[3]), arg(w[4]))
   elseif kind == 'pexpireat' then
     redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
   elseif kind == 'extend' then

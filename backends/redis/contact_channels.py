@@ -43,24 +43,44 @@ def channel_text(channel: ContactChannel) -> str:
     return orjson.dumps(contact_channel_to_json(channel)).decode()
 
 
-# KEYS: user, user's channels, e-mail index. ARGV: addresses. Returns {'ok', user as JSON, channels hash,
-# addresses, their index entries} or {'none'}. The addresses are ARGV's and those of the user's channels.
+#: Lua: the user at `user_key`, their channels (`channels_key`) and the e-mail index entries of `addresses` and of
+#: their channels' addresses: {'ok', user as JSON, channels hash, addresses, their index entries}, or {'none'}.
+#: Needs `_RECORD_JSON`.
+_LIST_CHANNELS = """
+local function list_channels(user_key, channels_key, index_key, addresses)
+  if redis.call('EXISTS', user_key) == 0 then return {'none'} end
+  local channels = redis.call('HGETALL', channels_key)
+  local primary = redis.call('HGET', user_key, 'primary_email')
+  if primary and primary ~= 'null' then addresses[#addresses + 1] = cjson.decode(primary) end
+  for i = 2, #channels, 2 do addresses[#addresses + 1] = cjson.decode(channels[i]).value end
+  local holders = {}
+  if #addresses > 0 then holders = redis.call('HMGET', index_key, unpack(addresses)) end
+  return {'ok', record_json(redis.call('HGETALL', user_key)), channels, addresses, holders}
+end
+"""
+
+# KEYS: user, user's channels, e-mail index. ARGV: addresses. Returns what `list_channels` does.
 script(
     "list_contact_channels",
     _RECORD_JSON
+    + _LIST_CHANNELS
     + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'none'} end
-local channels = redis.call('HGETALL', KEYS[2])
 local addresses = {}
 for _, a in ipairs(ARGV) do addresses[#addresses + 1] = a end
-local primary = redis.call('HGET', KEYS[1], 'primary_email')
-if primary and primary ~= 'null' then addresses[#addresses + 1] = cjson.decode(primary) end
-for i = 2, #channels, 2 do addresses[#addresses + 1] = cjson.decode(channels[i]).value end
-local holders = {}
-if #addresses > 0 then holders = redis.call('HMGET', KEYS[3], unpack(addresses)) end
-return {'ok', record_json(redis.call('HGETALL', KEYS[1])), channels, addresses, holders}
+return list_channels(KEYS[1], KEYS[2], KEYS[3], addresses)
 """,
 )
+
+
+def user_channels(reply: Any) -> UserChannels | None:
+    """A `list_channels` reply, read."""
+    if _text(reply[0]) != "ok":
+        return None
+    user = _user(reply[1])
+    if user is None:
+        return None
+    holders = {_text(a): (None if h is None else _text(h)) for a, h in zip(reply[3], reply[4], strict=True)}
+    return UserChannels(user, _stored_channels(user.id, reply[2]), dict(sorted(holders.items())))
 
 
 @_plans(ListContactChannels)
@@ -71,13 +91,7 @@ def _list_contact_channels(keys: KeySpace, effect: ListContactChannels) -> Plan[
         (keys.user(p, user_id), keys.user_channels(p, user_id), keys.users_by_email(p)),
         effect.addresses,
     )
-    if _text(reply[0]) != "ok":
-        return None
-    user = _user(reply[1])
-    if user is None:
-        return None
-    holders = {_text(a): (None if h is None else _text(h)) for a, h in zip(reply[3], reply[4], strict=True)}
-    return UserChannels(user, _stored_channels(user.id, reply[2]), dict(sorted(holders.items())))
+    return user_channels(reply)
 
 
 # KEYS: user order. ARGV: user key prefix, channels key prefix. Returns {user as JSON, channels hash} per user, in

@@ -172,15 +172,6 @@ local function address_verified(user_key, channels_key, address)
 end
 """
 
-#: Lua: the JSON text of a stored contact channel (`records.contact_channel_to_json`) from its table.
-_CHANNEL_JSON = """
-local function channel_json(c)
-  return '{"id":' .. cjson.encode(c.id) .. ',"value":' .. cjson.encode(c.value) .. ',"is_verified":'
-    .. tostring(c.is_verified == true) .. ',"used_for_auth":' .. tostring(c.used_for_auth == true)
-    .. ',"created_at_millis":' .. string.format('%.0f', c.created_at_millis) .. '}'
-end
-"""
-
 # --- end contact channels ---
 
 

@@ -137,13 +137,14 @@ from identity_proto.effects.oauth_provider import (  # talking to OAuth provider
 from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
 
 # --- end permissions ---
-from identity_proto.effects.passwords import (  # with the password flows' writes (passwords, part 2 §1)
-    ChangePassword,
+from identity_proto.effects.passwords import (  # with the password flows' reads, guards and writes (part 2 §1)
+    RESET_FIELDS,
+    FindAuthAddressHolder,
     HashPassword,
     PasswordWrite,
-    ResetPassword,
-    SetPassword,
-    StorePasswordResetCode,
+    PutCode,
+    PutMail,
+    SessionsAre,
     VerifyPassword,
     may_reset_through,
     password_fingerprint,
@@ -258,7 +259,6 @@ __all__ = [
     "AddressHolder",
     "AppendOutbox",
     "AttemptVerificationCode",
-    "ChangePassword",
     "ChangePermissionDefinitions",
     "CodeAttempt",
     "CodeOutcome",
@@ -283,6 +283,7 @@ __all__ = [
     "EmailSignInOutcome",
     "EnsureProject",
     "Exists",
+    "FindAuthAddressHolder",
     "FindUserByAuthEmail",
     "Flow",
     "HashPassword",
@@ -312,19 +313,19 @@ __all__ = [
     "PasswordWrite",
     "PatchMembership",
     "ProjectGrantIs",
+    "PutCode",
     "PutInvitation",
+    "PutMail",
     "R",
     "RateLimitHit",
     "RecordExists",
-    "ResetPassword",
     "ResetProjectData",
     "RevokePermission",
     "RevokeUserSessions",
     "SendEmail",
+    "SessionsAre",
     "SetClockOverride",
-    "SetPassword",
     "StorageEffect",
-    "StorePasswordResetCode",
     "T",
     "TeamApiKeysAre",
     "TeamMembersAre",
@@ -377,7 +378,7 @@ __all__ += [
 ]
 # --- end contact channels ---
 # --- password resets: who may reset through an address ---
-__all__ += ["may_reset_through", "password_fingerprint", "reset_code_holds"]
+__all__ += ["RESET_FIELDS", "may_reset_through", "password_fingerprint", "reset_code_holds"]
 # --- OAuth: talking to providers (performed by hosts) ---
 __all__ += [
     "CheckProviderAccessToken",
@@ -483,6 +484,7 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         # --- contact channels ---
         ListContactChannels,
         ListProjectContactChannels,
+        FindAuthAddressHolder,  # passwords
         # --- OAuth storage ---
         FindUserByOAuthAccount,
         LoadProviderTokens,

@@ -19,32 +19,54 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    ChangePassword,
-    FindUserByAuthEmail,
+    RESET_FIELDS,
+    ChannelsAre,
+    CodeIsUnused,
+    DropSession,
+    FindAuthAddressHolder,
     Flow,
     HashPassword,
     ListContactChannels,
+    ListSessions,
     LoadUser,
     PasswordWrite,
-    ResetPassword,
+    PutCode,
+    PutMail,
     SendEmail,
-    SetPassword,
-    StorePasswordResetCode,
+    SessionsAre,
+    Together,
+    UseCode,
+    UserChannels,
     VerifyPassword,
     password_fingerprint,
     perform,
     reset_code_holds,
 )
+from identity_proto.effects.commit import (
+    Announce,
+    CommitConflict,
+    CommitGuard,
+    CommitWrite,
+    FieldsAre,
+    IndexIs,
+    IndexName,
+    PatchUser,
+    RecordKind,
+    commit,
+)
+from identity_proto.effects.contact_channels import channel_commit, verified_channel
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import new_email
 from identity_proto.flows.otp import callback_is_trusted, magic_link
 from identity_proto.flows.password import check_new_password
+from identity_proto.flows.signin import rerun_on_conflict
 from identity_proto.http import Response
 from identity_proto.ratelimits import FailureLimit, check_under_limit, count_event, rule_for
-from identity_proto.records import CodePurpose, Project, User, VerificationCode, replaced
+from identity_proto.records import CodePurpose, Email, Project, Session, User, VerificationCode, replaced
 from identity_proto.render import json_response, text_response
 from identity_proto.schemas import schema_error
 from identity_proto.tokens import hash_secret
@@ -60,7 +82,18 @@ if TYPE_CHECKING:
         UpdatePasswordBody,
     )
 
-__all__ = ["check_reset_code", "reset_password", "send_reset_code", "set_password", "update_password"]
+__all__ = [
+    "bound_reset_code",
+    "change_password",
+    "check_reset_code",
+    "give_password",
+    "reset_password",
+    "reset_with_code",
+    "send_reset_code",
+    "set_password",
+    "store_reset_code",
+    "update_password",
+]
 
 logger = logging.getLogger("identity_proto")
 
@@ -117,10 +150,9 @@ def send_reset_code(ctx: RequestContext) -> Flow[Response]:
     The same answer, and the same work, whatever the address. The original sleeps 2-3 s for an unknown address;
     nothing sleeps here (a sleeping request holds a worker and still differs in timing from a real send). Instead
     both branches run one path: a code is made and hashed, the mail built, the address counted against its rate
-    limit, the address's user read (for the password the code is bound to), and ONE storage step
-    (`StorePasswordResetCode`) looks the address up again and, only when it has a user a reset may go through it
-    for (and their password is still the one read), stores the code and (with outbox mail) the mail in the same
-    step. An unknown or
+    limit, the address's holder read with their channels (`FindAuthAddressHolder`: one step), and ONE commit
+    (`store_reset_code`): for a user a reset may go through that address for, guarded on what the decision read,
+    the code and (with outbox mail) the mail; for anybody else nothing, guarded the same way. An unknown or
     refused address differs only in that nothing is written and no mail goes out; a mailer (SMTP) send for an
     address that gets one is the one step the other branch has no twin for.
 
@@ -144,13 +176,17 @@ def send_reset_code(ctx: RequestContext) -> Flow[Response]:
     subject, text = _mail_text(project, link)
     mail = new_email(ctx, email, subject, text, magic_link=link)
     outbox = ctx.options.mail_delivery == "outbox"
-    # The code is bound to the password it may replace: read first (for every address alike), then stored only if
-    # the password is still that one, in the step that checks the address.
-    holder = yield from perform(FindUserByAuthEmail(project.id, email))
-    current = holder.password_hash if holder is not None else None
-    record = replaced(record, {"password_fingerprint": password_fingerprint(current)})
-    store = StorePasswordResetCode(project.id, record, mail if outbox else None, password_hash=current)
-    user_id = yield from perform(store)
+    # The code is bound to the password it may replace: read first (for every address alike), then decided on and
+    # committed, guarded on that read; a concurrent change re-reads and decides again (the mail counted once).
+    first_read = yield from perform(FindAuthAddressHolder(project.id, email))
+
+    def step(first: bool) -> Flow[str | None]:
+        found = first_read if first else (yield from perform(FindAuthAddressHolder(project.id, email)))
+        current = found.user.password_hash if found is not None else None
+        bound = replaced(record, {"password_fingerprint": password_fingerprint(current)})
+        return (yield from store_reset_code(project.id, bound, found, mail if outbox else None))
+
+    user_id = yield from rerun_on_conflict(step)
     if user_id is not None and not outbox:
         try:
             yield from perform(SendEmail(mail))
@@ -163,21 +199,131 @@ def send_reset_code(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, SEND_RESET_CODE_ANSWER)
 
 
-def _live_reset_code(ctx: RequestContext, project_id: str, code: str) -> Flow[tuple[VerificationCode, str | None]]:
-    """Present a reset code (`check_code`: counts an attempt, consumes nothing), then check that it still holds
-    (`reset_code_holds`: its address is still one a reset may go through, and the password is the one it was
-    sent for); one that does not answers as an unknown code does (404 VERIFICATION_CODE_NOT_FOUND). A code whose
-    user is gone passes here (`ResetPassword` then uses it up and answers USER_NOT_FOUND). `ResetPassword` checks
-    the same again in its atomic step; this read makes check-code answer as a reset would, and a reset answer
-    before the password rules and the hashing. Returns the code and the password hash it was checked against (the
-    `old_password_hash` of `ResetPassword`)."""
-    record = yield from check_code(ctx, project_id, code, CodePurpose.PASSWORD_RESET, consume=False)
-    found = yield from perform(ListContactChannels(project_id, record.user_id or ""))
+def bound_reset_code(code: VerificationCode, password_hash: str | None) -> VerificationCode:
+    """`code`, checked to be a password-reset code that names its address and carries the fingerprint of the
+    password `password_hash` it is sent for (ValueError otherwise: the caller made it wrong)."""
+    if code.email is None or code.purpose != CodePurpose.PASSWORD_RESET:
+        raise ValueError("a password-reset code names the address it is sent to, with its purpose")
+    if code.password_fingerprint != password_fingerprint(password_hash):
+        raise ValueError("a password-reset code carries the fingerprint of the password it is sent for")
+    return code
+
+
+def _reset_guards(found: UserChannels, address: str) -> tuple[CommitGuard, ...]:
+    """What a reset's rules read of the user `found` (`reset_code_holds`, the address's index entry)."""
+    user = found.user
+    return (
+        FieldsAre(user, RESET_FIELDS),
+        ChannelsAre(user.id, found.stored),
+        IndexIs(IndexName.EMAIL, address, found.holder(address)),
+    )
+
+
+def _may_reset(found: UserChannels, code: VerificationCode) -> bool:
+    """Whether `code` may reset the password of `found.user`: it holds (`reset_code_holds`) and its address still
+    signs them in (the index gives it to them)."""
+    email = code.email or ""
+    return found.holder(email) == found.user.id and reset_code_holds(found.user, found.stored, code)
+
+
+def store_reset_code(
+    project_id: str, code: VerificationCode, found: UserChannels | None, mail: Email | None = None, keep: int = 1000
+) -> Flow[str | None]:
+    """Decide on `found` (the holder of `code.email` as `FindAuthAddressHolder` read it) and commit: when a reset
+    may go through the address (`_may_reset`), the code as theirs (its `user_id` set) and `mail`, when given, to
+    the outbox (keeping `keep`), answering their id; else nothing, answering None. One commit either way, guarded
+    on what the decision read (raises `CommitConflict` when that changed). `code` must be bound to the password
+    read (`bound_reset_code`)."""
+    email = code.email or ""
+    bound_reset_code(code, found.user.password_hash if found is not None else None)
     if found is None:
-        return record, None
-    if not reset_code_holds(found.user, found.stored, record):
+        yield from commit(project_id)  # the same step as for an address with an account: nothing to write
+        return None
+    guards = _reset_guards(found, email)
+    if not _may_reset(found, code):
+        yield from commit(project_id, guards)
+        return None
+    user_id = found.user.id
+    writes: tuple[CommitWrite, ...] = (PutCode(replaced(code, {"user_id": user_id})),)
+    if mail is not None:
+        writes += (PutMail(mail, keep),)
+    yield from commit(project_id, guards, writes)
+    return user_id
+
+
+def _reset_read(project_id: str, code: VerificationCode) -> Flow[tuple[UserChannels | None, tuple[Session, ...]]]:
+    """The code's user with their channels and the index entry of its address, and their sessions: one trip."""
+    user_id = code.user_id or ""
+    found, sessions = yield from perform(
+        Together((ListContactChannels(project_id, user_id, (code.email or "",)), ListSessions(project_id, user_id)))
+    )
+    return found, sessions
+
+
+def reset_with_code(
+    project_id: str,
+    code: VerificationCode,
+    password_hash: str,
+    read: tuple[UserChannels | None, tuple[Session, ...]] | None = None,
+) -> Flow[PasswordWrite]:
+    """Reset with the password-reset `code` (presented before, unused: `AttemptVerificationCode`), deciding on
+    `read` (`_reset_read`; read here when None, and again after a conflict), in one commit guarded on what the
+    decision read and on the code being unused: USER_NOT_FOUND when its user is gone (the code used all the same);
+    CODE_NOT_FOUND when it no longer holds (`_may_reset`: its address and the password it was sent for), writing
+    nothing; else the code used, the password set, the address verified and every session ended (`user.updated`):
+    DONE. CODE_USED when another use came first: of concurrent resets with one code, exactly one is DONE."""
+    use = CodeIsUnused(code.code_hash)
+
+    def step(first: bool) -> Flow[PasswordWrite]:
+        try:
+            return (yield from decide(first))
+        except CommitConflict as conflict:
+            if conflict.guard is use:
+                return PasswordWrite.CODE_USED
+            raise
+
+    def decide(first: bool) -> Flow[PasswordWrite]:
+        found, sessions = read if first and read is not None else (yield from _reset_read(project_id, code))
+        if found is None:
+            yield from commit(project_id, (use,), (UseCode(code.code_hash),))
+            return PasswordWrite.USER_NOT_FOUND
+        if not _may_reset(found, code):
+            yield from commit(project_id, (use,))  # a code used meanwhile answers as used (CODE_USED)
+            return PasswordWrite.CODE_NOT_FOUND
+        user, email = found.user, code.email or ""
+        verified = verified_channel(found, email)
+        if verified is None:  # `_may_reset` found the channel: this cannot be
+            raise AssertionError("a reset's address is one of its user's channels")
+        channel_guards, channel_writes, _after = channel_commit(found, verified[0], "", None, pin_primary=False)
+        guards = (use, *_reset_guards(found, email), *channel_guards)
+        guards += (SessionsAre(user.id, frozenset(s.id for s in sessions)),)
+        writes: tuple[CommitWrite, ...] = (
+            UseCode(code.code_hash),
+            PatchUser(user.id, UserChanges.of([("password_hash", password_hash)])),
+        )
+        writes += channel_writes + tuple(DropSession(session) for session in sessions)
+        event = Announce("user.updated", (RecordKind.USER, user.id), with_team=True)
+        yield from commit(project_id, guards, writes, (event,))
+        return PasswordWrite.DONE
+
+    return (yield from rerun_on_conflict(step))
+
+
+def _live_reset_code(
+    ctx: RequestContext, project_id: str, code: str
+) -> Flow[tuple[VerificationCode, tuple[UserChannels | None, tuple[Session, ...]]]]:
+    """Present a reset code (`check_code`: counts an attempt, consumes nothing), then read its user
+    (`_reset_read`) and check that it still holds (`_may_reset`: its address is still one a reset may go through,
+    and the password is the one it was sent for); one that does not answers as an unknown code does (404
+    VERIFICATION_CODE_NOT_FOUND). A code whose user is gone passes here (the reset then uses it up and answers
+    USER_NOT_FOUND). The reset decides the same again on this read, and its commit is guarded on it; this check
+    makes check-code answer as a reset would, and a reset answer before the password rules and the hashing."""
+    record = yield from check_code(ctx, project_id, code, CodePurpose.PASSWORD_RESET, consume=False)
+    read = yield from _reset_read(project_id, record)
+    found = read[0]
+    if found is not None and not _may_reset(found, record):
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
-    return record, found.user.password_hash
+    return record, read
 
 
 def check_reset_code(ctx: RequestContext) -> Flow[Response]:
@@ -196,19 +342,18 @@ def reset_password(ctx: RequestContext) -> Flow[Response]:
 
     Checks in the original's order: the code (counting an attempt), the switch, the length. The original marks
     the code used before the password rules run, so a too-short password burns the link (reference part 2 §0,
-    inferred, and "not determined" in §10). Here the code is used in the same atomic step as the password write
-    (`ResetPassword`): a person who typed a too-short password retries with the same link instead of asking for
+    inferred, and "not determined" in §10). Here the code is used in the same commit as the password write
+    (`reset_with_code`): a person who typed a too-short password retries with the same link instead of asking for
     another mail, and no failure can leave a code used with the password unchanged. Guessing gains nothing from
     it: every submit still counts one of the code's 20 attempts, and of concurrent resets with one code exactly
     one succeeds (the others get 409 ALREADY_USED)."""
     project = ctx.require_auth().project
     body: ResetPasswordBody = ctx.body
-    code, old_hash = yield from _live_reset_code(ctx, project.id, body.code)
+    code, read = yield from _live_reset_code(ctx, project.id, body.code)
     _require_password_auth(project)
     check_new_password(body.password)
     password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
-    reset = ResetPassword(project.id, code.code_hash, password_hash, ctx.now_ms, old_hash)
-    _check_write((yield from perform(reset)))
+    _check_write((yield from reset_with_code(project.id, code, password_hash, read)))
     return json_response(200, _SUCCESS)
 
 
@@ -231,7 +376,8 @@ def update_password(ctx: RequestContext) -> Flow[Response]:
     user_id = _signed_in_user_id(ctx)
     _require_password_auth(project)
     check_new_password(body.new_password)
-    user = yield from perform(LoadUser(project.id, user_id))
+    read = yield from perform(Together((LoadUser(project.id, user_id), ListSessions(project.id, user_id))))
+    user: User | None = read[0]
     if user is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
     old_hash = user.password_hash
@@ -247,8 +393,43 @@ def update_password(ctx: RequestContext) -> Flow[Response]:
     new_hash = yield from perform(HashPassword(body.new_password, ctx.options.password_rounds))
     refresh_token = ctx.options.headers.get(ctx.request, "refresh-token")
     keep = hash_secret(refresh_token) if refresh_token else None
-    _check_write((yield from perform(ChangePassword(project.id, user.id, old_hash, new_hash, keep))))
+    _check_write((yield from change_password(project.id, user.id, old_hash, new_hash, keep, (user, read[1]))))
     return json_response(200, _SUCCESS)
+
+
+def change_password(
+    project_id: str,
+    user_id: str,
+    old_password_hash: str,
+    new_password_hash: str,
+    keep_refresh_token_hash: str | None,
+    read: tuple[User | None, tuple[Session, ...]] | None = None,
+) -> Flow[PasswordWrite]:
+    """Replace a user's password, deciding on `read` (the user and their sessions; read here when None, and again
+    after a conflict): USER_NOT_FOUND, or PASSWORD_CHANGED when their stored hash is not `old_password_hash` (the
+    one the old password was checked against; nothing written); else one commit, guarded on that hash and on the
+    sessions read, storing the new hash and ending every session of theirs but the one whose refresh token hashes
+    to `keep_refresh_token_hash` (None: all of them): DONE. Of concurrent changes from one old password, one is
+    DONE; a session started meanwhile is read again, and ended too."""
+
+    def step(first: bool) -> Flow[PasswordWrite]:
+        if first and read is not None:
+            user, sessions = read
+        else:
+            user, sessions = yield from perform(
+                Together((LoadUser(project_id, user_id), ListSessions(project_id, user_id)))
+            )
+        if user is None:
+            return PasswordWrite.USER_NOT_FOUND
+        if user.password_hash != old_password_hash:
+            return PasswordWrite.PASSWORD_CHANGED
+        ended = tuple(s for s in sessions if s.refresh_token_hash != keep_refresh_token_hash)
+        guards = (FieldsAre(user, ("password_hash",)), SessionsAre(user.id, frozenset(s.id for s in sessions)))
+        changes = UserChanges.of([("password_hash", new_password_hash)])
+        yield from commit(project_id, guards, (PatchUser(user.id, changes), *(DropSession(s) for s in ended)))
+        return PasswordWrite.DONE
+
+    return (yield from rerun_on_conflict(step))
 
 
 #: reference part 2 §1: set, when the user has a password already (a plain error, not a known one).
@@ -270,8 +451,26 @@ def set_password(ctx: RequestContext) -> Flow[Response]:
     if user.password_hash is not None:
         return text_response(400, ALREADY_HAS_PASSWORD)
     password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
-    outcome = yield from perform(SetPassword(project.id, user.id, password_hash))
+    outcome = yield from give_password(project.id, user.id, password_hash, user)
     if outcome is PasswordWrite.HAS_PASSWORD:  # set by a concurrent request since the read
         return text_response(400, ALREADY_HAS_PASSWORD)
     _check_write(outcome)
     return json_response(200, _SUCCESS)
+
+
+def give_password(project_id: str, user_id: str, password_hash: str, user: User | None = None) -> Flow[PasswordWrite]:
+    """Give a user without a password the password `password_hash`, deciding on `user` (as read; read here when
+    None, and again after a conflict): USER_NOT_FOUND, HAS_PASSWORD (nothing written), or one commit guarded on
+    the user still having none: DONE. Sessions are left as they are."""
+
+    def step(first: bool) -> Flow[PasswordWrite]:
+        current = user if first and user is not None else (yield from perform(LoadUser(project_id, user_id)))
+        if current is None:
+            return PasswordWrite.USER_NOT_FOUND
+        if current.password_hash is not None:
+            return PasswordWrite.HAS_PASSWORD
+        changes = UserChanges.of([("password_hash", password_hash)])
+        yield from commit(project_id, (FieldsAre(current, ("password_hash",)),), (PatchUser(current.id, changes),))
+        return PasswordWrite.DONE
+
+    return (yield from rerun_on_conflict(step))

@@ -8,6 +8,7 @@ wall-clock times.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -393,3 +394,70 @@ def revoke_project_permission(store: Store, project_id: str, user_id: str, permi
         return (yield from revoke_project_permission_of(project_id, user_id, permission_id, held))
 
     return bool(committed(flow, store))
+
+
+def store_reset_code(
+    store: Store, project_id: str, code: VerificationCode, mail: Email | None = None, *, keep: int = 1000, **read: Any
+) -> str | None:
+    """What sending a reset code does to a store: the holder of `code.email` read (`FindAuthAddressHolder`), then
+    the core's `store_reset_code` deciding on it, one `Commit`: the holder's id (code and mail stored), or None
+    (nothing written). `password_hash=` (when given) is the holder's password as the caller read it before (a
+    stale read, when it changed since): the commit then conflicts and writes nothing (None)."""
+    from identity_proto.drivers import run
+    from identity_proto.effects import FindAuthAddressHolder, perform
+    from identity_proto.effects.commit import CommitConflict
+    from identity_proto.flows.passwords import store_reset_code as decide
+    from identity_proto.records import replaced
+
+    def flow() -> Any:
+        found = yield from perform(FindAuthAddressHolder(project_id, code.email or ""))
+        if found is not None and "password_hash" in read:
+            stale = replaced(found.user, {"password_hash": read["password_hash"]})
+            found = dataclasses.replace(found, user=stale)
+        return (yield from decide(project_id, code, found, mail, keep))
+
+    try:
+        return run(flow(), store)  # type: ignore[no-any-return]
+    except CommitConflict:
+        return None
+
+
+def reset_password(
+    store: Store, project_id: str, code: VerificationCode, password_hash: str, now_ms: int = T0, read: Any = None
+) -> Any:
+    """What a password reset does to a store: the code presented (`AttemptVerificationCode`, counting an attempt,
+    consuming nothing; its refusals answered as `PasswordWrite`), then the core's `reset_with_code` (the code's
+    user, channels and sessions read in one trip, or `read` as read before; one `Commit`). A `PasswordWrite`."""
+    from identity_proto.drivers import run
+    from identity_proto.effects import AttemptVerificationCode, CodeOutcome, PasswordWrite
+    from identity_proto.flows.passwords import reset_with_code
+
+    presented = AttemptVerificationCode(project_id, code.code_hash, code.nonce_hash, code.purpose, now_ms, False)
+    refused = {CodeOutcome.EXPIRED: PasswordWrite.CODE_EXPIRED, CodeOutcome.ALREADY_USED: PasswordWrite.CODE_USED}
+    if code.purpose != CodePurpose.PASSWORD_RESET:  # presented as a reset code: another purpose is not found
+        presented = AttemptVerificationCode(
+            project_id, code.code_hash, code.nonce_hash, CodePurpose.PASSWORD_RESET, now_ms, False
+        )
+    attempt = store.apply(presented)
+    if attempt.outcome is not CodeOutcome.OK or attempt.code is None:
+        return refused.get(attempt.outcome, PasswordWrite.CODE_NOT_FOUND)
+    return run(reset_with_code(project_id, attempt.code, password_hash, read), store)
+
+
+def change_password(
+    store: Store, project_id: str, user_id: str, old_hash: str, new_hash: str, keep: str | None = None
+) -> Any:
+    """What changing a password does to a store: the core's `change_password` (the user and their sessions read
+    in one trip, one `Commit`). A `PasswordWrite`."""
+    from identity_proto.drivers import run
+    from identity_proto.flows.passwords import change_password as change
+
+    return run(change(project_id, user_id, old_hash, new_hash, keep), store)
+
+
+def set_password(store: Store, project_id: str, user_id: str, password_hash: str) -> Any:
+    """What setting a password does to a store: the core's `give_password` (a read, one `Commit`)."""
+    from identity_proto.drivers import run
+    from identity_proto.flows.passwords import give_password
+
+    return run(give_password(project_id, user_id, password_hash), store)

@@ -29,7 +29,6 @@ from identity_proto.effects import (
     LoadTeam,
     LoadUser,
     PasswordWrite,
-    ResetPassword,
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TeamWrite,
@@ -66,6 +65,7 @@ from tests.contract.factories import (
     make_user,
     patched_user,
     remove_membership,
+    reset_password,
     revoke_project_permission,
     rich_user,
     sign_in_by_email,
@@ -237,11 +237,12 @@ def test_a_password_reset_records_user_updated(store: Store) -> None:
     )
     store.apply(CreateVerificationCode(PROJECT, code))
     before = len(recorded(store))
-    assert store.apply(ResetPassword(PROJECT, code.code_hash, "new-hash", T0, "old")) is PasswordWrite.DONE
+    assert reset_password(store, PROJECT, code, "new-hash") is PasswordWrite.DONE
     assert since(store, before) == [("user.updated", server_user(_user(store, "ada"), _team(store, "team-1")))]
     # refused: the code is used now, and a missing code
-    assert store.apply(ResetPassword(PROJECT, code.code_hash, "other", T0, "new-hash")) is PasswordWrite.CODE_USED
-    assert store.apply(ResetPassword(PROJECT, "code-none", "other", T0, "new-hash")) is PasswordWrite.CODE_NOT_FOUND
+    assert reset_password(store, PROJECT, code, "other") is PasswordWrite.CODE_USED
+    missing = dataclasses.replace(code, code_hash="code-none")
+    assert reset_password(store, PROJECT, missing, "other") is PasswordWrite.CODE_NOT_FOUND
     assert len(recorded(store)) == before + 1
 
 

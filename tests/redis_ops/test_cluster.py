@@ -41,7 +41,6 @@ from identity_proto.effects import (
     AppendOutbox,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
-    ChangePassword,
     ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeOuterCode,
@@ -85,17 +84,14 @@ from identity_proto.effects import (
     OuterCode,
     PasswordWrite,
     RateLimitHit,
-    ResetPassword,
     ResetProjectData,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
     SaveProviderTokens,
     SetClockOverride,
-    SetPassword,
     SignUpWithOAuth,
     StorageEffect,
-    StorePasswordResetCode,
     TakeOAuthState,
     TeamWrite,
     Together,
@@ -138,6 +134,7 @@ from tests.contract.factories import (
     T0,
     accept_invitation,
     add_membership,
+    change_password,
     change_permission,
     create_invitation,
     create_team,
@@ -152,11 +149,14 @@ from tests.contract.factories import (
     make_user,
     patched_user,
     remove_membership,
+    reset_password,
     revoke_invitation,
     revoke_project_permission,
     run_flow,
+    set_password,
     sign_in_by_email,
     sign_up_anonymously,
+    store_reset_code,
     update_membership,
     update_team,
 )
@@ -558,15 +558,16 @@ def _passwords(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("pw", "pw@example.com")))
     store.apply(CreateSession(p, make_session("s-pw-1", "pw")))
     store.apply(CreateSession(p, make_session("s-pw-2", "pw")))
-    assert store.apply(SetPassword(p, "pw", old)) is PasswordWrite.DONE
-    assert store.apply(ChangePassword(p, "pw", old, new, "token-s-pw-1")) is PasswordWrite.DONE
+    assert set_password(store, p, "pw", old) is PasswordWrite.DONE
+    assert change_password(store, p, "pw", old, new, "token-s-pw-1") is PasswordWrite.DONE
     assert [s.id for s in store.apply(ListSessions(p, "pw"))] == ["s-pw-1"]
     fingerprint = password_fingerprint(new)
     code = make_code(
         "c-reset", purpose=CodePurpose.PASSWORD_RESET, email="pw@example.com", password_fingerprint=fingerprint
     )
-    assert store.apply(StorePasswordResetCode(p, code, make_email(9, "pw@example.com"), password_hash=new)) == "pw"
-    assert store.apply(ResetPassword(p, code.code_hash, old, T0, new)) is PasswordWrite.DONE
+    assert store_reset_code(store, p, code, make_email(9, "pw@example.com")) == "pw"
+    theirs = dataclasses.replace(code, user_id="pw")
+    assert reset_password(store, p, theirs, old) is PasswordWrite.DONE
     assert store.apply(ListSessions(p, "pw")) == ()
     verified = make_user("pw", "pw@example.com", password_hash=old, primary_email_verified=True)
     assert store.apply(LoadUser(p, "pw")) == verified

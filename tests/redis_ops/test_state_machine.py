@@ -16,7 +16,7 @@ Bounded and derandomized: CI runs the same examples every time (about 2,800 step
 ran. Planted bugs it caught, each within seconds: DeleteTeam or RemoveMembership not deselecting the team,
 ZRANK for ZREVRANK in a descending ListUsers, UpdateUser leaving the old e-mail in the index, an off-by-one in
 max attempts, an unescaped SCAN pattern, UpdateUser not revoking sessions, UseRefreshToken moving last activity
-back, the outbox keeping one too many, ResetPassword not revoking sessions. Contact channels: a verification that
+back, the outbox keeping one too many, a password reset not revoking sessions. Contact channels: a verification that
 rewrote the primary's id in one store and not in the other. (Garbage that no effect can observe, such as a
 membership record left behind by a user's deletion, is out of its reach.)
 """
@@ -48,8 +48,8 @@ from identity_proto.effects import (
     AppendOutbox,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
-    ChangePassword,
     ChangePermissionDefinitions,
+    CodeOutcome,
     ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateProject,
@@ -61,6 +61,7 @@ from identity_proto.effects import (
     DeleteSession,
     EnsureProject,
     FindApiKeyByHash,
+    FindAuthAddressHolder,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
     Flow,
@@ -82,17 +83,14 @@ from identity_proto.effects import (
     LoadTeamInvitation,
     OAuthState,
     OuterCode,
-    ResetPassword,
     ResetProjectData,
     RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
     SaveProviderTokens,
     SetClockOverride,
-    SetPassword,
     SignUpWithOAuth,
     StorageEffect,
-    StorePasswordResetCode,
     TakeOAuthState,
     Together,
     UpdateProject,
@@ -105,6 +103,13 @@ from identity_proto.effects import (
 from identity_proto.events import event_data
 from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
+from identity_proto.flows.passwords import (
+    _reset_read,
+    change_password,
+    give_password,
+    reset_with_code,
+    store_reset_code,
+)
 from identity_proto.flows.permissions import grant_project_permissions, revoke_project_permission_of
 from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import (
@@ -138,6 +143,7 @@ from identity_proto.records import (
     User,
     VerificationCode,
     primary_channel,
+    replaced,
 )
 from tests.contract.factories import sign_in_by_email, sign_up_anonymously
 from tests.processes import RedisServer
@@ -875,17 +881,38 @@ class StoresAgree(RuleBasedStateMachine):
             mail = Email(id=f"mail-{n}", to=email, subject="Reset", text=f"link {n}\n", created_at_millis=T0 + n)
             with_mail = data.draw(st.booleans(), label="with a mail")
             keep = data.draw(st.integers(1, 4), label="keep")
-            self.both(StorePasswordResetCode(project_id, code, mail if with_mail else None, keep, current))
+            sent = mail if with_mail else None
+
+            def send() -> Flow[Any]:
+                found = yield from perform(FindAuthAddressHolder(project_id, email))
+                if found is not None:  # as read before (perhaps before the password changed): a stale read conflicts
+                    found = dataclasses.replace(found, user=replaced(found.user, {"password_hash": current}))
+                bound = replaced(code, {"password_fingerprint": password_fingerprint(current if found else None)})
+                return (yield from store_reset_code(project_id, bound, found, sent, keep))
+
+            self.both_flow(send)
         elif op == "reset":
             resets = sorted((c for c in tenant.codes.values() if c.purpose == CodePurpose.PASSWORD_RESET), key=str)
             picked = self._pick(resets, [self.code(project_id)])
             now = data.draw(st.sampled_from((T0, T0 + 1, T0 + 5, T0 + 1000)), label="now_ms")
-            holder = tenant.users.get(picked.user_id or "") if picked is not None else None
-            old = holder.password_hash if holder is not None else None
-            if self.random.random() >= 0.8:  # a password read before it changed
-                old = self.random.choice((None, *PASSWORD_HASHES))
             code_hash = "code-none" if picked is None else picked.code_hash
-            self.both(ResetPassword(project_id, code_hash, new_hash, now, old))
+            nonce_hash = "nonce-none" if picked is None else picked.nonce_hash
+            stale = self.random.random() >= 0.8  # decided on a read from before the last write: it conflicts
+
+            def reset() -> Flow[Any]:
+                presented = AttemptVerificationCode(
+                    project_id, code_hash, nonce_hash, CodePurpose.PASSWORD_RESET, now, consume=False
+                )
+                attempt = yield from perform(presented)
+                if attempt.outcome is not CodeOutcome.OK or attempt.code is None:
+                    return attempt.outcome
+                read = None
+                if stale:
+                    found, sessions = yield from _reset_read(project_id, attempt.code)
+                    read = (found, ()) if found is None else (found, sessions[1:])
+                return (yield from reset_with_code(project_id, attempt.code, new_hash, read))
+
+            self.both_flow(reset)
         elif op == "change":
             user_id = self.user(project_id)
             stored = tenant.users.get(user_id)
@@ -894,9 +921,10 @@ class StoresAgree(RuleBasedStateMachine):
             session = self.session(project_id)
             keep = data.draw(st.booleans(), label="keep a session") and session is not None
             token = session.refresh_token_hash if keep and session is not None else None
-            self.both(ChangePassword(project_id, user_id, old, new_hash, token))
+            self.both_flow(lambda: change_password(project_id, user_id, old, new_hash, token))
         else:
-            self.both(SetPassword(project_id, self.user(project_id), new_hash))
+            user_id = self.user(project_id)
+            self.both_flow(lambda: give_password(project_id, user_id, new_hash))
 
     # ---- contact channels: the primary in the user record, the others stored, the index over both
 
