@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from backends.memory.commit import applies
+from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    CreateSession,
-    DeleteSession,
     DropSession,
+    EndSession,
     ListSessions,
     LoadSession,
-    RevokeUserSessions,
+    SessionExists,
     UseRefreshToken,
 )
 from identity_proto.records import Session, User, replaced
-
-
-@_performs(CreateSession)
-def _create_session(store: MemoryStore, effect: CreateSession) -> None:
-    tenant = store.tenant(effect.project_id)
-    session = effect.session
-    tenant.sessions[session.id] = session
-    tenant.session_by_token[session.refresh_token_hash] = session.id
-    tenant.user_sessions.setdefault(session.user_id, set()).add(session.id)
 
 
 @_performs(UseRefreshToken)
@@ -66,13 +56,11 @@ def _apply_drop_session(tenant: Tenant, write: DropSession) -> None:
     _drop_session(tenant, write.session.id)
 
 
-@_performs(DeleteSession)
-def _delete_session(store: MemoryStore, effect: DeleteSession) -> bool:
-    return _drop_session(store.tenant(effect.project_id), effect.session_id)
+@applies(EndSession)
+def _apply_end_session(tenant: Tenant, write: EndSession) -> None:
+    _drop_session(tenant, write.session_id)
 
 
-@_performs(RevokeUserSessions)
-def _revoke_user_sessions(store: MemoryStore, effect: RevokeUserSessions) -> int:
-    tenant = store.tenant(effect.project_id)
-    session_ids = list(tenant.user_sessions.pop(effect.user_id, ()))
-    return sum(_drop_session(tenant, session_id) for session_id in session_ids)
+@checks(SessionExists)
+def _session_exists(tenant: Tenant, guard: SessionExists) -> bool:
+    return guard.session_id in tenant.sessions

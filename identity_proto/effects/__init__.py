@@ -174,12 +174,11 @@ from identity_proto.effects.projects import (
 )
 from identity_proto.effects.rate_limits import HitRateLimits, RateLimitHit
 from identity_proto.effects.sessions import (
-    CreateSession,
-    DeleteSession,
     DropSession,
+    EndSession,
     ListSessions,
     LoadSession,
-    RevokeUserSessions,
+    SessionExists,
     UseRefreshToken,
 )
 from identity_proto.effects.team_invitations import (
@@ -264,14 +263,12 @@ __all__ = [
     "ComputeEffect",
     "ConsumeVerificationCode",
     "CreateProject",
-    "CreateSession",
     "CreateSignInCode",
     "CreateTeamInvitation",
     "CreateUser",
     "CreateVerificationCode",
     "DefinitionsWrite",
     "DeleteProject",
-    "DeleteSession",
     "DeleteUser",
     "DropMembership",
     "DropSession",
@@ -280,6 +277,7 @@ __all__ = [
     "EmailRefusal",
     "EmailSignIn",
     "EmailSignInOutcome",
+    "EndSession",
     "EnsureProject",
     "Exists",
     "FindUserByAuthEmail",
@@ -316,8 +314,8 @@ __all__ = [
     "ResetProjectData",
     "RevokeProjectPermission",
     "RevokeTeamInvitation",
-    "RevokeUserSessions",
     "SendEmail",
+    "SessionExists",
     "SetClockOverride",
     "SetPassword",
     "StorageEffect",

@@ -10,9 +10,8 @@ from typing import TypeVar
 
 import pyotp
 
-from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
-from identity_proto.effects import Flow, UpdateUser, perform
+from identity_proto.effects import Flow
 from identity_proto.effects.commit import (
     Announce,
     CommitConflict,
@@ -196,15 +195,17 @@ def signed_in(user: User, tokens: IssuedTokens, *, is_new_user: bool) -> Respons
     )
 
 
-def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[Response]:
+def finish_sign_in(
+    ctx: RequestContext, project: Project, user: User, *, is_new_user: bool, decided_on: tuple[str, ...] = ()
+) -> Flow[Response]:
     """Sign `user` in: the second factor when they have a TOTP secret (`require_second_factor`), else 200 with the
-    tokens of a new session."""
+    tokens of a new session, stored in one commit with the user's last activity (signing in is activity), guarded
+    on the user still holding what the sign-in decided on: `decided_on` (the password it checked, say) and their
+    TOTP secret (a concurrent change re-runs the flow, `CommitConflict`)."""
     if user.totp_secret_base64 is not None:
         yield from require_second_factor(ctx, project, user, is_new_user=is_new_user)
-    if user.last_active_at_millis < ctx.now_ms:  # signing in is activity
-        touched = yield from perform(UpdateUser(project.id, user.id, UserChanges.of(last_active_at_millis=ctx.now_ms)))
-        user = touched if isinstance(touched, User) else user
-    tokens = yield from start_session(ctx, project, user)
+    fields = (*decided_on, "totp_secret_base64")
+    tokens = yield from start_session(ctx, project, user, decided_on=fields, touch=True)
     return signed_in(user, tokens, is_new_user=is_new_user)
 
 

@@ -18,7 +18,6 @@ from identity_proto.effects import (
     ChangePassword,
     CodeAttempt,
     CodeOutcome,
-    CreateSession,
     CreateUser,
     CreateVerificationCode,
     DeleteUser,
@@ -55,6 +54,8 @@ from tests.contract.factories import (
     make_email,
     make_session,
     make_user,
+    put_session,
+    putting_session,
     remove_user_behind_the_stores_back,
     run_flow,
 )
@@ -78,7 +79,7 @@ def reset_mail(n: int = 1, to: str = EMAIL) -> Email:
 def with_user(store: Store, user: User, *sessions: Session) -> None:
     assert isinstance(store.apply(CreateUser(PROJECT, user)), User)
     for session in sessions:
-        store.apply(CreateSession(PROJECT, session))
+        put_session(store, PROJECT, session)
 
 
 def attempt(code: VerificationCode, project_id: str = PROJECT, now_ms: int = T0) -> CodeAttempt:
@@ -355,7 +356,7 @@ def test_a_change_without_a_session_to_keep_or_naming_anothers_removes_them_all(
     with_user(store, make_user("bob", "bob@example.com"), bobs)
     assert store.apply(change(None)) is PasswordWrite.DONE
     assert not live(store, s1)
-    store.apply(CreateSession(PROJECT, s2))
+    put_session(store, PROJECT, s2)
     assert store.apply(change(bobs.refresh_token_hash, old=NEW_HASH)) is PasswordWrite.DONE
     assert not live(store, s2)
     assert live(store, bobs)
@@ -417,7 +418,7 @@ def test_async_password_writes_through_arun(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> list[Any]:
         await arun(perform(CreateUser(PROJECT, make_user("ada", EMAIL))), store)
         code = reset_code(password_fingerprint=password_fingerprint(OTHER_HASH))
-        await arun(perform(CreateSession(PROJECT, session)), store)
+        await arun(putting_session(PROJECT, session), store)
         return [
             await arun(perform(SetPassword(PROJECT, "ada", OLD_HASH)), store),
             await arun(

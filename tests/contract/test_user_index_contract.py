@@ -12,7 +12,6 @@ from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    CreateSession,
     CreateUser,
     DeleteUser,
     FindUserByAuthEmail,
@@ -43,6 +42,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    put_session,
     remove_user_behind_the_stores_back,
 )
 
@@ -291,7 +291,7 @@ def test_delete_removes_every_session_of_the_user_only(store: Store) -> None:
     mine = [make_session(f"s-{i}", user.id, created_at=T0 + i) for i in range(3)]
     theirs = make_session("s-theirs", other.id)
     for session in (*mine, theirs):
-        store.apply(CreateSession(PROJECT, session))
+        put_session(store, PROJECT, session)
 
     assert store.apply(DeleteUser(PROJECT, user.id)) is True
 
@@ -421,7 +421,7 @@ def test_redis_delete_leaves_no_key_of_the_user(redis_store: RedisStore) -> None
     before = _namespace_keys(redis_store)
     user = make_user("user-1", "a@example.com")
     redis_store.apply(CreateUser(PROJECT, user))
-    redis_store.apply(CreateSession(PROJECT, make_session("s-1", user.id)))
+    put_session(redis_store, PROJECT, make_session("s-1", user.id))
     create_team(redis_store, PROJECT, make_team("team-1"), make_membership("team-1", user.id))
     add_membership(redis_store, PROJECT, make_membership("team-1", other.id))
     team_keys = _namespace_keys(redis_store) - before

@@ -21,7 +21,6 @@ from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     AcceptTeamInvitation,
-    CreateSession,
     CreateUser,
     CreateVerificationCode,
     DeleteUser,
@@ -66,6 +65,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     patched_user,
+    put_session,
     remove_membership,
     rich_user,
     sign_in_by_email,
@@ -187,7 +187,7 @@ def test_a_refused_user_update_records_nothing(store: Store) -> None:
 
 def test_a_guarded_patch_records_user_updated_once_its_session_is_checked(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateSession(PROJECT, make_session("s-1", "ada")))
+    put_session(store, PROJECT, make_session("s-1", "ada"))
     before = len(recorded(store))
     updated, _team = patched_user(
         store, PROJECT, "ada", UserChanges.of(display_name="Ada"), live=SessionIsLive("s-1", "ada", T0)

@@ -48,13 +48,11 @@ from identity_proto.effects import (
     ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateProject,
-    CreateSession,
     CreateSignInCode,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
-    DeleteSession,
     DeleteUser,
     EmailRefusal,
     EmailSignInOutcome,
@@ -93,7 +91,6 @@ from identity_proto.effects import (
     ResetProjectData,
     RevokeProjectPermission,
     RevokeTeamInvitation,
-    RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
     SaveProviderTokens,
@@ -146,6 +143,7 @@ from tests.contract.factories import (
     change_permission,
     create_team,
     delete_team,
+    end_session,
     make_code,
     make_email,
     make_membership,
@@ -153,7 +151,9 @@ from tests.contract.factories import (
     make_team,
     make_user,
     patched_user,
+    put_session,
     remove_membership,
+    revoke_sessions,
     run_flow,
     sign_in_by_email,
     sign_up_anonymously,
@@ -350,17 +350,17 @@ def _sessions(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("sam", "sam@example.com")))
     first, second = make_session("s1", "sam"), make_session("s2", "sam", created_at=T0 + 1)
     for session in (first, second):
-        store.apply(CreateSession(p, session))
+        put_session(store, p, session)
     assert store.apply(ListSessions(p, "sam")) == (second, first)
     used = store.apply(UseRefreshToken(p, "token-s1", T0 + 5))
     assert used is not None
     assert (used[0].last_used_at_millis, used[1].last_active_at_millis) == (T0 + 5, T0 + 5)
-    assert store.apply(DeleteSession(p, "s1")) is True
+    assert end_session(store, p, "s1") is True
     assert store.apply(LoadSession(p, "s1")) is None
     assert store.apply(UseRefreshToken(p, "token-s1", T0 + 6)) is None
-    assert store.apply(RevokeUserSessions(p, "sam")) == 1
+    assert revoke_sessions(store, p, "sam") == 1
     assert store.apply(ListSessions(p, "sam")) == ()
-    store.apply(CreateSession(p, make_session("s3", "sam")))
+    put_session(store, p, make_session("s3", "sam"))
     changed, _team = patched_user(store, p, "sam", (("password_hash", "$2b$04$x"),), revoke_sessions=True)
     assert isinstance(changed, User)
     assert store.apply(ListSessions(p, "sam")) == ()
@@ -556,8 +556,8 @@ def _api_keys(store: RedisStore, p: str) -> None:
 def _passwords(store: RedisStore, p: str) -> None:
     old, new = "$2b$04$" + "o" * 53, "$2b$04$" + "n" * 53
     store.apply(CreateUser(p, make_user("pw", "pw@example.com")))
-    store.apply(CreateSession(p, make_session("s-pw-1", "pw")))
-    store.apply(CreateSession(p, make_session("s-pw-2", "pw")))
+    put_session(store, p, make_session("s-pw-1", "pw"))
+    put_session(store, p, make_session("s-pw-2", "pw"))
     assert store.apply(SetPassword(p, "pw", old)) is PasswordWrite.DONE
     assert store.apply(ChangePassword(p, "pw", old, new, "token-s-pw-1")) is PasswordWrite.DONE
     assert [s.id for s in store.apply(ListSessions(p, "pw"))] == ["s-pw-1"]

@@ -54,13 +54,11 @@ from identity_proto.effects import (
     ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateProject,
-    CreateSession,
     CreateSignInCode,
     CreateTeamInvitation,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
-    DeleteSession,
     DeleteUser,
     EnsureProject,
     FindApiKeyByHash,
@@ -90,7 +88,6 @@ from identity_proto.effects import (
     ResetProjectData,
     RevokeProjectPermission,
     RevokeTeamInvitation,
-    RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
     SaveProviderTokens,
@@ -141,7 +138,13 @@ from identity_proto.records import (
     VerificationCode,
     primary_channel,
 )
-from tests.contract.factories import sign_in_by_email, sign_up_anonymously
+from tests.contract.factories import (
+    ending_session,
+    putting_session,
+    revoking_sessions,
+    sign_in_by_email,
+    sign_up_anonymously,
+)
 from tests.processes import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -602,16 +605,16 @@ class StoresAgree(RuleBasedStateMachine):
                 expires_at_millis=created_at + data.draw(st.sampled_from((1, 1000, 30 * 86_400_000)), label="life"),
                 is_impersonation=data.draw(st.booleans(), label="is_impersonation"),
             )
-            self.both(CreateSession(project_id, session))
+            self.both_flow(lambda: putting_session(project_id, session))
         elif op == "use":
             found = self.session(project_id)
             now = data.draw(st.sampled_from((T0 - 1, *TIMES, T0 + 10_000)), label="now_ms")
             self.both(UseRefreshToken(project_id, "token-none" if found is None else found.refresh_token_hash, now))
         elif op == "delete":
             found = self.session(project_id)
-            self.both(DeleteSession(project_id, "s-none" if found is None else found.id))
+            self.both_flow(lambda: ending_session(project_id, "s-none" if found is None else found.id))
         else:
-            self.both(RevokeUserSessions(project_id, self.user(project_id)))
+            self.both_flow(lambda: revoking_sessions(project_id, self.user(project_id)))
 
     # ---- one-time codes
 
