@@ -10,7 +10,7 @@ Expiry is decided by the core against the request's clock; this store keeps what
 Layout: `store` (`Tenant`, `MemoryStore`, `AsyncMemoryStore`, the handler registry) and one module per resource
 holding its handlers, named as in `backends.redis`: `projects`, `codes` (one-time codes, TOTP acceptance), `users`,
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `permissions`, `testing` (clock override,
-project reset), `rate_limits`, `anonymous` (anonymous users' sign-up and upgrade). backends/README.md says how to
+project reset), `rate_limits`. backends/README.md says how to
 find an effect's handler.
 `sessions`, `outbox`, `email_sign_in`, `teams` (and memberships), `team_invitations`, `testing` (clock override,
 project reset), `rate_limits`. backends/README.md says how to find an effect's handler.
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 # The resource modules register their handlers as they are imported.
 from backends.memory import (  # noqa: F401
-    anonymous,
     api_keys,
     codes,
     commit,  # the one generic write: guards, writes, events

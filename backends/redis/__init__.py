@@ -15,7 +15,7 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 - `lua`: Lua functions several scripts share;
 - one module per resource, each holding its plans with their Lua scripts right above them: `projects`, `codes`
   (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`, `outbox`, `teams` (and memberships),
-  `rate_limits`, `testing` (clock override, project reset), `anonymous` (anonymous users' sign-up and upgrade);
+  `rate_limits`, `testing` (clock override, project reset);
   `team_invitations`, `rate_limits`, `testing` (clock override, project reset);
 - `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store_async`
   (`AsyncRedisStore`, asyncio) and `store` (`RedisStore`, sync, generated from `store_async` by
@@ -37,12 +37,9 @@ fields, so concurrent updates of different fields both survive; the script reads
 writing anything; re-scores the order entry when ``signed_up_at_millis`` changes: internal writes; a PATCH of a
 user is a Commit decided in the core), DeleteUser (record, its e-mail index entry if it points at the user, every
 session with its token entry and the user's set, every membership with its place in the three membership indexes,
-the order entry); CreateSession (session, token entry, user's set), SignInByEmail (the e-mail index and the
-holder's record read; then either the holder's ``otp_auth_enabled`` / ``last_active_at_millis`` and a session as by
-CreateSession, or a new user as by CreateUser with its personal team as by CreateTeam and a session; or nothing when
-refused: the code sign-in's one write), UseRefreshToken (token -> session -> user, then the session's
-``last_used_at_millis`` and, if later, the user's ``last_active_at_millis``), DeleteSession and RevokeUserSessions
-(sessions, their token entries and set members); AppendOutbox (LPUSH + LTRIM); teams and memberships are
+the order entry); UseRefreshToken (token -> session -> user, then the session's ``last_used_at_millis`` and, if
+later, the user's ``last_active_at_millis``); sessions are stored and ended by `Commit` (`sessions.py` translates
+PutSession, DropSession, EndSession and SessionExists); AppendOutbox (LPUSH + LTRIM); teams and memberships are
 written by `Commit` (the core decides; `teams.py` translates their guards and writes: a membership's record is
 found by its seq, the ZSCORE of its user in the team's member index); GrantProjectPermissions (refused before
 writing anything if the user is missing; the user's set and the set of holders), RevokeProjectPermission,
@@ -68,10 +65,7 @@ ListTeams, LoadMembership, ListMemberships) are one script too, so none observes
 a whole team or user (DeleteTeam, DeleteUser, ListTeams, ListMemberships) are O(its memberships), and ListUsers with
 no limit is O(users): they block the server for that long, like any script.
 
-Anonymous users: SignUpAnonymously (the user as by CreateUser, its personal team as by CreateTeam and a session as by
-CreateSession) and UpgradeAnonymousUser (only while the user exists and is anonymous; the changes and the e-mail index
-entry as by UpdateUser, refused EMAIL_TAKEN before writing anything; then each team of the user's team index still
-named "Personal Team" renamed) are one script each, too.
+Anonymous users are signed up and upgraded by `Commit` (the core decides: `identity_proto.flows.anonymous`).
 API keys: created and changed by a commit (the record, its hash index entry and its owner index entry together,
 guarded on the owner's user or team existing; a change guarded on the key's changeable fields as read),
 FindApiKeyByHash and ListApiKeys (pointer-following reads); DeleteUser and DeleteTeam remove the owner's keys in
@@ -84,8 +78,8 @@ ConsumeOuterCode (read and delete: of concurrent takes exactly one gets it), Cha
 stored ``oauth_accounts`` text with the expected list encoded as the codec writes it, refuses ACCOUNT_TAKEN before
 writing anything, then moves the OAuth index entries, drops the tokens of rows gone and sets the field),
 SignUpWithOAuth (the user as by CreateUser, its OAuth index entries, its personal team as by CreateTeam),
-SaveProviderTokens (only for a row the user has); UpgradeAnonymousUser claims its account in its own script and
-DeleteUser takes the user's index entries and tokens in its own.
+SaveProviderTokens (only for a row the user has); an anonymous upgrade links its account by `Commit` (SetOAuthAccounts)
+and DeleteUser takes the user's index entries and tokens in its own.
 
 Scripts that follow a pointer (token -> session -> user, index -> user, set -> sessions, user order -> users, team
 index -> teams, membership index -> seq -> membership, member index -> users' selections) build the pointed-to
@@ -116,7 +110,6 @@ from __future__ import annotations
 
 # The resource modules register their plans and scripts as they are imported.
 from backends.redis import (  # noqa: F401
-    anonymous,
     api_keys,
     codes,
     commit,  # the one generic write: guards, writes, events, one script

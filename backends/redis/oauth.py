@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import orjson
 
 from backends.redis.codecs import _field_names, _flat, _json, _json_fields, _required, _text, _user
+from backends.redis.commit import Ops, writes
 from backends.redis.keys import OAUTH_GRACE_MS, KeySpace
 from backends.redis.lua import _CREATE_TEAM, _EMIT_EVENT, _EMIT_TEAM_EVENT, _EMIT_USER_EVENT, _RECORD_JSON, _SEQ
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
@@ -38,6 +39,7 @@ from identity_proto.effects import (
     TakeOAuthState,
     oauth_index_key,
 )
+from identity_proto.effects.oauth import SetOAuthAccounts
 from identity_proto.records import OAuthAccount, User, user_to_json
 
 _Short = TypeVar("_Short", OAuthState, OuterCode)
@@ -308,3 +310,10 @@ def _sign_up_with_oauth(keys: KeySpace, effect: SignUpWithOAuth) -> Plan[User | 
     )
     outcome = _text(reply)
     return user if outcome == "ok" else SignUpWithOAuthRefusal(outcome)
+
+
+@writes(SetOAuthAccounts)
+def _set_oauth_accounts(ops: Ops, write: SetOAuthAccounts) -> None:
+    # The list's JSON as a whole user's fields hold it (`FieldsAre` compares this text).
+    accounts = _json([dataclasses.asdict(account) for account in write.accounts])
+    ops.writes.append(["hset", ops.key(ops.space.user(ops.project_id, write.user_id)), "oauth_accounts", accounts])

@@ -27,7 +27,6 @@ from typing import Any
 
 from identity_proto.effects.anonymous import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
-    UpgradeAnonymousUser,
     UpgradeRefusal,
 )
 from identity_proto.effects.api_keys import (
@@ -328,7 +327,6 @@ __all__ = [
     "TotpAcceptance",
     "UpdateProject",
     "UpdateUser",
-    "UpgradeAnonymousUser",
     "UpgradeRefusal",
     "UseRefreshToken",
     "UserWrite",

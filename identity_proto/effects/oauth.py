@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from identity_proto.effects.base import StorageEffect
+from identity_proto.effects.commit import CommitWrite
 from identity_proto.records import Membership, OAuthAccount, Team, User
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "SaveOAuthState",
     "SaveOuterCode",
     "SaveProviderTokens",
+    "SetOAuthAccounts",
     "SignUpWithOAuth",
     "SignUpWithOAuthRefusal",
     "TakeOAuthState",
@@ -220,3 +222,13 @@ class SignUpWithOAuth(StorageEffect["User | SignUpWithOAuthRefusal"]):
             raise ValueError("an OAuth sign-up stores the user with their provider account")
         if self.personal_team is not None and self.new_user.selected_team_id != self.personal_team[0].id:
             raise ValueError("a new user has their personal team selected")
+
+
+@dataclass(frozen=True, slots=True)
+class SetOAuthAccounts(CommitWrite):
+    """A commit's write: the user's linked accounts become `accounts` (a change set never sets them; guard the list
+    the flow decided on with `FieldsAre(user, ("oauth_accounts",))`). The OAuth index is the flow's to keep in
+    step (`SetIndex`, `DropIndex`)."""
+
+    user_id: str
+    accounts: tuple[OAuthAccount, ...]

@@ -375,3 +375,25 @@ def ending_session(project_id: str, session_id: str) -> Any:
     from identity_proto.flows.sessions import end_session as end
 
     return (yield from end(project_id, session_id))
+
+
+def upgrading_anonymous(
+    project_id: str, user_id: str, changes: Any, personal_team_name: str, oauth_account: Any = None
+) -> Any:
+    """What an upgrade of an anonymous user does to a store, with these changes (the flow makes them from the
+    request and the clock): the core's `read_anonymous` (one read), then `commit_upgrade` (one `Commit`). A flow
+    answering the upgraded user or the refusal (`UpgradeRefusal`; nothing written)."""
+    from identity_proto.effects import UpgradeRefusal
+    from identity_proto.flows.anonymous import commit_upgrade, read_anonymous
+
+    read = yield from read_anonymous(project_id, user_id)
+    if read is None:
+        return UpgradeRefusal.NOT_FOUND
+    return (yield from commit_upgrade(project_id, read, changes, personal_team_name, oauth_account))
+
+
+def upgrade_anonymous(
+    store: Store, project_id: str, user_id: str, changes: Any, personal_team_name: str, oauth_account: Any = None
+) -> Any:
+    """`upgrading_anonymous` run on `store`, again while its commit meets a concurrent change (as the service does)."""
+    return run_flow(store, lambda: upgrading_anonymous(project_id, user_id, changes, personal_team_name, oauth_account))

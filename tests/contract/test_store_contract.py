@@ -76,7 +76,6 @@ from identity_proto.effects import (
     Together,
     UpdateProject,
     UpdateUser,
-    UpgradeAnonymousUser,
     UseRefreshToken,
 )
 from identity_proto.effects.mock_oauth import (  # mock OAuth provider: test_mock_oauth_contract.py
@@ -584,7 +583,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     Commit,  # test_commit_contract.py
     CreateSignInCode,  # test_email_sign_in_contract.py
     AcceptTotp,  # test_totp_contract.py
-    UpgradeAnonymousUser,  # test_anonymous_contract.py
     # --- permissions: test_permissions_contract.py ---
     GrantProjectPermissions,
     RevokeProjectPermission,

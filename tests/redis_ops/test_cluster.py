@@ -105,7 +105,6 @@ from identity_proto.effects import (
     TotpAcceptance,
     UpdateProject,
     UpdateUser,
-    UpgradeAnonymousUser,
     UserChannels,
     UseRefreshToken,
     UserWrite,
@@ -159,6 +158,7 @@ from tests.contract.factories import (
     sign_up_anonymously,
     update_membership,
     update_team,
+    upgrade_anonymous,
 )
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
@@ -450,7 +450,7 @@ def _anonymous_users(store: RedisStore, p: str) -> None:
     signed_up = run(sign_up_anonymously(p, anonymous, session, (team, make_membership(team.id, anonymous.id))), store)
     assert signed_up == anonymous
     changes = (("primary_email", "anon@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
-    upgraded = store.apply(UpgradeAnonymousUser(p, anonymous.id, changes, "anon@example.com's Team"))
+    upgraded = upgrade_anonymous(store, p, anonymous.id, changes, "anon@example.com's Team")
     assert isinstance(upgraded, User)
     assert store.apply(FindUserByAuthEmail(p, "anon@example.com")) == upgraded
     assert store.apply(LoadUserWithTeam(p, anonymous.id)) == (
@@ -627,7 +627,7 @@ def _oauth(store: RedisStore, p: str) -> None:
     run(sign_up_anonymously(p, anonymous, make_session("s-oa", "o-anon")), store)
     changes = (("primary_email", "oa@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
     claim = OAuthAccount("row-gl", "gitlab", "gl-1", created_at_millis=T0)
-    upgraded = store.apply(UpgradeAnonymousUser(p, "o-anon", changes, "Team", oauth_account=claim))
+    upgraded = upgrade_anonymous(store, p, "o-anon", changes, "Team", oauth_account=claim)
     assert isinstance(upgraded, User)
     assert upgraded.oauth_accounts == (claim,)
     assert store.apply(FindUserByOAuthAccount(p, "gitlab", "gl-1")) == upgraded

@@ -99,7 +99,6 @@ from identity_proto.effects import (
     TakeOAuthState,
     UpdateProject,
     UpdateUser,
-    UpgradeAnonymousUser,
     UseRefreshToken,
     password_fingerprint,
 )
@@ -144,6 +143,7 @@ from tests.contract.factories import (
     revoking_sessions,
     sign_in_by_email,
     sign_up_anonymously,
+    upgrading_anonymous,
 )
 from tests.processes import RedisServer
 
@@ -567,7 +567,8 @@ class StoresAgree(RuleBasedStateMachine):
             ("is_anonymous", False),
             ("signed_up_at_millis", now),
         )
-        self.both(UpgradeAnonymousUser(project_id, self.user(project_id), changes, f"{email}'s Team"))
+        user_id = self.user(project_id)
+        self.both_flow(lambda: upgrading_anonymous(project_id, user_id, changes, f"{email}'s Team"))
 
     def list_users(self, data: st.DataObject, project_id: str) -> None:
         descending = self.random.random() < 0.5
@@ -614,7 +615,8 @@ class StoresAgree(RuleBasedStateMachine):
             found = self.session(project_id)
             self.both_flow(lambda: ending_session(project_id, "s-none" if found is None else found.id))
         else:
-            self.both_flow(lambda: revoking_sessions(project_id, self.user(project_id)))
+            user_id = self.user(project_id)
+            self.both_flow(lambda: revoking_sessions(project_id, user_id))
 
     # ---- one-time codes
 
@@ -988,10 +990,8 @@ class StoresAgree(RuleBasedStateMachine):
         elif op == "upgrade":
             email = data.draw(st.sampled_from(EMAILS), label="email")
             changes = (("primary_email", email), ("primary_email_auth_enabled", True), ("is_anonymous", False))
-            upgrade = UpgradeAnonymousUser(
-                project_id, self.user(project_id), changes, f"{email}'s Team", self.oauth_account(data, n)
-            )
-            self.both(upgrade)
+            user_id, claim = self.user(project_id), self.oauth_account(data, n)
+            self.both_flow(lambda: upgrading_anonymous(project_id, user_id, changes, f"{email}'s Team", claim))
         elif op == "tokens":
             user_id = self.user(project_id)
             stored = tenant.users.get(user_id)
