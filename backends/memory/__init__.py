@@ -17,7 +17,6 @@ from __future__ import annotations
 
 # The resource modules register their handlers as they are imported.
 from backends.memory import (  # noqa: F401
-    anonymous,
     api_keys,
     codes,
     commit,  # the one generic write: guards, writes, events

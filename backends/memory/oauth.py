@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from backends.memory.commit import applies
 from backends.memory.store import MemoryStore, Tenant, _performs
 from backends.memory.teams import store_personal_team
-from backends.memory.users import _update_user, insert_user, record_user_created
+from backends.memory.users import insert_user, record_user_created
 from identity_proto.effects import (
     AccountsWrite,
     ChangeOAuthAccounts,
@@ -24,13 +24,9 @@ from identity_proto.effects import (
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TakeOAuthState,
-    UpdateUser,
-    UpgradeAnonymousUser,
-    UpgradeRefusal,
-    UserWrite,
     oauth_index_key,
 )
-from identity_proto.effects.oauth import DropProviderTokens
+from identity_proto.effects.oauth import DropProviderTokens, SetOAuthAccounts
 from identity_proto.records import OAuthAccount, User, replaced
 
 
@@ -144,21 +140,6 @@ def _sign_up_with_oauth(store: MemoryStore, effect: SignUpWithOAuth) -> User | S
     return new_user
 
 
-def upgrade_claiming_account(store: MemoryStore, effect: UpgradeAnonymousUser) -> User | UpgradeRefusal:
-    """`UpgradeAnonymousUser` with an `oauth_account`, from its checks of the user on (it exists, anonymous): the
-    account's index entry is checked (ACCOUNT_TAKEN before the address: nothing written), then the changes made as
-    by UpdateUser (EMAIL_TAKEN: nothing written), then the account appended and indexed."""
-    account = effect.oauth_account
-    assert account is not None
-    tenant = store.tenant(effect.project_id)
-    keys = sign_in_keys((account,))
-    if _held_by_another(tenant, keys, effect.user_id):
-        return UpgradeRefusal.ACCOUNT_TAKEN
-    updated = _update_user(store, UpdateUser(effect.project_id, effect.user_id, effect.changes))
-    if not isinstance(updated, User):
-        assert updated is UserWrite.EMAIL_TAKEN
-        return UpgradeRefusal.EMAIL_TAKEN
-    for key in keys:
-        tenant.oauth_index[key] = updated.id
-    user = tenant.users[updated.id] = replaced(updated, {"oauth_accounts": (*updated.oauth_accounts, account)})
-    return user
+@applies(SetOAuthAccounts)
+def _set_oauth_accounts(tenant: Tenant, write: SetOAuthAccounts) -> None:
+    tenant.users[write.user_id] = replaced(tenant.users[write.user_id], {"oauth_accounts": write.accounts})

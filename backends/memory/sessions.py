@@ -5,25 +5,15 @@ from __future__ import annotations
 from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    CreateSession,
-    DeleteSession,
     DropSession,
+    EndSession,
     ListSessions,
     LoadSession,
-    RevokeUserSessions,
+    SessionExists,
     UseRefreshToken,
 )
 from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.records import Session, User, replaced
-
-
-@_performs(CreateSession)
-def _create_session(store: MemoryStore, effect: CreateSession) -> None:
-    tenant = store.tenant(effect.project_id)
-    session = effect.session
-    tenant.sessions[session.id] = session
-    tenant.session_by_token[session.refresh_token_hash] = session.id
-    tenant.user_sessions.setdefault(session.user_id, set()).add(session.id)
 
 
 @_performs(UseRefreshToken)
@@ -67,19 +57,17 @@ def _apply_drop_session(tenant: Tenant, write: DropSession) -> None:
     _drop_session(tenant, write.session.id)
 
 
-@_performs(DeleteSession)
-def _delete_session(store: MemoryStore, effect: DeleteSession) -> bool:
-    return _drop_session(store.tenant(effect.project_id), effect.session_id)
-
-
-@_performs(RevokeUserSessions)
-def _revoke_user_sessions(store: MemoryStore, effect: RevokeUserSessions) -> int:
-    tenant = store.tenant(effect.project_id)
-    session_ids = list(tenant.user_sessions.pop(effect.user_id, ()))
-    return sum(_drop_session(tenant, session_id) for session_id in session_ids)
+@applies(EndSession)
+def _apply_end_session(tenant: Tenant, write: EndSession) -> None:
+    _drop_session(tenant, write.session_id)
 
 
 @checks(UserSessionsAre)
 def _user_sessions_are(tenant: Tenant, guard: UserSessionsAre) -> bool:
     held = tenant.user_sessions.get(guard.user_id, set())
     return held == set(guard.session_ids) and len(held) == len(guard.session_ids)
+
+
+@checks(SessionExists)
+def _session_exists(tenant: Tenant, guard: SessionExists) -> bool:
+    return guard.session_id in tenant.sessions

@@ -17,7 +17,7 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 - one module per resource, each holding its plans with their Lua scripts right above them, and its commit guards
   and writes: `projects`, `codes` (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`,
   `outbox`, `teams` (and memberships), `permissions`, `api_keys`, `team_invitations`, `contact_channels`,
-  `passwords`, `anonymous`, `oauth`, `mock_oauth`, `webhooks`, `rate_limits`, `testing` (clock override, project
+  `passwords`, `oauth`, `mock_oauth`, `webhooks`, `rate_limits`, `testing` (clock override, project
   reset);
 - `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store_async`
   (`AsyncRedisStore`, asyncio) and `store` (`RedisStore`, sync, generated from `store_async` by
@@ -64,7 +64,6 @@ from __future__ import annotations
 
 # The resource modules register their plans and scripts as they are imported.
 from backends.redis import (  # noqa: F401
-    anonymous,
     api_keys,
     codes,
     commit,  # the one generic write: guards, writes, events, one script

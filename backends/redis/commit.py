@@ -24,7 +24,8 @@ new value, as decimal text, is the value `name`), ``["event", events key, type, 
 
 More writes: ``["zrem", key, member, ...]``, ``["srem", key, member, ...]``, ``["zremrangebyscore", key, min,
 max]``, and three that make values: ``["zscore", key, member, name]`` (an error if the member is missing: guard it),
-``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing).
+``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing). ``["hget", key, field, name, "json"]``
+makes the field's value JSON-decoded (a string field, as `codecs` stores every field: a stored id that names a key).
 
 For values with a lifetime and lists: ``["setnx", key, value]`` (SET NX: a counter created once), ``["lpush", key,
 value]`` and ``["ltrim", key, start, stop]``.
@@ -159,7 +160,9 @@ for _, w in ipairs(ops.w) do
     if score == false then return redis.error_reply('commit: no score for ' .. tostring(arg(w[3]))) end
     vars[w[4]] = string.format('%.0f', tonumber(score))
   elseif kind == 'hget' then
-    vars[w[4]] = redis.call('HGET', key(w[2]), arg(w[3])) or ''
+    local held = redis.call('HGET', key(w[2]), arg(w[3]))
+    if held and w[5] == 'json' then held = cjson.decode(held) end
+    vars[w[4]] = held or ''
   elseif kind == 'get' then
     vars[w[3]] = redis.call('GET', key(w[2])) or ''
   elseif kind == 'sadd' then

@@ -41,20 +41,6 @@ local function create_code(code_key, nonce_key, expires_at, items)
 end
 """
 
-#: Lua: store a session (replacing one with its id), its token entry and its place in the user's set, each with
-#: its TTL. Needs `_EXTEND_EXPIRY`.
-_CREATE_SESSION = """
-local function create_session(session_key, token_key, set_key, session_id, expires_at, items)
-  redis.call('DEL', session_key)
-  redis.call('HSET', session_key, unpack(items))
-  redis.call('PEXPIREAT', session_key, expires_at)
-  redis.call('SET', token_key, session_id)
-  redis.call('PEXPIREAT', token_key, expires_at)
-  redis.call('SADD', set_key, session_id)
-  extend_expiry(set_key, expires_at)
-end
-"""
-
 #: Lua: store a team (replacing one with its id) and its creator's membership: the membership keeps the seq it had
 #: if the creator was a member already, else takes the next one and enters the three membership indexes. Needs
 #: `_SEQ`.

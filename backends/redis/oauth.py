@@ -39,7 +39,7 @@ from identity_proto.effects import (
     TakeOAuthState,
     oauth_index_key,
 )
-from identity_proto.effects.oauth import DropProviderTokens
+from identity_proto.effects.oauth import DropProviderTokens, SetOAuthAccounts
 from identity_proto.records import OAuthAccount, User, user_to_json
 
 _Short = TypeVar("_Short", OAuthState, OuterCode)
@@ -315,3 +315,10 @@ def _sign_up_with_oauth(keys: KeySpace, effect: SignUpWithOAuth) -> Plan[User | 
 @writes(DropProviderTokens)
 def _drop_provider_tokens(ops: Ops, write: DropProviderTokens) -> None:
     ops.writes.append(["hdel", ops.key(ops.space.provider_tokens(ops.project_id)), write.account_row_id])
+
+
+@writes(SetOAuthAccounts)
+def _set_oauth_accounts(ops: Ops, write: SetOAuthAccounts) -> None:
+    # The list's JSON as a whole user's fields hold it (`FieldsAre` compares this text).
+    accounts = _json([dataclasses.asdict(account) for account in write.accounts])
+    ops.writes.append(["hset", ops.key(ops.space.user(ops.project_id, write.user_id)), "oauth_accounts", accounts])

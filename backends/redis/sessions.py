@@ -6,50 +6,20 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-import dataclasses
-
-from backends.redis.codecs import _flat, _json_fields, _required, _session, _user
+from backends.redis.codecs import _required, _session, _user
 from backends.redis.commit import Ops, guards, writes
-from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.lua import _CREATE_SESSION, _EXTEND_EXPIRY, _REVOKE_SESSIONS
+from backends.redis.keys import KeySpace
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
-    CreateSession,
-    DeleteSession,
     DropSession,
+    EndSession,
     ListSessions,
     LoadSession,
-    RevokeUserSessions,
+    SessionExists,
     UseRefreshToken,
 )
 from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.records import Session, User
-
-# KEYS: session, token entry, user's session set. ARGV: session id, expires_at_millis, field, value, ...
-script(
-    "create_session",
-    _EXTEND_EXPIRY
-    + _CREATE_SESSION
-    + """
-create_session(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], {unpack(ARGV, 3)})
-return 1
-""",
-)
-
-
-@_plans(CreateSession)
-def _create_session(keys: KeySpace, effect: CreateSession) -> Plan[None]:
-    session, project_id = effect.session, effect.project_id
-    yield Script(
-        "create_session",
-        (
-            keys.session(project_id, session.id),
-            keys.session_by_token(project_id, session.refresh_token_hash),
-            keys.user_sessions(project_id, session.user_id),
-        ),
-        (session.id, session.expires_at_millis + GRACE_MS, *_flat(_json_fields(dataclasses.asdict(session)))),
-    )
-
 
 # KEYS: token entry. ARGV: session key prefix, user key prefix, now_ms.
 # Returns {session, user} after recording now_ms as the session's last use and, if later, the user's last
@@ -117,54 +87,6 @@ def _list_sessions(keys: KeySpace, effect: ListSessions) -> Plan[tuple[Session, 
     return tuple(sorted(sessions, key=lambda s: (-s.created_at_millis, s.id)))
 
 
-# KEYS: session. ARGV: session id, token entry prefix, session set prefix. Returns 1 if it existed, else 0.
-script(
-    "delete_session",
-    """
-local f = redis.call('HMGET', KEYS[1], 'user_id', 'refresh_token_hash')
-if redis.call('DEL', KEYS[1]) == 0 then return 0 end
-if f[2] then
-  local tkey = ARGV[2] .. cjson.decode(f[2])
-  if redis.call('GET', tkey) == ARGV[1] then redis.call('DEL', tkey) end
-end
-if f[1] then redis.call('SREM', ARGV[3] .. cjson.decode(f[1]), ARGV[1]) end
-return 1
-""",
-)
-
-
-@_plans(DeleteSession)
-def _delete_session(keys: KeySpace, effect: DeleteSession) -> Plan[bool]:
-    project_id = effect.project_id
-    existed = yield Script(
-        "delete_session",
-        (keys.session(project_id, effect.session_id),),
-        (effect.session_id, keys.session_by_token(project_id), keys.user_sessions(project_id)),
-    )
-    return bool(existed)
-
-
-# KEYS: user's session set. ARGV: session key prefix, token entry prefix. Returns how many sessions existed.
-script(
-    "revoke_user_sessions",
-    _REVOKE_SESSIONS
-    + """
-return revoke_sessions(KEYS[1], ARGV[1], ARGV[2])
-""",
-)
-
-
-@_plans(RevokeUserSessions)
-def _revoke_user_sessions(keys: KeySpace, effect: RevokeUserSessions) -> Plan[int]:
-    project_id = effect.project_id
-    count = yield Script(
-        "revoke_user_sessions",
-        (keys.user_sessions(project_id, effect.user_id),),
-        (keys.session(project_id), keys.session_by_token(project_id)),
-    )
-    return int(count)
-
-
 @writes(DropSession)
 def _drop_session(ops: Ops, write: DropSession) -> None:
     space, p, session = ops.space, ops.project_id, write.session
@@ -179,3 +101,20 @@ def _user_sessions_are(ops: Ops, position: int, guard: UserSessionsAre) -> None:
     user_sessions = ops.key(ops.space.user_sessions(ops.project_id, guard.user_id))
     ops.guards.append([position, "scard", user_sessions, len(set(guard.session_ids))])
     ops.guards += [[position, "sismember", user_sessions, session_id, True] for session_id in guard.session_ids]
+
+
+@writes(EndSession)
+def _end_session(ops: Ops, write: EndSession) -> None:
+    # The token entry and the user's set are named by the session's own fields, read (JSON-decoded) in the script.
+    space, p = ops.space, ops.project_id
+    session_key = ops.key(space.session(p, write.session_id))
+    ops.writes.append(["hget", session_key, "refresh_token_hash", "token", "json"])
+    ops.writes.append(["hget", session_key, "user_id", "owner", "json"])
+    ops.writes.append(["del", session_key])
+    ops.writes.append(["del", {"p": space.session_by_token(p), "v": "token"}])
+    ops.writes.append(["srem", {"p": space.user_sessions(p), "v": "owner"}, write.session_id])
+
+
+@guards(SessionExists)
+def _session_exists(ops: Ops, position: int, guard: SessionExists) -> None:
+    ops.guards.append([position, "exists", ops.key(ops.space.session(ops.project_id, guard.session_id))])

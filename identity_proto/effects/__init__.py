@@ -27,7 +27,6 @@ from typing import Any
 
 from identity_proto.effects.anonymous import (
     ANONYMOUS_PERSONAL_TEAM_NAME,
-    UpgradeAnonymousUser,
     UpgradeRefusal,
 )
 from identity_proto.effects.api_keys import (
@@ -175,12 +174,11 @@ from identity_proto.effects.projects import (
 )
 from identity_proto.effects.rate_limits import HitRateLimits, RateLimitHit
 from identity_proto.effects.sessions import (
-    CreateSession,
-    DeleteSession,
     DropSession,
+    EndSession,
     ListSessions,
     LoadSession,
-    RevokeUserSessions,
+    SessionExists,
     UseRefreshToken,
 )
 from identity_proto.effects.team_invitations import (
@@ -265,13 +263,11 @@ __all__ = [
     "ComputeEffect",
     "ConsumeVerificationCode",
     "CreateProject",
-    "CreateSession",
     "CreateSignInCode",
     "CreateUser",
     "CreateVerificationCode",
     "DefinitionsWrite",
     "DeleteProject",
-    "DeleteSession",
     "DropInvitation",
     "DropMembership",
     "DropSession",
@@ -281,6 +277,7 @@ __all__ = [
     "EmailRefusal",
     "EmailSignIn",
     "EmailSignInOutcome",
+    "EndSession",
     "EnsureProject",
     "Exists",
     "FindAuthAddressHolder",
@@ -321,8 +318,8 @@ __all__ = [
     "RecordExists",
     "ResetProjectData",
     "RevokePermission",
-    "RevokeUserSessions",
     "SendEmail",
+    "SessionExists",
     "SessionsAre",
     "SetClockOverride",
     "StorageEffect",
@@ -334,7 +331,6 @@ __all__ = [
     "TotpAcceptance",
     "UpdateProject",
     "UpdateUser",
-    "UpgradeAnonymousUser",
     "UpgradeRefusal",
     "UseInvitation",
     "UseRefreshToken",

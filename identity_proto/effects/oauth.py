@@ -36,6 +36,7 @@ __all__ = [
     "SaveOAuthState",
     "SaveOuterCode",
     "SaveProviderTokens",
+    "SetOAuthAccounts",
     "SignUpWithOAuth",
     "SignUpWithOAuthRefusal",
     "TakeOAuthState",
@@ -229,3 +230,13 @@ class DropProviderTokens(CommitWrite):
     """A commit's write: remove the provider tokens of one account row (none stored is no error)."""
 
     account_row_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetOAuthAccounts(CommitWrite):
+    """A commit's write: the user's linked accounts become `accounts` (a change set never sets them; guard the list
+    the flow decided on with `FieldsAre(user, ("oauth_accounts",))`). The OAuth index is the flow's to keep in
+    step (`SetIndex`, `DropIndex`)."""
+
+    user_id: str
+    accounts: tuple[OAuthAccount, ...]

@@ -1,4 +1,5 @@
-"""Sessions."""
+"""Sessions: their reads, the refresh (one step: `UseRefreshToken`), and the commit's session guard and writes
+(a new session is the commit's `PutSession`)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,6 @@ from dataclasses import dataclass
 from identity_proto.effects.base import StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import Session, User  # noqa: F401 (User is named only in a quoted result type)
-
-
-@dataclass(frozen=True, slots=True)
-class CreateSession(StorageEffect[None]):
-    """Store a new session."""
-
-    project_id: str
-    session: Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,22 +38,6 @@ class ListSessions(StorageEffect[tuple[Session, ...]]):
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteSession(StorageEffect[bool]):
-    """Remove one session; False when it did not exist."""
-
-    project_id: str
-    session_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class RevokeUserSessions(StorageEffect[int]):
-    """Remove every session of one user at once; returns how many there were."""
-
-    project_id: str
-    user_id: str
-
-
-@dataclass(frozen=True, slots=True)
 class DropSession(CommitWrite):
     """A commit's write: remove a session (as the flow read it), its refresh token's entry and its place among its
     user's sessions. A session already gone is no error."""
@@ -75,3 +52,18 @@ class UserSessionsAre(CommitGuard):
 
     user_id: str
     session_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionExists(CommitGuard):
+    """A commit's guard: the session with this id is stored (expired or not)."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndSession(CommitWrite):
+    """A commit's write: remove the session with this id, its refresh token's entry and its place among its user's
+    sessions, as stored (for a flow that knows only the id: signing out). A session already gone is no error."""
+
+    session_id: str

@@ -33,7 +33,6 @@ from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
     FindUserByAuthEmail,
@@ -41,10 +40,10 @@ from identity_proto.effects import (
     ListContactChannels,
     LoadProject,
     LoadUser,
-    UpgradeAnonymousUser,
     UpgradeRefusal,
     perform,
 )
+from identity_proto.effects.commit import CommitConflict
 from identity_proto.effects.contact_channels import auth_address_verified
 from identity_proto.effects.oauth import (
     AccountsWrite,
@@ -70,10 +69,11 @@ from identity_proto.effects.oauth_provider import (
 )
 from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows import sessions
+from identity_proto.flows.anonymous import Anonymous, read_anonymous, upgrade_anonymous_user
 from identity_proto.flows.otp import callback_is_trusted
 from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import PUBLIC_CLIENT_SECRET, start_session
-from identity_proto.flows.signin import personal_team, personal_team_name, require_second_factor
+from identity_proto.flows.signin import personal_team, require_second_factor
 from identity_proto.http import Response
 from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES, spec_for, uses_mock
 from identity_proto.provider_tokens import SealedTokens, seal, token_key, unseal
@@ -656,12 +656,12 @@ def _try_resolve_user(
         unsaved = User(id="", signed_up_at_millis=ctx.now_ms, last_active_at_millis=ctx.now_ms, **fields)
         return unsaved, account, True
     if token_user_id is not None:
-        anonymous = yield from perform(LoadUser(project.id, token_user_id))
-        if anonymous is not None and anonymous.is_anonymous:
+        anonymous = yield from read_anonymous(project.id, token_user_id)
+        if anonymous is not None and anonymous.user.is_anonymous:
             upgraded = yield from _upgrade(ctx, project, anonymous, fields, account)
             if isinstance(upgraded, User):
                 return upgraded, account, True
-            if upgraded in (UpgradeRefusal.EMAIL_TAKEN, UpgradeRefusal.ACCOUNT_TAKEN):
+            if upgraded in (None, UpgradeRefusal.EMAIL_TAKEN, UpgradeRefusal.ACCOUNT_TAKEN):
                 return None
             # upgraded or deleted meanwhile: a new user as if no token had come
     new_user = User(
@@ -697,24 +697,24 @@ def _row(user: User | None, provider_id: str, account_id: str) -> OAuthAccount |
 
 
 def _upgrade(
-    ctx: RequestContext, project: Project, user: User, fields: Mapping[str, Any], account: OAuthAccount
-) -> Flow[User | UpgradeRefusal]:
-    """The anonymous `user` becomes the provider account's user in place (same id), as the other sign-ups upgrade
-    (`flows.anonymous.upgrade_anonymous_user`); their display name stays unless the provider gives one."""
-    keep_when_absent = ("display_name", "profile_image_url")
-    changes = {k: v for k, v in fields.items() if v is not None or k not in keep_when_absent}
-    all_changes = UserChanges.of(
-        {
-            **changes,
-            "is_anonymous": False,
-            "signed_up_at_millis": max(ctx.now_ms, user.signed_up_at_millis),
-            "last_active_at_millis": max(ctx.now_ms, user.last_active_at_millis),
-        }.items()
-    )
-    team_name = personal_team_name(all_changes.apply(user))
-    return (
-        yield from perform(UpgradeAnonymousUser(project.id, user.id, all_changes, team_name, oauth_account=account))
-    )
+    ctx: RequestContext, project: Project, caller: Anonymous, fields: Mapping[str, Any], account: OAuthAccount
+) -> Flow[User | UpgradeRefusal | None]:
+    """The anonymous user of `caller` becomes the provider account's user in place (same id), as the other sign-ups
+    upgrade (`flows.anonymous.upgrade_anonymous_user`), linking `account` in the same commit; their display name
+    and picture stay unless the provider gives them. None when a concurrent change met the commit (look again)."""
+    try:
+        return (
+            yield from upgrade_anonymous_user(
+                ctx,
+                project,
+                caller,
+                dict(fields),
+                keep_when_absent=("display_name", "profile_image_url"),
+                oauth_account=account,
+            )
+        )
+    except CommitConflict:
+        return None
 
 
 # ----------------------------------------------------------------------------------------------------------------

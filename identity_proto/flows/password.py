@@ -131,4 +131,4 @@ def sign_in_with_password(ctx: RequestContext) -> Flow[Response]:
     if user is None or real_hash is None or not matches:
         yield from failures.count()
         raise KnownError(ErrorCode.EMAIL_PASSWORD_MISMATCH)
-    return (yield from finish_sign_in(ctx, project, user, is_new_user=False))
+    return (yield from finish_sign_in(ctx, project, user, is_new_user=False, decided_on=("password_hash",)))

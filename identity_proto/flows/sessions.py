@@ -11,17 +11,31 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from identity_proto.auth import AccessType, check_project_admits
+from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    CreateSession,
-    DeleteSession,
+    DropSession,
+    EndSession,
+    Exists,
     Flow,
     ListSessions,
     LoadProject,
     LoadSession,
     LoadUser,
+    SessionExists,
     UseRefreshToken,
     perform,
+)
+from identity_proto.effects.commit import (
+    Commit,
+    Conflict,
+    FieldsAre,
+    Guard,
+    PatchUser,
+    PutSession,
+    RecordKind,
+    Write,
+    commit,
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Response
@@ -39,6 +53,7 @@ __all__ = [
     "access_token_claims",
     "create_session_endpoint",
     "delete_session_endpoint",
+    "end_session",
     "issue_access_token",
     "list_sessions_endpoint",
     "new_session",
@@ -129,12 +144,28 @@ def new_session(
 
 
 def start_session(
-    ctx: RequestContext, project: Project, user: User, *, lifetime_ms: int | None = None, is_impersonation: bool = False
+    ctx: RequestContext,
+    project: Project,
+    user: User,
+    *,
+    lifetime_ms: int | None = None,
+    is_impersonation: bool = False,
+    decided_on: tuple[str, ...] | None = None,
+    touch: bool = False,
 ) -> Flow[IssuedTokens]:
-    """Create a session for `user` and return its tokens."""
+    """Create a session for `user` and return its tokens: one commit, guarded on the user existing and holding in
+    `decided_on` what the caller decided on (a sign-in: the password it checked, the second factor it found), so
+    a concurrent change of those re-runs the flow (`CommitConflict`). With `touch`, signing in is activity: the
+    user's `last_active_at_millis` is raised to now in the same commit. The token is issued for the user as stored
+    once the commit is applied (same round trip)."""
     refresh_token, session = new_session(ctx, user.id, lifetime_ms=lifetime_ms, is_impersonation=is_impersonation)
-    yield from perform(CreateSession(project.id, session))
-    return IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
+    guard: Guard = Exists(RecordKind.USER, user.id) if decided_on is None else FieldsAre(user, decided_on)
+    writes: list[Write] = []
+    if touch and user.last_active_at_millis < ctx.now_ms:
+        writes.append(PatchUser(user.id, UserChanges.of(last_active_at_millis=ctx.now_ms)))
+    writes.append(PutSession(session))
+    (stored,) = yield from commit(project.id, (guard,), tuple(writes), returns=((RecordKind.USER, user.id),))
+    return IssuedTokens(refresh_token, issue_access_token(ctx, project, stored, session.id), session)
 
 
 def _use_refresh_token(ctx: RequestContext, project: Project, refresh_token: str) -> Flow[str]:
@@ -193,9 +224,16 @@ def sign_out(ctx: RequestContext) -> Flow[Response]:
                 "refresh_token_id": None,
             },
         )
-    if not (yield from perform(DeleteSession(auth.project.id, auth.refresh_token_id))):
+    if not (yield from end_session(auth.project.id, auth.refresh_token_id)):
         raise KnownError(ErrorCode.REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED)
     return json_response(200, {"success": True})
+
+
+def end_session(project_id: str, session_id: str) -> Flow[bool]:
+    """End the session `session_id` (signing out knows only its id): one commit, guarded on it existing. False
+    when it is gone already (signed out, revoked, its user deleted; nothing written)."""
+    ended = yield from perform(Commit(project_id, (SessionExists(session_id),), (EndSession(session_id),)))
+    return not isinstance(ended, Conflict)
 
 
 def create_session_endpoint(ctx: RequestContext) -> Flow[Response]:
@@ -245,7 +283,7 @@ def delete_session_endpoint(ctx: RequestContext) -> Flow[Response]:
         raise KnownError(ErrorCode.SESSION_NOT_FOUND)
     if session.id == auth.refresh_token_id:
         raise KnownError(ErrorCode.CANNOT_DELETE_CURRENT_SESSION)
-    yield from perform(DeleteSession(auth.project.id, session.id))
+    yield from commit(auth.project.id, writes=(DropSession(session),))  # gone meanwhile: no error
     return json_response(200, {"success": True})
 
 

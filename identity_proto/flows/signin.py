@@ -10,9 +10,8 @@ from typing import TypeVar
 
 import pyotp
 
-from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
-from identity_proto.effects import Exists, Flow
+from identity_proto.effects import Flow
 from identity_proto.effects.commit import (
     Announce,
     CommitConflict,
@@ -21,7 +20,6 @@ from identity_proto.effects.commit import (
     IndexIs,
     IndexName,
     IsAbsent,
-    PatchUser,
     PutMembership,
     PutSession,
     PutTeam,
@@ -33,7 +31,7 @@ from identity_proto.effects.commit import (
 )
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import create_code
-from identity_proto.flows.sessions import IssuedTokens, issue_access_token, new_session, start_session
+from identity_proto.flows.sessions import IssuedTokens, start_session
 from identity_proto.http import Response
 from identity_proto.permissions import definitions_by_id
 from identity_proto.records import CodePurpose, Membership, Project, Session, Team, User, replaced
@@ -197,23 +195,17 @@ def signed_in(user: User, tokens: IssuedTokens, *, is_new_user: bool) -> Respons
     )
 
 
-def finish_sign_in(ctx: RequestContext, project: Project, user: User, *, is_new_user: bool) -> Flow[Response]:
+def finish_sign_in(
+    ctx: RequestContext, project: Project, user: User, *, is_new_user: bool, decided_on: tuple[str, ...] = ()
+) -> Flow[Response]:
     """Sign `user` in: the second factor when they have a TOTP secret (`require_second_factor`), else 200 with the
-    tokens of a new session. Signing in is activity: a later `last_active_at_millis` is committed with the session
-    (one trip; a user deleted meanwhile conflicts, and the request is re-run)."""
+    tokens of a new session, stored in one commit with the user's last activity (signing in is activity), guarded
+    on the user still holding what the sign-in decided on: `decided_on` (the password it checked, say) and their
+    TOTP secret (a concurrent change re-runs the flow, `CommitConflict`)."""
     if user.totp_secret_base64 is not None:
         yield from require_second_factor(ctx, project, user, is_new_user=is_new_user)
-    if user.last_active_at_millis >= ctx.now_ms:
-        tokens = yield from start_session(ctx, project, user)
-        return signed_in(user, tokens, is_new_user=is_new_user)
-    refresh_token, session = new_session(ctx, user.id)
-    (user,) = yield from commit(
-        project.id,
-        (Exists(RecordKind.USER, user.id),),
-        (PatchUser(user.id, UserChanges.of(last_active_at_millis=ctx.now_ms)), PutSession(session)),
-        returns=((RecordKind.USER, user.id),),
-    )
-    tokens = IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
+    fields = (*decided_on, "totp_secret_base64")
+    tokens = yield from start_session(ctx, project, user, decided_on=fields, touch=True)
     return signed_in(user, tokens, is_new_user=is_new_user)
 
 

@@ -461,3 +461,73 @@ def set_password(store: Store, project_id: str, user_id: str, password_hash: str
     from identity_proto.flows.passwords import give_password
 
     return run(give_password(project_id, user_id, password_hash), store)
+
+
+def put_session(store: Store, project_id: str, session: Session) -> None:
+    """Store a session as the core does (a sign-in's commit): `PutSession` in one `Commit`."""
+    from identity_proto.drivers import run
+
+    run(putting_session(project_id, session), store)
+
+
+def putting_session(project_id: str, session: Session) -> Any:
+    """`put_session` as a flow (for `arun`)."""
+    from identity_proto.effects.commit import PutSession, commit
+
+    yield from commit(project_id, writes=(PutSession(session),))
+
+
+def end_session(store: Store, project_id: str, session_id: str) -> bool:
+    """What signing out does to a store: the core's `end_session` (one `Commit` guarded on the session existing);
+    False when it was gone already."""
+    from identity_proto.drivers import run
+    from identity_proto.flows.sessions import end_session as end
+
+    return bool(run(end(project_id, session_id), store))
+
+
+def revoke_sessions(store: Store, project_id: str, user_id: str) -> int:
+    """What ending every session of a user does to a store (a password change's commit, `flows.users.save_user`):
+    its sessions as read, each dropped (`DropSession`) in one `Commit` guarded on each still existing, re-run while
+    a concurrent change meets them. Returns how many it ended."""
+    return int(committed(lambda: revoking_sessions(project_id, user_id), store))
+
+
+def revoking_sessions(project_id: str, user_id: str) -> Any:
+    """`revoke_sessions` as a flow (for `arun`; raises `CommitConflict` on a concurrent change)."""
+    from identity_proto.effects import DropSession, ListSessions, SessionExists, perform
+    from identity_proto.effects.commit import commit
+
+    sessions = yield from perform(ListSessions(project_id, user_id))
+    guards = tuple(SessionExists(session.id) for session in sessions)
+    yield from commit(project_id, guards, tuple(DropSession(session) for session in sessions))
+    return len(sessions)
+
+
+def ending_session(project_id: str, session_id: str) -> Any:
+    """`end_session` as a flow (for `arun`)."""
+    from identity_proto.flows.sessions import end_session as end
+
+    return (yield from end(project_id, session_id))
+
+
+def upgrading_anonymous(
+    project_id: str, user_id: str, changes: Any, personal_team_name: str, oauth_account: Any = None
+) -> Any:
+    """What an upgrade of an anonymous user does to a store, with these changes (the flow makes them from the
+    request and the clock): the core's `read_anonymous` (one read), then `commit_upgrade` (one `Commit`). A flow
+    answering the upgraded user or the refusal (`UpgradeRefusal`; nothing written)."""
+    from identity_proto.effects import UpgradeRefusal
+    from identity_proto.flows.anonymous import commit_upgrade, read_anonymous
+
+    read = yield from read_anonymous(project_id, user_id)
+    if read is None:
+        return UpgradeRefusal.NOT_FOUND
+    return (yield from commit_upgrade(project_id, read, changes, personal_team_name, oauth_account))
+
+
+def upgrade_anonymous(
+    store: Store, project_id: str, user_id: str, changes: Any, personal_team_name: str, oauth_account: Any = None
+) -> Any:
+    """`upgrading_anonymous` run on `store`, again while its commit meets a concurrent change (as the service does)."""
+    return run_flow(store, lambda: upgrading_anonymous(project_id, user_id, changes, personal_team_name, oauth_account))

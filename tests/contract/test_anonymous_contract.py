@@ -1,8 +1,8 @@
 """Anonymous users over every store, each write one atomic step: the sign-up (the core's new-user commit: the user,
-its personal team and its session together, or nothing) and UpgradeAnonymousUser (the user becomes non-anonymous
-and takes its address only while it is anonymous and the address is free, its "Personal Team" renamed; a refusal
-writes nothing), with concurrent upgrades to one address making one holder, and the TTLs of what the sign-up stores
-on Redis."""
+its personal team and its session together, or nothing) and the upgrade (the core's commit: the user becomes
+non-anonymous and takes its address only while it is anonymous and the address is free, its "Personal Team" renamed; a
+refusal writes nothing), with concurrent upgrades to one address making one holder, and the TTLs of what the sign-up
+stores on Redis."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from identity_proto.effects import (
     LoadTeam,
     LoadUser,
     LoadUserWithTeam,
-    UpgradeAnonymousUser,
     UpgradeRefusal,
     UseRefreshToken,
     perform,
@@ -48,6 +47,7 @@ from tests.contract.factories import (
     make_user,
     run_flow,
     sign_up_anonymously,
+    upgrading_anonymous,
 )
 
 EMAIL = "ada@example.com"
@@ -91,8 +91,9 @@ def upgrade_changes(email: str = EMAIL, **fields: Any) -> tuple[tuple[str, Any],
     return tuple((values | fields).items())
 
 
-def upgrade(user_id: str = "anon", email: str = EMAIL, team_name: str = f"{EMAIL}'s Team") -> UpgradeAnonymousUser:
-    return UpgradeAnonymousUser(PROJECT, user_id, upgrade_changes(email), team_name)
+def upgrade(user_id: str = "anon", email: str = EMAIL, team_name: str = f"{EMAIL}'s Team") -> Flow[Any]:
+    """An upgrade as the core makes it (`factories.upgrading_anonymous`: a read, then one `Commit`)."""
+    return upgrading_anonymous(PROJECT, user_id, upgrade_changes(email), team_name)
 
 
 def nothing_stored_for_the_session(store: Store, session: Session) -> None:
@@ -180,7 +181,7 @@ def test_redis_an_anonymous_session_expires_a_grace_period_after_it(redis_store:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# UpgradeAnonymousUser
+# The upgrade in place (the core's read, then one Commit)
 
 
 def test_an_upgrade_makes_the_user_signed_up_in_place_and_gives_it_the_address(store: Store) -> None:
@@ -190,7 +191,7 @@ def test_an_upgrade_makes_the_user_signed_up_in_place_and_gives_it_the_address(s
     earlier = dataclasses.replace(earlier, signed_up_at_millis=T0 + 1)
     store.apply(CreateUser(PROJECT, earlier))
 
-    upgraded = store.apply(upgrade())
+    upgraded = run_flow(store, lambda: upgrade())
 
     expected = dataclasses.replace(
         anonymous(**kept),
@@ -220,7 +221,7 @@ def test_an_upgrade_renames_the_users_personal_teams_only(store: Store) -> None:
     add_membership(store, PROJECT, make_membership(club.id, "anon"))
     add_membership(store, PROJECT, make_membership(bobs.id, "anon"))  # a member of Bob's personal team
 
-    store.apply(upgrade(team_name="Ada's Team"))
+    run_flow(store, lambda: upgrade(team_name="Ada's Team"))
 
     assert store.apply(LoadTeam(PROJECT, "team-anon")) == Team("team-anon", "Ada's Team", T0)
     assert store.apply(LoadTeam(PROJECT, "club")) == club
@@ -231,7 +232,7 @@ def test_an_upgrade_renames_the_users_personal_teams_only(store: Store) -> None:
 def test_an_upgrade_leaves_a_renamed_personal_team_alone(store: Store) -> None:
     team, creator = personal_team()
     run_on(store, sign_up(team=(dataclasses.replace(team, display_name="Our shop"), creator)))
-    store.apply(upgrade())
+    run_flow(store, lambda: upgrade())
     assert store.apply(LoadTeam(PROJECT, team.id)) == dataclasses.replace(team, display_name="Our shop")
 
 
@@ -240,7 +241,7 @@ def test_an_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
     holder = make_user("holder", EMAIL)
     store.apply(CreateUser(PROJECT, holder))
 
-    assert store.apply(upgrade()) is UpgradeRefusal.EMAIL_TAKEN
+    assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.EMAIL_TAKEN
 
     assert store.apply(LoadUser(PROJECT, "anon")) == anonymous(selected_team_id="team-anon")
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == holder
@@ -251,7 +252,7 @@ def test_an_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
 def test_an_address_held_without_sign_in_is_free_to_take(store: Store) -> None:
     run_on(store, sign_up())
     store.apply(CreateUser(PROJECT, make_user("other", EMAIL, auth=False)))
-    upgraded = store.apply(upgrade())
+    upgraded = run_flow(store, lambda: upgrade())
     assert isinstance(upgraded, User)
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == upgraded
 
@@ -267,23 +268,23 @@ def test_an_upgrade_to_an_address_the_user_has_as_another_channel_writes_nothing
             lambda w=work, t=trusted: create_channel(PROJECT, w, make_primary=False, next_primary_id="next", trusted=t),
         )
         assert not isinstance(created, ChannelWrite)
-        assert store.apply(upgrade(email=email)) is UpgradeRefusal.EMAIL_TAKEN
+        assert run_flow(store, lambda e=email: upgrade(email=e)) is UpgradeRefusal.EMAIL_TAKEN
         assert store.apply(LoadUser(PROJECT, "anon")) == anonymous(selected_team_id="team-anon")
 
 
 def test_an_upgrade_of_a_user_no_longer_anonymous_writes_nothing(store: Store) -> None:
     run_on(store, sign_up())
-    first = store.apply(upgrade())
+    first = run_flow(store, lambda: upgrade())
     assert isinstance(first, User)
 
-    assert store.apply(upgrade(email="other@example.com")) is UpgradeRefusal.NOT_ANONYMOUS
+    assert run_flow(store, lambda: upgrade(email="other@example.com")) is UpgradeRefusal.NOT_ANONYMOUS
 
     assert store.apply(LoadUser(PROJECT, "anon")) == first
     assert store.apply(FindUserByAuthEmail(PROJECT, "other@example.com")) is None
 
 
 def test_an_upgrade_of_a_missing_user_writes_nothing(store: Store) -> None:
-    assert store.apply(upgrade()) is UpgradeRefusal.NOT_FOUND
+    assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.NOT_FOUND
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
     assert store.apply(ListUsers(PROJECT)) == ()
 
@@ -291,17 +292,20 @@ def test_an_upgrade_of_a_missing_user_writes_nothing(store: Store) -> None:
 def test_an_upgrade_looks_at_its_own_project_only(store: Store) -> None:
     store.apply(CreateUser(OTHER_PROJECT, make_user("holder", EMAIL)))
     run_on(store, sign_up())
-    assert isinstance(store.apply(upgrade()), User)
+    assert isinstance(run_flow(store, lambda: upgrade()), User)
     assert store.apply(FindUserByAuthEmail(OTHER_PROJECT, EMAIL)) == make_user("holder", EMAIL)
 
 
-def test_the_upgrade_effect_makes_the_user_non_anonymous() -> None:
+def test_the_upgrade_makes_the_user_non_anonymous(store: Store) -> None:
+    run_on(store, sign_up())
     with pytest.raises(ValueError, match="non-anonymous"):
-        UpgradeAnonymousUser(PROJECT, "anon", (("primary_email", EMAIL),), "x")
+        run_flow(store, lambda: upgrading_anonymous(PROJECT, "anon", (("primary_email", EMAIL),), "x"))
     with pytest.raises(ValueError, match="non-anonymous"):
-        UpgradeAnonymousUser(PROJECT, "anon", (("is_anonymous", True),), "x")
+        run_flow(store, lambda: upgrading_anonymous(PROJECT, "anon", (("is_anonymous", True),), "x"))
+    changes = (("is_anonymous", False), ("no_such_field", 1))
     with pytest.raises(TypeError):
-        UpgradeAnonymousUser(PROJECT, "anon", (("is_anonymous", False), ("no_such_field", 1)), "x")
+        run_flow(store, lambda: upgrading_anonymous(PROJECT, "anon", changes, "x"))
+    assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
 
 
 def test_concurrent_upgrades_to_one_address_make_one_holder(store: Store) -> None:
@@ -309,7 +313,7 @@ def test_concurrent_upgrades_to_one_address_make_one_holder(store: Store) -> Non
     for n, user_id in enumerate(ids):
         run_on(store, sign_up(anonymous(user_id), make_session(f"s-{n}", user_id)))
 
-    results = in_threads(*(lambda user_id=user_id: store.apply(upgrade(user_id)) for user_id in ids))
+    results = in_threads(*(lambda user_id=user_id: run_flow(store, lambda: upgrade(user_id)) for user_id in ids))
 
     winners = [result for result in results if isinstance(result, User)]
     assert len(winners) == 1
@@ -322,7 +326,7 @@ def test_concurrent_upgrades_to_one_address_make_one_holder(store: Store) -> Non
 def test_an_upgrade_racing_a_sign_up_of_the_address_makes_one_holder(store: Store) -> None:
     run_on(store, sign_up())
     results = in_threads(
-        lambda: store.apply(upgrade()),
+        lambda: run_flow(store, lambda: upgrade()),
         lambda: store.apply(CreateUser(PROJECT, make_user("newcomer", EMAIL))),
     )
     holder = store.apply(FindUserByAuthEmail(PROJECT, EMAIL))
@@ -339,8 +343,8 @@ def test_async_anonymous_sign_up_and_upgrade_through_arun(async_store: AsyncBack
     async def scenario(store: Any) -> list[Any]:
         return [
             await arun(sign_up(team=personal_team()), store),
-            await arun(perform(upgrade()), store),
-            await arun(perform(upgrade()), store),
+            await arun(upgrade(), store),
+            await arun(upgrade(), store),
             await arun(perform(LoadTeam(PROJECT, "team-anon")), store),
         ]
 

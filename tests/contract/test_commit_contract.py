@@ -12,7 +12,6 @@ import pytest
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store
 from identity_proto.effects import (
-    CreateSession,
     CreateUser,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
@@ -45,7 +44,16 @@ from identity_proto.effects.commit import (
 )
 from identity_proto.records import Membership, Team, User, replaced
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import OTHER_PROJECT, PROJECT, T0, in_threads, make_session, make_team, make_user
+from tests.contract.factories import (
+    OTHER_PROJECT,
+    PROJECT,
+    T0,
+    in_threads,
+    make_session,
+    make_team,
+    make_user,
+    put_session,
+)
 from tests.contract.test_webhook_events import events, server_team, server_user
 
 EMAIL = "ada@example.com"
@@ -157,7 +165,7 @@ def test_index_guards_and_writes(store: Store) -> None:
 def test_a_session_guard_holds_only_while_the_session_lives(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("u1", EMAIL)))
     session = make_session("s1", "u1")
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
     patch = (PatchUser("u1", UserChanges.of(display_name="live")),)
     assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u1", T0),), patch)) == Committed()
     assert store.apply(Commit(PROJECT, (SessionIsLive("s1", "u2", T0),), patch)) == Conflict(0)

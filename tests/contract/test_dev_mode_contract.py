@@ -8,7 +8,6 @@ from identity_proto.drivers import Store
 from identity_proto.effects import (
     AppendOutbox,
     CreateProject,
-    CreateSession,
     CreateUser,
     CreateVerificationCode,
     FindUserByAuthEmail,
@@ -35,6 +34,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    put_session,
 )
 
 
@@ -54,7 +54,7 @@ def _filled(store: Store, seed: int) -> str:
     pid = project.id
     store.apply(CreateUser(pid, make_user("u1", "a@example.com")))
     create_team(store, pid, make_team("t1"), make_membership("t1", "u1"))
-    store.apply(CreateSession(pid, make_session("s1", "u1")))
+    put_session(store, pid, make_session("s1", "u1"))
     store.apply(CreateVerificationCode(pid, make_code("c1")))
     store.apply(AppendOutbox(pid, make_email(1, "a@example.com")))
     return pid

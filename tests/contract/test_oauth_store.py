@@ -43,7 +43,6 @@ from identity_proto.effects import (
     SignUpWithOAuthRefusal,
     TakeOAuthState,
     UpdateUser,
-    UpgradeAnonymousUser,
     UpgradeRefusal,
     perform,
 )
@@ -60,7 +59,9 @@ from tests.contract.factories import (
     make_membership,
     make_session,
     make_user,
+    run_flow,
     sign_up_anonymously,
+    upgrading_anonymous,
 )
 
 EMAIL = "ada@example.com"
@@ -169,14 +170,15 @@ def anonymous(user_id: str = "anon") -> User:
     return dataclasses.replace(make_user(user_id), is_anonymous=True)
 
 
-def upgrade(user_id: str = "anon", claim: OAuthAccount | None = None, email: str = EMAIL) -> UpgradeAnonymousUser:
+def upgrade(user_id: str = "anon", claim: OAuthAccount | None = None, email: str = EMAIL) -> Any:
+    """An OAuth upgrade as the core makes it (`factories.upgrading_anonymous`: a read, then one `Commit`)."""
     changes = (
         ("primary_email", email),
         ("primary_email_verified", True),
         ("primary_email_auth_enabled", True),
         ("is_anonymous", False),
     )
-    return UpgradeAnonymousUser(PROJECT, user_id, changes, f"{email}'s Team", oauth_account=claim or account())
+    return upgrading_anonymous(PROJECT, user_id, changes, f"{email}'s Team", claim or account())
 
 
 def store_anonymous(store: Store, user_id: str = "anon") -> None:
@@ -688,7 +690,7 @@ def test_a_project_reset_or_deletion_clears_its_oauth_data_only(store: Store, ef
 def test_an_oauth_upgrade_links_and_indexes_the_account(store: Store) -> None:
     store_anonymous(store)
 
-    upgraded = store.apply(upgrade())
+    upgraded = run_flow(store, lambda: upgrade())
 
     assert isinstance(upgraded, User)
     assert (upgraded.is_anonymous, upgraded.primary_email) == (False, EMAIL)
@@ -700,7 +702,7 @@ def test_an_oauth_upgrade_links_and_indexes_the_account(store: Store) -> None:
 
 def test_an_oauth_upgrade_with_an_account_without_sign_in_is_not_indexed(store: Store) -> None:
     store_anonymous(store)
-    upgraded = store.apply(upgrade(claim=account(sign_in=False)))
+    upgraded = run_flow(store, lambda: upgrade(claim=account(sign_in=False)))
     assert isinstance(upgraded, User)
     assert upgraded.oauth_accounts == (account(sign_in=False),)
     assert store.apply(find()) is None
@@ -711,7 +713,7 @@ def test_an_oauth_upgrade_to_a_taken_account_writes_nothing(store: Store) -> Non
     holder = oauth_user("holder", "holder@example.com")
     store.apply(sign_up(holder))
 
-    assert store.apply(upgrade()) is UpgradeRefusal.ACCOUNT_TAKEN
+    assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.ACCOUNT_TAKEN
 
     assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
@@ -723,7 +725,7 @@ def test_an_oauth_upgrade_to_a_taken_address_writes_nothing(store: Store) -> Non
     holder = make_user("holder", EMAIL)
     store.apply(CreateUser(PROJECT, holder))
 
-    assert store.apply(upgrade()) is UpgradeRefusal.EMAIL_TAKEN
+    assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.EMAIL_TAKEN
 
     assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == holder
@@ -733,15 +735,15 @@ def test_an_oauth_upgrade_to_a_taken_address_writes_nothing(store: Store) -> Non
 def test_an_oauth_upgrade_checks_the_account_before_the_address(store: Store) -> None:
     store_anonymous(store)
     store.apply(sign_up(oauth_user("holder", EMAIL)))  # holds both the account and the address
-    assert store.apply(upgrade()) is UpgradeRefusal.ACCOUNT_TAKEN
+    assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.ACCOUNT_TAKEN
 
 
 def test_an_oauth_upgrade_of_a_user_no_longer_anonymous_claims_nothing(store: Store) -> None:
     store_anonymous(store)
-    assert isinstance(store.apply(upgrade(claim=account("row-x", "gitlab", "gl-1"))), User)
-    assert store.apply(upgrade()) is UpgradeRefusal.NOT_ANONYMOUS
+    assert isinstance(run_flow(store, lambda: upgrade(claim=account("row-x", "gitlab", "gl-1"))), User)
+    assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.NOT_ANONYMOUS
     assert store.apply(find()) is None
-    assert store.apply(upgrade("nobody")) is UpgradeRefusal.NOT_FOUND
+    assert run_flow(store, lambda: upgrade("nobody")) is UpgradeRefusal.NOT_FOUND
 
 
 def test_concurrent_oauth_upgrades_claiming_one_account_make_one_holder(store: Store) -> None:
@@ -749,7 +751,9 @@ def test_concurrent_oauth_upgrades_claiming_one_account_make_one_holder(store: S
     for user_id in ids:
         store_anonymous(store, user_id)
 
-    results = in_threads(*(lambda u=u: store.apply(upgrade(u, account(f"row-{u}"), f"{u}@example.com")) for u in ids))
+    results = in_threads(
+        *(lambda u=u: run_flow(store, lambda: upgrade(u, account(f"row-{u}"), f"{u}@example.com")) for u in ids)
+    )
 
     winners = [r for r in results if isinstance(r, User)]
     assert len(winners) == 1

@@ -19,7 +19,6 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
-    CreateSession,
     CreateUser,
     CreateVerificationCode,
     FindAuthAddressHolder,
@@ -62,6 +61,8 @@ from tests.contract.factories import (
     make_email,
     make_session,
     make_user,
+    put_session,
+    putting_session,
     remove_user_behind_the_stores_back,
     reset_password,
     run_flow,
@@ -89,7 +90,7 @@ def reset_mail(n: int = 1, to: str = EMAIL) -> Email:
 def with_user(store: Store, user: User, *sessions: Session) -> None:
     assert isinstance(store.apply(CreateUser(PROJECT, user)), User)
     for session in sessions:
-        store.apply(CreateSession(PROJECT, session))
+        put_session(store, PROJECT, session)
 
 
 def attempt(code: VerificationCode, project_id: str = PROJECT, now_ms: int = T0) -> CodeAttempt:
@@ -373,7 +374,7 @@ def test_a_change_without_a_session_to_keep_or_naming_anothers_removes_them_all(
     with_user(store, make_user("bob", "bob@example.com"), bobs)
     assert change(store, None) is PasswordWrite.DONE
     assert not live(store, s1)
-    store.apply(CreateSession(PROJECT, s2))
+    put_session(store, PROJECT, s2)
     assert change(store, bobs.refresh_token_hash, old=NEW_HASH) is PasswordWrite.DONE
     assert not live(store, s2)
     assert live(store, bobs)
@@ -434,7 +435,7 @@ def test_async_password_writes_through_arun(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> list[Any]:
         await arun(perform(CreateUser(PROJECT, make_user("ada", EMAIL))), store)
         code = reset_code(password_fingerprint=password_fingerprint(OTHER_HASH))
-        await arun(perform(CreateSession(PROJECT, session)), store)
+        await arun(putting_session(PROJECT, session), store)
 
         def store_code() -> Any:
             found = yield from perform(FindAuthAddressHolder(PROJECT, EMAIL))
@@ -507,7 +508,7 @@ def test_a_session_started_after_a_reset_read_is_ended_too(store: Store) -> None
     code = stored_reset_code(store)
     before = run(_reset_read(PROJECT, code), store)
     late = make_session("s2", "ada")
-    store.apply(CreateSession(PROJECT, late))  # a sign-in between the reset's read and its commit
+    put_session(store, PROJECT, late)  # a sign-in between the reset's read and its commit
     assert reset(store, code, read=before) is PasswordWrite.DONE
     assert store.apply(ListSessions(PROJECT, "ada")) == ()
     assert not live(store, late)
@@ -519,7 +520,7 @@ def test_a_session_started_after_a_change_read_is_ended_too(store: Store) -> Non
     user = store.apply(LoadUser(PROJECT, "ada"))
     read = (user, store.apply(ListSessions(PROJECT, "ada")))
     late = make_session("s2", "ada", created_at=T0 + 1)
-    store.apply(CreateSession(PROJECT, late))
+    put_session(store, PROJECT, late)
     flow = change_password(PROJECT, "ada", OLD_HASH, NEW_HASH, mine.refresh_token_hash, read)
     assert run(flow, store) is PasswordWrite.DONE
     assert store.apply(ListSessions(PROJECT, "ada")) == (mine,)

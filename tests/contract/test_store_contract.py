@@ -32,12 +32,10 @@ from identity_proto.effects import (
     Commit,
     ConsumeVerificationCode,
     CreateProject,
-    CreateSession,
     CreateSignInCode,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
-    DeleteSession,
     EnsureProject,
     FindApiKeyByHash,
     FindAuthAddressHolder,
@@ -64,13 +62,11 @@ from identity_proto.effects import (
     LoadUser,
     LoadUserWithTeam,
     ResetProjectData,
-    RevokeUserSessions,
     SetClockOverride,
     StorageEffect,
     Together,
     UpdateProject,
     UpdateUser,
-    UpgradeAnonymousUser,
     UseRefreshToken,
 )
 from identity_proto.effects.mock_oauth import (  # mock OAuth provider: test_mock_oauth_contract.py
@@ -89,7 +85,16 @@ from identity_proto.flows.projects import new_project
 from identity_proto.records import Membership, Project, ProjectConfig, ProjectKeys, Team, TrustedDomain
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import T0, add_membership, create_team, make_code, make_email, make_session, make_user
+from tests.contract.factories import (
+    T0,
+    add_membership,
+    create_team,
+    make_code,
+    make_email,
+    make_session,
+    make_user,
+    put_session,
+)
 from tests.processes import free_port
 
 NOW_MS = 1_700_000_000_123
@@ -333,7 +338,7 @@ def test_delete_returns_true_then_false_and_the_project_is_gone(store: Store) ->
 def _fill(store: Store, project_id: str) -> None:
     """Give a project one of every kind of data."""
     store.apply(CreateUser(project_id, make_user("user-1", "a@example.com")))
-    store.apply(CreateSession(project_id, make_session("s-1", "user-1")))
+    put_session(store, project_id, make_session("s-1", "user-1"))
     store.apply(CreateVerificationCode(project_id, make_code("c-1")))
     store.apply(AttemptVerificationCode(project_id, "code-wrong", "nonce-c-1", "sign_in", T0, consume=False))
     store.apply(AppendOutbox(project_id, make_email(1, "a@example.com")))
@@ -549,12 +554,9 @@ CONTRACT_TESTED: set[type[Any]] = {
     FindUserByAuthEmail,
     CreateUser,
     UpdateUser,
-    CreateSession,
     UseRefreshToken,
     LoadSession,
     ListSessions,
-    DeleteSession,
-    RevokeUserSessions,
     AppendOutbox,
     ListOutbox,
     ListUsers,
@@ -571,7 +573,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     Commit,  # test_commit_contract.py
     CreateSignInCode,  # test_email_sign_in_contract.py
     AcceptTotp,  # test_totp_contract.py
-    UpgradeAnonymousUser,  # test_anonymous_contract.py
     # --- permissions: test_permissions_contract.py ---
     ListProjectPermissions,
     ChangePermissionDefinitions,

@@ -14,7 +14,6 @@ from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     Commit,
     CommitConflict,
-    CreateSession,
     CreateUser,
     Exists,
     FindApiKeyByHash,
@@ -53,6 +52,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    put_session,
     remove_user_behind_the_stores_back,
     run_flow,
 )
@@ -302,7 +302,7 @@ def test_delete_removes_every_session_of_the_user_only(store: Store) -> None:
     mine = [make_session(f"s-{i}", user.id, created_at=T0 + i) for i in range(3)]
     theirs = make_session("s-theirs", other.id)
     for session in (*mine, theirs):
-        store.apply(CreateSession(PROJECT, session))
+        put_session(store, PROJECT, session)
 
     assert delete_user(store, PROJECT, user.id) is True
 
@@ -432,7 +432,7 @@ def test_redis_delete_leaves_no_key_of_the_user(redis_store: RedisStore) -> None
     before = _namespace_keys(redis_store)
     user = make_user("user-1", "a@example.com")
     redis_store.apply(CreateUser(PROJECT, user))
-    redis_store.apply(CreateSession(PROJECT, make_session("s-1", user.id)))
+    put_session(redis_store, PROJECT, make_session("s-1", user.id))
     create_team(redis_store, PROJECT, make_team("team-1"), make_membership("team-1", user.id))
     add_membership(redis_store, PROJECT, make_membership("team-1", other.id))
     team_keys = _namespace_keys(redis_store) - before
@@ -483,7 +483,7 @@ class _WriteBeforeCommit:
 
 
 def _add_session(store: Store, user_id: str) -> None:
-    store.apply(CreateSession(PROJECT, make_session("late", user_id)))
+    put_session(store, PROJECT, make_session("late", user_id))
 
 
 def _add_membership(store: Store, user_id: str) -> None:
@@ -505,7 +505,7 @@ def _add_api_key(store: Store, user_id: str) -> None:
 def test_a_deletion_whose_reads_miss_a_concurrent_addition_conflicts_then_takes_it(store: Store, added: Any) -> None:
     user = make_user("ada", "ada@example.com")
     store.apply(CreateUser(PROJECT, user))
-    store.apply(CreateSession(PROJECT, make_session("early", user.id)))
+    put_session(store, PROJECT, make_session("early", user.id))
 
     racing = _WriteBeforeCommit(store, lambda: added(store, user.id))
     with pytest.raises(CommitConflict):

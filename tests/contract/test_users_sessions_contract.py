@@ -1,5 +1,6 @@
-"""The user and session contract (LoadUser, FindUserByAuthEmail, CreateUser, UpdateUser; CreateSession,
-UseRefreshToken, LoadSession, ListSessions, DeleteSession, RevokeUserSessions) over every store."""
+"""The user and session contract (LoadUser, FindUserByAuthEmail, CreateUser, UpdateUser; a session stored by a
+commit's PutSession, UseRefreshToken, LoadSession, ListSessions, ended by the core's `end_session` (SessionExists,
+EndSession) or all of a user's at once (DropSession each, guarded)) over every store."""
 
 from __future__ import annotations
 
@@ -12,14 +13,11 @@ import pytest
 from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    CreateSession,
     CreateUser,
-    DeleteSession,
     FindUserByAuthEmail,
     ListSessions,
     LoadSession,
     LoadUser,
-    RevokeUserSessions,
     UpdateUser,
     UseRefreshToken,
     UserWrite,
@@ -34,11 +32,17 @@ from tests.contract.factories import (
     create_team,
     delete_team,
     delete_user,
+    end_session,
+    ending_session,
     in_threads,
     make_session,
     make_user,
     patched_user,
+    put_session,
+    putting_session,
     remove_user_behind_the_stores_back,
+    revoke_sessions,
+    revoking_sessions,
     rich_user,
 )
 
@@ -276,7 +280,7 @@ def test_update_with_revoke_sessions_removes_every_session_of_the_user_only(stor
     mine = [make_session(f"s-{i}", user.id) for i in range(3)]
     theirs = make_session("s-theirs", other.id)
     for session in (*mine, theirs):
-        store.apply(CreateSession(PROJECT, session))
+        put_session(store, PROJECT, session)
 
     updated, _team = patched_user(store, PROJECT, user.id, (("password_hash", "$2b$new"),), revoke_sessions=True)
 
@@ -288,7 +292,7 @@ def test_update_with_revoke_sessions_removes_every_session_of_the_user_only(stor
     assert store.apply(ListSessions(PROJECT, other.id)) == (theirs,)
     # sessions created afterwards are kept
     later = make_session("s-later", user.id)
-    store.apply(CreateSession(PROJECT, later))
+    put_session(store, PROJECT, later)
     assert store.apply(UpdateUser(PROJECT, user.id, (("display_name", "X"),))) != UserWrite.NOT_FOUND
     assert store.apply(ListSessions(PROJECT, user.id)) == (later,)
 
@@ -299,7 +303,7 @@ def test_a_refused_update_with_revoke_sessions_keeps_the_sessions(store: Store) 
     store.apply(CreateUser(PROJECT, alice))
     store.apply(CreateUser(PROJECT, bob))
     session = make_session("s-bob", bob.id)
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
 
     result = patched_user(store, PROJECT, bob.id, (("primary_email", "alice@example.com"),), revoke_sessions=True)
 
@@ -399,7 +403,7 @@ def test_create_then_load_round_trips_every_field(store: Store) -> None:
     user = _with_user(store)
     session = make_session("s-1", user.id, last_used_at_millis=T0 + 7, is_impersonation=True)
 
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
 
     assert store.apply(LoadSession(PROJECT, session.id)) == session
     assert store.apply(LoadSession(PROJECT, "missing")) is None
@@ -409,7 +413,7 @@ def test_create_then_load_round_trips_every_field(store: Store) -> None:
 def test_use_refresh_token_records_the_last_use_and_returns_the_user(store: Store) -> None:
     user = _with_user(store)
     session = make_session("s-1", user.id)
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
 
     found = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0 + 123))
 
@@ -430,7 +434,7 @@ def test_use_with_an_earlier_clock_sets_the_last_use_but_never_moves_the_users_a
     user = dataclasses.replace(make_user("user-1", "a@example.com"), last_active_at_millis=T0 + 1_000)
     store.apply(CreateUser(PROJECT, user))
     session = make_session("s-1", user.id, created_at=T0)
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
 
     found = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0 + 10))
 
@@ -441,7 +445,7 @@ def test_use_with_an_earlier_clock_sets_the_last_use_but_never_moves_the_users_a
 def test_use_does_not_judge_expiry(store: Store) -> None:
     user = _with_user(store)
     session = make_session("s-1", user.id, lifetime_ms=10)
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
     later = session.expires_at_millis + 1
 
     found = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, later))
@@ -454,7 +458,7 @@ def test_use_does_not_judge_expiry(store: Store) -> None:
 
 def test_use_of_an_unknown_token_is_none(store: Store) -> None:
     user = _with_user(store)
-    store.apply(CreateSession(PROJECT, make_session("s-1", user.id)))
+    put_session(store, PROJECT, make_session("s-1", user.id))
 
     assert store.apply(UseRefreshToken(PROJECT, "token-unknown", T0)) is None
     assert store.apply(UseRefreshToken(OTHER_PROJECT, "token-s-1", T0)) is None
@@ -463,7 +467,7 @@ def test_use_of_an_unknown_token_is_none(store: Store) -> None:
 def test_use_after_the_user_is_gone_is_none(store: Store) -> None:
     user = _with_user(store)
     session = make_session("s-1", user.id)
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
 
     remove_user_behind_the_stores_back(store, PROJECT, user.id)
 
@@ -479,7 +483,7 @@ def test_list_is_newest_first_with_ties_by_id(store: Store) -> None:
     tie_b = make_session("s-tie-b", user.id, created_at=T0 + 10)
     newest = make_session("s-newest", user.id, created_at=T0 + 20)
     for session in (tie_b, oldest, newest, tie_a, make_session("s-other", other.id, created_at=T0 + 5)):
-        store.apply(CreateSession(PROJECT, session))
+        put_session(store, PROJECT, session)
 
     assert store.apply(ListSessions(PROJECT, user.id)) == (newest, tie_a, tie_b, oldest)
     assert store.apply(ListSessions(PROJECT, "nobody")) == ()
@@ -490,11 +494,11 @@ def test_delete_session_removes_it_everywhere(store: Store) -> None:
     user = _with_user(store)
     doomed = make_session("s-doomed", user.id, created_at=T0)
     kept = make_session("s-kept", user.id, created_at=T0 + 1)
-    store.apply(CreateSession(PROJECT, doomed))
-    store.apply(CreateSession(PROJECT, kept))
+    put_session(store, PROJECT, doomed)
+    put_session(store, PROJECT, kept)
 
-    assert store.apply(DeleteSession(PROJECT, doomed.id)) is True
-    assert store.apply(DeleteSession(PROJECT, doomed.id)) is False
+    assert end_session(store, PROJECT, doomed.id) is True
+    assert end_session(store, PROJECT, doomed.id) is False
 
     assert store.apply(LoadSession(PROJECT, doomed.id)) is None
     assert store.apply(UseRefreshToken(PROJECT, doomed.refresh_token_hash, T0)) is None
@@ -503,7 +507,7 @@ def test_delete_session_removes_it_everywhere(store: Store) -> None:
 
 
 def test_delete_of_a_missing_session_is_false(store: Store) -> None:
-    assert store.apply(DeleteSession(PROJECT, "missing")) is False
+    assert end_session(store, PROJECT, "missing") is False
 
 
 def test_revoke_returns_the_count_and_removes_everything(store: Store) -> None:
@@ -512,16 +516,16 @@ def test_revoke_returns_the_count_and_removes_everything(store: Store) -> None:
     mine = [make_session(f"s-{i}", user.id, created_at=T0 + i) for i in range(3)]
     theirs = make_session("s-theirs", other.id)
     for session in (*mine, theirs):
-        store.apply(CreateSession(PROJECT, session))
+        put_session(store, PROJECT, session)
 
-    assert store.apply(RevokeUserSessions(PROJECT, user.id)) == 3
+    assert revoke_sessions(store, PROJECT, user.id) == 3
 
     for session in mine:
         assert store.apply(LoadSession(PROJECT, session.id)) is None
         assert store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, T0)) is None
-        assert store.apply(DeleteSession(PROJECT, session.id)) is False
+        assert end_session(store, PROJECT, session.id) is False
     assert store.apply(ListSessions(PROJECT, user.id)) == ()
-    assert store.apply(RevokeUserSessions(PROJECT, user.id)) == 0
+    assert revoke_sessions(store, PROJECT, user.id) == 0
     # other users keep theirs
     assert store.apply(ListSessions(PROJECT, other.id)) == (theirs,)
     assert store.apply(UseRefreshToken(PROJECT, theirs.refresh_token_hash, T0)) is not None
@@ -530,14 +534,14 @@ def test_revoke_returns_the_count_and_removes_everything(store: Store) -> None:
 def test_revoke_after_a_delete_counts_what_is_left(store: Store) -> None:
     user = _with_user(store)
     for i in range(3):
-        store.apply(CreateSession(PROJECT, make_session(f"s-{i}", user.id)))
-    store.apply(DeleteSession(PROJECT, "s-1"))
+        put_session(store, PROJECT, make_session(f"s-{i}", user.id))
+    end_session(store, PROJECT, "s-1")
 
-    assert store.apply(RevokeUserSessions(PROJECT, user.id)) == 2
+    assert revoke_sessions(store, PROJECT, user.id) == 2
 
 
 def test_revoke_for_a_user_without_sessions_is_zero(store: Store) -> None:
-    assert store.apply(RevokeUserSessions(PROJECT, "nobody")) == 0
+    assert revoke_sessions(store, PROJECT, "nobody") == 0
 
 
 def test_sessions_and_users_of_one_user_stay_consistent_under_concurrent_creates_and_revoke(store: Store) -> None:
@@ -545,12 +549,12 @@ def test_sessions_and_users_of_one_user_stay_consistent_under_concurrent_creates
 
     def create(offset: int) -> None:
         for i in range(25):
-            store.apply(CreateSession(PROJECT, make_session(f"s-{offset}-{i}", user.id, created_at=T0 + i)))
+            put_session(store, PROJECT, make_session(f"s-{offset}-{i}", user.id, created_at=T0 + i))
 
     def revoke() -> int:
         total = 0
         for _ in range(10):
-            total += store.apply(RevokeUserSessions(PROJECT, user.id))
+            total += revoke_sessions(store, PROJECT, user.id)
         return total
 
     results = in_threads(lambda: create(0), lambda: create(1), revoke)
@@ -568,14 +572,14 @@ def test_async_sessions_through_arun(async_store: AsyncBackend) -> None:
 
     async def scenario(store: Any) -> list[Any]:
         await arun(perform(CreateUser(PROJECT, user)), store)
-        await arun(perform(CreateSession(PROJECT, first)), store)
-        await arun(perform(CreateSession(PROJECT, second)), store)
+        await arun(putting_session(PROJECT, first), store)
+        await arun(putting_session(PROJECT, second), store)
         return [
             await arun(perform(UseRefreshToken(PROJECT, first.refresh_token_hash, T0 + 9)), store),
             await arun(perform(ListSessions(PROJECT, user.id)), store),
-            await arun(perform(DeleteSession(PROJECT, second.id)), store),
+            await arun(ending_session(PROJECT, second.id), store),
             await arun(perform(LoadSession(PROJECT, second.id)), store),
-            await arun(perform(RevokeUserSessions(PROJECT, user.id)), store),
+            await arun(revoking_sessions(PROJECT, user.id), store),
             await arun(perform(ListSessions(PROJECT, user.id)), store),
         ]
 
@@ -598,7 +602,7 @@ def test_a_session_expired_by_the_wall_clock_is_still_used_so_the_core_can_refus
     store.apply(CreateUser(PROJECT, user))
     # expired an hour ago by every clock in the room (the core's and Redis's alike): within the grace period
     session = make_session("s-expired", user.id, created_at=now - 7_200_000, lifetime_ms=3_600_000)
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
 
     found = store.apply(UseRefreshToken(PROJECT, session.refresh_token_hash, now))
 
@@ -615,7 +619,7 @@ def test_redis_user_and_session_layout(redis_store: RedisStore) -> None:
     user = rich_user()
     session = make_session("s-1", user.id)
     redis_store.apply(CreateUser(PROJECT, user))
-    redis_store.apply(CreateSession(PROJECT, session))
+    put_session(redis_store, PROJECT, session)
     client, keys = redis_store.client, redis_store.keys
     prefix = f"{keys.namespace}{{p:{PROJECT}}}:"
 
@@ -675,8 +679,8 @@ def test_redis_session_keys_expire_a_grace_period_after_the_session(redis_store:
     user = make_user("user-1")
     shorter = make_session("s-short", user.id, created_at=now, lifetime_ms=30_000)
     longer = make_session("s-long", user.id, created_at=now, lifetime_ms=90_000)
-    redis_store.apply(CreateSession(PROJECT, longer))
-    redis_store.apply(CreateSession(PROJECT, shorter))
+    put_session(redis_store, PROJECT, longer)
+    put_session(redis_store, PROJECT, shorter)
     keys = redis_store.keys
 
     def assert_pttl(key: str, lifetime_ms: int) -> None:
@@ -698,22 +702,22 @@ def test_redis_sessions_gone_by_ttl_leave_the_list_and_the_set(redis_store: Redi
     lasting = make_session("s-lasting", user.id, created_at=now, lifetime_ms=60_000)
     # expired a grace period and a minute ago: its keys' TTLs are over when it is stored (the set, older, stays)
     gone = make_session("s-gone", user.id, created_at=now - GRACE_MS - 120_000, lifetime_ms=60_000)
-    redis_store.apply(CreateSession(PROJECT, lasting))
-    redis_store.apply(CreateSession(PROJECT, gone))
+    put_session(redis_store, PROJECT, lasting)
+    put_session(redis_store, PROJECT, gone)
     assert redis_store.client.smembers(redis_store.keys.user_sessions(PROJECT, user.id)) == {b"s-lasting", b"s-gone"}
 
     assert redis_store.apply(ListSessions(PROJECT, user.id)) == (lasting,)
     assert redis_store.client.smembers(redis_store.keys.user_sessions(PROJECT, user.id)) == {b"s-lasting"}
     assert redis_store.apply(LoadSession(PROJECT, gone.id)) is None
     assert redis_store.apply(UseRefreshToken(PROJECT, gone.refresh_token_hash, _wall_ms())) is None
-    assert redis_store.apply(DeleteSession(PROJECT, gone.id)) is False
-    assert redis_store.apply(RevokeUserSessions(PROJECT, user.id)) == 1
+    assert end_session(redis_store, PROJECT, gone.id) is False
+    assert revoke_sessions(redis_store, PROJECT, user.id) == 1
 
 
 def test_redis_list_skips_a_set_member_whose_session_is_gone(redis_store: RedisStore) -> None:
     user = make_user("user-1")
     session = make_session("s-1", user.id)
-    redis_store.apply(CreateSession(PROJECT, session))
+    put_session(redis_store, PROJECT, session)
     redis_store.client.sadd(redis_store.keys.user_sessions(PROJECT, user.id), "s-ghost")
 
     assert redis_store.apply(ListSessions(PROJECT, user.id)) == (session,)
@@ -756,14 +760,13 @@ def test_a_patch_refuses_a_missing_user_and_a_taken_address(store: Store) -> Non
 
 
 def test_a_guarded_patch_writes_only_while_its_session_lives(store: Store) -> None:
-    from identity_proto.effects import CreateSession, DeleteSession
     from identity_proto.effects.commit import SessionIsLive
     from tests.contract.factories import make_session
 
     user = make_user("u-1", "ada@example.com")
     store.apply(CreateUser(PROJECT, user))
     session = make_session("s-1", user.id)
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
     live = SessionIsLive("s-1", user.id, session.created_at_millis)
     assert patched_user(store, PROJECT, user.id, (("display_name", "Ada"),), live=live)[0] == (
         dataclasses.replace(user, display_name="Ada")
@@ -774,20 +777,19 @@ def test_a_guarded_patch_writes_only_while_its_session_lives(store: Store) -> No
     for guard in (other, expired):
         refused = patched_user(store, PROJECT, user.id, (("display_name", "X"),), live=guard)
         assert refused == "conflict"
-    store.apply(DeleteSession(PROJECT, "s-1"))
+    end_session(store, PROJECT, "s-1")
     gone = patched_user(store, PROJECT, user.id, (("display_name", "X"),), live=live)
     assert gone == "conflict"
     assert store.apply(LoadUser(PROJECT, user.id)) == dataclasses.replace(user, display_name="Ada")
 
 
 def test_a_guarded_patch_of_a_deleted_user_is_refused_for_its_session(store: Store) -> None:
-    from identity_proto.effects import CreateSession
     from identity_proto.effects.commit import SessionIsLive
     from tests.contract.factories import make_session
 
     store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
     session = make_session("s-1", "u-1")
-    store.apply(CreateSession(PROJECT, session))
+    put_session(store, PROJECT, session)
     delete_user(store, PROJECT, "u-1")
     guard = SessionIsLive("s-1", "u-1", session.created_at_millis)
     assert patched_user(store, PROJECT, "u-1", (), live=guard) == "conflict"

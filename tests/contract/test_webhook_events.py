@@ -20,7 +20,6 @@ from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    CreateSession,
     CreateUser,
     CreateVerificationCode,
     EmailSignInOutcome,
@@ -33,7 +32,6 @@ from identity_proto.effects import (
     SignUpWithOAuthRefusal,
     TeamWrite,
     UpdateUser,
-    UpgradeAnonymousUser,
     UpgradeRefusal,
     UserWrite,
     password_fingerprint,
@@ -64,6 +62,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     patched_user,
+    put_session,
     remove_membership,
     reset_password,
     revoke_project_permission,
@@ -71,6 +70,7 @@ from tests.contract.factories import (
     sign_in_by_email,
     sign_up_anonymously,
     update_team,
+    upgrade_anonymous,
 )
 
 CONFIG = ProjectConfig()
@@ -187,7 +187,7 @@ def test_a_refused_user_update_records_nothing(store: Store) -> None:
 
 def test_a_guarded_patch_records_user_updated_once_its_session_is_checked(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateSession(PROJECT, make_session("s-1", "ada")))
+    put_session(store, PROJECT, make_session("s-1", "ada"))
     before = len(recorded(store))
     updated, _team = patched_user(
         store, PROJECT, "ada", UserChanges.of(display_name="Ada"), live=SessionIsLive("s-1", "ada", T0)
@@ -301,17 +301,17 @@ def test_an_anonymous_upgrade_records_user_updated(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
     before = len(recorded(store))
     changes = UserChanges.of(is_anonymous=False, primary_email="anon@example.com", primary_email_auth_enabled=True)
-    upgraded = store.apply(UpgradeAnonymousUser(PROJECT, "anon", changes, "anon@example.com's Team"))
+    upgraded = upgrade_anonymous(store, PROJECT, "anon", changes, "anon@example.com's Team")
     assert isinstance(upgraded, User)
     renamed = replaced(personal[0], {"display_name": "anon@example.com's Team"})
     assert since(store, before) == [("user.updated", server_user(upgraded, renamed))]
     # refused: not anonymous any more, an address taken, nobody
-    assert store.apply(UpgradeAnonymousUser(PROJECT, "anon", changes, "x")) is UpgradeRefusal.NOT_ANONYMOUS
+    assert upgrade_anonymous(store, PROJECT, "anon", changes, "x") is UpgradeRefusal.NOT_ANONYMOUS
     run(sign_up_anonymously(PROJECT, make_user("anon-2", is_anonymous=True), make_session("s-2", "anon-2")), store)
     before = len(recorded(store))
     taken = UserChanges.of(is_anonymous=False, primary_email="bob@example.com", primary_email_auth_enabled=True)
-    assert store.apply(UpgradeAnonymousUser(PROJECT, "anon-2", taken, "x")) is UpgradeRefusal.EMAIL_TAKEN
-    assert store.apply(UpgradeAnonymousUser(PROJECT, "nobody", changes, "x")) is UpgradeRefusal.NOT_FOUND
+    assert upgrade_anonymous(store, PROJECT, "anon-2", taken, "x") is UpgradeRefusal.EMAIL_TAKEN
+    assert upgrade_anonymous(store, PROJECT, "nobody", changes, "x") is UpgradeRefusal.NOT_FOUND
     assert since(store, before) == []
 
 

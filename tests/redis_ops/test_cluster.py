@@ -46,12 +46,10 @@ from identity_proto.effects import (
     ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateProject,
-    CreateSession,
     CreateSignInCode,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
-    DeleteSession,
     EmailRefusal,
     EmailSignInOutcome,
     EnsureProject,
@@ -85,7 +83,6 @@ from identity_proto.effects import (
     PasswordWrite,
     RateLimitHit,
     ResetProjectData,
-    RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
     SaveProviderTokens,
@@ -98,7 +95,6 @@ from identity_proto.effects import (
     TotpAcceptance,
     UpdateProject,
     UpdateUser,
-    UpgradeAnonymousUser,
     UserChannels,
     UseRefreshToken,
     UserWrite,
@@ -140,6 +136,7 @@ from tests.contract.factories import (
     create_team,
     delete_team,
     delete_user,
+    end_session,
     grant_project_permissions,
     make_code,
     make_email,
@@ -148,10 +145,12 @@ from tests.contract.factories import (
     make_team,
     make_user,
     patched_user,
+    put_session,
     remove_membership,
     reset_password,
     revoke_invitation,
     revoke_project_permission,
+    revoke_sessions,
     run_flow,
     set_password,
     sign_in_by_email,
@@ -159,6 +158,7 @@ from tests.contract.factories import (
     store_reset_code,
     update_membership,
     update_team,
+    upgrade_anonymous,
 )
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
@@ -350,17 +350,17 @@ def _sessions(store: RedisStore, p: str) -> None:
     store.apply(CreateUser(p, make_user("sam", "sam@example.com")))
     first, second = make_session("s1", "sam"), make_session("s2", "sam", created_at=T0 + 1)
     for session in (first, second):
-        store.apply(CreateSession(p, session))
+        put_session(store, p, session)
     assert store.apply(ListSessions(p, "sam")) == (second, first)
     used = store.apply(UseRefreshToken(p, "token-s1", T0 + 5))
     assert used is not None
     assert (used[0].last_used_at_millis, used[1].last_active_at_millis) == (T0 + 5, T0 + 5)
-    assert store.apply(DeleteSession(p, "s1")) is True
+    assert end_session(store, p, "s1") is True
     assert store.apply(LoadSession(p, "s1")) is None
     assert store.apply(UseRefreshToken(p, "token-s1", T0 + 6)) is None
-    assert store.apply(RevokeUserSessions(p, "sam")) == 1
+    assert revoke_sessions(store, p, "sam") == 1
     assert store.apply(ListSessions(p, "sam")) == ()
-    store.apply(CreateSession(p, make_session("s3", "sam")))
+    put_session(store, p, make_session("s3", "sam"))
     changed, _team = patched_user(store, p, "sam", (("password_hash", "$2b$04$x"),), revoke_sessions=True)
     assert isinstance(changed, User)
     assert store.apply(ListSessions(p, "sam")) == ()
@@ -450,7 +450,7 @@ def _anonymous_users(store: RedisStore, p: str) -> None:
     signed_up = run(sign_up_anonymously(p, anonymous, session, (team, make_membership(team.id, anonymous.id))), store)
     assert signed_up == anonymous
     changes = (("primary_email", "anon@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
-    upgraded = store.apply(UpgradeAnonymousUser(p, anonymous.id, changes, "anon@example.com's Team"))
+    upgraded = upgrade_anonymous(store, p, anonymous.id, changes, "anon@example.com's Team")
     assert isinstance(upgraded, User)
     assert store.apply(FindUserByAuthEmail(p, "anon@example.com")) == upgraded
     assert store.apply(LoadUserWithTeam(p, anonymous.id)) == (
@@ -556,8 +556,8 @@ def _api_keys(store: RedisStore, p: str) -> None:
 def _passwords(store: RedisStore, p: str) -> None:
     old, new = "$2b$04$" + "o" * 53, "$2b$04$" + "n" * 53
     store.apply(CreateUser(p, make_user("pw", "pw@example.com")))
-    store.apply(CreateSession(p, make_session("s-pw-1", "pw")))
-    store.apply(CreateSession(p, make_session("s-pw-2", "pw")))
+    put_session(store, p, make_session("s-pw-1", "pw"))
+    put_session(store, p, make_session("s-pw-2", "pw"))
     assert set_password(store, p, "pw", old) is PasswordWrite.DONE
     assert change_password(store, p, "pw", old, new, "token-s-pw-1") is PasswordWrite.DONE
     assert [s.id for s in store.apply(ListSessions(p, "pw"))] == ["s-pw-1"]
@@ -628,7 +628,7 @@ def _oauth(store: RedisStore, p: str) -> None:
     run(sign_up_anonymously(p, anonymous, make_session("s-oa", "o-anon")), store)
     changes = (("primary_email", "oa@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
     claim = OAuthAccount("row-gl", "gitlab", "gl-1", created_at_millis=T0)
-    upgraded = store.apply(UpgradeAnonymousUser(p, "o-anon", changes, "Team", oauth_account=claim))
+    upgraded = upgrade_anonymous(store, p, "o-anon", changes, "Team", oauth_account=claim)
     assert isinstance(upgraded, User)
     assert upgraded.oauth_accounts == (claim,)
     assert store.apply(FindUserByOAuthAccount(p, "gitlab", "gl-1")) == upgraded

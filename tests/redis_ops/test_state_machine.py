@@ -53,12 +53,10 @@ from identity_proto.effects import (
     ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateProject,
-    CreateSession,
     CreateSignInCode,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
-    DeleteSession,
     EnsureProject,
     FindApiKeyByHash,
     FindAuthAddressHolder,
@@ -84,7 +82,6 @@ from identity_proto.effects import (
     OAuthState,
     OuterCode,
     ResetProjectData,
-    RevokeUserSessions,
     SaveOAuthState,
     SaveOuterCode,
     SaveProviderTokens,
@@ -95,7 +92,6 @@ from identity_proto.effects import (
     Together,
     UpdateProject,
     UpdateUser,
-    UpgradeAnonymousUser,
     UseRefreshToken,
     password_fingerprint,
     perform,
@@ -145,7 +141,14 @@ from identity_proto.records import (
     primary_channel,
     replaced,
 )
-from tests.contract.factories import sign_in_by_email, sign_up_anonymously
+from tests.contract.factories import (
+    ending_session,
+    putting_session,
+    revoking_sessions,
+    sign_in_by_email,
+    sign_up_anonymously,
+    upgrading_anonymous,
+)
 from tests.processes import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -569,7 +572,8 @@ class StoresAgree(RuleBasedStateMachine):
             ("is_anonymous", False),
             ("signed_up_at_millis", now),
         )
-        self.both(UpgradeAnonymousUser(project_id, self.user(project_id), changes, f"{email}'s Team"))
+        user_id = self.user(project_id)
+        self.both_flow(lambda: upgrading_anonymous(project_id, user_id, changes, f"{email}'s Team"))
 
     def list_users(self, data: st.DataObject, project_id: str) -> None:
         descending = self.random.random() < 0.5
@@ -607,16 +611,17 @@ class StoresAgree(RuleBasedStateMachine):
                 expires_at_millis=created_at + data.draw(st.sampled_from((1, 1000, 30 * 86_400_000)), label="life"),
                 is_impersonation=data.draw(st.booleans(), label="is_impersonation"),
             )
-            self.both(CreateSession(project_id, session))
+            self.both_flow(lambda: putting_session(project_id, session))
         elif op == "use":
             found = self.session(project_id)
             now = data.draw(st.sampled_from((T0 - 1, *TIMES, T0 + 10_000)), label="now_ms")
             self.both(UseRefreshToken(project_id, "token-none" if found is None else found.refresh_token_hash, now))
         elif op == "delete":
             found = self.session(project_id)
-            self.both(DeleteSession(project_id, "s-none" if found is None else found.id))
+            self.both_flow(lambda: ending_session(project_id, "s-none" if found is None else found.id))
         else:
-            self.both(RevokeUserSessions(project_id, self.user(project_id)))
+            user_id = self.user(project_id)
+            self.both_flow(lambda: revoking_sessions(project_id, user_id))
 
     # ---- one-time codes
 
@@ -1037,10 +1042,8 @@ class StoresAgree(RuleBasedStateMachine):
         elif op == "upgrade":
             email = data.draw(st.sampled_from(EMAILS), label="email")
             changes = (("primary_email", email), ("primary_email_auth_enabled", True), ("is_anonymous", False))
-            upgrade = UpgradeAnonymousUser(
-                project_id, self.user(project_id), changes, f"{email}'s Team", self.oauth_account(data, n)
-            )
-            self.both(upgrade)
+            user_id, claim = self.user(project_id), self.oauth_account(data, n)
+            self.both_flow(lambda: upgrading_anonymous(project_id, user_id, changes, f"{email}'s Team", claim))
         elif op == "tokens":
             user_id = self.user(project_id)
             stored = tenant.users.get(user_id)

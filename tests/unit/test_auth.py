@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from identity_proto import run, tokens
-from identity_proto.effects import CreateSession, perform
 from identity_proto.records import Session
 from identity_proto.tokens import SigningKey, hash_secret
 from tests.auth_cases import AUTH_CASES, AuthCase
+from tests.contract.factories import putting_session
 from tests.support import KEYS, PROJECT_ID, Harness, admin_headers, client_headers, internal_headers
 
 
@@ -109,7 +109,7 @@ def _token(harness: Harness, project_id: str = PROJECT_ID, **claims: Any) -> str
         last_used_at_millis=harness.now_ms,
         expires_at_millis=harness.now_ms + 3_600_000,
     )
-    run(perform(CreateSession(project_id, session)), harness.store)
+    run(putting_session(project_id, session), harness.store)
     return SigningKey.from_scalar(harness.project(project_id).signing_key).sign(token_claims)
 
 
