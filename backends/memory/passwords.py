@@ -6,7 +6,7 @@ as read, a one-time code stored, a mail appended to the outbox. No password rule
 from __future__ import annotations
 
 from backends.memory.codes import put_code
-from backends.memory.commit import applies, checks
+from backends.memory.commit import applies
 from backends.memory.contact_channels import _list_contact_channels
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
@@ -14,7 +14,6 @@ from identity_proto.effects import (
     ListContactChannels,
     PutCode,
     PutMail,
-    SessionsAre,
     UserChannels,
 )
 
@@ -28,11 +27,6 @@ def _find_auth_address_holder(store: MemoryStore, effect: FindAuthAddressHolder)
         store, ListContactChannels(effect.project_id, holder, (effect.email,))
     )
     return found
-
-
-@checks(SessionsAre)
-def _sessions_are(tenant: Tenant, guard: SessionsAre) -> bool:
-    return set(tenant.user_sessions.get(guard.user_id, ())) == guard.session_ids
 
 
 @applies(PutCode)

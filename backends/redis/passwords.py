@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 from backends.redis.codecs import _email_json, _flat, _json_fields
-from backends.redis.commit import Ops, guards, writes
+from backends.redis.commit import Ops, writes
 from backends.redis.contact_channels import _LIST_CHANNELS, user_channels
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _RECORD_JSON
 from backends.redis.plan import Plan, Script, _plans, script
-from identity_proto.effects import FindAuthAddressHolder, PutCode, PutMail, SessionsAre, UserChannels
+from identity_proto.effects import FindAuthAddressHolder, PutCode, PutMail, UserChannels
 
 # KEYS: e-mail index. ARGV: the address, user key prefix, channels key prefix. Returns what `list_channels` does
 # for the user the index gives the address to ({'none'}: nobody, or a user who is gone).
@@ -39,14 +39,6 @@ def _find_auth_address_holder(keys: KeySpace, effect: FindAuthAddressHolder) -> 
         (effect.email, keys.user(p), keys.user_channels(p)),
     )
     return user_channels(reply)
-
-
-@guards(SessionsAre)
-def _sessions_are(ops: Ops, position: int, guard: SessionsAre) -> None:
-    user_sessions = ops.key(ops.space.user_sessions(ops.project_id, guard.user_id))
-    ops.guards.append([position, "scard", user_sessions, len(guard.session_ids)])
-    for session_id in sorted(guard.session_ids):
-        ops.guards.append([position, "sismember", user_sessions, session_id, True])
 
 
 @writes(PutCode)

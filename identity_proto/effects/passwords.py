@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from identity_proto.effects.base import ComputeEffect, StorageEffect
-from identity_proto.effects.commit import CommitGuard, CommitWrite
+from identity_proto.effects.commit import CommitWrite
 from identity_proto.effects.contact_channels import UserChannels, channels_of  # noqa: F401 (a quoted type)
 from identity_proto.records import ContactChannel, Email, User, VerificationCode
 from identity_proto.tokens import hash_secret
@@ -124,14 +124,6 @@ class FindAuthAddressHolder(StorageEffect["UserChannels | None"]):
 
     project_id: str
     email: str
-
-
-@dataclass(frozen=True, slots=True)
-class SessionsAre(CommitGuard):
-    """The user's sessions are exactly those with `session_ids` (as read: none when empty)."""
-
-    user_id: str
-    session_ids: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)

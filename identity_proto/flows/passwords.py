@@ -17,6 +17,7 @@ or not, and its codes outlive address and password changes (README: departures).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from identity_proto.changes import UserChanges
@@ -36,7 +37,6 @@ from identity_proto.effects import (
     PutCode,
     PutMail,
     SendEmail,
-    SessionsAre,
     Together,
     UseCode,
     UserChannels,
@@ -58,6 +58,7 @@ from identity_proto.effects.commit import (
     commit,
 )
 from identity_proto.effects.contact_channels import channel_commit, verified_channel
+from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.flows.codes import check_code, new_code
 from identity_proto.flows.emails import new_email
@@ -296,7 +297,7 @@ def reset_with_code(
             raise AssertionError("a reset's address is one of its user's channels")
         channel_guards, channel_writes, _after = channel_commit(found, verified[0], "", None, pin_primary=False)
         guards = (use, *_reset_guards(found, email), *channel_guards)
-        guards += (SessionsAre(user.id, frozenset(s.id for s in sessions)),)
+        guards += (_as_read(user.id, sessions),)
         writes: tuple[CommitWrite, ...] = (
             UseCode(code.code_hash),
             PatchUser(user.id, UserChanges.of([("password_hash", password_hash)])),
@@ -424,7 +425,10 @@ def change_password(
         if user.password_hash != old_password_hash:
             return PasswordWrite.PASSWORD_CHANGED
         ended = tuple(s for s in sessions if s.refresh_token_hash != keep_refresh_token_hash)
-        guards = (FieldsAre(user, ("password_hash",)), SessionsAre(user.id, frozenset(s.id for s in sessions)))
+        guards = (
+            FieldsAre(user, ("password_hash",)),
+            _as_read(user.id, sessions),
+        )
         changes = UserChanges.of([("password_hash", new_password_hash)])
         yield from commit(project_id, guards, (PatchUser(user.id, changes), *(DropSession(s) for s in ended)))
         return PasswordWrite.DONE
@@ -474,3 +478,8 @@ def give_password(project_id: str, user_id: str, password_hash: str, user: User 
         return PasswordWrite.DONE
 
     return (yield from rerun_on_conflict(step))
+
+
+def _as_read(user_id: str, sessions: Iterable[Session]) -> UserSessionsAre:
+    """The guard that the user's sessions are still exactly `sessions`, as read."""
+    return UserSessionsAre(user_id, tuple(sorted({session.id for session in sessions})))
