@@ -203,6 +203,15 @@ def _open(browser: Browser, url: str) -> None:
     assert status == "ready", status
 
 
+def _fresh_page(browser: Browser, app_origin: str) -> None:
+    """The app's page with nobody signed in: the SDK's cookies of an earlier test removed (they are the app
+    origin's), the browser's logs emptied."""
+    browser.reset_logs()
+    _open(browser, app_origin + "/signed-out")
+    browser.driver.delete_all_cookies()
+    _open(browser, app_origin)
+
+
 def _code_from_outbox(service: CompatService, email: str) -> str:
     """The code of the newest sign-in mail to `email` (what the user types: the link's 45-character code)."""
     with httpx.Client(base_url=service.base_url, timeout=10.0) as http:
@@ -266,10 +275,7 @@ def test_the_unmodified_sdk_signs_in_with_a_mailed_code_from_a_browser_page(
     browser: Browser, service: CompatService, app_origin: str
 ) -> None:
     email = f"browser-code-{uuid.uuid4().hex[:8]}@example.com"
-    browser.reset_logs()
-    _open(browser, app_origin + "/signed-out")
-    browser.driver.delete_all_cookies()
-    _open(browser, app_origin)
+    _fresh_page(browser, app_origin)
     assert _call(browser, "sendCode", email) == "ok"
     code = _code_from_outbox(service, email)
     assert _call(browser, "signInWithCode", code) == "ok"
@@ -282,10 +288,7 @@ def test_the_unmodified_sdk_signs_in_through_the_mock_oauth_provider_from_a_brow
     browser: Browser, service: CompatService, app_origin: str
 ) -> None:
     email = f"browser-oauth-{uuid.uuid4().hex[:8]}@example.com"
-    browser.reset_logs()
-    _open(browser, app_origin + "/signed-out")
-    browser.driver.delete_all_cookies()
-    _open(browser, app_origin)
+    _fresh_page(browser, app_origin)
     assert _call(browser, "signInWithOAuth", "github") == "started"
 
     # The provider's login page, on the service's origin.
