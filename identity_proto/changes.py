@@ -70,7 +70,7 @@ class Changes(Generic[RecordT]):
 @dataclasses.dataclass(frozen=True, slots=True)
 class UserChanges(Changes[User]):
     """Changes of a `User` (any field but its id and, OAuth, its linked accounts: those change only with their
-    OAuth index, by `ChangeOAuthAccounts` or the creation or upgrade of a user with accounts)."""
+    OAuth index, by a commit's `SetOAuthAccounts`: `flows.oauth_accounts.commit_accounts`, a sign-up or an upgrade)."""
 
     settable = _settable(User, fixed={"id", "oauth_accounts"})
 

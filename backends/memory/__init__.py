@@ -22,8 +22,7 @@ from backends.memory import (  # noqa: F401
     commit,  # the one generic write: guards, writes, events
     contact_channels,
     email_sign_in,
-    mock_oauth,  # mock OAuth provider (dev/test mode only)
-    oauth,  # OAuth: states, outer codes, linked accounts and their index, provider tokens
+    oauth,  # OAuth: short-lived values (states, outer codes, the mock provider's), the OAuth index, tokens
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password
     permissions,

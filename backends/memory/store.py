@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from identity_proto.effects import (
-    OAuthState,
-    OuterCode,
     StorageEffect,
     Together,
     WebhookEndpoint,
@@ -111,8 +109,8 @@ class Tenant:
     #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
     channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
     # --- OAuth storage ---
-    #: outer code hash -> the code (taken once; the states are the store's, see `MemoryStore.oauth_states`).
-    outer_codes: dict[str, OuterCode] = field(default_factory=dict)
+    #: (kind, key) -> the project's short-lived values (outer codes) and when they expire (`backends.memory.oauth`).
+    short_lived: dict[tuple[str, str], tuple[str, int | None]] = field(default_factory=dict)
     #: The OAuth index: `oauth_index_key(provider id, account id)` of every sign-in account -> its user's id.
     oauth_index: dict[str, str] = field(default_factory=dict)
     #: account row id -> the row's sealed provider tokens.
@@ -171,14 +169,11 @@ class MemoryStore:
         self.clock_override: ClockOverride | None = None
         #: rate-limit counter key -> (count, expires at), swept as they expire.
         self.rate_counters: dict[str, tuple[int, int]] = {}
-        # OAuth: inner state hash -> the authorize request (taken once). Not a tenant's: the callback knows no
-        # project, and Redis keeps them under their own hash tag, so a project's reset leaves them, in both stores,
-        # to be taken (the flow then finds the project's data gone) or forgotten.
-        self.oauth_states: dict[str, OAuthState] = {}
-        # --- mock OAuth provider ---
-        #: The dev/test mock provider's data (`backends.memory.mock_oauth.MockOAuthData`), made on first use.
-        self.mock_oauth: Any = None
-        # --- end mock OAuth provider ---
+        # Short-lived values of no project (OAuth states, the mock provider's): (kind, key) -> (value, expiry). The
+        # callback knows no project, and Redis keeps states under their own hash tag, so a project's reset leaves
+        # them, in both stores, to be taken (the flow then finds the project's data gone) or forgotten.
+        self.short_lived: dict[tuple[str, str], tuple[str, int | None]] = {}
+        self.short_lived_puts = 0
         # --- webhooks ---
         #: The ids of the projects that have at least one webhook endpoint (`ListWebhookProjects`).
         self.webhook_projects: set[str] = set()

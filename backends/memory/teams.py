@@ -104,11 +104,3 @@ def _drop_membership(tenant: Tenant, write: DropMembership) -> None:
 def _drop_team(tenant: Tenant, write: DropTeam) -> None:
     del tenant.teams[write.team_id]
     tenant.drop_api_keys(ApiKeyType.TEAM, write.team_id)  # exactly `write.api_keys`: guarded by TeamApiKeysAre
-
-
-def store_personal_team(tenant: Tenant, team: Team, creator: Membership) -> None:
-    """A sign-up's personal team with its creator's membership, written by the sign-up effects that still write it
-    themselves (announced `team.created`; the creator's membership: no event)."""
-    tenant.teams[team.id] = team
-    tenant.memberships[(team.id, creator.user_id)] = creator
-    tenant.record_event("team.created", record=team)

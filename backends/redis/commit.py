@@ -313,8 +313,11 @@ def _fields_are(ops: Ops, position: int, guard: FieldsAre) -> None:
     record_key = ops.record_key(guard.kind, guard.record.id)
     ops.guards.append([position, "exists", record_key])
     stored = dict(record_fields(guard.record))
+    defaults = {f.name: f.default for f in dataclasses.fields(guard.record)}
     for name in guard.names:
-        ops.guards.append([position, "hget", record_key, name, stored[name]])
+        # A field missing from the hash reads as its default (`codecs`): it holds the default too.
+        text = [stored[name], False] if getattr(guard.record, name) == defaults[name] else stored[name]
+        ops.guards.append([position, "hget", record_key, name, text])
 
 
 @guards(IndexIs)

@@ -139,14 +139,13 @@ Key                             Type    Holds                                   
                                         ``used_for_auth``, ``created_at_millis``).
                                         Their auth addresses are in
                                         ``user-by-email`` too.
-``<ns>{oauth-state:<hash>}``   STRING  An OAuth state (the authorize request kept    PEXPIREAT its
-                                        for its callback), by the SHA-256 of the      ``expires_at_millis`` +
-                                        inner state: its JSON object. Its own hash    `OAUTH_GRACE_MS`
+``<ns>{oauth-state:<hash>}``   STRING  An OAuth state (the authorize request kept    PX its lifetime +
+                                        for its callback), by the SHA-256 of the      `OAUTH_GRACE_MS`
+                                        inner state: its JSON object. Its own hash
                                         tag (the callback knows no project), so a
                                         project's reset leaves it to expire.
-``<p>oauth-code:<code_hash>``   STRING  An outer authorization code (OAuth): its      PEXPIREAT its
-                                        JSON object (`OuterCode`).                    ``expires_at_millis`` +
-                                                                                      `OAUTH_GRACE_MS`
+``<p>oauth-code:<code_hash>``   STRING  An outer authorization code (OAuth): its      PX its lifetime +
+                                        JSON object (`OuterCode`).                    `OAUTH_GRACE_MS`
 ``<p>oauth-index``              HASH    The OAuth index: the provider id and the      none
                                         account id, joined by a newline, of every
                                         sign-in account -> its user's id (the
@@ -159,12 +158,12 @@ Key                             Type    Holds                                   
                                         own slot): its two private signing JWKs
                                         (JSON ``{"es256", "rs256"}``).
 ``<ns>{mock-oauth}:code:<h>``   STRING  A mock authorization code, by its SHA-256:    PX its lifetime +
-                                        the JSON of its `MockAuthorization`.          `MOCK_GRACE_MS`
+                                        the JSON of its `MockAuthorization`.          `OAUTH_GRACE_MS`
 ``<ns>{mock-oauth}:token:<h>``  STRING  A mock access or refresh token, by its         PX its lifetime +
-                                        SHA-256: the JSON of its `MockToken`.         `MOCK_GRACE_MS`
+                                        SHA-256: the JSON of its `MockToken`.         `OAUTH_GRACE_MS`
 ``<ns>{mock-oauth}:fail:<c>``   STRING  Test hook: how the next token request of      PX its lifetime +
-                                        client ``<c>`` fails (``<c>`` empty: any      `MOCK_GRACE_MS`
-                                        client): ``<expires_at_millis>:<kind>``.
+                                        client ``<c>`` fails (``<c>`` empty: any      `OAUTH_GRACE_MS`
+                                        client): JSON ``{kind, expires_at_millis}``.
 ==============================  ======  ============================================  ===========================
 
 Scores are doubles: exact for integers up to 2**53, which every millisecond time and seq is. Memberships are keyed
@@ -201,11 +200,10 @@ GRACE_MS: Final = 24 * 3_600_000
 #: count only matters if such a code is created soon after (then the code extends it to its own expiry).
 ORPHAN_NONCE_TTL_MS: Final = 3_600_000
 
-#: The mock OAuth provider's codes and tokens outlive their lifetime by this much (the core judges expiry).
-MOCK_GRACE_MS: Final = 60_000
 # --- OAuth storage ---
-#: How long Redis keeps an OAuth state or an outer code past its `expires_at_millis` (the core judges expiry; this
-#: only absorbs the skew between the core's clock and Redis's, and then collects the abandoned ones).
+#: How long Redis keeps a short-lived value (an OAuth state, an outer code, the mock provider's) past its lifetime
+#: (the core judges expiry; this only absorbs the skew between the core's clock and Redis's, and then collects the
+#: abandoned ones).
 OAUTH_GRACE_MS: Final = 60_000
 # --- end OAuth storage ---
 

@@ -41,30 +41,6 @@ local function create_code(code_key, nonce_key, expires_at, items)
 end
 """
 
-#: Lua: store a team (replacing one with its id) and its creator's membership: the membership keeps the seq it had
-#: if the creator was a member already, else takes the next one and enters the three membership indexes. Needs
-#: `_SEQ`.
-_CREATE_TEAM = """
-local function create_team(team_key, order_key, team_id, created_at, team_items)
-  redis.call('DEL', team_key)
-  redis.call('HSET', team_key, unpack(team_items))
-  redis.call('ZADD', order_key, created_at, team_id)
-end
-local function add_creator(members_key, user_teams_key, morder_key, mseq_key, prefix, team_id, user_id, items)
-  local seq = redis.call('ZSCORE', members_key, user_id)
-  if seq then
-    seq = seq_text(seq)
-  else
-    seq = seq_text(redis.call('INCR', mseq_key))
-    redis.call('ZADD', members_key, seq, user_id)
-    redis.call('ZADD', user_teams_key, seq, team_id)
-    redis.call('ZADD', morder_key, seq, seq)
-  end
-  redis.call('DEL', prefix .. seq)
-  redis.call('HSET', prefix .. seq, unpack(items))
-end
-"""
-
 #: Lua: a record's fields as a table, from an HGETALL reply.
 _FIELDS = """
 local function fields(reply)
@@ -199,14 +175,6 @@ local function emit_user_event(events_key, event_type, user_key, team_prefix, un
     end
   end
   emit_event(events_key, event_type, record_json(fields), team, '')
-end
-"""
-
-#: Lua: a team's event (`team.created` / `team.updated`) with the team as stored now. Needs `_RECORD_JSON` and
-#: `_EMIT_EVENT`.
-_EMIT_TEAM_EVENT = """
-local function emit_team_event(events_key, event_type, team_key)
-  emit_event(events_key, event_type, record_json(redis.call('HGETALL', team_key)), '', '')
 end
 """
 

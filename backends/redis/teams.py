@@ -209,28 +209,3 @@ def _drop_team(ops: Ops, write: DropTeam) -> None:
         ops.writes.append(["hdel", ops.key(space.api_key_by_hash(p)), api_key.key_hash])
         ops.writes.append(["del", ops.key(space.api_key(p, api_key.id))])
     ops.writes.append(["del", ops.key(space.owner_api_keys(p, "team", team_id))])
-
-
-def personal_team_parts(
-    keys: KeySpace, project_id: str, user_id: str, personal_team: tuple[Team, Membership] | None
-) -> tuple[str, int, tuple[str, ...], tuple[str, ...], list[str]]:
-    """What a sign-up script that may create the user's personal team (the `_CREATE_TEAM` Lua function) takes:
-    the team's id and creation time ("" and 0 without one), the team's and the creator membership's JSON fields,
-    and the six keys it writes (none without one)."""
-    if personal_team is None:
-        return "", 0, (), (), []
-    team, creator = personal_team
-    return (
-        team.id,
-        team.created_at_millis,
-        _flat(_json_fields(dataclasses.asdict(team))),
-        _flat(_json_fields(dataclasses.asdict(creator))),
-        [
-            keys.team(project_id, team.id),
-            keys.team_order(project_id),
-            keys.team_members(project_id, team.id),
-            keys.user_teams(project_id, user_id),
-            keys.membership_order(project_id),
-            keys.membership_seq(project_id),
-        ],
-    )

@@ -89,38 +89,23 @@ from identity_proto.effects.email_sign_in import (
 
 # --- mock OAuth provider (dev/test mode only) ---
 from identity_proto.effects.mock_oauth import (
-    EnsureMockSigningKeys,
     GenerateMockSigningKeys,
-    LoadMockSigningKeys,
-    LoadMockToken,
     MockAuthorization,
     MockFailureKind,
     MockSigningKeys,
     MockToken,
-    RedeemMockCode,
-    RevokeMockToken,
-    SaveMockCode,
-    SaveMockTokens,
-    SetMockFailure,
-    TakeMockFailure,
 )
 
 # --- end mock OAuth provider ---
 # --- OAuth storage ---
 from identity_proto.effects.oauth import (
-    AccountsWrite,
-    ChangeOAuthAccounts,
-    ConsumeOuterCode,
     FindUserByOAuthAccount,
     LoadProviderTokens,
     OAuthState,
     OuterCode,
-    SaveOAuthState,
-    SaveOuterCode,
-    SaveProviderTokens,
-    SignUpWithOAuth,
-    SignUpWithOAuthRefusal,
-    TakeOAuthState,
+    PutShortLived,
+    ShortLived,
+    TakeShortLived,
     oauth_index_key,
 )
 
@@ -384,38 +369,17 @@ __all__ += [
 ]
 
 # --- mock OAuth provider (dev/test mode only) ---
-__all__ += [
-    "EnsureMockSigningKeys",
-    "GenerateMockSigningKeys",
-    "LoadMockSigningKeys",
-    "LoadMockToken",
-    "MockAuthorization",
-    "MockFailureKind",
-    "MockSigningKeys",
-    "MockToken",
-    "RedeemMockCode",
-    "RevokeMockToken",
-    "SaveMockCode",
-    "SaveMockTokens",
-    "SetMockFailure",
-    "TakeMockFailure",
-]
+__all__ += ["GenerateMockSigningKeys", "MockAuthorization", "MockFailureKind", "MockSigningKeys", "MockToken"]
 # --- end mock OAuth provider ---
 # --- OAuth storage ---
 __all__ += [
-    "AccountsWrite",
-    "ChangeOAuthAccounts",
-    "ConsumeOuterCode",
     "FindUserByOAuthAccount",
     "LoadProviderTokens",
     "OAuthState",
     "OuterCode",
-    "SaveOAuthState",
-    "SaveOuterCode",
-    "SaveProviderTokens",
-    "SignUpWithOAuth",
-    "SignUpWithOAuthRefusal",
-    "TakeOAuthState",
+    "PutShortLived",
+    "ShortLived",
+    "TakeShortLived",
     "oauth_index_key",
 ]
 # --- end OAuth storage ---

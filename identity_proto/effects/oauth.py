@@ -1,47 +1,51 @@
 """OAuth storage effects (reference part 2 §7): the sign-in's short-lived records (the authorize request kept for
 the callback, the outer authorization code kept for the token exchange), linked provider accounts, and provider
-tokens. Each is one atomic step (memory: the store's lock; Redis: one Lua script under the project's hash tag).
+tokens.
 
 Where things live:
-- **OAuth states** (`OAuthState`): by the hash of the inner state sent to the provider; 10 minutes (the reference's
-  outer timeout), Redis TTL to match. Taken (read and deleted) once by the callback.
-- **Outer codes** (`OuterCode`): by the hash of the code; 5 minutes; consumed once by the token exchange (the
-  winner of N concurrent exchanges gets it, the others get None).
+- **Short-lived values** (`PutShortLived` / `TakeShortLived`, each kind its own keys, `ShortLived`): OAuth states
+  (`OAuthState`, by the hash of the inner state, 10 minutes, taken once by the callback), outer codes (`OuterCode`,
+  by the hash of the code, 5 minutes, consumed once by the token exchange) and the mock provider's keys, codes,
+  tokens and test hooks. The core encodes them (`put_record`, `take_record`); a store keeps text.
 - **Linked accounts** live on the user record (`User.oauth_accounts`), so every user read renders
   `oauth_providers`. The project's OAuth index maps (provider id, account id) of each sign-in-enabled account to
-  its user: sign-in looks it up, and no two sign-in accounts share that pair. Every write of a user's accounts
-  is `ChangeOAuthAccounts` (compare-and-set on the list), or the creation/upgrade of a user with accounts.
-- **Provider tokens**: one sealed (encrypted) blob per account row (`ProviderTokenSet`), deleted with the account
-  or the user; no TTL (a refresh token outlives the access token it came with).
+  its user: sign-in looks it up, and no two sign-in accounts share that pair. They are written by commits
+  (`SetOAuthAccounts`, with `SetIndex` / `DropIndex` on `IndexName.OAUTH`: `identity_proto.flows.oauth_accounts`).
+- **Provider tokens**: one sealed (encrypted) blob per account row (`PutProviderTokens`, `DropProviderTokens`),
+  deleted with the account or the user; no TTL (a refresh token outlives the access token it came with).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
+from typing import Any, TypeVar
 
-from identity_proto.effects.base import StorageEffect
+import orjson
+
+from identity_proto.effects.base import Flow, StorageEffect, perform
 from identity_proto.effects.commit import CommitWrite
-from identity_proto.records import Membership, OAuthAccount, Team, User
+from identity_proto.records import OAuthAccount, User
 
 __all__ = [
-    "AccountsWrite",
-    "ChangeOAuthAccounts",
-    "ConsumeOuterCode",
     "DropProviderTokens",
     "FindUserByOAuthAccount",
     "LoadProviderTokens",
     "OAuthState",
     "OuterCode",
-    "SaveOAuthState",
-    "SaveOuterCode",
-    "SaveProviderTokens",
+    "PutProviderTokens",
+    "PutShortLived",
     "SetOAuthAccounts",
-    "SignUpWithOAuth",
-    "SignUpWithOAuthRefusal",
-    "TakeOAuthState",
+    "ShortLived",
+    "TakeShortLived",
     "oauth_index_key",
+    "put_record",
+    "record_put",
+    "take_record",
 ]
+
+R = TypeVar("R")
 
 
 def oauth_index_key(provider_config_id: str, account_id: str) -> str:
@@ -80,22 +84,6 @@ class OAuthState:
 
 
 @dataclass(frozen=True, slots=True)
-class SaveOAuthState(StorageEffect[None]):
-    """Keep `state` under `state_hash` (SHA-256 hex of the inner state) until its expiry."""
-
-    state_hash: str
-    state: OAuthState
-
-
-@dataclass(frozen=True, slots=True)
-class TakeOAuthState(StorageEffect[OAuthState | None]):
-    """The state kept under `state_hash`, deleted in the same step (a callback runs once); None when there is
-    none (never saved, already taken, or collected after its expiry: the flow checks the expiry itself)."""
-
-    state_hash: str
-
-
-@dataclass(frozen=True, slots=True)
 class OuterCode:
     """The authorization code our callback hands the app, bound to everything the token exchange checks, and
     carrying what the provider said, for the exchange to act on.
@@ -128,23 +116,6 @@ class OuterCode:
 
 
 @dataclass(frozen=True, slots=True)
-class SaveOuterCode(StorageEffect[None]):
-    """Keep `code` under `code_hash` (SHA-256 hex of the code) until its expiry (5 minutes)."""
-
-    code_hash: str
-    code: OuterCode
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeOuterCode(StorageEffect[OuterCode | None]):
-    """The code under `code_hash`, deleted in the same step (single use: of concurrent exchanges exactly one gets
-    it); None when there is none. The flow checks its expiry, redirect URI and PKCE."""
-
-    project_id: str
-    code_hash: str
-
-
-@dataclass(frozen=True, slots=True)
 class FindUserByOAuthAccount(StorageEffect[User | None]):
     """The user whose sign-in-enabled account (`provider_config_id`, `account_id`) is in the OAuth index."""
 
@@ -153,76 +124,12 @@ class FindUserByOAuthAccount(StorageEffect[User | None]):
     account_id: str
 
 
-class AccountsWrite(Enum):
-    """What `ChangeOAuthAccounts` did (every outcome but DONE wrote nothing)."""
-
-    DONE = "done"
-    USER_NOT_FOUND = "user_not_found"
-    #: The user's accounts are no longer `expected`: read again and retry.
-    CONFLICT = "conflict"
-    #: A sign-in-enabled account of `accounts` is another user's in the OAuth index.
-    ACCOUNT_TAKEN = "account_taken"
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeOAuthAccounts(StorageEffect[tuple[AccountsWrite, User | None]]):
-    """Replace the user's linked accounts `expected` (compared by value with the stored list) by `accounts`, in one
-    step: the OAuth index follows (entries of sign-in accounts gone or no longer sign-in removed, new ones added:
-    refused with ACCOUNT_TAKEN if another user holds one), and the provider tokens of account rows no longer
-    present are deleted. Returns the outcome and, on DONE, the updated user."""
-
-    project_id: str
-    user_id: str
-    expected: tuple[OAuthAccount, ...]
-    accounts: tuple[OAuthAccount, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SaveProviderTokens(StorageEffect[bool]):
-    """Store `sealed` (the account's provider tokens, encrypted by the core) for the account row `account_row_id`
-    of `user_id`, replacing what was there; False (nothing stored) when the user no longer has that row."""
-
-    project_id: str
-    user_id: str
-    account_row_id: str
-    sealed: str = field(repr=False)
-
-
 @dataclass(frozen=True, slots=True)
 class LoadProviderTokens(StorageEffect[str | None]):
     """The sealed provider tokens of account row `account_row_id`, or None."""
 
     project_id: str
     account_row_id: str
-
-
-class SignUpWithOAuthRefusal(Enum):
-    """Why `SignUpWithOAuth` wrote nothing."""
-
-    #: A user with the new user's id exists (random ids: practically never).
-    ID_TAKEN = "id_taken"
-    #: The new user's auth e-mail is another user's (a concurrent sign-up won it).
-    EMAIL_TAKEN = "email_taken"
-    #: The new user's sign-in account is another user's in the OAuth index (a concurrent callback won it).
-    ACCOUNT_TAKEN = "account_taken"
-
-
-@dataclass(frozen=True, slots=True)
-class SignUpWithOAuth(StorageEffect["User | SignUpWithOAuthRefusal"]):
-    """Store `new_user` (who carries their provider account in `oauth_accounts`) as one atomic step: the e-mail
-    index entry when they have an auth e-mail, the OAuth index entries of their sign-in accounts, and
-    `personal_team` with the creator's membership when given (the caller has set `new_user.selected_team_id` to
-    it). No session: the token exchange creates one. Returns the user, or a refusal (nothing written)."""
-
-    project_id: str
-    new_user: User
-    personal_team: tuple[Team, Membership] | None = None
-
-    def __post_init__(self) -> None:
-        if not self.new_user.oauth_accounts:
-            raise ValueError("an OAuth sign-up stores the user with their provider account")
-        if self.personal_team is not None and self.new_user.selected_team_id != self.personal_team[0].id:
-            raise ValueError("a new user has their personal team selected")
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,3 +147,85 @@ class SetOAuthAccounts(CommitWrite):
 
     user_id: str
     accounts: tuple[OAuthAccount, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PutProviderTokens(CommitWrite):
+    """A commit's write: `sealed` (the row's provider tokens, encrypted by the core) for account row
+    `account_row_id`, replacing what was there. Guard the row with `FieldsAre(user, ("oauth_accounts",))`."""
+
+    account_row_id: str
+    sealed: str = field(repr=False)
+
+
+class ShortLived(StrEnum):
+    """The kinds of short-lived values, each kept under its own keys."""
+
+    OAUTH_STATE = "oauth-state"
+    #: A project's (`project_id` given).
+    OUTER_CODE = "oauth-code"
+    #: The mock provider's (dev/test mode only: `identity_proto.flows.mock_oauth`).
+    MOCK_KEYS = "mock-keys"
+    MOCK_CODE = "mock-code"
+    MOCK_TOKEN = "mock-token"  # noqa: S105 (a kind)
+    MOCK_FAILURE = "mock-failure"
+
+
+@dataclass(frozen=True, slots=True)
+class PutShortLived(StorageEffect[bool]):
+    """Keep `value` under (`kind`, `project_id`, `key`) until `expires_at_millis` (None: for good), replacing what
+    was there, or with `only_if_absent` only if nothing is. Whether it was kept (nothing is when it expired by
+    `now_ms`). The core judges expiry; a store forgets expired values only to free memory."""
+
+    kind: ShortLived
+    key: str
+    value: str = field(repr=False)
+    now_ms: int
+    expires_at_millis: int | None
+    project_id: str | None = None
+    only_if_absent: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TakeShortLived(StorageEffect[str | None]):
+    """The value under (`kind`, `project_id`, `key`), deleted in the same step unless `keep` (of concurrent takes
+    exactly one gets it); None when there is none."""
+
+    kind: ShortLived
+    key: str
+    project_id: str | None = None
+    keep: bool = False
+
+
+def record_put(
+    kind: ShortLived, key: str, record: Any, now_ms: int, *, project_id: str | None = None, only_if_absent: bool = False
+) -> PutShortLived:
+    """The `PutShortLived` of a dataclass record (as JSON), until its `expires_at_millis` if it has one."""
+    value = orjson.dumps(dataclasses.asdict(record)).decode()
+    expires = getattr(record, "expires_at_millis", None)
+    return PutShortLived(kind, key, value, now_ms, expires, project_id, only_if_absent)
+
+
+def put_record(
+    kind: ShortLived, key: str, record: Any, now_ms: int, *, project_id: str | None = None, only_if_absent: bool = False
+) -> Flow[bool]:
+    """Perform `record_put`: whether the record was kept."""
+    return (
+        yield from perform(record_put(kind, key, record, now_ms, project_id=project_id, only_if_absent=only_if_absent))
+    )
+
+
+def take_record(
+    cls: type[R], kind: ShortLived, key: str, *, project_id: str | None = None, keep: bool = False
+) -> Flow[R | None]:
+    """`TakeShortLived` of a record `put_record` kept; None when there is none, or it was kept by an older version
+    in another shape (as good as none: the flow starts again)."""
+    text = yield from perform(TakeShortLived(kind, key, project_id, keep))
+    if text is None:
+        return None
+    data = orjson.loads(text)
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    try:
+        return cls(**{name: value for name, value in data.items() if name in known})
+    except TypeError:
+        return None

@@ -2,7 +2,7 @@
 provider's API access token for one of them.
 
 The tokens a provider granted are stored sealed per account row (`identity_proto.provider_tokens`,
-`LoadProviderTokens`/`SaveProviderTokens`). An access-token request answers, in this order:
+`LoadProviderTokens`, `flows.oauth_accounts.save_provider_tokens`). An access-token request answers, in this order:
 1. a stored access token valid for more than 5 more minutes, holding every scope asked for, that the provider
    still accepts (`CheckProviderAccessToken`; one it refuses is forgotten);
 2. else a new access token for a stored refresh token holding those scopes (`RefreshProviderToken`): the new tokens
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from identity_proto.auth import AccessType
 from identity_proto.context import RequestContext
 from identity_proto.effects import Effect, Flow, perform
-from identity_proto.effects.oauth import LoadProviderTokens, SaveProviderTokens
+from identity_proto.effects.oauth import LoadProviderTokens
 from identity_proto.effects.oauth_provider import (
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -32,10 +32,10 @@ from identity_proto.effects.oauth_provider import (
     RefreshProviderToken,
 )
 from identity_proto.errors import ErrorCode, KnownError, PlainError
-from identity_proto.flows.oauth_accounts import find_provider, load_user_or_404
+from identity_proto.flows.oauth_accounts import find_provider, load_user_or_404, save_provider_tokens
 from identity_proto.http import Response
 from identity_proto.oauth import spec_for
-from identity_proto.records import OAuthAccount, OAuthProviderConfig
+from identity_proto.records import OAuthAccount, OAuthProviderConfig, User
 from identity_proto.render import json_response
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def _access_token(
     if not accounts:
         raise KnownError(ErrorCode.OAUTH_CONNECTION_NOT_CONNECTED_TO_USER)
     wanted = _scopes(body.scope if body is not None else None)
-    access_token = yield from _token_for(ctx, provider, user.id, accounts, wanted)
+    access_token = yield from _token_for(ctx, provider, user, accounts, wanted)
     if access_token is None:
         raise KnownError(ErrorCode.OAUTH_CONNECTION_DOES_NOT_HAVE_REQUIRED_SCOPE)
     return json_response(201, {"access_token": access_token})
@@ -147,7 +147,7 @@ def _access_token(
 def _token_for(
     ctx: RequestContext,
     provider: OAuthProviderConfig,
-    user_id: str,
+    user: User,
     accounts: list[OAuthAccount],
     wanted: frozenset[str],
 ) -> Flow[str | None]:
@@ -176,7 +176,7 @@ def _token_for(
 
     def save(account: OAuthAccount, tokens: ProviderTokens) -> Flow[bool]:
         sealed = seal(tokens, tokens.scope, key, project_id=project_id, account_row_id=account.id, entropy=ctx.entropy)
-        return (yield from perform(SaveProviderTokens(project_id, user_id, account.id, sealed)))
+        return (yield from save_provider_tokens(project_id, user, account.id, sealed))
 
     for index, (account, tokens) in enumerate(stored):
         fresh = tokens.expires_at_millis is None or tokens.expires_at_millis > ctx.now_ms + MIN_REMAINING_MS

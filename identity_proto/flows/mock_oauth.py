@@ -28,6 +28,7 @@ import base64
 import hashlib
 import hmac
 import html
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -35,22 +36,17 @@ import orjson
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    EnsureMockSigningKeys,
     Flow,
     GenerateMockSigningKeys,
-    LoadMockSigningKeys,
-    LoadMockToken,
     MockAuthorization,
+    MockFailureKind,
     MockSigningKeys,
     MockToken,
-    RedeemMockCode,
-    RevokeMockToken,
-    SaveMockCode,
-    SaveMockTokens,
-    SetMockFailure,
-    TakeMockFailure,
+    ShortLived,
+    Together,
     perform,
 )
+from identity_proto.effects.oauth import TakeShortLived, put_record, record_put, take_record
 from identity_proto.http import Response
 from identity_proto.oauth import mock_endpoints, mock_issuer
 from identity_proto.render import BASE_HEADERS, json_response, text_response
@@ -69,6 +65,8 @@ __all__ = [
     "jwks",
     "login",
     "revoke",
+    "signing_keys",
+    "take_failure",
     "token",
     "userinfo",
 ]
@@ -80,6 +78,14 @@ REFRESH_TOKEN_LIFETIME_MS = 30 * 24 * 3600 * 1000
 HOOK_LIFETIME_MS = 10 * 60 * 1000
 _ALGS = ("ES256", "RS256")
 _FAILURES = ("access_denied", "invalid_grant", "unavailable")
+
+
+@dataclass(frozen=True, slots=True)
+class MockFailure:
+    """A failure hook (`fail_next`), kept by client id ("" for any client)."""
+
+    kind: MockFailureKind
+    expires_at_millis: int
 
 
 def discovery(ctx: RequestContext) -> Flow[Response]:
@@ -213,7 +219,7 @@ def login(ctx: RequestContext) -> Flow[Response]:
         expires_at_millis=ctx.now_ms + CODE_LIFETIME_MS,
         email_verified=params.email_verified != "false",
     )
-    yield from perform(SaveMockCode(hash_secret(code), authorization, ctx.now_ms))
+    yield from put_record(ShortLived.MOCK_CODE, hash_secret(code), authorization, ctx.now_ms)
     return _redirect(_with_query(params.redirect_uri, {"code": code, "state": params.state}))
 
 
@@ -264,14 +270,15 @@ def token(ctx: RequestContext) -> Flow[Response]:
         return _oauth_error("invalid_client", "client authentication failed")
     if form.grant_type not in ("authorization_code", "refresh_token"):
         return _oauth_error("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
-    failure = yield from perform(TakeMockFailure(client_id, ctx.now_ms))
+    failure = yield from take_failure(client_id, ctx.now_ms)
     if failure == "unavailable":
         return text_response(503, "Mock OAuth provider: temporarily unavailable (test hook).")
     if failure is not None:
         return _oauth_error(failure, "refused by a test hook")
     if form.grant_type == "refresh_token":
         return (yield from _refresh(ctx, form, client_id))
-    authorization = yield from perform(RedeemMockCode(hash_secret(form.code or "")))
+    # A code is spent by its first presentation, whatever is then judged of it.
+    authorization = yield from take_record(MockAuthorization, ShortLived.MOCK_CODE, hash_secret(form.code or ""))
     if (
         authorization is None
         or authorization.expires_at_millis <= ctx.now_ms
@@ -291,8 +298,7 @@ def token(ctx: RequestContext) -> Flow[Response]:
     }
     access_record = MockToken("access", **fields, expires_at_millis=ctx.now_ms + ACCESS_TOKEN_LIFETIME_MS)
     refresh_record = MockToken("refresh", **fields, expires_at_millis=ctx.now_ms + REFRESH_TOKEN_LIFETIME_MS)
-    tokens = ((hash_secret(access), access_record), (hash_secret(refresh), refresh_record))
-    yield from perform(SaveMockTokens(tokens, ctx.now_ms))
+    yield from _save_tokens(ctx, (access, access_record), (refresh, refresh_record))
     answer: dict[str, Any] = {
         "access_token": access,
         "token_type": "Bearer",
@@ -301,13 +307,13 @@ def token(ctx: RequestContext) -> Flow[Response]:
         "scope": authorization.scope,
     }
     if "openid" in authorization.scope.split():
-        keys = yield from _signing_keys()
+        keys = yield from signing_keys()
         answer["id_token"] = _id_token(ctx, keys, authorization, client_id)
     return json_response(200, answer, (("pragma", "no-cache"),))
 
 
 def _refresh(ctx: RequestContext, form: MockTokenForm, client_id: str) -> Flow[Response]:
-    stored = yield from perform(LoadMockToken(hash_secret(form.refresh_token or "")))
+    stored = yield from _load_token(form.refresh_token or "")
     if (
         stored is None
         or stored.kind != "refresh"
@@ -332,7 +338,7 @@ def _refresh(ctx: RequestContext, form: MockTokenForm, client_id: str) -> Flow[R
         ctx.now_ms + ACCESS_TOKEN_LIFETIME_MS,
         stored.email_verified,
     )
-    yield from perform(SaveMockTokens(((hash_secret(access), record),), ctx.now_ms))
+    yield from _save_tokens(ctx, (access, record))
     answer = {
         "access_token": access,
         "token_type": "Bearer",
@@ -342,11 +348,32 @@ def _refresh(ctx: RequestContext, form: MockTokenForm, client_id: str) -> Flow[R
     return json_response(200, answer, (("pragma", "no-cache"),))
 
 
-def _signing_keys() -> Flow[MockSigningKeys]:
-    keys = yield from perform(LoadMockSigningKeys())
+def take_failure(client_id: str, now_ms: int) -> Flow[MockFailureKind | None]:
+    """Take the failure hook of `client_id`, else the one of any client: the kind of the first not expired."""
+    for key in (client_id, ""):
+        failure = yield from take_record(MockFailure, ShortLived.MOCK_FAILURE, key)
+        if failure is not None and failure.expires_at_millis > now_ms:
+            return failure.kind
+    return None
+
+
+def _save_tokens(ctx: RequestContext, *tokens: tuple[str, MockToken]) -> Flow[None]:
+    puts = (record_put(ShortLived.MOCK_TOKEN, hash_secret(secret), record, ctx.now_ms) for secret, record in tokens)
+    yield from perform(Together(tuple(puts)))
+
+
+def _load_token(secret: str) -> Flow[MockToken | None]:
+    return (yield from take_record(MockToken, ShortLived.MOCK_TOKEN, hash_secret(secret), keep=True))
+
+
+def signing_keys() -> Flow[MockSigningKeys]:
+    """The stored keys; the first request generates them, and of concurrent first ones, the first kept wins."""
+    keys = yield from take_record(MockSigningKeys, ShortLived.MOCK_KEYS, "", keep=True)
     if keys is None:
         fresh = yield from perform(GenerateMockSigningKeys())
-        keys = yield from perform(EnsureMockSigningKeys(fresh))
+        if not (yield from put_record(ShortLived.MOCK_KEYS, "", fresh, 0, only_if_absent=True)):
+            keys = yield from take_record(MockSigningKeys, ShortLived.MOCK_KEYS, "", keep=True)
+        keys = keys or fresh
     return keys
 
 
@@ -384,7 +411,7 @@ def userinfo(ctx: RequestContext) -> Flow[Response]:
     """GET <mock>/userinfo with `Authorization: Bearer <access token>`."""
     header = ctx.request.header("authorization") or ""
     bearer = header[7:].strip() if header[:7].lower() == "bearer " else ""
-    stored = (yield from perform(LoadMockToken(hash_secret(bearer)))) if bearer else None
+    stored = (yield from _load_token(bearer)) if bearer else None
     if stored is None or stored.kind != "access" or stored.expires_at_millis <= ctx.now_ms:
         challenge = ("www-authenticate", 'Bearer error="invalid_token"')
         return json_response(401, {"error": "invalid_token", "error_description": "invalid access token"}, (challenge,))
@@ -399,7 +426,7 @@ userinfo.oauth_errors = (401,)  # type: ignore[attr-defined]
 
 def jwks(ctx: RequestContext) -> Flow[Response]:
     """GET <mock>/jwks: the public halves of both signing keys."""
-    keys = yield from _signing_keys()
+    keys = yield from signing_keys()
     public = []
     for text in (keys.es256, keys.rs256):
         jwk = orjson.loads(text)
@@ -418,12 +445,13 @@ def fail_next(ctx: RequestContext) -> Flow[Response]:
     if body.kind not in _FAILURES:
         return text_response(400, f"kind must be one of: {', '.join(_FAILURES)}")
     kind: Any = body.kind
-    yield from perform(SetMockFailure(kind, body.client_id, ctx.now_ms, ctx.now_ms + HOOK_LIFETIME_MS))
+    failure = MockFailure(kind, ctx.now_ms + HOOK_LIFETIME_MS)
+    yield from put_record(ShortLived.MOCK_FAILURE, body.client_id or "", failure, ctx.now_ms)
     return json_response(200, {"kind": body.kind, "client_id": body.client_id})
 
 
 def revoke(ctx: RequestContext) -> Flow[Response]:
     """POST <mock>/hooks/revoke {"token"}: the access or refresh token no longer works."""
     body: MockRevokeBody = ctx.body
-    revoked = yield from perform(RevokeMockToken(hash_secret(body.token)))
+    revoked = (yield from perform(TakeShortLived(ShortLived.MOCK_TOKEN, hash_secret(body.token)))) is not None
     return json_response(200, {"revoked": revoked})

@@ -4,8 +4,9 @@ authorization-code grant of the token endpoint.
 Two OAuth flows nest. The *outer* one is the app's with us (its redirect URI, state and PKCE challenge; our code,
 exchanged at `POST /auth/oauth/token`); the *inner* one is ours with the provider (our redirect URI
 `<base>/api/v1/auth/oauth/callback/<provider_id>`, our own state, PKCE verifier and OIDC nonce). The authorize
-request is kept 10 minutes under the SHA-256 of the inner state (`SaveOAuthState`), taken once by the callback;
-the outer code is kept 5 minutes under its SHA-256 (`SaveOuterCode`), consumed once by the token exchange.
+request is kept 10 minutes under the SHA-256 of the inner state (`ShortLived.OAUTH_STATE`), taken once by the
+callback; the outer code is kept 5 minutes under its SHA-256 (`ShortLived.OUTER_CODE`), consumed once by the token
+exchange.
 
 Who acts on a sign-in (a departure from the original, which does it all at the callback): the callback only
 *checks* who signed in at the provider against the project (`_resolve_user(commit=False)`: the refusals of reference
@@ -43,21 +44,15 @@ from identity_proto.effects import (
     UpgradeRefusal,
     perform,
 )
-from identity_proto.effects.commit import CommitConflict
+from identity_proto.effects.commit import CommitConflict, IndexIs
 from identity_proto.effects.contact_channels import auth_address_verified
 from identity_proto.effects.oauth import (
-    AccountsWrite,
-    ChangeOAuthAccounts,
-    ConsumeOuterCode,
     FindUserByOAuthAccount,
     OAuthState,
     OuterCode,
-    SaveOAuthState,
-    SaveOuterCode,
-    SaveProviderTokens,
-    SignUpWithOAuth,
-    SignUpWithOAuthRefusal,
-    TakeOAuthState,
+    ShortLived,
+    put_record,
+    take_record,
 )
 from identity_proto.effects.oauth_provider import (
     DiscoverProvider,
@@ -70,15 +65,15 @@ from identity_proto.effects.oauth_provider import (
 from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows import sessions
 from identity_proto.flows.anonymous import Anonymous, read_anonymous, upgrade_anonymous_user
+from identity_proto.flows.oauth_accounts import account_claims, commit_accounts, save_provider_tokens, sign_in_keys
 from identity_proto.flows.otp import callback_is_trusted
-from identity_proto.flows.permissions import grant_sign_up_permissions
 from identity_proto.flows.sessions import PUBLIC_CLIENT_SECRET, start_session
-from identity_proto.flows.signin import personal_team, require_second_factor
+from identity_proto.flows.signin import NewUser, commit_new_user, require_second_factor, sign_up_parts
 from identity_proto.http import Response
 from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES, spec_for, uses_mock
 from identity_proto.provider_tokens import SealedTokens, seal, token_key, unseal
 from identity_proto.ratelimits import address_bucket, check_under_limit, count_event, rule_for
-from identity_proto.records import OAuthAccount, OAuthProviderConfig, Project, User, replaced
+from identity_proto.records import OAuthAccount, OAuthProviderConfig, Project, User
 from identity_proto.render import dump_json, json_response
 from identity_proto.tokens import access_token_key, new_uuid, secret_matches, unverified_claims
 from identity_proto.users import normalize_email
@@ -86,7 +81,7 @@ from identity_proto.users import normalize_email
 if TYPE_CHECKING:
     from identity_proto.schemas import OAuthAuthorizeQuery, OAuthCallbackForm, OAuthCallbackInput, OAuthTokenGrantBody
 
-__all__ = ["authorize", "callback", "oauth_token"]
+__all__ = ["authorize", "callback", "oauth_token", "store_oauth_user"]
 
 #: reference §7.2: the authorize request (and the inner cookie) live 10 minutes; §7.5: an outer code 5.
 STATE_LIFETIME_MS = 10 * 60 * 1000
@@ -305,7 +300,7 @@ def authorize(ctx: RequestContext) -> Flow[Response]:
         created_at_millis=ctx.now_ms,
         expires_at_millis=ctx.now_ms + STATE_LIFETIME_MS,
     )
-    yield from perform(SaveOAuthState(_sha256(inner_state), state))
+    yield from put_record(ShortLived.OAUTH_STATE, _sha256(inner_state), state, ctx.now_ms)
     if query.stack_response_mode == "json":
         return json_response(200, {"location": location})
     return Response(
@@ -367,7 +362,7 @@ def callback(ctx: RequestContext) -> Flow[Response]:
     query: OAuthCallbackInput = ctx.query
     form: OAuthCallbackForm | None = ctx.body
     inner_state = query.state or (form.state if form is not None else None) or ""
-    state = (yield from perform(TakeOAuthState(_sha256(inner_state)))) if inner_state else None
+    state = (yield from take_record(OAuthState, ShortLived.OAUTH_STATE, _sha256(inner_state))) if inner_state else None
     if state is None or state.provider_id != ctx.params.provider_id:
         raise PlainError(400, _INVALID_STATE)
     cookie: tuple[tuple[str, str], ...] = ()
@@ -423,27 +418,28 @@ def _complete(
     yield from _resolve_user(ctx, project, config, state.type, state.user_id, identity, commit=False)
     code_value = ctx.entropy.token_bytes(32).hex()
     code_hash = _sha256(code_value)
-    yield from perform(
-        SaveOuterCode(
-            code_hash,
-            OuterCode(
-                project_id=project.id,
-                token_user_id=state.user_id,
-                redirect_uri=state.redirect_uri,
-                code_challenge=state.code_challenge,
-                code_challenge_method=state.code_challenge_method,
-                type=state.type,
-                after_callback_redirect_url=state.after_callback_redirect_url,
-                expires_at_millis=ctx.now_ms + OUTER_CODE_LIFETIME_MS,
-                provider_id=config.id,
-                account_id=identity.account_id,
-                email=identity.email,
-                email_verified=identity.email_verified,
-                display_name=identity.display_name,
-                profile_image_url=identity.profile_image_url,
-                sealed_tokens=_seal_for_code(ctx, project, grant, scope, code_hash),
-            ),
-        )
+    yield from put_record(
+        ShortLived.OUTER_CODE,
+        code_hash,
+        OuterCode(
+            project_id=project.id,
+            token_user_id=state.user_id,
+            redirect_uri=state.redirect_uri,
+            code_challenge=state.code_challenge,
+            code_challenge_method=state.code_challenge_method,
+            type=state.type,
+            after_callback_redirect_url=state.after_callback_redirect_url,
+            expires_at_millis=ctx.now_ms + OUTER_CODE_LIFETIME_MS,
+            provider_id=config.id,
+            account_id=identity.account_id,
+            email=identity.email,
+            email_verified=identity.email_verified,
+            display_name=identity.display_name,
+            profile_image_url=identity.profile_image_url,
+            sealed_tokens=_seal_for_code(ctx, project, grant, scope, code_hash),
+        ),
+        ctx.now_ms,
+        project_id=project.id,
     )
     location = _with_query(state.redirect_uri, [("code", code_value), ("state", state.outer_state)])
     return Response(303, (("location", location), ("cache-control", "no-store")), b"")
@@ -493,7 +489,7 @@ def _store_provider_tokens(
     except SealedTokens:
         return
     sealed = seal(tokens, tokens.scope, key, project_id=project.id, account_row_id=account.id, entropy=ctx.entropy)
-    yield from perform(SaveProviderTokens(project.id, user.id, account.id, sealed))
+    yield from save_provider_tokens(project.id, user, account.id, sealed)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -510,11 +506,10 @@ def _new_account(ctx: RequestContext, config: OAuthProviderConfig, identity: Pro
     )
 
 
-def _add_account(
-    ctx: RequestContext, project: Project, user: User, account: OAuthAccount
-) -> Flow[tuple[AccountsWrite, User | None, OAuthAccount]]:
-    """Append `account` to the user's accounts, or find the user's own row for the same provider account
-    (compare-and-set, retried while other writes change the list)."""
+def _add_account(project: Project, user: User, account: OAuthAccount) -> Flow[tuple[User, OAuthAccount] | None]:
+    """Append `account` to the user's accounts, or find the user's own row for the same provider account (read again
+    while other writes change the list). None when the user is gone; `CommitConflict` (at an `IndexIs`) when another
+    user holds the account."""
     for _ in range(_ACCOUNT_WRITE_ATTEMPTS):
         own = next(
             (
@@ -525,15 +520,15 @@ def _add_account(
             None,
         )
         if own is not None:
-            return AccountsWrite.DONE, user, own
-        outcome, changed = yield from perform(
-            ChangeOAuthAccounts(project.id, user.id, user.oauth_accounts, (*user.oauth_accounts, account))
-        )
-        if outcome is not AccountsWrite.CONFLICT:
-            return outcome, changed, account
+            return user, own
+        try:
+            return (yield from commit_accounts(project.id, user, (*user.oauth_accounts, account))), account
+        except CommitConflict as conflict:
+            if isinstance(conflict.guard, IndexIs):
+                raise
         reread = yield from perform(LoadUser(project.id, user.id))
         if reread is None:
-            return AccountsWrite.USER_NOT_FOUND, None, account
+            return None
         user = reread
     raise RuntimeError("linking an OAuth account: the user's accounts kept changing")  # a 500, logged
 
@@ -610,12 +605,13 @@ def _try_resolve_user(
             raise KnownError(ErrorCode.USER_NOT_FOUND)
         if not commit:
             return user, _new_account(ctx, config, identity), False
-        outcome, linked, row = yield from _add_account(ctx, project, user, _new_account(ctx, config, identity))
-        if outcome is AccountsWrite.ACCOUNT_TAKEN:
-            raise KnownError(ErrorCode.OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER)
-        if outcome is AccountsWrite.USER_NOT_FOUND or linked is None:
+        try:
+            linked = yield from _add_account(project, user, _new_account(ctx, config, identity))
+        except CommitConflict:
+            raise KnownError(ErrorCode.OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER) from None
+        if linked is None:
             raise KnownError(ErrorCode.USER_NOT_FOUND)
-        return linked, row, False
+        return (*linked, False)
 
     # (1) a sign-in account of this provider account: its user.
     if holder is not None and holder_row is not None:
@@ -632,12 +628,11 @@ def _try_resolve_user(
             if _email_in_use(project, email, identity, auth_address_verified(existing, stored, email)):
                 if not commit:
                     return existing, _new_account(ctx, config, identity), False
-                outcome, linked, row = yield from _add_account(
-                    ctx, project, existing, _new_account(ctx, config, identity)
-                )
-                if outcome is AccountsWrite.DONE and linked is not None:
-                    return linked, row, False
-                return None  # taken or gone meanwhile: look again
+                try:
+                    linked = yield from _add_account(project, existing, _new_account(ctx, config, identity))
+                except CommitConflict:
+                    linked = None
+                return None if linked is None else (*linked, False)  # None: taken or gone meanwhile, look again
             email_auth = False
 
     # (3) a new user, or the anonymous caller upgraded in place.
@@ -671,16 +666,19 @@ def _try_resolve_user(
         oauth_accounts=(account,),
         **fields,
     )
-    team = personal_team(ctx, project, new_user)
-    if team is not None:
-        new_user = replaced(new_user, {"selected_team_id": team[0].id})
-    created = yield from perform(SignUpWithOAuth(project.id, new_user, team))
-    if isinstance(created, SignUpWithOAuthRefusal):
-        if created is SignUpWithOAuthRefusal.ID_TAKEN:
-            raise RuntimeError("OAuth sign-up: a random user id collided")  # a 500, logged
+    try:
+        created = yield from store_oauth_user(project.id, sign_up_parts(ctx, project, new_user))
+    except CommitConflict:  # a concurrent sign-up took the address or the account: look again
         return None
-    yield from grant_sign_up_permissions(project, created.id)  # permissions
     return created, account, True
+
+
+def store_oauth_user(project_id: str, parts: NewUser) -> Flow[User]:
+    """Store a new user who signed up with a provider as every sign-up is stored (`flows.signin.commit_new_user`),
+    the OAuth index entries of their sign-in accounts claimed, while free, in the same commit (`CommitConflict`
+    otherwise: the id, the address or an account taken)."""
+    guards, writes = account_claims(parts.user.id, sign_in_keys(parts.user.oauth_accounts))
+    return (yield from commit_new_user(project_id, parts, guards=guards, writes=writes))
 
 
 def _row(user: User | None, provider_id: str, account_id: str) -> OAuthAccount | None:
@@ -752,7 +750,7 @@ def oauth_token(ctx: RequestContext) -> Flow[Response]:
     # Consumed before it is checked, so a code presented with the wrong verifier is burnt, as the original's OAuth
     # library revokes it: a stolen code is worth one guess.
     code_hash = _sha256(body.code or "")
-    code = yield from perform(ConsumeOuterCode(project.id, code_hash))
+    code = yield from take_record(OuterCode, ShortLived.OUTER_CODE, code_hash, project_id=project.id)
     if code is None or code.project_id != project.id or ctx.now_ms >= code.expires_at_millis:
         raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
     if body.redirect_uri != code.redirect_uri:

@@ -1,10 +1,10 @@
 """OAuth accounts (reference part 2 §7.1, §7.6): a project's provider configuration, a user's linked provider
 accounts (`/oauth-providers`) and connected accounts (`/connected-accounts`: the provider's API tokens).
 
-Linked accounts live on the user record (`User.oauth_accounts`); every write of them is one `ChangeOAuthAccounts`
-(compare-and-set on the list, the project's OAuth index kept in step, the tokens of removed rows deleted): a write
-that lost a race reads again and retries. Who may act on whose accounts: a client only on its own user's (another
-user: 403 plain), a server or admin on anyone's.
+Linked accounts live on the user record (`User.oauth_accounts`); every write of them is one commit
+(`commit_accounts`: guarded on the list as read, the project's OAuth index kept in step, the tokens of removed rows
+deleted): a write that lost a race reads again and decides again. Who may act on whose accounts: a client only on
+its own user's (another user: 403 plain), a server or admin on anyone's.
 
 Choices where the reference infers or leaves it open (each said where it is made):
 - the third create/update check ("an account with that account id already signs someone in") looks at sign-in
@@ -24,14 +24,32 @@ Choices where the reference infers or leaves it open (each said where it is made
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from identity_proto.auth import AccessType
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow, ListUsers, LoadUser, perform
-from identity_proto.effects.oauth import AccountsWrite, ChangeOAuthAccounts, FindUserByOAuthAccount
+from identity_proto.effects.commit import (
+    CommitConflict,
+    DropIndex,
+    FieldsAre,
+    Guard,
+    IndexIs,
+    IndexName,
+    RecordKind,
+    SetIndex,
+    Write,
+    commit,
+)
+from identity_proto.effects.oauth import (
+    DropProviderTokens,
+    FindUserByOAuthAccount,
+    PutProviderTokens,
+    SetOAuthAccounts,
+    oauth_index_key,
+)
 from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.http import Response
 from identity_proto.oauth import PROVIDER_TYPES, uses_mock
@@ -50,12 +68,14 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "commit_accounts",
     "configured_providers",
     "create_oauth_provider",
     "delete_oauth_provider",
     "get_oauth_provider",
     "list_oauth_providers",
     "provider_type_of",
+    "save_provider_tokens",
     "update_oauth_provider",
 ]
 
@@ -212,24 +232,75 @@ def _check_accounts(
             raise KnownError(ErrorCode.OAUTH_PROVIDER_ACCOUNT_ID_ALREADY_USED_FOR_SIGN_IN)
 
 
+def sign_in_keys(accounts: tuple[OAuthAccount, ...]) -> dict[str, None]:
+    """The OAuth index keys of the sign-in accounts among `accounts`, each once, in order."""
+    return dict.fromkeys(oauth_index_key(a.provider_config_id, a.account_id) for a in accounts if a.allow_sign_in)
+
+
+def account_claims(user_id: str, keys: Iterable[str]) -> tuple[tuple[Guard, ...], tuple[Write, ...]]:
+    """OAuth index entries naming `user_id`, each guarded on its being free."""
+    keys = tuple(keys)
+    return (
+        tuple(IndexIs(IndexName.OAUTH, key, None) for key in keys),
+        tuple(SetIndex(IndexName.OAUTH, key, user_id) for key in keys),
+    )
+
+
+def commit_accounts(project_id: str, user: User, accounts: tuple[OAuthAccount, ...]) -> Flow[User]:
+    """The user's linked accounts become `accounts`, in one commit guarded on the list `user` holds: the OAuth index
+    follows (entries of sign-in accounts gone or no longer sign-in dropped, new ones claimed while free), and the
+    provider tokens of rows no longer present are dropped. Returns the user as stored; `CommitConflict` when the
+    list changed or the user is gone (the guard on `user`), or a new sign-in account is held (an `IndexIs`)."""
+    old, new = sign_in_keys(user.oauth_accounts), sign_in_keys(accounts)
+    claim_guards, claims = account_claims(user.id, (key for key in new if key not in old))
+    guards: list[Guard] = [FieldsAre(user, ("oauth_accounts",)), *claim_guards]
+    writes: list[Write] = [SetOAuthAccounts(user.id, accounts), *claims]
+    for key in old:
+        if key not in new:
+            guards.append(IndexIs(IndexName.OAUTH, key, user.id))
+            writes.append(DropIndex(IndexName.OAUTH, key))
+    kept = {a.id for a in accounts}
+    writes += [DropProviderTokens(a.id) for a in user.oauth_accounts if a.id not in kept]
+    (stored,) = yield from commit(project_id, tuple(guards), tuple(writes), returns=((RecordKind.USER, user.id),))
+    assert isinstance(stored, User)
+    return stored
+
+
+def save_provider_tokens(project_id: str, user: User | None, account_row_id: str, sealed: str) -> Flow[bool]:
+    """Store `sealed` (provider tokens sealed for the row) for the user's account row `account_row_id`, replacing
+    what was there, in a commit guarded on the user's accounts as read (read again while they change); False,
+    nothing stored, when the user is gone or no longer has the row."""
+    for _ in range(_WRITE_TRIES):
+        if user is None or not any(a.id == account_row_id for a in user.oauth_accounts):
+            return False
+        try:
+            yield from commit(
+                project_id, (FieldsAre(user, ("oauth_accounts",)),), (PutProviderTokens(account_row_id, sealed),)
+            )
+            return True
+        except CommitConflict:
+            user = yield from perform(LoadUser(project_id, user.id))
+    raise RuntimeError(
+        f"the linked accounts of user {user.id if user else ''} kept changing under {_WRITE_TRIES} writes"
+    )
+
+
 def change_accounts(
     project_id: str,
     user_id: str,
     change: Callable[[User], Flow[tuple[OAuthAccount, ...]]],
 ) -> Flow[User]:
-    """Replace the user's accounts by `change(user)` (which may raise to refuse), compare-and-set: when another
+    """Replace the user's accounts by `change(user)` (which may raise to refuse) with `commit_accounts`: when another
     write came first, read again and decide again. 404 USER_NOT_FOUND for a missing user; a sign-in account held
     by another user (a concurrent write won it) is OAUTH_PROVIDER_ACCOUNT_ID_ALREADY_USED_FOR_SIGN_IN."""
     for _ in range(_WRITE_TRIES):
         user = yield from load_user_or_404(project_id, user_id)
         accounts = yield from change(user)
-        outcome, updated = yield from perform(ChangeOAuthAccounts(project_id, user.id, user.oauth_accounts, accounts))
-        if outcome is AccountsWrite.DONE and updated is not None:
-            return updated
-        if outcome is AccountsWrite.USER_NOT_FOUND:
-            raise KnownError(ErrorCode.USER_NOT_FOUND)
-        if outcome is AccountsWrite.ACCOUNT_TAKEN:
-            raise KnownError(ErrorCode.OAUTH_PROVIDER_ACCOUNT_ID_ALREADY_USED_FOR_SIGN_IN)
+        try:
+            return (yield from commit_accounts(project_id, user, accounts))
+        except CommitConflict as conflict:
+            if isinstance(conflict.guard, IndexIs) and conflict.guard.value is None:
+                raise KnownError(ErrorCode.OAUTH_PROVIDER_ACCOUNT_ID_ALREADY_USED_FOR_SIGN_IN) from None
     raise RuntimeError(f"the linked accounts of user {user_id} kept changing under {_WRITE_TRIES} writes")
 
 

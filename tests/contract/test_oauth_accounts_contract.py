@@ -13,7 +13,8 @@ import pytest
 from identity_proto import Request, ServiceOptions, run
 from identity_proto.drivers import Store
 from identity_proto.effects import LoadUser, perform
-from identity_proto.effects.oauth import AccountsWrite, ChangeOAuthAccounts, LoadProviderTokens, SaveProviderTokens
+from identity_proto.effects.commit import Commit
+from identity_proto.effects.oauth import LoadProviderTokens, SetOAuthAccounts
 from identity_proto.effects.oauth_provider import (
     CheckProviderAccessToken,
     ProviderEffect,
@@ -21,6 +22,7 @@ from identity_proto.effects.oauth_provider import (
     ProviderTokens,
     RefreshProviderToken,
 )
+from identity_proto.flows.oauth_accounts import commit_accounts, save_provider_tokens
 from identity_proto.provider_tokens import seal, unseal
 from identity_proto.records import OAuthAccount
 from identity_proto.service import Service
@@ -104,7 +106,8 @@ class Over(ServiceOver):
 
     def plant_tokens(self, user_id: str, row_id: str, tokens: ProviderTokens) -> None:
         sealed = seal(tokens, tokens.scope, KEY, project_id=PROJECT_ID, account_row_id=row_id, entropy=SeededEntropy(3))
-        assert run(perform(SaveProviderTokens(PROJECT_ID, user_id, row_id, sealed)), self.store) is True
+        user = run(perform(LoadUser(PROJECT_ID, user_id)), self.store)
+        assert run(save_provider_tokens(PROJECT_ID, user, row_id, sealed), self.store) is True
 
     def stored_tokens(self, row_id: str) -> ProviderTokens | None:
         sealed = run(perform(LoadProviderTokens(PROJECT_ID, row_id)), self.store)
@@ -487,21 +490,20 @@ def test_a_client_asking_for_provider_tokens_is_rate_limited_per_address(store: 
 
 @dataclass
 class RacingStore:
-    """The store, with another writer's change of the same user's accounts landing just before the first
-    `ChangeOAuthAccounts` this request sends (as a concurrent request would)."""
+    """The store, with another writer's change of the same user's accounts landing just before the first commit of
+    their accounts this request sends (as a concurrent request would)."""
 
     inner: Store
     rival: OAuthAccount
     raced: bool = False
 
     def apply(self, effect: Any) -> Any:
-        if isinstance(effect, ChangeOAuthAccounts) and not self.raced:
+        writes = effect.writes if isinstance(effect, Commit) else ()
+        accounts = next((w for w in writes if isinstance(w, SetOAuthAccounts)), None)
+        if accounts is not None and not self.raced:
             self.raced = True
-            user = self.inner.apply(LoadUser(effect.project_id, effect.user_id))
-            rival = ChangeOAuthAccounts(
-                effect.project_id, user.id, user.oauth_accounts, (*user.oauth_accounts, self.rival)
-            )
-            assert self.inner.apply(rival)[0] is AccountsWrite.DONE
+            user = self.inner.apply(LoadUser(effect.project_id, accounts.user_id))
+            run(commit_accounts(effect.project_id, user, (*user.oauth_accounts, self.rival)), self.inner)
         return self.inner.apply(effect)
 
     def close(self) -> None:

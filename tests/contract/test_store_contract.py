@@ -69,17 +69,6 @@ from identity_proto.effects import (
     UpdateUser,
     UseRefreshToken,
 )
-from identity_proto.effects.mock_oauth import (  # mock OAuth provider: test_mock_oauth_contract.py
-    EnsureMockSigningKeys,
-    LoadMockSigningKeys,
-    LoadMockToken,
-    RedeemMockCode,
-    RevokeMockToken,
-    SaveMockCode,
-    SaveMockTokens,
-    SetMockFailure,
-    TakeMockFailure,
-)
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.projects import new_project
 from identity_proto.records import Membership, Project, ProjectConfig, ProjectKeys, Team, TrustedDomain
@@ -589,26 +578,11 @@ CONTRACT_TESTED: set[type[Any]] = {
     # --- contact channels: test_contact_channels_contract.py ---
     ListContactChannels,
     ListProjectContactChannels,
-    # --- mock OAuth provider: test_mock_oauth_contract.py ---
-    LoadMockSigningKeys,
-    EnsureMockSigningKeys,
-    SaveMockCode,
-    RedeemMockCode,
-    SaveMockTokens,
-    LoadMockToken,
-    RevokeMockToken,
-    SetMockFailure,
-    TakeMockFailure,
-    # --- OAuth storage: test_oauth_store.py ---
-    effects.SaveOAuthState,
-    effects.TakeOAuthState,
-    effects.SaveOuterCode,
-    effects.ConsumeOuterCode,
+    # --- OAuth storage (the mock provider's too): test_oauth_store.py, test_mock_oauth_contract.py ---
+    effects.PutShortLived,
+    effects.TakeShortLived,
     effects.FindUserByOAuthAccount,
-    effects.ChangeOAuthAccounts,
-    effects.SaveProviderTokens,
     effects.LoadProviderTokens,
-    effects.SignUpWithOAuth,
     # --- end OAuth storage ---
     # --- webhooks: test_webhook_store.py ---
     effects.CreateWebhookEndpoint,

@@ -28,8 +28,6 @@ from identity_proto.effects import (
     LoadTeam,
     LoadUser,
     PasswordWrite,
-    SignUpWithOAuth,
-    SignUpWithOAuthRefusal,
     TeamWrite,
     UpdateUser,
     UpgradeRefusal,
@@ -37,9 +35,11 @@ from identity_proto.effects import (
     password_fingerprint,
     perform,
 )
-from identity_proto.effects.commit import SessionIsLive
+from identity_proto.effects.commit import CommitConflict, SessionIsLive
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
 from identity_proto.events import EVENT_TYPES, MESSAGE_TAG_LENGTH, StoredEvent, event_data, event_payload
+from identity_proto.flows.oauth import store_oauth_user
+from identity_proto.flows.signin import NewUser
 from identity_proto.flows.teams import add_member, store_team
 from identity_proto.flows.users import drop_user, patch_user
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
@@ -319,16 +319,18 @@ def test_an_oauth_sign_up_records_user_created_then_its_team(store: Store) -> No
     personal = _personal("ada")
     account = OAuthAccount("acc-1", "github", "gh-1", email="ada@example.com", created_at_millis=T0)
     new_user = make_user("ada", "ada@example.com", oauth_accounts=(account,), selected_team_id=personal[0].id)
-    assert store.apply(SignUpWithOAuth(PROJECT, new_user, personal)) == new_user
+    assert run(store_oauth_user(PROJECT, NewUser(new_user, personal)), store) == new_user
     assert events(store) == [
         ("user.created", server_user(replaced(new_user, {"selected_team_id": None}))),
         ("team.created", server_team(personal[0])),
     ]
     other = make_user("bob", "bob@example.com", oauth_accounts=(replaced(account, {"id": "acc-2"}),))
-    assert store.apply(SignUpWithOAuth(PROJECT, other)) is SignUpWithOAuthRefusal.ACCOUNT_TAKEN
+    with pytest.raises(CommitConflict):  # the account is taken
+        run(store_oauth_user(PROJECT, NewUser(other)), store)
     second = OAuthAccount("acc-3", "github", "gh-2", email="ada@example.com", created_at_millis=T0)
     same_address = make_user("bob", "ada@example.com", oauth_accounts=(second,))
-    assert store.apply(SignUpWithOAuth(PROJECT, same_address)) is SignUpWithOAuthRefusal.EMAIL_TAKEN
+    with pytest.raises(CommitConflict):  # the address is taken
+        run(store_oauth_user(PROJECT, NewUser(same_address)), store)
     assert len(recorded(store)) == 2
 
 

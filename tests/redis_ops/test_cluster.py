@@ -36,14 +36,11 @@ from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.drivers import run
 from identity_proto.effects import (
     AcceptTotp,
-    AccountsWrite,
     ApiKeyWrite,
     AppendOutbox,
     AttemptVerificationCode,
-    ChangeOAuthAccounts,
     ChangePermissionDefinitions,
     CodeOutcome,
-    ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateProject,
     CreateSignInCode,
@@ -83,13 +80,8 @@ from identity_proto.effects import (
     PasswordWrite,
     RateLimitHit,
     ResetProjectData,
-    SaveOAuthState,
-    SaveOuterCode,
-    SaveProviderTokens,
     SetClockOverride,
-    SignUpWithOAuth,
     StorageEffect,
-    TakeOAuthState,
     TeamWrite,
     Together,
     TotpAcceptance,
@@ -100,18 +92,15 @@ from identity_proto.effects import (
     UserWrite,
     password_fingerprint,
 )
-from identity_proto.effects.mock_oauth import (
-    EnsureMockSigningKeys,
-    LoadMockToken,
-    MockSigningKeys,
-    MockToken,
-    SaveMockTokens,
-    SetMockFailure,
-    TakeMockFailure,
-)
+from identity_proto.effects.mock_oauth import MockSigningKeys, MockToken
+from identity_proto.effects.oauth import ShortLived, put_record, take_record
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
+from identity_proto.flows.mock_oauth import MockFailure, signing_keys, take_failure
+from identity_proto.flows.oauth import store_oauth_user
+from identity_proto.flows.oauth_accounts import commit_accounts, save_provider_tokens
+from identity_proto.flows.signin import NewUser
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -610,20 +599,21 @@ def _oauth(store: RedisStore, p: str) -> None:
         p, None, "github", "authenticate", "http://x/cb", "outer", "ch", "S256", "verifier", "nonce", None, None,
         None, None, "redirect", T0, T0 + 600_000,
     )  # fmt: skip
-    store.apply(SaveOAuthState("state-hash", state))  # its own hash tag: another slot than the project's
-    assert store.apply(TakeOAuthState("state-hash")) == state
-    assert store.apply(TakeOAuthState("state-hash")) is None
+    # its own hash tag: another slot than the project's
+    assert run(put_record(ShortLived.OAUTH_STATE, "state-hash", state, T0), store) is True
+    assert run(take_record(OAuthState, ShortLived.OAUTH_STATE, "state-hash"), store) == state
+    assert run(take_record(OAuthState, ShortLived.OAUTH_STATE, "state-hash"), store) is None
     code = OuterCode(p, "o", "http://x/cb", "ch", "plain", "link", None, T0 + 300_000, "github", "gh-1")
-    store.apply(SaveOuterCode("code-hash", code))
-    assert store.apply(ConsumeOuterCode(p, "code-hash")) == code
+    assert run(put_record(ShortLived.OUTER_CODE, "code-hash", code, T0, project_id=p), store) is True
+    assert run(take_record(OuterCode, ShortLived.OUTER_CODE, "code-hash", project_id=p), store) == code
     team = make_team("o-team")
     user = dataclasses.replace(make_user("o", "o@example.com"), oauth_accounts=(github,), selected_team_id=team.id)
-    assert store.apply(SignUpWithOAuth(p, user, (team, Membership(team.id, "o", T0)))) == user
+    assert run(store_oauth_user(p, NewUser(user, (team, Membership(team.id, "o", T0)))), store) == user
     assert store.apply(FindUserByOAuthAccount(p, "github", "gh-1")) == user
-    assert store.apply(SaveProviderTokens(p, "o", "row-gh", "sealed")) is True
+    assert run(save_provider_tokens(p, user, "row-gh", "sealed"), store) is True
     assert store.apply(LoadProviderTokens(p, "row-gh")) == "sealed"
-    outcome, changed = store.apply(ChangeOAuthAccounts(p, "o", (github,), (github, google)))
-    assert (outcome, changed) == (AccountsWrite.DONE, dataclasses.replace(user, oauth_accounts=(github, google)))
+    changed = run(commit_accounts(p, user, (github, google)), store)
+    assert changed == dataclasses.replace(user, oauth_accounts=(github, google))
     anonymous = dataclasses.replace(make_user("o-anon"), is_anonymous=True)
     run(sign_up_anonymously(p, anonymous, make_session("s-oa", "o-anon")), store)
     changes = (("primary_email", "oa@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
@@ -643,14 +633,16 @@ def _oauth(store: RedisStore, p: str) -> None:
 # --- mock OAuth provider (dev/test mode; its keys under the hash tag {mock-oauth}) ---
 def _mock_oauth(store: RedisStore) -> None:
     keys = MockSigningKeys(es256='{"kty": "EC"}', rs256='{"kty": "RSA"}')
-    assert store.apply(EnsureMockSigningKeys(keys)) == keys
-    assert store.apply(EnsureMockSigningKeys(MockSigningKeys(es256="other", rs256="other"))) == keys
+    assert run(put_record(ShortLived.MOCK_KEYS, "", keys, T0, only_if_absent=True), store) is True
+    assert run(put_record(ShortLived.MOCK_KEYS, "", MockSigningKeys("o", "o"), T0, only_if_absent=True), store) is False
+    assert run(signing_keys(), store) == keys
     token = MockToken("access", "github", "openid", "m@example.com", None, "ES256", T0 + 3_600_000)
-    store.apply(SaveMockTokens((("token-hash", token),), T0))
-    assert store.apply(LoadMockToken("token-hash")) == token
-    store.apply(SetMockFailure("invalid_grant", "github", T0, T0 + 600_000))
-    assert store.apply(TakeMockFailure("github", T0)) == "invalid_grant"
-    assert store.apply(TakeMockFailure("github", T0)) is None
+    assert run(put_record(ShortLived.MOCK_TOKEN, "token-hash", token, T0), store) is True
+    assert run(take_record(MockToken, ShortLived.MOCK_TOKEN, "token-hash", keep=True), store) == token
+    failure = MockFailure("invalid_grant", T0 + 600_000)
+    assert run(put_record(ShortLived.MOCK_FAILURE, "github", failure, T0), store) is True
+    assert run(take_failure("github", T0), store) == "invalid_grant"
+    assert run(take_failure("github", T0), store) is None
 
 
 # --- end mock OAuth provider ---

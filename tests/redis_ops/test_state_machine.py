@@ -47,10 +47,8 @@ from identity_proto.drivers import run
 from identity_proto.effects import (
     AppendOutbox,
     AttemptVerificationCode,
-    ChangeOAuthAccounts,
     ChangePermissionDefinitions,
     CodeOutcome,
-    ConsumeOuterCode,
     ConsumeVerificationCode,
     CreateProject,
     CreateSignInCode,
@@ -82,13 +80,8 @@ from identity_proto.effects import (
     OAuthState,
     OuterCode,
     ResetProjectData,
-    SaveOAuthState,
-    SaveOuterCode,
-    SaveProviderTokens,
     SetClockOverride,
-    SignUpWithOAuth,
     StorageEffect,
-    TakeOAuthState,
     Together,
     UpdateProject,
     UpdateUser,
@@ -96,9 +89,12 @@ from identity_proto.effects import (
     password_fingerprint,
     perform,
 )
+from identity_proto.effects.oauth import ShortLived, put_record, take_record
 from identity_proto.events import event_data
 from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
+from identity_proto.flows.oauth import store_oauth_user
+from identity_proto.flows.oauth_accounts import commit_accounts, save_provider_tokens
 from identity_proto.flows.passwords import (
     _reset_read,
     change_password,
@@ -107,6 +103,7 @@ from identity_proto.flows.passwords import (
     store_reset_code,
 )
 from identity_proto.flows.permissions import grant_project_permissions, revoke_project_permission_of
+from identity_proto.flows.signin import NewUser
 from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import (
     add_member,
@@ -1026,7 +1023,7 @@ class StoresAgree(RuleBasedStateMachine):
                     Team(team_id, "OAuth Team", now),
                     Membership(team_id, user.id, now, permissions=("team_admin",)),
                 )
-            self.both(SignUpWithOAuth(project_id, user, team))
+            self.both_flow(lambda: store_oauth_user(project_id, NewUser(user, team)))
         elif op == "change":
             user_id = self.user(project_id)
             stored = tenant.users.get(user_id)
@@ -1038,7 +1035,8 @@ class StoresAgree(RuleBasedStateMachine):
                 kept[0] = dataclasses.replace(kept[0], allow_sign_in=not kept[0].allow_sign_in)
             if data.draw(st.booleans(), label="add"):
                 kept.append(self.oauth_account(data, n))
-            self.both(ChangeOAuthAccounts(project_id, user_id, expected, tuple(kept)))
+            read = dataclasses.replace(stored or User(user_id, T0, T0), oauth_accounts=expected)
+            self.both_flow(lambda: commit_accounts(project_id, read, tuple(kept)))
         elif op == "upgrade":
             email = data.draw(st.sampled_from(EMAILS), label="email")
             changes = (("primary_email", email), ("primary_email_auth_enabled", True), ("is_anonymous", False))
@@ -1049,7 +1047,7 @@ class StoresAgree(RuleBasedStateMachine):
             stored = tenant.users.get(user_id)
             rows = [a.id for a in stored.oauth_accounts] if stored is not None else []
             row = self._pick(rows, self.token_rows or ["r-none"])
-            self.both(SaveProviderTokens(project_id, user_id, row, f"sealed-{n}"))
+            self.both_flow(lambda: save_provider_tokens(project_id, stored, row, f"sealed-{n}"))
         elif op == "state":
             state_hash = data.draw(st.sampled_from(("s0", "s1")), label="state hash")
             if data.draw(st.booleans(), label="save"):
@@ -1057,18 +1055,18 @@ class StoresAgree(RuleBasedStateMachine):
                     project_id, None, "github", "authenticate", "http://x/cb", f"o{n}", "ch", "S256", f"v{n}", None,
                     None, None, None, None, "json", T0, T0 + 600_000,
                 )  # fmt: skip
-                self.both(SaveOAuthState(state_hash, state))
+                self.both_flow(lambda: put_record(ShortLived.OAUTH_STATE, state_hash, state, T0))
             else:
-                self.both(TakeOAuthState(state_hash))
+                self.both_flow(lambda: take_record(OAuthState, ShortLived.OAUTH_STATE, state_hash))
         else:
             code_hash = data.draw(st.sampled_from(("c0", "c1")), label="code hash")
             if data.draw(st.booleans(), label="save"):
                 code = OuterCode(
                     project_id, self.user(project_id), "http://x/cb", "ch", "plain", "link", None, T0 + 1, "github", "a"
                 )
-                self.both(SaveOuterCode(code_hash, code))
+                self.both_flow(lambda: put_record(ShortLived.OUTER_CODE, code_hash, code, T0, project_id=project_id))
             else:
-                self.both(ConsumeOuterCode(project_id, code_hash))
+                self.both_flow(lambda: take_record(OuterCode, ShortLived.OUTER_CODE, code_hash, project_id=project_id))
 
     # ---- webhooks
 

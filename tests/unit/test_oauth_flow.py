@@ -13,7 +13,9 @@ import orjson
 import pytest
 
 from identity_proto import Request, Service, ServiceOptions, run
-from identity_proto.effects import UpdateProject, UpdateUser, perform
+from identity_proto.changes import UserChanges
+from identity_proto.effects import OuterCode, UpdateProject, perform
+from identity_proto.effects.commit import PatchUser, commit
 from identity_proto.effects.oauth_provider import (
     DiscoverProvider,
     ExchangeProviderCode,
@@ -252,7 +254,7 @@ def test_authorize_refuses_bad_requests_and_keeps_nothing(
 ) -> None:
     reply = w.authorize(**overrides)
     assert (reply.status, reply.known_error) == (status, code), reply.body
-    assert w.h.store.oauth_states == {}
+    assert w.h.store.short_lived == {}
 
 
 def test_authorize_names_the_client_id_it_does_not_know(w: World) -> None:
@@ -571,7 +573,7 @@ def test_a_totp_user_gets_mfa_required_with_an_attempt_code(w: World) -> None:
     w.sign_in()
     (user,) = w.users()
     secret = base64.b64encode(b"0123456789abcdefghij").decode()
-    run(perform(UpdateUser(PROJECT_ID, user.id, (("totp_secret_base64", secret),))), w.h.store)
+    run(commit(PROJECT_ID, writes=(PatchUser(user.id, UserChanges.of(totp_secret_base64=secret)),)), w.h.store)
     reply = w.exchange(_code(w))
     assert (reply.status, reply.known_error) == (400, "MULTI_FACTOR_AUTHENTICATION_REQUIRED")
     assert len(reply.json["details"]["attempt_code"]) == 45
@@ -607,7 +609,9 @@ def test_the_callback_creates_links_and_stores_nothing_until_the_exchange() -> N
     (user,) = w.users()
     assert [a.account_id for a in user.oauth_accounts] == ["1001"]
     assert len(tenant.provider_tokens) == 1  # the owner's own sign-in's
-    (kept,) = tenant.outer_codes.values()
+    ((kept_text, _),) = tenant.short_lived.values()
+    kept = OuterCode(**orjson.loads(kept_text))
+    assert "provider-access" not in kept_text
     assert kept.sealed_tokens is not None
     assert "provider-access" not in kept.sealed_tokens
     assert "provider-access" not in repr(kept)
