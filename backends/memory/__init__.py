@@ -21,7 +21,6 @@ from backends.memory import (  # noqa: F401
     codes,
     commit,  # the one generic write: guards, writes, events
     contact_channels,
-    email_sign_in,
     mock_oauth,  # mock OAuth provider (dev/test mode only)
     oauth,  # OAuth: states, outer codes, linked accounts and their index, provider tokens
     outbox,
