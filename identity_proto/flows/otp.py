@@ -102,7 +102,8 @@ def magic_link(callback: WebURL, code: str) -> str:
 def sign_in_code_refusal(project_id: str, email: str, *, sign_up_enabled: bool) -> Flow[EmailRefusal | Guards]:
     """reference §2.2 step 2, decided on the address's holder read with their channels (`FindAuthAddressHolder`):
     an auth e-mail whose matched channel is unverified (`auth_address_verified`) cannot sign in with a code, and an
-    address nobody holds (or a user who is gone) only when sign-up is enabled. Else the guards of what was read."""
+    address nobody holds (or a user who is gone) only when sign-up is enabled. Else the guards of what was read (none
+    for a free address: signing in decides on its holder again)."""
     found = yield from perform(FindAuthAddressHolder(project_id, email))
     if found is None:
         return () if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
