@@ -21,7 +21,6 @@ from backends.memory import (  # noqa: F401
     codes,
     commit,  # the one generic write: guards, writes, events
     contact_channels,
-    email_sign_in,
     oauth,  # OAuth: short-lived values (states, outer codes, the mock provider's), the OAuth index, tokens
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password

@@ -1,31 +1,17 @@
-"""The memory store: one-time codes; TOTP acceptance."""
+"""The memory store: presenting a one-time code (a commit stores one: `put_code`)."""
 
 from __future__ import annotations
 
 from backends.memory.store import MemoryStore, Tenant, _performs
-from identity_proto.effects import (
-    AcceptTotp,
-    AddressHolder,
-    AttemptVerificationCode,
-    CodeAttempt,
-    CodeOutcome,
-    ConsumeVerificationCode,
-    CreateVerificationCode,
-    TotpAcceptance,
-)
+from identity_proto.effects import AddressHolder, AttemptVerificationCode, CodeAttempt, CodeOutcome
 from identity_proto.records import VerificationCode, replaced
 
 #: Expired codes are swept every this many new codes (the core judges expiry; this only frees memory).
 _SWEEP_EVERY = 1024
 
 
-@_performs(CreateVerificationCode)
-def _create_code(store: MemoryStore, effect: CreateVerificationCode) -> None:
-    put_code(store.tenant(effect.project_id), effect.code)
-
-
 def put_code(tenant: Tenant, code: VerificationCode) -> None:
-    """Store a code in place of one with its hash (CreateVerificationCode, and a commit's `PutCode`)."""
+    """Store a code in place of one with its hash (a commit's `PutCode`)."""
     tenant.codes[code.code_hash] = code
     tenant.codes_created += 1
     if tenant.codes_created % _SWEEP_EVERY == 0:
@@ -58,29 +44,3 @@ def _attempt_code(store: MemoryStore, effect: AttemptVerificationCode) -> CodeAt
         holder_id = tenant.email_index.get(code.email)
         holder = AddressHolder(holder_id, None if holder_id is None else tenant.users.get(holder_id))
     return CodeAttempt(CodeOutcome.OK, code, holder)
-
-
-@_performs(ConsumeVerificationCode)
-def _consume_code(store: MemoryStore, effect: ConsumeVerificationCode) -> bool:
-    tenant = store.tenant(effect.project_id)
-    code = tenant.codes.get(effect.code_hash)
-    if code is None or code.used:
-        return False
-    tenant.codes[code.code_hash] = replaced(code, {"used": True})
-    return True
-
-
-@_performs(AcceptTotp)
-def _accept_totp(store: MemoryStore, effect: AcceptTotp) -> TotpAcceptance:
-    tenant = store.tenant(effect.project_id)
-    code = tenant.codes.get(effect.code_hash)
-    if code is None or code.used:
-        return TotpAcceptance.CODE_USED
-    user = tenant.users.get(effect.user_id)
-    if user is None:
-        return TotpAcceptance.USER_NOT_FOUND
-    if user.totp_last_step is not None and user.totp_last_step >= effect.step:
-        return TotpAcceptance.STEP_USED
-    tenant.codes[code.code_hash] = replaced(code, {"used": True})
-    tenant.users[user.id] = replaced(user, {"totp_last_step": effect.step})
-    return TotpAcceptance.ACCEPTED

@@ -15,10 +15,9 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 - `lua`: Lua functions several scripts share;
 - `commit`: the one generic write (`Commit`): its script, and the registries of how guards and writes become ops;
 - one module per resource, each holding its plans with their Lua scripts right above them, and its commit guards
-  and writes: `projects`, `codes` (one-time codes, TOTP acceptance), `email_sign_in`, `users`, `sessions`,
-  `outbox`, `teams` (and memberships), `permissions`, `api_keys`, `team_invitations`, `contact_channels`,
-  `passwords`, `oauth`, `webhooks`, `rate_limits`, `testing` (clock override, project
-  reset);
+  and writes: `projects`, `codes` (presenting a one-time code), `users`, `sessions`, `outbox`, `teams` (and
+  memberships), `permissions`, `api_keys`, `team_invitations`, `contact_channels`, `passwords`, `oauth`,
+  `webhooks`, `rate_limits`, `testing` (clock override, project reset);
 - `runner`: what both runners share (error translation, script loading, `Together`, cluster scans); `store_async`
   (`AsyncRedisStore`, asyncio) and `store` (`RedisStore`, sync, generated from `store_async` by
   `scripts/generate_sync`).
@@ -26,7 +25,7 @@ Layout of this package (see backends/README.md for finding an effect's plan and 
 Atomicity (identity_proto.effects: every effect is atomic). Writes are decided by the core and sent as one
 `Commit`: `commit.py` translates its guards and writes into an op list on this store's key layout, and one generic
 Lua script checks every guard and, only if all hold, applies every write and records the events (see `commit.py`
-and backends/README.md). The writes not yet moved onto `Commit` (projects, one-time codes, the remaining user,
+and backends/README.md). The writes not yet moved onto `Commit` (projects, a code's attempts, the remaining user,
 session and password writes, webhook endpoints and deliveries) are one Lua script each, on
 keys of the project's slot, named after the effect (backends/README.md lists them). Reads of one key are one
 command (LoadUser, LoadSession, LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers,
@@ -68,7 +67,6 @@ from backends.redis import (  # noqa: F401
     codes,
     commit,  # the one generic write: guards, writes, events, one script
     contact_channels,
-    email_sign_in,
     oauth,  # OAuth: short-lived values (states, outer codes, the mock provider's), the OAuth index, tokens
     outbox,
     passwords,  # passwords: reset codes, resetting, changing and setting a password

@@ -17,30 +17,6 @@ local function record_json(fields)
 end
 """
 
-#: Lua: make `key` live until at least `at` (ms since the epoch): set its expiry when it has none, else only
-#: push it later (GT). A missing key is left missing.
-_EXTEND_EXPIRY = """
-local function extend_expiry(key, at)
-  if redis.call('PTTL', key) == -1 then
-    redis.call('PEXPIREAT', key, at)
-  else
-    redis.call('PEXPIREAT', key, at, 'GT')
-  end
-end
-"""
-
-#: Lua: store a one-time code (replacing one with its hash) with its TTL, and create its nonce counter at 0 or push
-#: the counter's TTL to the code's. Needs `_EXTEND_EXPIRY`.
-_CREATE_CODE = """
-local function create_code(code_key, nonce_key, expires_at, items)
-  redis.call('DEL', code_key)
-  redis.call('HSET', code_key, unpack(items))
-  redis.call('PEXPIREAT', code_key, expires_at)
-  redis.call('SET', nonce_key, 0, 'NX')
-  extend_expiry(nonce_key, expires_at)
-end
-"""
-
 #: Lua: a record's fields as a table, from an HGETALL reply.
 _FIELDS = """
 local function fields(reply)
@@ -99,43 +75,6 @@ local function byte_less(a, b)
   return #a < #b
 end
 """
-
-# --- contact channels ---
-
-#: Lua: present a one-time code (AttemptVerificationCode's contract): count an attempt on its nonce, then check it.
-#: Returns the reply {outcome} or {outcome, code's HGETALL}, and the code's fields (a table) when it exists. Needs
-#: `_FIELDS`.
-_ATTEMPT_CODE = """
-local function attempt_code(code_key, nonce_key, purpose, now, max_attempts, consume, orphan_ttl)
-  local before = redis.call('INCR', nonce_key) - 1
-  if redis.call('PTTL', nonce_key) == -1 then redis.call('PEXPIRE', nonce_key, orphan_ttl) end
-  local code = redis.call('HGETALL', code_key)
-  local f = fields(code)
-  if #code == 0 or f['purpose'] ~= purpose then return {'not_found'}, nil end
-  if tonumber(now) >= tonumber(f['expires_at_millis']) then return {'expired', code}, f end
-  if f['used'] == 'true' then return {'already_used', code}, f end
-  if before >= tonumber(max_attempts) then return {'max_attempts_reached', code}, f end
-  if consume == '1' then redis.call('HSET', code_key, 'used', 'true') end
-  return {'ok', code}, f
-end
-"""
-
-#: Lua: whether the user's auth channel with this address (the primary in the user hash, or a stored channel in
-#: the user's channel hash) is verified; false when they have none.
-_ADDRESS_VERIFIED = """
-local function address_verified(user_key, channels_key, address)
-  local u = redis.call('HMGET', user_key, 'primary_email', 'primary_email_verified', 'primary_email_auth_enabled')
-  if u[1] and u[3] == 'true' and cjson.decode(u[1]) == address then return u[2] == 'true' end
-  for _, text in ipairs(redis.call('HVALS', channels_key)) do
-    local c = cjson.decode(text)
-    if c.value == address and c.used_for_auth == true then return c.is_verified == true end
-  end
-  return false
-end
-"""
-
-# --- end contact channels ---
-
 
 # --- webhooks ---
 #: Lua: record an event of the project in its events stream (`KeySpace.events`), in the same script as the change

@@ -1,7 +1,7 @@
 """What the password flows read and commit (the core decides: `identity_proto.flows.passwords`): the holder of an
 address with their channels, in one script; a commit's guard on a user's sessions (SCARD and SISMEMBER), a one-time
-code stored (as `CreateVerificationCode` stores it: the code with its TTL, its nonce counter created once) and a
-mail appended to the outbox (LPUSH, LTRIM). No Lua here decides anything.
+code stored (the code with its TTL, its nonce counter created once) and a mail appended to the outbox (LPUSH,
+LTRIM). No Lua here decides anything.
 """
 
 from __future__ import annotations

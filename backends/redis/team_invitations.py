@@ -109,7 +109,7 @@ def _invitation_is_unused(ops: Ops, position: int, guard: InvitationIsUnused) ->
 
 @writes(PutInvitation)
 def _put_invitation(ops: Ops, write: PutInvitation) -> None:
-    # The code as CreateVerificationCode stores it (its nonce's attempt counter kept if attempts came first); the
+    # The code as PutCode stores it (its nonce's attempt counter kept if attempts came first); the
     # id entry and both index entries expire with it (`GRACE_MS` past its expiry: TTLs only collect garbage), and
     # index entries whose keys expired more than the grace ago are dropped on the way.
     space, p, code = ops.space, ops.project_id, write.code

@@ -42,14 +42,10 @@ from identity_proto.effects.api_keys import (
 )
 from identity_proto.effects.base import ComputeEffect, Effect, Flow, MailEffect, R, StorageEffect, T, Together, perform
 from identity_proto.effects.codes import (
-    AcceptTotp,
     AddressHolder,
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
-    ConsumeVerificationCode,
-    CreateVerificationCode,
-    TotpAcceptance,
 )
 from identity_proto.effects.commit import Commit, CommitConflict, Committed, Conflict
 
@@ -81,7 +77,6 @@ from identity_proto.effects.contact_channels import (
 
 # --- end contact channels ---
 from identity_proto.effects.email_sign_in import (
-    CreateSignInCode,
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
@@ -237,7 +232,6 @@ from identity_proto.quickinit import quick_init
 __all__ = [
     "ANONYMOUS_PERSONAL_TEAM_NAME",
     "READ_EFFECTS",
-    "AcceptTotp",
     "AddressHolder",
     "AppendOutbox",
     "AttemptVerificationCode",
@@ -245,11 +239,8 @@ __all__ = [
     "CodeAttempt",
     "CodeOutcome",
     "ComputeEffect",
-    "ConsumeVerificationCode",
     "CreateProject",
-    "CreateSignInCode",
     "CreateUser",
-    "CreateVerificationCode",
     "DefinitionsWrite",
     "DeleteProject",
     "DropInvitation",
@@ -311,7 +302,6 @@ __all__ = [
     "TeamMembersAre",
     "TeamWrite",
     "Together",
-    "TotpAcceptance",
     "UpdateProject",
     "UpdateUser",
     "UpgradeRefusal",

@@ -1,4 +1,4 @@
-"""One-time codes, and accepting a TOTP once (the second factor's step)."""
+"""Presenting a one-time code (stored by a commit's `PutCode`, used by its `UseCode` under `CodeIsUnused`)."""
 
 from __future__ import annotations
 
@@ -44,14 +44,6 @@ class CodeAttempt:
 
 
 @dataclass(frozen=True, slots=True)
-class CreateVerificationCode(StorageEffect[None]):
-    """Store a new one-time code (its hashes never collide: 224 random bits)."""
-
-    project_id: str
-    code: VerificationCode
-
-
-@dataclass(frozen=True, slots=True)
 class AttemptVerificationCode(StorageEffect[CodeAttempt]):
     """Present a code, atomically:
 
@@ -72,41 +64,3 @@ class AttemptVerificationCode(StorageEffect[CodeAttempt]):
     consume: bool
     max_attempts: int = 20
     with_holder: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeVerificationCode(StorageEffect[bool]):
-    """Mark a code used. True only for the one caller that found it unused."""
-
-    project_id: str
-    code_hash: str
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Signing in with the second factor (reference §2.5)
-
-
-class TotpAcceptance(Enum):
-    """What `AcceptTotp` did, in the order it checks."""
-
-    #: The attempt code was consumed and the step recorded: the sign-in may go on.
-    ACCEPTED = "accepted"
-    #: The attempt code is missing or was consumed before; nothing written.
-    CODE_USED = "code_used"
-    #: No user with that id; nothing written.
-    USER_NOT_FOUND = "user_not_found"
-    #: The user has had a TOTP of this time step or a later one accepted (a replay); nothing written.
-    STEP_USED = "step_used"
-
-
-@dataclass(frozen=True, slots=True)
-class AcceptTotp(StorageEffect[TotpAcceptance]):
-    """Accept a right TOTP, once: consume the MFA attempt code `code_hash` and record `step` (the TOTP's time
-    step) as the user's `totp_last_step`, together, only if the code is unused and `step` is later than the
-    user's `totp_last_step`. Of concurrent calls with one code, or with one step for one user, exactly one is
-    ACCEPTED: a TOTP signs in once, however many sign-ins present it."""
-
-    project_id: str
-    code_hash: str
-    user_id: str
-    step: int

@@ -1,12 +1,12 @@
-"""Signing in with a code sent to an e-mail address (reference §2.2): storing the code, and what signing in did."""
+"""Signing in with a code sent to an e-mail address (reference §2.2): why an address may not, and what signing in
+did (the decisions: `identity_proto.flows.otp`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from identity_proto.effects.base import StorageEffect
-from identity_proto.records import CodePurpose, User, VerificationCode
+from identity_proto.records import User
 
 
 class EmailRefusal(Enum):
@@ -16,23 +16,6 @@ class EmailRefusal(Enum):
     UNVERIFIED = "unverified"
     #: Nobody holds the address and the project does not allow sign-up.
     SIGN_UP_DISABLED = "sign_up_disabled"
-
-
-@dataclass(frozen=True, slots=True)
-class CreateSignInCode(StorageEffect["EmailRefusal | None"]):
-    """Store the sign-in `code` for the address `code.email`, unless that address cannot sign in with it: the
-    refusal (and nothing written) when the user holding it as their auth e-mail is unverified, or when nobody
-    holds it and `sign_up_enabled` is False. None when stored. (Sending a code is this one step.)"""
-
-    project_id: str
-    code: VerificationCode
-    sign_up_enabled: bool
-
-    def __post_init__(self) -> None:
-        if self.code.email is None:
-            raise ValueError("a sign-in code names the address it was sent to")
-        if self.code.purpose != CodePurpose.SIGN_IN:
-            raise ValueError(f"a sign-in code has the sign-in purpose, not {self.code.purpose!r}")
 
 
 class EmailSignInOutcome(Enum):

@@ -128,7 +128,7 @@ class FindAuthAddressHolder(StorageEffect["UserChannels | None"]):
 
 @dataclass(frozen=True, slots=True)
 class PutCode(CommitWrite):
-    """Store a one-time code (in place of one with its hash), as `CreateVerificationCode` stores it."""
+    """Store a one-time code (in place of one with its hash), creating its nonce's attempt counter once."""
 
     code: VerificationCode
 

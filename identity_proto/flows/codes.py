@@ -6,14 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from identity_proto.context import RequestContext
-from identity_proto.effects import (
-    AttemptVerificationCode,
-    CodeAttempt,
-    CodeOutcome,
-    CreateVerificationCode,
-    Flow,
-    perform,
-)
+from identity_proto.effects import AttemptVerificationCode, CodeAttempt, CodeOutcome, Flow, PutCode, perform
+from identity_proto.effects.commit import commit
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.records import CodePurpose, VerificationCode
 from identity_proto.tokens import hash_secret, random_string
@@ -86,9 +80,9 @@ def create_code(
     user_id: str | None = None,
     is_new_user: bool = False,
 ) -> Flow[NewCode]:
-    """Make and store a code; only its hashes reach the store."""
+    """Make and store a code (a commit's `PutCode`); only its hashes reach the store."""
     code, record = new_code(ctx, purpose, lifetime_ms, email=email, user_id=user_id, is_new_user=is_new_user)
-    yield from perform(CreateVerificationCode(project_id, record))
+    yield from commit(project_id, writes=(PutCode(record),))
     return code
 
 

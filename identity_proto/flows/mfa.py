@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
-from identity_proto.effects import AcceptTotp, Flow, LoadUser, TotpAcceptance, perform
+from identity_proto.effects import CodeIsUnused, Flow, LoadUser, UseCode, perform
+from identity_proto.effects.commit import FieldsAre, PatchUser, PutSession, RecordKind, commit
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.codes import check_code
-from identity_proto.flows.sessions import start_session
+from identity_proto.flows.sessions import issue_access_token, new_session
 from identity_proto.flows.signin import matching_totp_step
 from identity_proto.http import Response
 from identity_proto.ratelimits import FailureLimit
@@ -24,10 +26,11 @@ __all__ = ["mfa_sign_in"]
 
 def mfa_sign_in(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/mfa/sign-in {type: "totp", totp, code}: a wrong TOTP leaves the attempt code usable (its nonce
-    still counts the attempt); a right one consumes it and signs the user in, once: consuming the code and
-    recording the TOTP's time step as the user's last are one atomic step (`AcceptTotp`), so a TOTP accepted
-    before (a replay, within its 30 seconds, by this sign-in or a concurrent one) is INVALID_TOTP_CODE, as a
-    wrong one, and leaves the attempt code usable. The original accepts a TOTP again within its window."""
+    still counts the attempt); a right one consumes it and signs the user in, once: a TOTP of a time step no later
+    than the user's last accepted one (a replay, within its 30 seconds) is INVALID_TOTP_CODE, as a wrong one, and
+    leaves the attempt code usable. Using the code, recording the step and storing the session are one commit,
+    guarded on the code being unused and on the user's TOTP fields as read: a concurrent sign-in with the code or
+    the step re-runs the flow, which then refuses it. The original accepts a TOTP again within its window."""
     project = ctx.require_auth().project
     body: MfaSignInBody = ctx.body
     attempt = yield from check_code(ctx, project.id, body.code, CodePurpose.MFA, consume=False)
@@ -42,23 +45,19 @@ def mfa_sign_in(ctx: RequestContext) -> Flow[Response]:
     step = (
         None if user.totp_secret_base64 is None else matching_totp_step(user.totp_secret_base64, body.totp, ctx.now_ms)
     )
-    if step is None:
+    if step is None or (user.totp_last_step is not None and user.totp_last_step >= step):
         yield from failures.count()
         raise KnownError(ErrorCode.INVALID_TOTP_CODE)
-    accepted = yield from perform(AcceptTotp(project.id, hash_secret(body.code.lower()), user.id, step))
-    if accepted is TotpAcceptance.CODE_USED:
-        raise KnownError(ErrorCode.VERIFICATION_CODE_ALREADY_USED)
-    if accepted is TotpAcceptance.USER_NOT_FOUND:
-        raise KnownError(ErrorCode.USER_NOT_FOUND)
-    if accepted is TotpAcceptance.STEP_USED:
-        yield from failures.count()
-        raise KnownError(ErrorCode.INVALID_TOTP_CODE)
-    tokens = yield from start_session(ctx, project, user)
+    code_hash = hash_secret(body.code.lower())
+    refresh_token, session = new_session(ctx, user.id)
+    guards = (CodeIsUnused(code_hash), FieldsAre(user, ("totp_secret_base64", "totp_last_step")))
+    writes = (UseCode(code_hash), PatchUser(user.id, UserChanges.of(totp_last_step=step)), PutSession(session))
+    (stored,) = yield from commit(project.id, guards, writes, returns=((RecordKind.USER, user.id),))
     return json_response(
         200,
         {
-            "refresh_token": tokens.refresh_token,
-            "access_token": tokens.access_token,
+            "refresh_token": refresh_token,
+            "access_token": issue_access_token(ctx, project, stored, session.id),
             "is_new_user": attempt.is_new_user,
             "user_id": user.id,
         },

@@ -8,21 +8,24 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
+    PRIMARY_FIELDS,
     AddressHolder,
-    CreateSignInCode,
+    ChannelsAre,
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
+    FindAuthAddressHolder,
     FindUserByAuthEmail,
     Flow,
     ListContactChannels,
+    PutCode,
     auth_address_verified,
-    matched_address_verified,
     perform,
 )
 from identity_proto.effects.commit import (
     CommitConflict,
     FieldsAre,
+    Guard,
     IndexIs,
     IndexName,
     IsAbsent,
@@ -47,8 +50,9 @@ from identity_proto.flows.signin import (
     signed_in,
 )
 from identity_proto.http import Response
-from identity_proto.ratelimits import check_under_limit, count_event, rule_for
-from identity_proto.records import CodePurpose, Project, ProjectConfig, Session, User, replaced
+from identity_proto.preconditions import guarded
+from identity_proto.ratelimits import count_event, limit_not_reached, rule_for
+from identity_proto.records import CodePurpose, Project, ProjectConfig, Session, User, VerificationCode, replaced
 from identity_proto.render import json_response
 from identity_proto.tokens import new_uuid
 from identity_proto.urls import UnsafeURL, WebURL, parse_origin_pattern, parse_web_url
@@ -58,7 +62,9 @@ if TYPE_CHECKING:
     from identity_proto.schemas import CodeBody, SendSignInCodeBody
 
 __all__ = ["callback_is_trusted", "check_sign_in_code", "magic_link", "send_sign_in_code", "sign_in_with_code"]
-__all__ += ["sign_in_by_email"]
+__all__ += ["sign_in_by_email", "sign_in_code_refusal", "store_sign_in_code"]
+
+Guards = tuple[Guard, ...]
 
 #: reference §2.2 step 4: the hosts that "localhost" covers (plus every `*.localhost` name), as a WHATWG parser
 #: serialises them.
@@ -93,13 +99,29 @@ def magic_link(callback: WebURL, code: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, ("code", code)])))
 
 
-def _refusal(project: Project, user: User | None, verified: bool) -> EmailRefusal | None:
-    """reference §2.2 step 2: an unverified auth e-mail (`verified`: the matched address's flag,
-    `matched_address_verified`) cannot sign in with a code, and an unknown one only when sign-up is enabled."""
-    if user is not None and not verified:
+def sign_in_code_refusal(project_id: str, email: str, *, sign_up_enabled: bool) -> Flow[EmailRefusal | Guards]:
+    """reference §2.2 step 2, decided on the address's holder read with their channels (`FindAuthAddressHolder`):
+    an auth e-mail whose matched channel is unverified (`auth_address_verified`) cannot sign in with a code, and an
+    address nobody holds (or a user who is gone) only when sign-up is enabled. Else the guards of what was read (none
+    for a free address: signing in decides on its holder again)."""
+    found = yield from perform(FindAuthAddressHolder(project_id, email))
+    if found is None:
+        return () if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
+    if not auth_address_verified(found.user, found.stored, email):
         return EmailRefusal.UNVERIFIED
-    if user is None and not project.config.sign_up_enabled:
-        return EmailRefusal.SIGN_UP_DISABLED
+    user = found.user
+    return IndexIs(IndexName.EMAIL, email, user.id), FieldsAre(user, PRIMARY_FIELDS), ChannelsAre(user.id, found.stored)
+
+
+def store_sign_in_code(project_id: str, code: VerificationCode, *, sign_up_enabled: bool) -> Flow[EmailRefusal | None]:
+    """Store the sign-in `code` for its address unless that address cannot sign in with it (`sign_in_code_refusal`:
+    the refusal, nothing written): one read, then one commit guarded on what the decision read."""
+    if code.email is None or code.purpose != CodePurpose.SIGN_IN:
+        raise ValueError(f"a sign-in code names its address and has the sign-in purpose: {code!r}")
+    decided = yield from sign_in_code_refusal(project_id, code.email, sign_up_enabled=sign_up_enabled)
+    if isinstance(decided, EmailRefusal):
+        return decided
+    yield from commit(project_id, decided, (PutCode(code),))
     return None
 
 
@@ -118,26 +140,26 @@ def _refused(refusal: EmailRefusal, email: str) -> KnownError:
 def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
     """POST /auth/otp/send-sign-in-code: mail a code and a magic link; answer the nonce.
 
-    Checking the address and storing the code are one storage step (`CreateSignInCode`), so sending costs one
-    round trip to the store (plus the outbox, when mail is kept there)."""
+    Reading the address's holder (with the per-address limit, one trip), then storing the code (one commit)."""
     project = ctx.require_auth().project
     body: SendSignInCodeBody = ctx.body
     if not project.config.magic_link_enabled:
         raise KnownError(ErrorCode.OTP_SIGN_IN_NOT_ENABLED)
-    email = normalize_email(body.email)
+    email, sign_up_enabled = normalize_email(body.email), project.config.sign_up_enabled
     if not callback_is_trusted(body.callback_url, project.config):
         # The address is checked first (reference §2.2 steps 2 and 4): a refused address is the error to show.
-        holder = yield from perform(FindUserByAuthEmail(project.id, email))
-        refusal = _refusal(project, holder, (yield from matched_address_verified(project.id, holder, email)))
-        raise _refused(refusal, email) if refusal is not None else KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+        decided = yield from sign_in_code_refusal(project.id, email, sign_up_enabled=sign_up_enabled)
+        if isinstance(decided, EmailRefusal):
+            raise _refused(decided, email)
+        raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
     # Per address too, so one inbox cannot be flooded from many places. Only mail that goes out is counted: a
     # refused request must not spend the owner's budget (anyone could lock them out of code sign-in otherwise).
     limited = ctx.options.rate_limits_enabled
     rule, subject = rule_for("send_code_email", project.config), f"{project.id}:{email}"
-    if limited:
-        yield from check_under_limit(rule, subject, now_ms=ctx.now_ms)
+    under_limit = limit_not_reached(rule, subject, now_ms=ctx.now_ms) if limited else None
     code, record = new_code(ctx, CodePurpose.SIGN_IN, ctx.options.code_lifetime_ms, email=email)
-    refusal = yield from perform(CreateSignInCode(project.id, record, project.config.sign_up_enabled))
+    storing = store_sign_in_code(project.id, record, sign_up_enabled=sign_up_enabled)
+    refusal = yield from guarded(storing, [under_limit] if under_limit is not None else [])
     if refusal is not None:
         raise _refused(refusal, email)
     if limited:  # the code is stored but nobody knows it: a request refused here leaves it to expire unused

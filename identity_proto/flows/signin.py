@@ -211,7 +211,7 @@ def finish_sign_in(
 
 def matching_totp_step(secret_base64: str, totp: str, now_ms: int) -> int | None:
     """The time step of `totp` if it is right for the current window at the request's time (RFC 6238: 30-second
-    step, 6 digits, HMAC-SHA1), else None. Its step is what makes it single-use (`AcceptTotp`)."""
+    step, 6 digits, HMAC-SHA1), else None. Its step is what makes it single-use (`flows.mfa`)."""
     try:
         secret = base64.b64decode(secret_base64, validate=True)
     except (binascii.Error, ValueError):

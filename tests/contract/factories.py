@@ -16,6 +16,7 @@ from typing import Any
 from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.drivers import Store
+from identity_proto.effects import CodeIsUnused, Commit, PutCode, UseCode
 from identity_proto.records import CodePurpose, Email, Membership, RiskScores, Session, Team, User, VerificationCode
 
 #: 2100-01-01T00:00:00Z in ms: every record expires after it, so no TTL fires during a test.
@@ -47,6 +48,17 @@ def make_code(
         expires_at_millis=created_at + lifetime_ms,
         **fields,
     )
+
+
+def put_code(project_id: str, code: VerificationCode) -> Commit:
+    """The commit that stores a one-time code, as the flows store one."""
+    return Commit(project_id, writes=(PutCode(code),))
+
+
+def use_code(project_id: str, code_hash: str) -> Commit:
+    """The commit that uses a one-time code: `Committed()` for the one caller that found it unused, else
+    `Conflict(0)` (nothing written)."""
+    return Commit(project_id, (CodeIsUnused(code_hash),), (UseCode(code_hash),))
 
 
 def make_user(user_id: str, email: str | None = None, *, auth: bool = True, **fields: Any) -> User:
@@ -292,13 +304,13 @@ def sign_in_by_email(
     code for `email` (named after the session) presented and consumed, which reads the address's holder in the
     same step, then the core's `sign_in_by_email` deciding on that holder, run again (reading afresh) while its
     commit meets a concurrent change. A flow answering an `EmailSignIn`."""
-    from identity_proto.effects import AttemptVerificationCode, CodeOutcome, CreateVerificationCode, perform
+    from identity_proto.effects import AttemptVerificationCode, CodeOutcome, perform
     from identity_proto.flows.otp import sign_in_by_email as decide
     from identity_proto.flows.signin import NewUser, rerun_on_conflict
 
     newcomer = NewUser(new_user, personal_team)
     code = make_code(f"sign-in-{session.id}", email=email, created_at=now_ms)
-    yield from perform(CreateVerificationCode(project_id, code))
+    yield from perform(put_code(project_id, code))
     attempt = yield from perform(
         AttemptVerificationCode(
             project_id, code.code_hash, code.nonce_hash, code.purpose, now_ms, consume=True, with_holder=True

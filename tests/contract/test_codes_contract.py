@@ -1,5 +1,6 @@
-"""The one-time code contract (CreateVerificationCode, AttemptVerificationCode, ConsumeVerificationCode) over every
-store; TTLs (expiry plus `GRACE_MS`) on the Redis stores."""
+"""The one-time code contract over every store: storing a code (a commit's `PutCode`), presenting it
+(`AttemptVerificationCode`), using it (a commit's `UseCode` under `CodeIsUnused`); TTLs (expiry plus `GRACE_MS`) on
+the Redis stores."""
 
 from __future__ import annotations
 
@@ -15,13 +16,22 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
-    ConsumeVerificationCode,
-    CreateVerificationCode,
+    Committed,
+    Conflict,
     perform,
 )
 from identity_proto.records import CodePurpose, VerificationCode
 from tests.contract.conftest import AsyncBackend
-from tests.contract.factories import CODE_LIFETIME_MS, OTHER_PROJECT, PROJECT, T0, in_threads, make_code
+from tests.contract.factories import (
+    CODE_LIFETIME_MS,
+    OTHER_PROJECT,
+    PROJECT,
+    T0,
+    in_threads,
+    make_code,
+    put_code,
+    use_code,
+)
 
 NOW = T0 + 1_000  # while a `make_code` code is valid
 
@@ -59,7 +69,7 @@ def used(code: VerificationCode) -> VerificationCode:
 
 def test_attempt_returns_the_code_with_every_field_as_stored(store: Store) -> None:
     code = make_code("rich", purpose=CodePurpose.MFA, email="zoë@exämple.com ✓", user_id="user-ü", is_new_user=True)
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     result = store.apply(attempt(code, consume=False))
 
@@ -73,14 +83,14 @@ def test_attempt_returns_the_code_with_every_field_as_stored(store: Store) -> No
 
 def test_attempt_round_trips_absent_optional_fields(store: Store) -> None:
     code = make_code("plain")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     assert store.apply(attempt(code, consume=False)) == CodeAttempt(CodeOutcome.OK, code)
 
 
 def test_an_attempt_without_consume_leaves_the_code_usable(store: Store) -> None:
     code = make_code("reusable")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     assert store.apply(attempt(code, consume=False)).outcome is CodeOutcome.OK
     assert store.apply(attempt(code, consume=False)).outcome is CodeOutcome.OK
@@ -89,7 +99,7 @@ def test_an_attempt_without_consume_leaves_the_code_usable(store: Store) -> None
 
 def test_a_consuming_attempt_uses_the_code(store: Store) -> None:
     code = make_code("once")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.OK, code)
     assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.ALREADY_USED, used(code))
@@ -106,7 +116,7 @@ def test_not_found_for_a_missing_code(store: Store) -> None:
 
 def test_a_code_of_the_other_purpose_is_not_found(store: Store) -> None:
     code = make_code("sign-in", purpose=CodePurpose.SIGN_IN)
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     assert store.apply(attempt(code, purpose=CodePurpose.MFA)) == CodeAttempt(CodeOutcome.NOT_FOUND, None)
     # and that attempt neither used it
@@ -115,7 +125,7 @@ def test_a_code_of_the_other_purpose_is_not_found(store: Store) -> None:
 
 def test_a_code_of_another_project_is_not_found(store: Store) -> None:
     code = make_code("elsewhere")
-    store.apply(CreateVerificationCode(OTHER_PROJECT, code))
+    store.apply(put_code(OTHER_PROJECT, code))
 
     assert store.apply(attempt(code)).outcome is CodeOutcome.NOT_FOUND
 
@@ -123,7 +133,7 @@ def test_a_code_of_another_project_is_not_found(store: Store) -> None:
 @pytest.mark.parametrize("after_ms", [0, 1, 10_000_000], ids=["at-expiry", "just-after", "long-after"])
 def test_expired_from_the_expiry_instant_on(store: Store, after_ms: int) -> None:
     code = make_code("expiring")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     result = store.apply(attempt(code, now_ms=code.expires_at_millis + after_ms))
 
@@ -134,15 +144,15 @@ def test_expired_from_the_expiry_instant_on(store: Store, after_ms: int) -> None
 
 def test_already_used(store: Store) -> None:
     code = make_code("used")
-    store.apply(CreateVerificationCode(PROJECT, code))
-    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is True
+    store.apply(put_code(PROJECT, code))
+    assert store.apply(use_code(PROJECT, code.code_hash)) == Committed()
 
     assert store.apply(attempt(code, consume=False)) == CodeAttempt(CodeOutcome.ALREADY_USED, used(code))
 
 
 def test_max_attempts_reached_when_the_count_before_reaches_the_maximum(store: Store) -> None:
     code = make_code("guessed")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     for i in range(3):  # wrong guesses: the code is missing, but each attempt counts on the nonce
         assert store.apply(attempt(code, code_hash=f"wrong-{i}", max_attempts=3)).outcome is CodeOutcome.NOT_FOUND
 
@@ -153,7 +163,7 @@ def test_max_attempts_reached_when_the_count_before_reaches_the_maximum(store: S
 
 def test_the_last_allowed_attempt_is_ok(store: Store) -> None:
     code = make_code("last-chance")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     for i in range(2):
         store.apply(attempt(code, code_hash=f"wrong-{i}", max_attempts=3))
 
@@ -162,7 +172,7 @@ def test_the_last_allowed_attempt_is_ok(store: Store) -> None:
 
 def test_max_attempts_default_is_20(store: Store) -> None:
     code = make_code("default-max")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     for i in range(20):
         store.apply(attempt(code, code_hash=f"wrong-{i}"))
 
@@ -171,8 +181,8 @@ def test_max_attempts_default_is_20(store: Store) -> None:
 
 def test_expired_comes_before_already_used_and_max_attempts(store: Store) -> None:
     code = make_code("all-wrong")
-    store.apply(CreateVerificationCode(PROJECT, code))
-    store.apply(ConsumeVerificationCode(PROJECT, code.code_hash))
+    store.apply(put_code(PROJECT, code))
+    store.apply(use_code(PROJECT, code.code_hash))
     store.apply(attempt(code, code_hash="wrong", max_attempts=1))
 
     result = store.apply(attempt(code, now_ms=code.expires_at_millis, max_attempts=1))
@@ -182,8 +192,8 @@ def test_expired_comes_before_already_used_and_max_attempts(store: Store) -> Non
 
 def test_already_used_comes_before_max_attempts(store: Store) -> None:
     code = make_code("used-and-guessed")
-    store.apply(CreateVerificationCode(PROJECT, code))
-    store.apply(ConsumeVerificationCode(PROJECT, code.code_hash))
+    store.apply(put_code(PROJECT, code))
+    store.apply(use_code(PROJECT, code.code_hash))
     store.apply(attempt(code, code_hash="wrong", max_attempts=1))
 
     assert store.apply(attempt(code, max_attempts=1)) == CodeAttempt(CodeOutcome.ALREADY_USED, used(code))
@@ -191,8 +201,8 @@ def test_already_used_comes_before_max_attempts(store: Store) -> None:
 
 def test_not_found_comes_before_everything(store: Store) -> None:
     code = make_code("expired-used-guessed", purpose=CodePurpose.MFA)
-    store.apply(CreateVerificationCode(PROJECT, code))
-    store.apply(ConsumeVerificationCode(PROJECT, code.code_hash))
+    store.apply(put_code(PROJECT, code))
+    store.apply(use_code(PROJECT, code.code_hash))
     store.apply(attempt(code, code_hash="wrong", max_attempts=1))
 
     result = store.apply(attempt(code, purpose=CodePurpose.SIGN_IN, now_ms=code.expires_at_millis, max_attempts=1))
@@ -209,7 +219,7 @@ def test_the_count_is_per_nonce_across_codes_with_that_nonce(store: Store) -> No
     second = make_code("second", nonce="shared")
     other = make_code("other", nonce="other")
     for code in (first, second, other):
-        store.apply(CreateVerificationCode(PROJECT, code))
+        store.apply(put_code(PROJECT, code))
 
     assert store.apply(attempt(first, consume=False, max_attempts=2)).outcome is CodeOutcome.OK  # 0 before
     assert store.apply(attempt(first, consume=False, max_attempts=2)).outcome is CodeOutcome.OK  # 1 before
@@ -220,8 +230,8 @@ def test_the_count_is_per_nonce_across_codes_with_that_nonce(store: Store) -> No
 
 def test_the_count_is_per_project(store: Store) -> None:
     code = make_code("per-project")
-    store.apply(CreateVerificationCode(PROJECT, code))
-    store.apply(CreateVerificationCode(OTHER_PROJECT, code))
+    store.apply(put_code(PROJECT, code))
+    store.apply(put_code(OTHER_PROJECT, code))
     store.apply(attempt(code, code_hash="wrong", project_id=OTHER_PROJECT, max_attempts=1))
 
     assert store.apply(attempt(code, max_attempts=1)).outcome is CodeOutcome.OK
@@ -234,14 +244,14 @@ def test_an_attempt_on_a_missing_code_counts_on_its_nonce_even_before_any_code_h
     early = make_code("early", nonce="early-nonce")
     assert store.apply(attempt(early, max_attempts=1)).outcome is CodeOutcome.NOT_FOUND
 
-    store.apply(CreateVerificationCode(PROJECT, early))
+    store.apply(put_code(PROJECT, early))
 
     assert store.apply(attempt(early, max_attempts=1)) == CodeAttempt(CodeOutcome.MAX_ATTEMPTS_REACHED, early)
 
 
 def test_attempts_of_the_other_purpose_and_on_expired_codes_count_too(store: Store) -> None:
     code = make_code("counted")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     store.apply(attempt(code, purpose=CodePurpose.MFA))  # NOT_FOUND, counted
     store.apply(attempt(code, now_ms=code.expires_at_millis))  # EXPIRED, counted
 
@@ -250,31 +260,31 @@ def test_attempts_of_the_other_purpose_and_on_expired_codes_count_too(store: Sto
 
 
 # --------------------------------------------------------------------------------------------------------------
-# ConsumeVerificationCode
+# Using a code (a commit's UseCode under CodeIsUnused)
 
 
-def test_consume_is_true_once_then_false(store: Store) -> None:
+def test_using_a_code_commits_once_then_conflicts(store: Store) -> None:
     code = make_code("consumable")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
-    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is True
-    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is False
+    assert store.apply(use_code(PROJECT, code.code_hash)) == Committed()
+    assert store.apply(use_code(PROJECT, code.code_hash)) == Conflict(0)
     assert store.apply(attempt(code)).outcome is CodeOutcome.ALREADY_USED
 
 
-def test_consume_of_a_missing_code_is_false_and_creates_nothing(store: Store) -> None:
+def test_using_a_missing_code_conflicts_and_creates_nothing(store: Store) -> None:
     code = make_code("ghost")
 
-    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is False
+    assert store.apply(use_code(PROJECT, code.code_hash)) == Conflict(0)
     assert store.apply(attempt(code)).outcome is CodeOutcome.NOT_FOUND
 
 
-def test_consume_after_a_consuming_attempt_is_false(store: Store) -> None:
+def test_using_a_code_after_a_consuming_attempt_conflicts(store: Store) -> None:
     code = make_code("attempted")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     store.apply(attempt(code))
 
-    assert store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) is False
+    assert store.apply(use_code(PROJECT, code.code_hash)) == Conflict(0)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -283,7 +293,7 @@ def test_consume_after_a_consuming_attempt_is_false(store: Store) -> None:
 
 def test_of_20_concurrent_consuming_attempts_exactly_one_is_ok(store: Store) -> None:
     code = make_code("raced")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     results = in_threads(*[lambda: store.apply(attempt(code)) for _ in range(20)])
 
@@ -292,18 +302,18 @@ def test_of_20_concurrent_consuming_attempts_exactly_one_is_ok(store: Store) -> 
     assert store.apply(attempt(code, consume=False)).outcome is CodeOutcome.ALREADY_USED
 
 
-def test_of_20_concurrent_consumes_exactly_one_is_true(store: Store) -> None:
+def test_of_20_concurrent_uses_exactly_one_commits(store: Store) -> None:
     code = make_code("consume-raced")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
-    results = in_threads(*[lambda: store.apply(ConsumeVerificationCode(PROJECT, code.code_hash)) for _ in range(20)])
+    results = in_threads(*[lambda: store.apply(use_code(PROJECT, code.code_hash)) for _ in range(20)])
 
-    assert sorted(results) == [False] * 19 + [True]
+    assert sorted(results, key=repr) == [Committed()] + [Conflict(0)] * 19
 
 
 def test_concurrent_attempts_are_each_counted(store: Store) -> None:
     code = make_code("counted-raced")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     in_threads(*[lambda: store.apply(attempt(code, code_hash="wrong")) for _ in range(20)])
 
@@ -320,7 +330,7 @@ def test_a_code_expired_by_the_wall_clock_still_answers_expired(store: Store) ->
     # Expired ten minutes ago by every clock in the room (the core's and Redis's alike); Redis keeps it for the
     # grace period, so the answer is EXPIRED (the code is known, its lifetime over), never NOT_FOUND.
     code = make_code("expired-by-the-clock", created_at=now - 2 * CODE_LIFETIME_MS)
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
 
     assert store.apply(attempt(code, now_ms=now)) == CodeAttempt(CodeOutcome.EXPIRED, code)
     assert store.apply(attempt(code, now_ms=now, consume=False)) == CodeAttempt(CodeOutcome.EXPIRED, code)
@@ -334,19 +344,19 @@ def test_async_codes_through_arun(async_store: AsyncBackend) -> None:
     code = make_code("async", email="a@example.com")
 
     async def scenario(store: Any) -> list[Any]:
-        await arun(perform(CreateVerificationCode(PROJECT, code)), store)
+        await arun(perform(put_code(PROJECT, code)), store)
         return [
             await arun(perform(attempt(code, purpose=CodePurpose.MFA)), store),
             await arun(perform(attempt(code)), store),
             await arun(perform(attempt(code)), store),
-            await arun(perform(ConsumeVerificationCode(PROJECT, code.code_hash)), store),
+            await arun(perform(use_code(PROJECT, code.code_hash)), store),
         ]
 
     assert async_store.run(scenario) == [
         CodeAttempt(CodeOutcome.NOT_FOUND),
         CodeAttempt(CodeOutcome.OK, code),
         CodeAttempt(CodeOutcome.ALREADY_USED, used(code)),
-        False,
+        Conflict(0),
     ]
 
 
@@ -371,7 +381,7 @@ def test_redis_code_and_nonce_keys_expire_a_grace_period_after_the_code(redis_st
     now = _wall_ms()
     code = make_code("ttl", nonce="ttl-nonce", created_at=now, lifetime_ms=60_000)
 
-    redis_store.apply(CreateVerificationCode(PROJECT, code))
+    redis_store.apply(put_code(PROJECT, code))
 
     keys = redis_store.keys
     ttl = code.expires_at_millis + GRACE_MS - now
@@ -389,11 +399,11 @@ def test_redis_nonce_counter_lives_as_long_as_its_longest_code(redis_store: Redi
     shorter = make_code("shorter", nonce="n", created_at=now, lifetime_ms=30_000)
     nonce_key = redis_store.keys.nonce(PROJECT, longer.nonce_hash)
 
-    redis_store.apply(CreateVerificationCode(PROJECT, shorter))
+    redis_store.apply(put_code(PROJECT, shorter))
     _assert_pttl_close(redis_store, nonce_key, 30_000 + GRACE_MS)
-    redis_store.apply(CreateVerificationCode(PROJECT, longer))
+    redis_store.apply(put_code(PROJECT, longer))
     _assert_pttl_close(redis_store, nonce_key, 120_000 + GRACE_MS)
-    redis_store.apply(CreateVerificationCode(PROJECT, shorter))  # never shortened
+    redis_store.apply(put_code(PROJECT, shorter))  # never shortened
     _assert_pttl_close(redis_store, nonce_key, 120_000 + GRACE_MS)
     _assert_pttl_close(redis_store, redis_store.keys.code(PROJECT, shorter.code_hash), 30_000 + GRACE_MS)
 
@@ -410,7 +420,7 @@ def test_redis_a_code_past_its_grace_period_is_gone(redis_store: RedisStore) -> 
     now = _wall_ms()
     # expired a grace period and a minute ago: its TTL is already over when it is stored
     code = make_code("long-gone", created_at=now - GRACE_MS - CODE_LIFETIME_MS - 60_000)
-    redis_store.apply(CreateVerificationCode(PROJECT, code))
+    redis_store.apply(put_code(PROJECT, code))
 
     # Redis's clock collected it: NOT_FOUND, where the memory store would still answer EXPIRED
     assert redis_store.apply(attempt(code, now_ms=now)) == CodeAttempt(CodeOutcome.NOT_FOUND)
@@ -420,7 +430,7 @@ def test_redis_a_code_past_its_grace_period_is_gone(redis_store: RedisStore) -> 
 def test_redis_a_code_within_its_grace_period_is_kept(redis_store: RedisStore) -> None:
     now = _wall_ms()
     code = make_code("in-grace", created_at=now - CODE_LIFETIME_MS - 3_600_000)  # expired an hour ago
-    redis_store.apply(CreateVerificationCode(PROJECT, code))
+    redis_store.apply(put_code(PROJECT, code))
 
     ttl = code.expires_at_millis + GRACE_MS - now
     _assert_pttl_close(redis_store, redis_store.keys.code(PROJECT, code.code_hash), ttl)
@@ -429,7 +439,7 @@ def test_redis_a_code_within_its_grace_period_is_kept(redis_store: RedisStore) -
 
 def test_redis_code_layout(redis_store: RedisStore) -> None:
     code = make_code("layout", email="a@example.com")
-    redis_store.apply(CreateVerificationCode(PROJECT, code))
+    redis_store.apply(put_code(PROJECT, code))
     client, keys = redis_store.client, redis_store.keys
     code_key = f"{keys.namespace}{{p:{PROJECT}}}:code:{code.code_hash}"
     nonce_key = f"{keys.namespace}{{p:{PROJECT}}}:nonce:{code.nonce_hash}"

@@ -9,14 +9,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from identity_proto.drivers import Store
+from identity_proto.drivers import Store, run
 from identity_proto.effects import (
     AttemptVerificationCode,
     ChannelWrite,
     CodeOutcome,
-    CreateSignInCode,
     CreateUser,
-    CreateVerificationCode,
     EmailRefusal,
     FindUserByAuthEmail,
     ListContactChannels,
@@ -27,8 +25,9 @@ from identity_proto.effects import (
     UserWrite,
 )
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
+from identity_proto.flows.otp import store_sign_in_code
 from identity_proto.records import CodePurpose, ContactChannel, User, derived_primary_channel_id
-from tests.contract.factories import PROJECT, T0, delete_user, in_threads, make_code, make_user, run_flow
+from tests.contract.factories import PROJECT, T0, delete_user, in_threads, make_code, make_user, put_code, run_flow
 
 ADA = "ada@example.com"
 WORK = "ada@work.example.com"
@@ -244,9 +243,9 @@ def test_an_unverified_stored_auth_channel_cannot_get_a_sign_in_code_until_verif
     store.apply(CreateUser(PROJECT, ada()))
     create(store, channel("c1", WORK))
     code = make_code("s1", email=WORK)
-    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is EmailRefusal.UNVERIFIED
+    assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store) is EmailRefusal.UNVERIFIED
     update(store, "c1", is_verified=True)
-    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+    assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store) is None
 
 
 def verification_code(name: str, user_id: str, email: str) -> Any:
@@ -261,8 +260,8 @@ def verify(store: Store, name: str, purpose: CodePurpose = CodePurpose.CONTACT_C
 def test_verifying_consumes_the_code_and_marks_the_channel_in_one_step(store: Store) -> None:
     store.apply(CreateUser(PROJECT, make_user("ada", ADA)))
     create(store, channel("c1", WORK))
-    store.apply(CreateVerificationCode(PROJECT, verification_code("v1", "ada", WORK)))
-    store.apply(CreateVerificationCode(PROJECT, verification_code("v2", "ada", ADA)))
+    store.apply(put_code(PROJECT, verification_code("v1", "ada", WORK)))
+    store.apply(put_code(PROJECT, verification_code("v2", "ada", ADA)))
     result = verify(store, "v1")
     assert (result.attempt.outcome, result.channel_found) == (CodeOutcome.OK, True)
     assert summary(store)[1][3] is True
@@ -274,9 +273,9 @@ def test_verifying_consumes_the_code_and_marks_the_channel_in_one_step(store: St
 def test_a_code_of_another_purpose_or_for_a_deleted_channel_verifies_nothing(store: Store) -> None:
     store.apply(CreateUser(PROJECT, ada()))
     create(store, channel("c1", WORK))
-    store.apply(CreateVerificationCode(PROJECT, make_code("s1", email=WORK, user_id="ada")))
+    store.apply(put_code(PROJECT, make_code("s1", email=WORK, user_id="ada")))
     assert verify(store, "s1").attempt.outcome is CodeOutcome.NOT_FOUND
-    store.apply(CreateVerificationCode(PROJECT, verification_code("v1", "ada", WORK)))
+    store.apply(put_code(PROJECT, verification_code("v1", "ada", WORK)))
     delete(store, "ada", "c1")
     result = verify(store, "v1")
     assert (result.attempt.outcome, result.channel_found) == (CodeOutcome.OK, False)
@@ -308,7 +307,7 @@ def test_a_clients_unverified_auth_channel_holds_no_address(store: Store) -> Non
     assert owner(store, WORK) is None
     # Another user may claim it too, and a sign-up takes it over both.
     assert isinstance(claim(store, channel("c2", WORK, user_id="bob")), UserChannels)
-    assert store.apply(CreateSignInCode(PROJECT, make_code("s1", email=WORK), sign_up_enabled=True)) is None
+    assert run(store_sign_in_code(PROJECT, make_code("s1", email=WORK), sign_up_enabled=True), store) is None
     assert isinstance(store.apply(CreateUser(PROJECT, make_user("owner", WORK))), User)
     assert owner(store, WORK) == "owner"
     # The claims stay as they were and cannot take it now.
@@ -323,8 +322,8 @@ def test_a_clients_claim_takes_its_address_once_verified_if_it_is_free(store: St
     store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
     claim(store, channel("c1", WORK))
     claim(store, channel("c2", WORK, user_id="bob"))
-    store.apply(CreateVerificationCode(PROJECT, verification_code("v1", "bob", WORK)))
-    store.apply(CreateVerificationCode(PROJECT, verification_code("v2", "ada", WORK)))
+    store.apply(put_code(PROJECT, verification_code("v1", "bob", WORK)))
+    store.apply(put_code(PROJECT, verification_code("v2", "ada", WORK)))
     assert verify(store, "v1").channel_found is True
     assert owner(store, WORK) == "bob"  # the first verification wins
     assert verify(store, "v2").channel_found is True
@@ -376,7 +375,7 @@ def test_of_concurrent_verifications_of_one_address_by_two_users_the_first_takes
     for user_id in ("ada", "bob"):
         store.apply(CreateUser(PROJECT, make_user(user_id, f"{user_id}@example.com")))
         claim(store, channel(f"c-{user_id}", WORK, user_id=user_id))
-        store.apply(CreateVerificationCode(PROJECT, verification_code(f"v-{user_id}", user_id, WORK)))
+        store.apply(put_code(PROJECT, verification_code(f"v-{user_id}", user_id, WORK)))
     results = in_threads(lambda: verify(store, "v-ada"), lambda: verify(store, "v-bob"))
     assert [(r.attempt.outcome, r.channel_found) for r in results] == [(CodeOutcome.OK, True)] * 2
     holder = owner(store, WORK)
@@ -388,7 +387,7 @@ def test_of_concurrent_verifications_of_one_address_by_two_users_the_first_takes
 def test_of_concurrent_verifications_with_one_code_exactly_one_uses_it(store: Store) -> None:
     store.apply(CreateUser(PROJECT, ada()))
     create(store, channel("c1", WORK))
-    store.apply(CreateVerificationCode(PROJECT, verification_code("v1", "ada", WORK)))
+    store.apply(put_code(PROJECT, verification_code("v1", "ada", WORK)))
     results = in_threads(*[lambda: verify(store, "v1") for _ in range(6)])
     outcomes = sorted(r.attempt.outcome.value for r in results)
     assert outcomes == ["already_used"] * 5 + ["ok"]

@@ -9,7 +9,6 @@ from identity_proto.effects import (
     AppendOutbox,
     CreateProject,
     CreateUser,
-    CreateVerificationCode,
     FindUserByAuthEmail,
     ListMemberships,
     ListOutbox,
@@ -34,6 +33,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    put_code,
     put_session,
 )
 
@@ -55,7 +55,7 @@ def _filled(store: Store, seed: int) -> str:
     store.apply(CreateUser(pid, make_user("u1", "a@example.com")))
     create_team(store, pid, make_team("t1"), make_membership("t1", "u1"))
     put_session(store, pid, make_session("s1", "u1"))
-    store.apply(CreateVerificationCode(pid, make_code("c1")))
+    store.apply(put_code(pid, make_code("c1")))
     store.apply(AppendOutbox(pid, make_email(1, "a@example.com")))
     return pid
 

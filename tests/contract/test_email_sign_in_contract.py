@@ -1,5 +1,5 @@
-"""Signing in with a code sent to an e-mail address, over every store: CreateSignInCode (store the code unless the
-address cannot sign in) and the core's `sign_in_by_email` (sign in whoever holds the address, or sign them up with
+"""Signing in with a code sent to an e-mail address, over every store: `store_sign_in_code` (store the code unless
+the address cannot sign in) and the core's `sign_in_by_email` (sign in whoever holds the address, or sign them up with
 their personal team: a read, then one `Commit`, re-run on a conflict as the sign-in flow does), with their refusals
 writing nothing, concurrent sign-ups of one address making one user, and the TTLs of what they store on Redis."""
 
@@ -18,9 +18,7 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
-    CreateSignInCode,
     CreateUser,
-    CreateVerificationCode,
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
@@ -36,6 +34,7 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.effects.base import Flow
+from identity_proto.flows.otp import store_sign_in_code
 from identity_proto.records import CodePurpose, Session, Team, User, VerificationCode
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
@@ -48,6 +47,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    put_code,
     remove_user_behind_the_stores_back,
     rich_user,
     sign_in_by_email,
@@ -122,25 +122,25 @@ def nothing_stored_for_the_session(store: Store, session: Session) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# CreateSignInCode
+# Storing a sign-in code (`store_sign_in_code`: a read, then a commit)
 
 
 def test_a_code_for_a_free_address_is_stored_when_sign_up_is_enabled(store: Store) -> None:
     code = sign_in_code()
-    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+    assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store) is None
     assert code_is_stored(store, code)
 
 
 def test_a_code_for_a_free_address_is_refused_when_sign_up_is_disabled(store: Store) -> None:
     code = sign_in_code()
-    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=False)) is EmailRefusal.SIGN_UP_DISABLED
+    assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=False), store) is EmailRefusal.SIGN_UP_DISABLED
     assert not code_is_stored(store, code)
 
 
 def test_a_code_for_a_verified_users_address_is_stored_even_without_sign_up(store: Store) -> None:
     store.apply(CreateUser(PROJECT, verified_user()))
     code = sign_in_code()
-    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=False)) is None
+    assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=False), store) is None
     assert code_is_stored(store, code)
 
 
@@ -148,7 +148,7 @@ def test_a_code_for_an_unverified_users_address_is_refused(store: Store) -> None
     store.apply(CreateUser(PROJECT, make_user("ada", EMAIL)))
     code = sign_in_code()
     for sign_up_enabled in (True, False):
-        assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=sign_up_enabled)) is (
+        assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=sign_up_enabled), store) is (
             EmailRefusal.UNVERIFIED
         )
     assert not code_is_stored(store, code)
@@ -160,30 +160,30 @@ def test_an_address_that_is_no_auth_email_and_a_dangling_index_entry_count_as_fr
     remove_user_behind_the_stores_back(store, PROJECT, "gone")
     for name, email in (("c-quiet", EMAIL), ("c-gone", "gone@example.com")):
         code = sign_in_code(name, email)
-        assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=False)) is EmailRefusal.SIGN_UP_DISABLED
-        assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+        assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=False), store) is EmailRefusal.SIGN_UP_DISABLED
+        assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store) is None
         assert code_is_stored(store, code)
 
 
 def test_a_sign_in_code_looks_at_its_own_project_only(store: Store) -> None:
     store.apply(CreateUser(OTHER_PROJECT, make_user("ada", EMAIL)))  # unverified, elsewhere
     code = sign_in_code()
-    assert store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+    assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store) is None
     assert code_is_stored(store, code)
     assert not code_is_stored(store, code, OTHER_PROJECT)
 
 
 def test_a_sign_in_code_must_name_its_address_and_be_one() -> None:
     with pytest.raises(ValueError, match="address"):
-        CreateSignInCode(PROJECT, make_code("c1"), sign_up_enabled=True)
+        next(store_sign_in_code(PROJECT, make_code("c1"), sign_up_enabled=True))
     with pytest.raises(ValueError, match="purpose"):
-        CreateSignInCode(PROJECT, make_code("c1", purpose=CodePurpose.MFA, email=EMAIL), sign_up_enabled=True)
+        next(store_sign_in_code(PROJECT, make_code("c1", purpose=CodePurpose.MFA, email=EMAIL), sign_up_enabled=True))
 
 
 def test_redis_a_sign_in_code_and_its_nonce_expire_a_grace_period_after_the_code(redis_store: RedisStore) -> None:
     now = int(time.time() * 1000)
     code = make_code("c1", created_at=now, lifetime_ms=60_000, email=EMAIL)
-    assert redis_store.apply(CreateSignInCode(PROJECT, code, sign_up_enabled=True)) is None
+    assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), redis_store) is None
     for key in (redis_store.keys.code(PROJECT, code.code_hash), redis_store.keys.nonce(PROJECT, code.nonce_hash)):
         expected = 60_000 + GRACE_MS
         assert expected - 2_000 <= int(redis_store.client.pttl(key)) <= expected
@@ -210,7 +210,7 @@ def test_a_presented_code_reads_the_holder_of_its_address(store: Store) -> None:
         ("c-free", "free@example.com", AddressHolder(None, None)),
     ):
         code = sign_in_code(name, email)
-        store.apply(CreateVerificationCode(PROJECT, code))
+        store.apply(put_code(PROJECT, code))
         assert present(store, code) == CodeAttempt(CodeOutcome.OK, code, expected)
         # A refused attempt (here: used) reads nobody.
         assert present(store, code) == CodeAttempt(CodeOutcome.ALREADY_USED, dataclasses.replace(code, used=True))
@@ -220,7 +220,7 @@ def test_a_presented_code_reads_a_dangling_entry_as_its_id_and_nobody(store: Sto
     store.apply(CreateUser(PROJECT, verified_user("gone")))
     remove_user_behind_the_stores_back(store, PROJECT, "gone")
     code = sign_in_code()
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     assert present(store, code, consume=False) == CodeAttempt(CodeOutcome.OK, code, AddressHolder("gone", None))
     # Without asking, the holder is not read.
     plain = AttemptVerificationCode(PROJECT, code.code_hash, code.nonce_hash, code.purpose, NOW, consume=False)
@@ -414,8 +414,8 @@ def test_async_sign_in_by_email_through_arun(async_store: AsyncBackend) -> None:
 
     async def scenario(store: Any) -> list[Any]:
         return [
-            await arun(perform(CreateSignInCode(PROJECT, code, sign_up_enabled=False)), store),
-            await arun(perform(CreateSignInCode(PROJECT, code, sign_up_enabled=True)), store),
+            await arun(store_sign_in_code(PROJECT, code, sign_up_enabled=False), store),
+            await arun(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store),
             await arun(sign_in_flow(), store),
             await arun(sign_in_flow(new_user=newcomer_user("other"), session=session_template("s2")), store),
             await arun(perform(FindUserByAuthEmail(PROJECT, EMAIL)), store),

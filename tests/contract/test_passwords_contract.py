@@ -20,7 +20,6 @@ from identity_proto.effects import (
     CodeAttempt,
     CodeOutcome,
     CreateUser,
-    CreateVerificationCode,
     FindAuthAddressHolder,
     ListContactChannels,
     ListOutbox,
@@ -61,6 +60,7 @@ from tests.contract.factories import (
     make_email,
     make_session,
     make_user,
+    put_code,
     put_session,
     putting_session,
     remove_user_behind_the_stores_back,
@@ -184,7 +184,7 @@ def stored_reset_code(store: Store, user_id: str = "ada", **fields: Any) -> Veri
     """A reset code of the user, for their password as it is now (as sending one stores it)."""
     fields.setdefault("password_fingerprint", password_fingerprint(password_of(store, user_id)))
     code = reset_code(user_id=user_id, **fields)
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     return code
 
 
@@ -226,7 +226,7 @@ def test_refused_resets_write_nothing(store: Store) -> None:
     session = make_session("s1", "ada")
     with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH), session)
     sign_in = make_code("same-hash", email=EMAIL, user_id="ada")  # another purpose
-    store.apply(CreateVerificationCode(PROJECT, sign_in))
+    store.apply(put_code(PROJECT, sign_in))
     assert reset(store, sign_in) is PasswordWrite.CODE_NOT_FOUND
     assert reset(store, reset_code("missing")) is PasswordWrite.CODE_NOT_FOUND
     code = stored_reset_code(store)

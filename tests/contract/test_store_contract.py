@@ -24,17 +24,14 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    AcceptTotp,
     AppendOutbox,
     AttemptVerificationCode,
     ChangePermissionDefinitions,
     CodeOutcome,
     Commit,
-    ConsumeVerificationCode,
+    Conflict,
     CreateProject,
-    CreateSignInCode,
     CreateUser,
-    CreateVerificationCode,
     DeleteProject,
     EnsureProject,
     FindApiKeyByHash,
@@ -82,7 +79,9 @@ from tests.contract.factories import (
     make_email,
     make_session,
     make_user,
+    put_code,
     put_session,
+    use_code,
 )
 from tests.processes import free_port
 
@@ -328,7 +327,7 @@ def _fill(store: Store, project_id: str) -> None:
     """Give a project one of every kind of data."""
     store.apply(CreateUser(project_id, make_user("user-1", "a@example.com")))
     put_session(store, project_id, make_session("s-1", "user-1"))
-    store.apply(CreateVerificationCode(project_id, make_code("c-1")))
+    store.apply(put_code(project_id, make_code("c-1")))
     store.apply(AttemptVerificationCode(project_id, "code-wrong", "nonce-c-1", "sign_in", T0, consume=False))
     store.apply(AppendOutbox(project_id, make_email(1, "a@example.com")))
     create_team(store, project_id, Team("team-1", "Team", T0), Membership("team-1", "user-1", T0))
@@ -360,7 +359,7 @@ def test_delete_removes_all_of_the_projects_data_and_only_its(store: Store) -> N
     assert store.apply(ListSessions(doomed.id, "user-1")) == ()
     assert store.apply(UseRefreshToken(doomed.id, "token-s-1", T0)) is None
     assert store.apply(ListOutbox(doomed.id)) == ()
-    assert store.apply(ConsumeVerificationCode(doomed.id, "code-c-1")) is False
+    assert store.apply(use_code(doomed.id, "code-c-1")) == Conflict(0)
     assert store.apply(ListUsers(doomed.id)) == ()
     assert store.apply(LoadTeam(doomed.id, "team-1")) is None
     assert store.apply(ListTeams(doomed.id)) == ()
@@ -369,7 +368,7 @@ def test_delete_removes_all_of_the_projects_data_and_only_its(store: Store) -> N
     _assert_filled(store, kept.id)
     # recreated, the project starts empty: the nonce counter is gone too
     store.apply(CreateProject(doomed))
-    store.apply(CreateVerificationCode(doomed.id, make_code("c-1")))
+    store.apply(put_code(doomed.id, make_code("c-1")))
     attempt = AttemptVerificationCode(doomed.id, "code-c-1", "nonce-c-1", "sign_in", T0, consume=True, max_attempts=1)
     assert store.apply(attempt).outcome is CodeOutcome.OK
     assert store.apply(LoadUser(doomed.id, "user-1")) is None
@@ -536,9 +535,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     UpdateProject,
     ListProjects,
     DeleteProject,
-    CreateVerificationCode,
     AttemptVerificationCode,
-    ConsumeVerificationCode,
     LoadUser,
     FindUserByAuthEmail,
     CreateUser,
@@ -560,8 +557,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     LoadUserWithTeam,
     Together,
     Commit,  # test_commit_contract.py
-    CreateSignInCode,  # test_email_sign_in_contract.py
-    AcceptTotp,  # test_totp_contract.py
     # --- permissions: test_permissions_contract.py ---
     ListProjectPermissions,
     ChangePermissionDefinitions,

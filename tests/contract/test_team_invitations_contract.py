@@ -16,7 +16,6 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     CodeOutcome,
     CreateUser,
-    CreateVerificationCode,
     InvitationAcceptance,
     ListEvents,
     ListMemberships,
@@ -45,6 +44,7 @@ from tests.contract.factories import (
     make_membership,
     make_team,
     make_user,
+    put_code,
     revoke_invitation,
 )
 
@@ -130,7 +130,7 @@ def test_an_invitation_to_a_missing_team_is_not_stored(store: Store) -> None:
 def test_other_codes_are_neither_loaded_nor_listed_as_invitations(store: Store) -> None:
     _setup(store)
     sign_in = make_code("s", email="ada@example.com")
-    store.apply(CreateVerificationCode(PROJECT, sign_in))
+    store.apply(put_code(PROJECT, sign_in))
     assert store.apply(ListTeamInvitations(PROJECT, emails=("ada@example.com",))) == ()
 
 
@@ -196,7 +196,7 @@ def test_an_accept_that_fails_writes_nothing(store: Store) -> None:
 def test_a_sign_in_code_is_never_accepted_as_an_invitation(store: Store) -> None:
     _setup(store)
     sign_in = make_code("s", email="ada@example.com", team_id="team-1")
-    store.apply(CreateVerificationCode(PROJECT, sign_in))
+    store.apply(put_code(PROJECT, sign_in))
     assert accept(store, sign_in) is InvitationAcceptance.NOT_FOUND
     assert store.apply(LoadMembership(PROJECT, "team-1", "bob")) is None
 

@@ -1,24 +1,21 @@
-"""A TOTP signs in once (RFC 6238 §5.2), over every store: AcceptTotp consumes the MFA attempt code and records
-the TOTP's time step as one atomic step, and the MFA sign-in refuses a step it accepted before, also when the
-sign-ins that present it race each other."""
+"""A TOTP signs in once (RFC 6238 §5.2), over every store: the MFA sign-in uses its attempt code, records the TOTP's
+time step and stores the session in one commit, and refuses a step no later than one it accepted before, also when
+the sign-ins that present it race each other."""
 
 from __future__ import annotations
 
 import base64
 
 import pyotp
-import pytest
 
 from identity_proto.drivers import Store
-from identity_proto.effects import AcceptTotp, CreateUser, CreateVerificationCode, LoadUser, TotpAcceptance
-from identity_proto.records import CodePurpose
-from tests.contract.factories import PROJECT, T0, in_threads, make_code, make_user
+from identity_proto.effects import LoadUser
+from tests.contract.factories import T0, in_threads
 from tests.contract.service import ServiceOver
 from tests.support import PROJECT_ID, Reply, client_headers, server_headers
 
 EMAIL = "ada@example.com"
 SECRET = bytes(range(20))
-STEP = T0 // 30_000
 
 
 def _with_totp(service: ServiceOver) -> tuple[str, pyotp.TOTP]:
@@ -70,50 +67,53 @@ def test_of_concurrent_sign_ins_with_one_totp_exactly_one_succeeds(store: Store)
 
 
 # --------------------------------------------------------------------------------------------------------------
-# AcceptTotp
+# Accepting: the code used, the step recorded and the session stored in one commit
 
 
-def _mfa_code(name: str) -> str:
-    return make_code(name, purpose=CodePurpose.MFA, user_id="ada").code_hash
+def test_accepting_uses_the_code_and_records_the_step(store: Store) -> None:
+    service = ServiceOver(store, now_ms=T0 + 10_000)
+    user_id, authenticator = _with_totp(service)
+    code = _attempt_code(service)
+    assert _mfa(service, code, authenticator.at(service.now_ms // 1000)).status == 200
+    service.now_ms += 30_000
+    again = _mfa(service, code, authenticator.at(service.now_ms // 1000))
+    assert (again.status, again.known_error) == (409, "VERIFICATION_CODE_ALREADY_USED")
+    stored = store.apply(LoadUser(PROJECT_ID, user_id))
+    assert stored is not None
+    assert stored.totp_last_step == (service.now_ms - 30_000) // 30_000
 
 
-@pytest.fixture
-def with_user_and_codes(store: Store) -> Store:
-    store.apply(CreateUser(PROJECT, make_user("ada", EMAIL)))
-    for name in ("a", "b", "c"):
-        store.apply(CreateVerificationCode(PROJECT, make_code(name, purpose=CodePurpose.MFA, user_id="ada")))
-    return store
+def test_an_earlier_step_writes_nothing_and_leaves_the_code_usable(store: Store) -> None:
+    service = ServiceOver(store, now_ms=T0 + 40_000)
+    user_id, authenticator = _with_totp(service)
+    first, second = _attempt_code(service), _attempt_code(service)
+    assert _mfa(service, first, authenticator.at(service.now_ms // 1000)).status == 200
+    before = store.apply(LoadUser(PROJECT_ID, user_id))
+    service.now_ms -= 30_000  # a clock gone back a step: its TOTP is right for it, and older than the last one
+    earlier = _mfa(service, second, authenticator.at(service.now_ms // 1000))
+    assert (earlier.status, earlier.known_error) == (400, "INVALID_TOTP_CODE")
+    assert store.apply(LoadUser(PROJECT_ID, user_id)) == before
+    service.now_ms += 60_000
+    assert _mfa(service, second, authenticator.at(service.now_ms // 1000)).status == 200
 
 
-def test_accepting_consumes_the_code_and_records_the_step(with_user_and_codes: Store) -> None:
-    store = with_user_and_codes
-    assert store.apply(AcceptTotp(PROJECT, _mfa_code("a"), "ada", STEP)) is TotpAcceptance.ACCEPTED
-    assert store.apply(AcceptTotp(PROJECT, _mfa_code("a"), "ada", STEP + 1)) is TotpAcceptance.CODE_USED
-    user = store.apply(LoadUser(PROJECT, "ada"))
-    assert user is not None
-    assert user.totp_last_step == STEP
+def test_a_missing_code_or_user_signs_nobody_in(store: Store) -> None:
+    service = ServiceOver(store, now_ms=T0 + 10_000)
+    user_id, authenticator = _with_totp(service)
+    code, totp = _attempt_code(service), authenticator.at(service.now_ms // 1000)
+    missing = _mfa(service, "0" * len(code), totp)
+    assert (missing.status, missing.known_error) == (404, "VERIFICATION_CODE_NOT_FOUND")
+    assert service.request("DELETE", f"/api/v1/users/{user_id}", server_headers()).status == 200
+    gone = _mfa(service, code, totp)
+    assert gone.known_error == "USER_NOT_FOUND"
 
 
-@pytest.mark.parametrize("step", [STEP, STEP - 1])
-def test_a_step_accepted_before_or_an_earlier_one_writes_nothing(with_user_and_codes: Store, step: int) -> None:
-    store = with_user_and_codes
-    store.apply(AcceptTotp(PROJECT, _mfa_code("a"), "ada", STEP))
-    before = store.apply(LoadUser(PROJECT, "ada"))
-    assert store.apply(AcceptTotp(PROJECT, _mfa_code("b"), "ada", step)) is TotpAcceptance.STEP_USED
-    assert store.apply(LoadUser(PROJECT, "ada")) == before
-    # the code was left unused
-    assert store.apply(AcceptTotp(PROJECT, _mfa_code("b"), "ada", STEP + 1)) is TotpAcceptance.ACCEPTED
-
-
-def test_a_missing_code_or_user_writes_nothing(with_user_and_codes: Store) -> None:
-    store = with_user_and_codes
-    assert store.apply(AcceptTotp(PROJECT, "code-none", "ada", STEP)) is TotpAcceptance.CODE_USED
-    assert store.apply(AcceptTotp(PROJECT, _mfa_code("a"), "nobody", STEP)) is TotpAcceptance.USER_NOT_FOUND
-    assert store.apply(AcceptTotp(PROJECT, _mfa_code("a"), "ada", STEP)) is TotpAcceptance.ACCEPTED
-
-
-def test_of_concurrent_acceptances_of_one_step_exactly_one_wins(with_user_and_codes: Store) -> None:
-    store = with_user_and_codes
-    codes = [_mfa_code(name) for name in ("a", "b", "c")]
-    results = in_threads(*[lambda code=code: store.apply(AcceptTotp(PROJECT, code, "ada", STEP)) for code in codes])
-    assert sorted(r.value for r in results) == ["accepted", "step_used", "step_used"]
+def test_of_concurrent_sign_ins_with_one_attempt_code_exactly_one_succeeds(store: Store) -> None:
+    service = ServiceOver(store, now_ms=T0 + 10_000)
+    _, authenticator = _with_totp(service)
+    code, totp = _attempt_code(service), authenticator.at(service.now_ms // 1000)
+    replies = in_threads(*[lambda: _mfa(service, code, totp) for _ in range(6)])
+    # a loser finds the code used, or (when it read the code before the winner's commit) the step used
+    refused = {(409, "VERIFICATION_CODE_ALREADY_USED"), (400, "INVALID_TOTP_CODE")}
+    assert [r.status for r in replies].count(200) == 1
+    assert all((r.status, r.known_error) in refused for r in replies if r.status != 200)

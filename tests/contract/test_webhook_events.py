@@ -21,7 +21,6 @@ from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     CreateUser,
-    CreateVerificationCode,
     EmailSignInOutcome,
     InvitationAcceptance,
     ListEvents,
@@ -62,6 +61,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     patched_user,
+    put_code,
     put_session,
     remove_membership,
     reset_password,
@@ -235,7 +235,7 @@ def test_a_password_reset_records_user_updated(store: Store) -> None:
         email="ada@example.com",
         password_fingerprint=fingerprint,
     )
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     before = len(recorded(store))
     assert reset_password(store, PROJECT, code, "new-hash") is PasswordWrite.DONE
     assert since(store, before) == [("user.updated", server_user(_user(store, "ada"), _team(store, "team-1")))]
@@ -397,7 +397,7 @@ def test_accepting_an_invitation_records_the_membership_and_its_permissions(stor
     store.apply(CreateUser(PROJECT, make_user("ada")))
     create_team(store, PROJECT, make_team("team-1"))
     code = make_code("inv", purpose=CodePurpose.TEAM_INVITATION, id="inv-1", team_id="team-1", email="a@example.com")
-    store.apply(CreateVerificationCode(PROJECT, code))
+    store.apply(put_code(PROJECT, code))
     before = len(recorded(store))
     membership = make_membership("team-1", "ada", permissions=("team_member",))
     accepted = accept_invitation(store, PROJECT, code, T0 + 1, membership)

@@ -35,17 +35,15 @@ from redis.crc import key_slot
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
 from identity_proto.drivers import run
 from identity_proto.effects import (
-    AcceptTotp,
     ApiKeyWrite,
     AppendOutbox,
     AttemptVerificationCode,
     ChangePermissionDefinitions,
     CodeOutcome,
-    ConsumeVerificationCode,
+    Committed,
+    Conflict,
     CreateProject,
-    CreateSignInCode,
     CreateUser,
-    CreateVerificationCode,
     DeleteProject,
     EmailRefusal,
     EmailSignInOutcome,
@@ -84,7 +82,6 @@ from identity_proto.effects import (
     StorageEffect,
     TeamWrite,
     Together,
-    TotpAcceptance,
     UpdateProject,
     UpdateUser,
     UserChannels,
@@ -100,6 +97,7 @@ from identity_proto.flows.contact_channels import create_channel, delete_channel
 from identity_proto.flows.mock_oauth import MockFailure, signing_keys, take_failure
 from identity_proto.flows.oauth import store_oauth_user
 from identity_proto.flows.oauth_accounts import commit_accounts, save_provider_tokens
+from identity_proto.flows.otp import store_sign_in_code
 from identity_proto.flows.signin import NewUser
 from identity_proto.records import (
     ApiKey,
@@ -134,6 +132,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     patched_user,
+    put_code,
     put_session,
     remove_membership,
     reset_password,
@@ -148,6 +147,7 @@ from tests.contract.factories import (
     update_membership,
     update_team,
     upgrade_anonymous,
+    use_code,
 )
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.processes import free_port
@@ -308,7 +308,7 @@ def _users_and_their_email_index(store: RedisStore, p: str) -> None:
 
 def _codes(store: RedisStore, p: str) -> None:
     code = make_code("c1", email="ada@example.com")
-    store.apply(CreateVerificationCode(p, code))
+    store.apply(put_code(p, code))
 
     def attempt(code_hash: str, nonce: str, *, now: int = T0, consume: bool = True, **kw: Any) -> CodeOutcome:
         effect = AttemptVerificationCode(p, code_hash, nonce, CodePurpose.SIGN_IN, now, consume, **kw)
@@ -321,18 +321,14 @@ def _codes(store: RedisStore, p: str) -> None:
     found = store.apply(AttemptVerificationCode(p, "code-c1", "nonce-c1", CodePurpose.SIGN_IN, T0, True))
     assert (found.outcome, found.code) == (CodeOutcome.OK, code)
     assert attempt("code-c1", "nonce-c1") is CodeOutcome.ALREADY_USED
-    store.apply(CreateVerificationCode(p, make_code("c2")))
+    store.apply(put_code(p, make_code("c2")))
     assert attempt("code-c2", "nonce-c2", now=T0 + 600_000) is CodeOutcome.EXPIRED
-    store.apply(CreateVerificationCode(p, make_code("c3")))
+    store.apply(put_code(p, make_code("c3")))
     assert [attempt("code-wrong", "nonce-c3", max_attempts=2) for _ in range(2)] == [CodeOutcome.NOT_FOUND] * 2
     assert attempt("code-c3", "nonce-c3", max_attempts=2) is CodeOutcome.MAX_ATTEMPTS_REACHED
-    store.apply(CreateVerificationCode(p, make_code("c4")))
-    assert store.apply(ConsumeVerificationCode(p, "code-c4")) is True
-    assert store.apply(ConsumeVerificationCode(p, "code-c4")) is False
-    store.apply(CreateUser(p, make_user("totp-user")))
-    store.apply(CreateVerificationCode(p, make_code("c5", purpose=CodePurpose.MFA, user_id="totp-user")))
-    assert store.apply(AcceptTotp(p, "code-c5", "totp-user", 7)) is TotpAcceptance.ACCEPTED
-    assert store.apply(AcceptTotp(p, "code-c5", "totp-user", 8)) is TotpAcceptance.CODE_USED
+    store.apply(put_code(p, make_code("c4")))
+    assert store.apply(use_code(p, "code-c4")) == Committed()
+    assert store.apply(use_code(p, "code-c4")) == Conflict(0)
 
 
 def _sessions(store: RedisStore, p: str) -> None:
@@ -412,8 +408,8 @@ def _team_invitations(store: RedisStore, p: str) -> None:
 
 def _signing_in_by_email(store: RedisStore, p: str) -> None:
     code = make_code("c-email", email="new@example.com")
-    assert store.apply(CreateSignInCode(p, code, sign_up_enabled=False)) is EmailRefusal.SIGN_UP_DISABLED
-    assert store.apply(CreateSignInCode(p, code, sign_up_enabled=True)) is None
+    assert run(store_sign_in_code(p, code, sign_up_enabled=False), store) is EmailRefusal.SIGN_UP_DISABLED
+    assert run(store_sign_in_code(p, code, sign_up_enabled=True), store) is None
     team = make_team("t-personal")
     newcomer = dataclasses.replace(
         make_user("newcomer", "new@example.com", primary_email_verified=True), selected_team_id=team.id
@@ -573,9 +569,7 @@ def _contact_channels(store: RedisStore, p: str) -> None:
     assert isinstance(updated, UserChannels)
     assert updated.user.primary_email is None
     purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
-    store.apply(
-        CreateVerificationCode(p, make_code("c-verify", purpose=purpose, user_id="chan", email="work@example.com"))
-    )
+    store.apply(put_code(p, make_code("c-verify", purpose=purpose, user_id="chan", email="work@example.com")))
     attempt = AttemptVerificationCode(p, "code-c-verify", "nonce-c-verify", purpose, T0, consume=False)
     verified = run_flow(store, lambda: verify_with_code(p, attempt))
     assert verified.channel_found is True

@@ -49,11 +49,8 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     ChangePermissionDefinitions,
     CodeOutcome,
-    ConsumeVerificationCode,
     CreateProject,
-    CreateSignInCode,
     CreateUser,
-    CreateVerificationCode,
     DeleteProject,
     EnsureProject,
     FindApiKeyByHash,
@@ -95,6 +92,7 @@ from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
 from identity_proto.flows.oauth import store_oauth_user
 from identity_proto.flows.oauth_accounts import commit_accounts, save_provider_tokens
+from identity_proto.flows.otp import store_sign_in_code
 from identity_proto.flows.passwords import (
     _reset_read,
     change_password,
@@ -140,11 +138,13 @@ from identity_proto.records import (
 )
 from tests.contract.factories import (
     ending_session,
+    put_code,
     putting_session,
     revoking_sessions,
     sign_in_by_email,
     sign_up_anonymously,
     upgrading_anonymous,
+    use_code,
 )
 from tests.processes import RedisServer
 
@@ -634,7 +634,8 @@ class StoresAgree(RuleBasedStateMachine):
                 expires_at_millis=T0 + data.draw(st.sampled_from((1, 5, 1000)), label="lifetime"),
                 email=data.draw(st.sampled_from(EMAILS), label="email"),
             )
-            self.both(CreateSignInCode(project_id, code, data.draw(st.booleans(), label="sign_up_enabled")))
+            sign_up_enabled = data.draw(st.booleans(), label="sign_up_enabled")
+            self.both_flow(lambda: store_sign_in_code(project_id, code, sign_up_enabled=sign_up_enabled))
             return
         if op == "create":
             code = VerificationCode(
@@ -647,11 +648,11 @@ class StoresAgree(RuleBasedStateMachine):
                 user_id=data.draw(st.none() | st.sampled_from(USERS), label="user_id"),
                 is_new_user=data.draw(st.booleans(), label="is_new_user"),
             )
-            self.both(CreateVerificationCode(project_id, code))
+            self.both(put_code(project_id, code))
             return
         code = self.code(project_id)
         if op == "consume":
-            self.both(ConsumeVerificationCode(project_id, "code-none" if code is None else code.code_hash))
+            self.both(use_code(project_id, "code-none" if code is None else code.code_hash))
             return
         if code is None:
             code_hash, nonce, purpose = "code-none", data.draw(st.sampled_from(NONCES)), CodePurpose.SIGN_IN
@@ -975,7 +976,7 @@ class StoresAgree(RuleBasedStateMachine):
             purpose = CodePurpose.CONTACT_CHANNEL_VERIFICATION
             email = data.draw(st.sampled_from(EMAILS), label="value")
             code = VerificationCode(f"vc{n}", f"vn{n}", purpose, T0, T0 + 86_400_000, email=email, user_id=user_id)
-            self.both(CreateVerificationCode(project_id, code))
+            self.both(put_code(project_id, code))
             attempt = AttemptVerificationCode(project_id, f"vc{n}", f"vn{n}", purpose, T0, consume=False)
             for _ in range(data.draw(st.integers(1, 2), label="attempts")):  # the second finds it used
                 self.both_flow(lambda: verify_with_code(project_id, attempt))
