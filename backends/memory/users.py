@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 
 from backends.memory.commit import applies, checks, records
-from backends.memory.contact_channels import holds_stored_value
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     CreateUser,
@@ -15,7 +14,6 @@ from identity_proto.effects import (
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
-    UpdateUser,
     UserWrite,
 )
 from identity_proto.records import Team, User, replaced
@@ -85,32 +83,6 @@ def record_user_updated(tenant: Tenant, user: User) -> None:
 
 
 # --- end webhook events ---
-
-
-@_performs(UpdateUser)
-def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
-    tenant = store.tenant(effect.project_id)
-    stored = tenant.users.get(effect.user_id)
-    if stored is None:
-        return UserWrite.NOT_FOUND
-    updated = effect.changes.apply(stored)
-    # contact channels: one address is never two channels of one user (effects.contact_channels)
-    new_primary = updated.primary_email
-    if new_primary not in (None, stored.primary_email) and holds_stored_value(tenant, updated.id, new_primary or ""):
-        return UserWrite.EMAIL_TAKEN
-    old_email, new_email = stored.auth_email, updated.auth_email
-    if new_email != old_email:
-        if new_email is not None and tenant.email_index.get(new_email, updated.id) != updated.id:
-            return UserWrite.EMAIL_TAKEN
-        if old_email is not None:
-            tenant.email_index.pop(old_email, None)
-        if new_email is not None:
-            tenant.email_index[new_email] = updated.id
-    if updated.signed_up_at_millis != stored.signed_up_at_millis:
-        tenant.user_order.remove((stored.signed_up_at_millis, stored.id))
-        bisect.insort(tenant.user_order, (updated.signed_up_at_millis, updated.id))
-    tenant.users[updated.id] = updated
-    return updated
 
 
 @applies(DropUser)

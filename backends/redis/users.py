@@ -6,11 +6,10 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-from backends.redis.codecs import _change_fields, _flat, _json_fields, _required, _team, _text, _user
+from backends.redis.codecs import _flat, _json_fields, _required, _team, _user
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.lua import (
-    _AUTH_EMAIL,
     _EMIT_EVENT,
     _EMIT_USER_EVENT,
     _RECORD_JSON,
@@ -24,7 +23,6 @@ from identity_proto.effects import (
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
-    UpdateUser,
     UserWrite,
 )
 from identity_proto.effects.commit import RecordKind
@@ -132,68 +130,6 @@ def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
 @guards(Exists)
 def _exists(ops: Ops, position: int, guard: Exists) -> None:
     ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
-
-
-# KEYS: user, e-mail index, user order, user's contact channels.
-# ARGV: user id, then field, value, ... (JSON values; maybe none).
-# Returns {'ok', record as JSON}, {'not_found'} or {'email_taken'} (the last two: nothing written).
-script(
-    "update_user",
-    _AUTH_EMAIL
-    + _RECORD_JSON
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
-local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
-local enabled, email = stored[1], stored[2]
-local old = auth_email(enabled, email)
-local signed_up = false
-for i = 2, #ARGV, 2 do
-  if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
-  elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
-  elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
-end
-local new = auth_email(enabled, email)
--- contact channels: one address is never two channels of one user (identity_proto.effects.contact_channels)
-if email and email ~= stored[2] and email ~= 'null' then
-  local value = cjson.decode(email)
-  for _, text in ipairs(redis.call('HVALS', KEYS[4])) do
-    if cjson.decode(text).value == value then return {'email_taken'} end
-  end
-end
-if new ~= old then
-  if new then
-    local owner = redis.call('HGET', KEYS[2], new)
-    if owner and owner ~= ARGV[1] then return {'email_taken'} end
-  end
-  if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
-  if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
-end
-if #ARGV > 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end
-if signed_up then redis.call('ZADD', KEYS[3], signed_up, ARGV[1]) end
-return {'ok', record_json(redis.call('HGETALL', KEYS[1]))}
-""",
-)
-
-
-@_plans(UpdateUser)
-def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
-    project_id, user_id = effect.project_id, effect.user_id
-    reply = yield Script(
-        "update_user",
-        (
-            keys.user(project_id, user_id),
-            keys.users_by_email(project_id),
-            keys.user_order(project_id),
-            keys.user_channels(project_id, user_id),
-        ),
-        (user_id, *_flat(_change_fields(effect.changes))),
-    )
-    status = _text(reply[0])
-    if status == "not_found":
-        return UserWrite.NOT_FOUND
-    if status == "email_taken":
-        return UserWrite.EMAIL_TAKEN
-    return _required(_user(reply[1]))
 
 
 @writes(DropUser)

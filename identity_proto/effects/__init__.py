@@ -214,7 +214,6 @@ from identity_proto.effects.users import (
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
-    UpdateUser,
     UserWrite,
 )
 
@@ -328,7 +327,6 @@ __all__ = [
     "Together",
     "TotpAcceptance",
     "UpdateProject",
-    "UpdateUser",
     "UpgradeRefusal",
     "UseInvitation",
     "UseRefreshToken",

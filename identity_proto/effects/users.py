@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from identity_proto.changes import UserChanges
 from identity_proto.effects.base import StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite, RecordKind
 from identity_proto.records import Team, User  # noqa: F401 (Team is named only in quoted result types)
@@ -14,8 +13,6 @@ from identity_proto.records import Team, User  # noqa: F401 (Team is named only 
 class UserWrite(Enum):
     """Why a user write did not happen."""
 
-    #: No user with that id.
-    NOT_FOUND = "not_found"
     #: The user's auth e-mail would equal another user's auth e-mail in the project.
     EMAIL_TAKEN = "email_taken"
     #: A user with this id exists already (CreateUser never replaces one).
@@ -63,22 +60,6 @@ class CreateUser(StorageEffect["User | UserWrite"]):
 
     project_id: str
     user: User
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateUser(StorageEffect["User | UserWrite"]):
-    """Set the given fields of one user, leaving every other field as stored, and keep the e-mail
-    index in step with `primary_email`/`primary_email_auth_enabled`. Returns the updated user, NOT_FOUND, or
-    EMAIL_TAKEN (nothing written). An internal write (last activity, a selected personal team...): it announces
-    nothing (reference part 2 §8). A PATCH of a user is decided in the core and committed (`flows.users`)."""
-
-    project_id: str
-    user_id: str
-    changes: UserChanges
-
-    def __post_init__(self) -> None:
-        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
-        object.__setattr__(self, "changes", UserChanges.of(self.changes))
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from identity_proto.effects import (
     ChangeOAuthAccounts,
     ConsumeOuterCode,
     CreateProject,
-    CreateUser,
     DeleteProject,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
@@ -42,7 +41,6 @@ from identity_proto.effects import (
     SignUpWithOAuth,
     SignUpWithOAuthRefusal,
     TakeOAuthState,
-    UpdateUser,
     UpgradeRefusal,
     perform,
 )
@@ -54,11 +52,13 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_user,
     delete_user,
     in_threads,
     make_membership,
     make_session,
     make_user,
+    patched_user,
     run_flow,
     sign_up_anonymously,
     upgrading_anonymous,
@@ -309,7 +309,7 @@ def test_the_index_is_per_project_and_per_provider(store: Store) -> None:
 
 def test_an_oauth_sign_up_with_a_taken_id_writes_nothing(store: Store) -> None:
     holder = make_user("ada", "other@example.com")
-    store.apply(CreateUser(PROJECT, holder))
+    store.apply(add_user(PROJECT, holder))
 
     assert store.apply(sign_up(team=personal_team())) is SignUpWithOAuthRefusal.ID_TAKEN
 
@@ -321,7 +321,7 @@ def test_an_oauth_sign_up_with_a_taken_id_writes_nothing(store: Store) -> None:
 
 def test_an_oauth_sign_up_with_a_taken_address_writes_nothing(store: Store) -> None:
     holder = make_user("holder", EMAIL)
-    store.apply(CreateUser(PROJECT, holder))
+    store.apply(add_user(PROJECT, holder))
 
     assert store.apply(sign_up(team=personal_team())) is SignUpWithOAuthRefusal.EMAIL_TAKEN
 
@@ -372,7 +372,7 @@ def test_concurrent_sign_ups_with_one_account_make_one_user(store: Store) -> Non
 
 def test_a_users_accounts_survive_their_other_updates(store: Store) -> None:
     store.apply(sign_up())
-    updated = store.apply(UpdateUser(PROJECT, "ada", (("display_name", "Ada"),)))
+    updated, _team = patched_user(store, PROJECT, "ada", (("display_name", "Ada"),))
     assert isinstance(updated, User)
     assert updated.oauth_accounts == (account(),)
     assert store.apply(find()) == updated
@@ -402,7 +402,7 @@ def test_linking_an_account_indexes_it(store: Store) -> None:
 
 def test_a_user_without_accounts_links_one(store: Store) -> None:
     plain = make_user("bob", "bob@example.com")
-    store.apply(CreateUser(PROJECT, plain))
+    store.apply(add_user(PROJECT, plain))
 
     outcome, user = store.apply(change("bob", (), (account(),)))
 
@@ -432,7 +432,7 @@ def test_linking_another_users_sign_in_account_is_refused_and_writes_nothing(sto
     holder = oauth_user("holder", "holder@example.com")
     store.apply(sign_up(holder))
     bob = make_user("bob", "bob@example.com")
-    store.apply(CreateUser(PROJECT, bob))
+    store.apply(add_user(PROJECT, bob))
     store.apply(SaveProviderTokens(PROJECT, "holder", "row-1", "sealed-holder"))
 
     taken = account("row-b", "github", "gh-1")
@@ -507,7 +507,7 @@ def test_rich_accounts_compare_and_round_trip(store: Store) -> None:
 
 
 def test_concurrent_changes_of_one_users_accounts_lose_no_update(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada", EMAIL)))
+    store.apply(add_user(PROJECT, make_user("ada", EMAIL)))
     new = [account(f"row-{n}", "github", f"gh-{n}") for n in range(8)]
 
     first = in_threads(*(lambda a=a: store.apply(change("ada", (), (a,))) for a in new))
@@ -538,7 +538,7 @@ def test_concurrent_changes_of_one_users_accounts_lose_no_update(store: Store) -
 def test_two_users_claiming_one_account_at_once_make_one_holder(store: Store) -> None:
     ids = [f"u{n}" for n in range(8)]
     for user_id in ids:
-        store.apply(CreateUser(PROJECT, make_user(user_id, f"{user_id}@example.com")))
+        store.apply(add_user(PROJECT, make_user(user_id, f"{user_id}@example.com")))
 
     results = in_threads(*(lambda u=u: store.apply(change(u, (), (account(f"row-{u}"),))) for u in ids))
 
@@ -550,7 +550,7 @@ def test_two_users_claiming_one_account_at_once_make_one_holder(store: Store) ->
 
 
 def test_redis_a_user_stored_before_accounts_existed_has_none(redis_store: RedisStore) -> None:
-    redis_store.apply(CreateUser(PROJECT, make_user("old", EMAIL)))
+    redis_store.apply(add_user(PROJECT, make_user("old", EMAIL)))
     redis_store.client.hdel(redis_store.keys.user(PROJECT, "old"), "oauth_accounts")
 
     assert redis_store.apply(change("old", (account(),), ())) == (AccountsWrite.CONFLICT, None)
@@ -723,7 +723,7 @@ def test_an_oauth_upgrade_to_a_taken_account_writes_nothing(store: Store) -> Non
 def test_an_oauth_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
     store_anonymous(store)
     holder = make_user("holder", EMAIL)
-    store.apply(CreateUser(PROJECT, holder))
+    store.apply(add_user(PROJECT, holder))
 
     assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.EMAIL_TAKEN
 

@@ -10,9 +10,9 @@ import pyotp
 import pytest
 
 from identity_proto.drivers import Store
-from identity_proto.effects import AcceptTotp, CreateUser, CreateVerificationCode, LoadUser, TotpAcceptance
+from identity_proto.effects import AcceptTotp, CreateVerificationCode, LoadUser, TotpAcceptance
 from identity_proto.records import CodePurpose
-from tests.contract.factories import PROJECT, T0, in_threads, make_code, make_user
+from tests.contract.factories import PROJECT, T0, add_user, in_threads, make_code, make_user
 from tests.contract.service import ServiceOver
 from tests.support import PROJECT_ID, Reply, client_headers, server_headers
 
@@ -79,7 +79,7 @@ def _mfa_code(name: str) -> str:
 
 @pytest.fixture
 def with_user_and_codes(store: Store) -> Store:
-    store.apply(CreateUser(PROJECT, make_user("ada", EMAIL)))
+    store.apply(add_user(PROJECT, make_user("ada", EMAIL)))
     for name in ("a", "b", "c"):
         store.apply(CreateVerificationCode(PROJECT, make_code(name, purpose=CodePurpose.MFA, user_id="ada")))
     return store
