@@ -4,9 +4,9 @@ in the store (memory and Redis), and the memory each stored user takes.
 One worker process per (store, size) (`benchmarks.inproc growth-worker`), each with its own store (for Redis, its
 own redis-server), filled once at start:
 
-- memory store: `store.apply(CreateUser(...))` in a loop, in process (the first 20k under tracemalloc for the
-  bytes Python allocates per user; the RSS delta of the whole fill for what the process really pays);
-- Redis: the store's own command plans for CreateUser, 1000 users per pipeline (so keys and encodings are the
+- memory store: `store.apply(...)` of each user's sign-up commit in a loop, in process (the first 20k under
+  tracemalloc for the bytes Python allocates per user; the RSS delta of the whole fill for what the process pays);
+- Redis: the store's own command plans for those commits, 1000 users per pipeline (so keys and encodings are the
   store's exactly); `INFO memory` used_memory before and after, per user.
 
 Each worker then signs in a sample of 1000 users spread over its store and, on request, measures GET or PATCH

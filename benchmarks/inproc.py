@@ -435,11 +435,16 @@ def bench_user(index: int, seed: int) -> Any:
     )
 
 
-def _create_users(start: int, stop: int, seed: int) -> Iterator[Any]:
-    from identity_proto.effects import CreateUser
+def _sign_up(i: int, seed: int) -> Any:
+    """The `Commit` a sign-up of bench user i makes (`commit_new_user`'s one effect: no team, session or grant)."""
+    from identity_proto.flows.signin import NewUser, commit_new_user
 
+    return next(commit_new_user(PROJECT_ID, NewUser(bench_user(i, seed))))
+
+
+def _create_users(start: int, stop: int, seed: int) -> Iterator[Any]:
     for i in range(start, stop):
-        yield CreateUser(PROJECT_ID, bench_user(i, seed))
+        yield _sign_up(i, seed)
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -461,11 +466,16 @@ class TemplateMismatch(Exception):
     """The store's plan for a user is not what the template predicts: fill through the plans instead."""
 
 
-class CreateUserTemplate:
-    """The store's own EVALSHA command for a bench user, made fast: the store's plan encodes user 0 once; user i's
-    command is that encoding with user 0's varying values (id, times, name, e-mail) replaced by user i's. Constant
-    arguments are packed once. `check(i)` runs the store's real plan for user i and raises TemplateMismatch unless
-    it is byte for byte the template's; the fill checks the first 50 users and every 997th after them."""
+#: The `commit` script's reply for a commit applied that returns no records.
+COMMITTED = -1
+
+
+class SignUpTemplate:
+    """The store's own EVALSHA command for a bench user's sign-up, made fast: the store's plan encodes user 0 once;
+    user i's command is that encoding with user 0's varying values (id, times, name, e-mail) replaced by user i's.
+    Constant arguments are packed once. `check(i)` runs the store's real plan for user i and raises
+    TemplateMismatch unless it is byte for byte the template's; the fill checks the first 50 users and every 997th
+    after them."""
 
     def __init__(self, store: Any, seed: int, shas: dict[str, str]) -> None:
         self.store, self.seed, self.shas = store, seed, shas
@@ -488,25 +498,25 @@ class CreateUserTemplate:
             bench_user_id(i, self.seed).encode(),
             str(FILL_BASE_MS + i).encode(),
             f"user{i}@".encode(),
-            f'Bench User {i}"'.encode(),
+            f'Bench User {i}\\"'.encode(),  # its JSON text, in the commit's JSON document
         ]
 
     def _real(self, i: int) -> tuple[str, list[bytes]]:
         """The store's plan for user i: its one step, as the arguments of EVALSHA."""
         from backends.redis import Script
-        from identity_proto.effects import CreateUser
+        from identity_proto.effects import Committed
 
-        effect = CreateUser(PROJECT_ID, bench_user(i, self.seed))
+        effect = _sign_up(i, self.seed)
         plan = self.store.performs[type(effect)](self.store.keys, effect)
         op = plan.send(None)
         if not isinstance(op, Script):
-            raise TemplateMismatch(f"CreateUser's first step is {type(op).__name__}, not a script")
+            raise TemplateMismatch(f"the sign-up's first step is {type(op).__name__}, not a script")
         try:
-            plan.send(1)
-            raise TemplateMismatch("CreateUser's plan has more than one step")
+            plan.send(COMMITTED)
+            raise TemplateMismatch("the sign-up's plan has more than one step")
         except StopIteration as stop:
-            if not hasattr(stop.value, "id"):
-                raise TemplateMismatch(f"CreateUser's plan answers {stop.value!r} to 1") from None
+            if not isinstance(stop.value, Committed):
+                raise TemplateMismatch(f"the sign-up's plan answers {stop.value!r} to {COMMITTED}") from None
         items = [b"EVALSHA", self.shas[op.name].encode(), str(len(op.keys)).encode()]
         items += [_arg_bytes(a) for a in (*op.keys, *op.args)]
         return op.name, items
@@ -532,15 +542,15 @@ class CreateUserTemplate:
 
 
 def fill_redis_range(url: str, start: int, stop: int, seed: int, batch: int = 2000) -> int:
-    """Create users `start`..`stop` in Redis exactly as RedisStore's CreateUser plan writes them (see
-    `CreateUserTemplate`), `batch` EVALSHA commands per pipelined write; every reply must be 1 (created)."""
+    """Create users `start`..`stop` in Redis exactly as RedisStore's plan of a sign-up's commit writes them (see
+    `SignUpTemplate`), `batch` EVALSHA commands per pipelined write; every reply must be `COMMITTED`."""
     import redis
 
     from backends.redis import SCRIPTS, RedisStore
 
     store = RedisStore.from_url(url, socket_timeout=60.0)
     shas = {name: store.client.script_load(source) for name, source in SCRIPTS.items()}
-    template = CreateUserTemplate(store, seed, shas)
+    template = SignUpTemplate(store, seed, shas)
     conn = redis.ConnectionPool.from_url(url, socket_timeout=60.0).make_connection()
     conn.connect()
     done = 0
@@ -553,7 +563,7 @@ def fill_redis_range(url: str, start: int, stop: int, seed: int, batch: int = 20
             conn.send_packed_command([b"".join(template.command(i) for i in range(first, last))])
             for i in range(first, last):
                 reply = conn.read_response()
-                if reply != 1:
+                if reply != COMMITTED:
                     raise RuntimeError(f"fill: user {i} not created ({reply!r})")
             done += last - first
     finally:
@@ -565,6 +575,7 @@ def fill_redis_range(url: str, start: int, stop: int, seed: int, batch: int = 20
 def fill_redis_pipelined(store: Any, effects: Iterable[Any], batch: int = 1000) -> int:
     """The general (slower) fill: any plan, its steps pipelined through redis-py, `batch` plans at a time."""
     from backends.redis import SCRIPTS, Batch, Call, Script
+    from identity_proto.effects import Conflict
 
     client = store.client
     shas = {name: client.script_load(source) for name, source in SCRIPTS.items()}
@@ -579,7 +590,7 @@ def fill_redis_pipelined(store: Any, effects: Iterable[Any], batch: int = 1000) 
                 try:
                     ops.append((i, plans[i].send(replies[i])))
                 except StopIteration as stop:
-                    if not hasattr(stop.value, "id"):
+                    if isinstance(stop.value, Conflict):
                         raise RuntimeError(f"fill: {chunk[i]!r} answered {stop.value!r}") from None
                     done += 1
             if not ops:

@@ -81,11 +81,6 @@ def _use_code(tenant: Tenant, write: UseCode) -> None:
     tenant.codes[write.code_hash] = replaced(tenant.codes[write.code_hash], {"used": True})
 
 
-def holds_stored_value(tenant: Tenant, user_id: str, value: str) -> bool:
-    """Whether one of the user's stored (non-primary) channels has this address (UpdateUser's check)."""
-    return any(c.value == value for c in tenant.channels.get(user_id, {}).values())
-
-
 def auth_address_is_verified(tenant: Tenant, user: User, address: str) -> bool:
     """Whether the user's auth channel `address` (the one the index matched) is verified (sign-in by code)."""
     return auth_address_verified(user, tenant.channels.get(user.id, {}).values(), address)

@@ -5,20 +5,16 @@ from __future__ import annotations
 import bisect
 
 from backends.memory.commit import applies, checks, records
-from backends.memory.contact_channels import holds_stored_value
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    CreateUser,
     DropUser,
     Exists,
     FindUserByAuthEmail,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
-    UpdateUser,
-    UserWrite,
 )
-from identity_proto.records import Team, User, replaced
+from identity_proto.records import Team, User
 
 
 @_performs(LoadUser)
@@ -46,71 +42,6 @@ def _find_user_by_auth_email(store: MemoryStore, effect: FindUserByAuthEmail) ->
     tenant = store.tenant(effect.project_id)
     user_id = tenant.email_index.get(effect.email)
     return None if user_id is None else tenant.users.get(user_id)
-
-
-@_performs(CreateUser)
-def _create_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
-    created = insert_user(store, effect)
-    if isinstance(created, User):
-        store.tenant(effect.project_id).record_event("user.created", record=created)  # webhooks
-    return created
-
-
-def insert_user(store: MemoryStore, effect: CreateUser) -> User | UserWrite:
-    """CreateUser's write without its event (a sign-up records `user.created` itself: `record_user_created`)."""
-    tenant = store.tenant(effect.project_id)
-    user = effect.user
-    if user.id in tenant.users:
-        return UserWrite.ID_TAKEN
-    if user.auth_email is not None and user.auth_email in tenant.email_index:
-        return UserWrite.EMAIL_TAKEN
-    tenant.users[user.id] = user
-    bisect.insort(tenant.user_order, (user.signed_up_at_millis, user.id))
-    if user.auth_email is not None:
-        tenant.email_index[user.auth_email] = user.id
-    return user
-
-
-# --- webhook events ---
-def record_user_created(tenant: Tenant, user: User) -> None:
-    """A sign-up's `user.created`: recorded before its personal team's `team.created`, so as the user was before
-    they selected it (reference part 2 §8: no selected team, inferred)."""
-    tenant.record_event("user.created", record=replaced(user, {"selected_team_id": None}))
-
-
-def record_user_updated(tenant: Tenant, user: User) -> None:
-    """`user.updated` with `user` as stored now and the team they have selected."""
-    team = tenant.teams.get(user.selected_team_id) if user.selected_team_id is not None else None
-    tenant.record_event("user.updated", record=user, team=team)
-
-
-# --- end webhook events ---
-
-
-@_performs(UpdateUser)
-def _update_user(store: MemoryStore, effect: UpdateUser) -> User | UserWrite:
-    tenant = store.tenant(effect.project_id)
-    stored = tenant.users.get(effect.user_id)
-    if stored is None:
-        return UserWrite.NOT_FOUND
-    updated = effect.changes.apply(stored)
-    # contact channels: one address is never two channels of one user (effects.contact_channels)
-    new_primary = updated.primary_email
-    if new_primary not in (None, stored.primary_email) and holds_stored_value(tenant, updated.id, new_primary or ""):
-        return UserWrite.EMAIL_TAKEN
-    old_email, new_email = stored.auth_email, updated.auth_email
-    if new_email != old_email:
-        if new_email is not None and tenant.email_index.get(new_email, updated.id) != updated.id:
-            return UserWrite.EMAIL_TAKEN
-        if old_email is not None:
-            tenant.email_index.pop(old_email, None)
-        if new_email is not None:
-            tenant.email_index[new_email] = updated.id
-    if updated.signed_up_at_millis != stored.signed_up_at_millis:
-        tenant.user_order.remove((stored.signed_up_at_millis, stored.id))
-        bisect.insort(tenant.user_order, (updated.signed_up_at_millis, updated.id))
-    tenant.users[updated.id] = updated
-    return updated
 
 
 @applies(DropUser)

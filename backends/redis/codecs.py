@@ -176,11 +176,11 @@ def _required(record: T | None) -> T:
 
 
 def _change_fields(changes: UserChanges | TeamChanges | MembershipChanges) -> list[tuple[str, str]]:
-    """The hash fields an UpdateUser, a commit's PatchUser / PatchTeam, or UpdateMembership sets: each changed
-    field's JSON, as the record's codec (`user_to_json`, `dataclasses.asdict`) would write it in the whole record.
-    orjson writes a nested dataclass (`RiskScores`) as that object and a tuple as an array, so encoding the changed
-    values alone gives the same text without copying the whole record first (a deep copy of every metadata field:
-    most of a PATCH's encoding cost)."""
+    """The hash fields a commit's PatchUser / PatchTeam / PatchMembership sets: each changed field's JSON, as the
+    record's codec (`user_to_json`, `dataclasses.asdict`) would write it in the whole record. orjson writes a nested
+    dataclass (`RiskScores`) as that object and a tuple as an array, so encoding the changed values alone gives the
+    same text without copying the whole record first (a deep copy of every metadata field: most of a PATCH's
+    encoding cost)."""
     return [(name, _json(value)) for name, value in changes.pairs]
 
 

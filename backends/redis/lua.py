@@ -46,16 +46,6 @@ local function revoke_sessions(set_key, session_prefix, token_prefix)
 end
 """
 
-#: Lua: the auth e-mail of a user from its stored (JSON) `primary_email_auth_enabled` and `primary_email`, or false.
-_AUTH_EMAIL = """
-local function auth_email(enabled, email)
-  if enabled ~= 'true' or not email then return false end
-  local value = cjson.decode(email)
-  if type(value) ~= 'string' then return false end
-  return value
-end
-"""
-
 #: Lua: a membership's sequence number (an INCR reply, or a score as ZSCORE / WITHSCORES return it) as the decimal
 #: text its key and index members use.
 _SEQ = """

@@ -6,29 +6,23 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-from backends.redis.codecs import _change_fields, _flat, _json_fields, _required, _team, _text, _user
+from backends.redis.codecs import _required, _team, _user
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.lua import (
-    _AUTH_EMAIL,
-    _EMIT_EVENT,
-    _EMIT_USER_EVENT,
     _RECORD_JSON,
 )
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
-    CreateUser,
     DropUser,
     Exists,
     FindUserByAuthEmail,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
-    UpdateUser,
-    UserWrite,
 )
 from identity_proto.effects.commit import RecordKind
-from identity_proto.records import Team, User, user_to_json
+from identity_proto.records import Team, User
 
 
 @_plans(LoadUser)
@@ -83,117 +77,9 @@ def _find_user_by_auth_email(keys: KeySpace, effect: FindUserByAuthEmail) -> Pla
     return _user(reply)
 
 
-# KEYS: user, e-mail index, user order, the events stream (`user.created`). ARGV: user id, has auth e-mail (1/0),
-# auth e-mail, signed_up_at_millis, then field, value, ... Returns 1 if stored, 0 if the auth e-mail is another
-# user's, -1 if the id is taken (nothing written).
-script(
-    "create_user",
-    _RECORD_JSON
-    + _EMIT_EVENT
-    + _EMIT_USER_EVENT
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-if ARGV[2] == '1' and redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
-if ARGV[2] == '1' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[1]) end
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
-emit_user_event(KEYS[4], 'user.created', KEYS[1], '', false)
-return 1
-""",
-)
-
-
-@_plans(CreateUser)
-def _create_user(keys: KeySpace, effect: CreateUser) -> Plan[User | UserWrite]:
-    user, project_id = effect.user, effect.project_id
-    email = user.auth_email
-    args = (
-        user.id,
-        0 if email is None else 1,
-        email or "",
-        user.signed_up_at_millis,
-        *_flat(_json_fields(user_to_json(user))),
-    )
-    created = yield Script(
-        "create_user",
-        (
-            keys.user(project_id, user.id),
-            keys.users_by_email(project_id),
-            keys.user_order(project_id),
-            keys.events(project_id),
-        ),
-        args,
-    )
-    if created == -1:
-        return UserWrite.ID_TAKEN
-    return user if created else UserWrite.EMAIL_TAKEN
-
-
 @guards(Exists)
 def _exists(ops: Ops, position: int, guard: Exists) -> None:
     ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
-
-
-# KEYS: user, e-mail index, user order, user's contact channels.
-# ARGV: user id, then field, value, ... (JSON values; maybe none).
-# Returns {'ok', record as JSON}, {'not_found'} or {'email_taken'} (the last two: nothing written).
-script(
-    "update_user",
-    _AUTH_EMAIL
-    + _RECORD_JSON
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
-local stored = redis.call('HMGET', KEYS[1], 'primary_email_auth_enabled', 'primary_email')
-local enabled, email = stored[1], stored[2]
-local old = auth_email(enabled, email)
-local signed_up = false
-for i = 2, #ARGV, 2 do
-  if ARGV[i] == 'primary_email_auth_enabled' then enabled = ARGV[i + 1]
-  elseif ARGV[i] == 'primary_email' then email = ARGV[i + 1]
-  elseif ARGV[i] == 'signed_up_at_millis' then signed_up = ARGV[i + 1] end
-end
-local new = auth_email(enabled, email)
--- contact channels: one address is never two channels of one user (identity_proto.effects.contact_channels)
-if email and email ~= stored[2] and email ~= 'null' then
-  local value = cjson.decode(email)
-  for _, text in ipairs(redis.call('HVALS', KEYS[4])) do
-    if cjson.decode(text).value == value then return {'email_taken'} end
-  end
-end
-if new ~= old then
-  if new then
-    local owner = redis.call('HGET', KEYS[2], new)
-    if owner and owner ~= ARGV[1] then return {'email_taken'} end
-  end
-  if old and redis.call('HGET', KEYS[2], old) == ARGV[1] then redis.call('HDEL', KEYS[2], old) end
-  if new then redis.call('HSET', KEYS[2], new, ARGV[1]) end
-end
-if #ARGV > 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end
-if signed_up then redis.call('ZADD', KEYS[3], signed_up, ARGV[1]) end
-return {'ok', record_json(redis.call('HGETALL', KEYS[1]))}
-""",
-)
-
-
-@_plans(UpdateUser)
-def _update_user(keys: KeySpace, effect: UpdateUser) -> Plan[User | UserWrite]:
-    project_id, user_id = effect.project_id, effect.user_id
-    reply = yield Script(
-        "update_user",
-        (
-            keys.user(project_id, user_id),
-            keys.users_by_email(project_id),
-            keys.user_order(project_id),
-            keys.user_channels(project_id, user_id),
-        ),
-        (user_id, *_flat(_change_fields(effect.changes))),
-    )
-    status = _text(reply[0])
-    if status == "not_found":
-        return UserWrite.NOT_FOUND
-    if status == "email_taken":
-        return UserWrite.EMAIL_TAKEN
-    return _required(_user(reply[1]))
 
 
 @writes(DropUser)

@@ -187,15 +187,12 @@ from identity_proto.effects.teams import (
 )
 from identity_proto.effects.testing import LoadClockOverride, ResetProjectData, SetClockOverride
 from identity_proto.effects.users import (
-    CreateUser,
     DropUser,
     Exists,
     FindUserByAuthEmail,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
-    UpdateUser,
-    UserWrite,
 )
 
 # --- webhooks ---
@@ -240,7 +237,6 @@ __all__ = [
     "CodeOutcome",
     "ComputeEffect",
     "CreateProject",
-    "CreateUser",
     "DefinitionsWrite",
     "DeleteProject",
     "DropInvitation",
@@ -303,11 +299,9 @@ __all__ = [
     "TeamWrite",
     "Together",
     "UpdateProject",
-    "UpdateUser",
     "UpgradeRefusal",
     "UseInvitation",
     "UseRefreshToken",
-    "UserWrite",
     "VerifyPassword",
     "create_project",
     "delete_project",

@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
-from identity_proto.changes import UserChanges
 from identity_proto.effects.base import StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite, RecordKind
 from identity_proto.records import Team, User  # noqa: F401 (Team is named only in quoted result types)
-
-
-class UserWrite(Enum):
-    """Why a user write did not happen."""
-
-    #: No user with that id.
-    NOT_FOUND = "not_found"
-    #: The user's auth e-mail would equal another user's auth e-mail in the project.
-    EMAIL_TAKEN = "email_taken"
-    #: A user with this id exists already (CreateUser never replaces one).
-    ID_TAKEN = "id_taken"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,31 +41,6 @@ class FindUserByAuthEmail(StorageEffect["User | None"]):
 
     project_id: str
     email: str
-
-
-@dataclass(frozen=True, slots=True)
-class CreateUser(StorageEffect["User | UserWrite"]):
-    """Store a new user together with its e-mail index entry; ID_TAKEN or EMAIL_TAKEN (and nothing written) when
-    its id exists or its auth e-mail is another user's."""
-
-    project_id: str
-    user: User
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateUser(StorageEffect["User | UserWrite"]):
-    """Set the given fields of one user, leaving every other field as stored, and keep the e-mail
-    index in step with `primary_email`/`primary_email_auth_enabled`. Returns the updated user, NOT_FOUND, or
-    EMAIL_TAKEN (nothing written). An internal write (last activity, a selected personal team...): it announces
-    nothing (reference part 2 §8). A PATCH of a user is decided in the core and committed (`flows.users`)."""
-
-    project_id: str
-    user_id: str
-    changes: UserChanges
-
-    def __post_init__(self) -> None:
-        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
-        object.__setattr__(self, "changes", UserChanges.of(self.changes))
 
 
 @dataclass(frozen=True, slots=True)

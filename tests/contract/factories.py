@@ -16,7 +16,7 @@ from typing import Any
 from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from identity_proto.drivers import Store
-from identity_proto.effects import CodeIsUnused, Commit, PutCode, UseCode
+from identity_proto.effects import CodeIsUnused, Commit, Conflict, PutCode, UseCode
 from identity_proto.records import CodePurpose, Email, Membership, RiskScores, Session, Team, User, VerificationCode
 
 #: 2100-01-01T00:00:00Z in ms: every record expires after it, so no TTL fires during a test.
@@ -194,29 +194,64 @@ def update_team(store: Store, project_id: str, team_id: str, changes: Any = ()) 
     return run(patch_team(project_id, team_id, TeamChanges.of(changes)), store)
 
 
+def add_user(project_id: str, user: User) -> Commit:
+    """The `Commit` a sign-up makes for `user` alone (`flows.signin.commit_new_user`: guarded on its id, then its
+    auth e-mail, being free; `user.created`), answering `Committed((user as stored,))`, or `ID_TAKEN` /
+    `EMAIL_TAKEN` with nothing written. An effect: `store.apply` it, or `perform` it in a flow."""
+    from identity_proto.effects.commit import RecordKind
+    from identity_proto.flows.signin import NewUser, commit_new_user
+
+    effect = next(commit_new_user(project_id, NewUser(user)))
+    return dataclasses.replace(effect, returns=((RecordKind.USER, user.id),))
+
+
+#: What `add_user`'s commit answers when the id is taken, or the auth e-mail is another user's.
+ID_TAKEN, EMAIL_TAKEN = Conflict(0), Conflict(1)
+
+
+def set_user_fields(project_id: str, user_id: str, changes: Any) -> Commit:
+    """The `Commit` of an internal write of a user's fields (a selected team, last activity: what `flows.sessions`
+    and `flows.teams` commit): `PatchUser` guarded on the user existing, announcing nothing; answers
+    `Committed((user as stored,))`, or `Conflict(0)` when there is no such user. The e-mail fields move the
+    index: a PATCH changes them (`patched_user`)."""
+    from identity_proto.changes import UserChanges
+    from identity_proto.effects.commit import PatchUser, RecordKind
+    from identity_proto.effects.users import Exists
+
+    fields = UserChanges.of(changes)
+    if fields.as_dict().keys() & {"primary_email", "primary_email_auth_enabled"}:
+        raise ValueError("the e-mail fields change with the index: patched_user")
+    user = (RecordKind.USER, user_id)
+    return Commit(project_id, (Exists(*user),), (PatchUser(user_id, fields),), returns=(user,))
+
+
 def patched_user(
     store: Store, project_id: str, user_id: str, changes: Any = (), *, revoke_sessions: bool = False, live: Any = None
 ) -> Any:
     """What a PATCH of a user does to a store: the core's `patch_user` (what the e-mail index rules read, then one
-    `Commit` recording `user.updated`), answering (user, selected team) as stored, or the refusal
-    (`UserWrite.NOT_FOUND`, `UserWrite.EMAIL_TAKEN`; nothing written), or "conflict" when a guard (`live`, a
-    `SessionIsLive`) did not hold."""
+    `Commit` recording `user.updated`), re-run while its commit meets a concurrent change (as the service does),
+    answering (user, selected team) as stored, or the refusal (None: no such user; `ErrorCode`
+    USER_EMAIL_ALREADY_EXISTS; nothing written), or "conflict" when a guard (`live`, a `SessionIsLive`) kept
+    failing."""
     from identity_proto.changes import UserChanges
     from identity_proto.drivers import run
-    from identity_proto.effects import CommitConflict, UserWrite
+    from identity_proto.effects.commit import CommitConflict
     from identity_proto.errors import ErrorCode, KnownError
     from identity_proto.flows.users import patch_user
 
-    flow = patch_user(project_id, user_id, UserChanges.of(changes), revoke_sessions=revoke_sessions, live=live)
-    try:
-        done = run(flow, store)
-    except KnownError as error:
-        if error.code != ErrorCode.USER_EMAIL_ALREADY_EXISTS:
-            raise
-        return UserWrite.EMAIL_TAKEN
-    except CommitConflict:
-        return "conflict"
-    return UserWrite.NOT_FOUND if done is None else done
+    for _attempt in range(5):
+        try:
+            return run(
+                patch_user(project_id, user_id, UserChanges.of(changes), revoke_sessions=revoke_sessions, live=live),
+                store,
+            )
+        except KnownError as error:
+            if error.code != ErrorCode.USER_EMAIL_ALREADY_EXISTS:
+                raise
+            return error.code
+        except CommitConflict:
+            continue
+    return "conflict"
 
 
 def committed(flow: Callable[[], Any], store: Store, attempts: int = 50) -> Any:

@@ -16,7 +16,6 @@ from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     ChannelWrite,
-    CreateUser,
     FindUserByAuthEmail,
     ListMemberships,
     ListSessions,
@@ -31,14 +30,17 @@ from identity_proto.effects import (
     perform,
 )
 from identity_proto.effects.base import Flow
+from identity_proto.effects.commit import Committed
 from identity_proto.flows.contact_channels import create_channel
 from identity_proto.records import ContactChannel, Membership, Session, Team, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
+    EMAIL_TAKEN,
     OTHER_PROJECT,
     PROJECT,
     T0,
     add_membership,
+    add_user,
     create_team,
     in_threads,
     make_membership,
@@ -132,7 +134,7 @@ def test_an_anonymous_sign_up_gets_its_personal_team_selected(store: Store) -> N
 
 def test_an_anonymous_sign_up_whose_id_is_taken_writes_nothing(store: Store) -> None:
     holder = make_user("anon", "bob@example.com")
-    store.apply(CreateUser(PROJECT, holder))
+    store.apply(add_user(PROJECT, holder))
     session = make_session("s-anon", "anon")
 
     assert run_on(store, sign_up(session=session, team=personal_team())) is None
@@ -144,7 +146,7 @@ def test_an_anonymous_sign_up_whose_id_is_taken_writes_nothing(store: Store) -> 
 
 
 def test_an_anonymous_sign_up_looks_at_its_own_project_only(store: Store) -> None:
-    store.apply(CreateUser(OTHER_PROJECT, make_user("anon")))
+    store.apply(add_user(OTHER_PROJECT, make_user("anon")))
     assert run_on(store, sign_up()) == anonymous()
     assert store.apply(ListUsers(OTHER_PROJECT)) == (make_user("anon"),)
 
@@ -189,7 +191,7 @@ def test_an_upgrade_makes_the_user_signed_up_in_place_and_gives_it_the_address(s
     run_on(store, sign_up(anonymous(**kept)))
     earlier = make_user("early")
     earlier = dataclasses.replace(earlier, signed_up_at_millis=T0 + 1)
-    store.apply(CreateUser(PROJECT, earlier))
+    store.apply(add_user(PROJECT, earlier))
 
     upgraded = run_flow(store, lambda: upgrade())
 
@@ -213,7 +215,7 @@ def test_an_upgrade_makes_the_user_signed_up_in_place_and_gives_it_the_address(s
 def test_an_upgrade_renames_the_users_personal_teams_only(store: Store) -> None:
     run_on(store, sign_up(team=personal_team()))
     # Another team of the user keeps its name; another user's "Personal Team" too.
-    store.apply(CreateUser(PROJECT, make_user("bob")))
+    store.apply(add_user(PROJECT, make_user("bob")))
     bobs, _ = personal_team("bob", "team-bob")
     create_team(store, PROJECT, bobs, make_membership(bobs.id, "bob"))
     club = make_team("club")
@@ -239,7 +241,7 @@ def test_an_upgrade_leaves_a_renamed_personal_team_alone(store: Store) -> None:
 def test_an_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
     run_on(store, sign_up(team=personal_team()))
     holder = make_user("holder", EMAIL)
-    store.apply(CreateUser(PROJECT, holder))
+    store.apply(add_user(PROJECT, holder))
 
     assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.EMAIL_TAKEN
 
@@ -251,14 +253,14 @@ def test_an_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
 
 def test_an_address_held_without_sign_in_is_free_to_take(store: Store) -> None:
     run_on(store, sign_up())
-    store.apply(CreateUser(PROJECT, make_user("other", EMAIL, auth=False)))
+    store.apply(add_user(PROJECT, make_user("other", EMAIL, auth=False)))
     upgraded = run_flow(store, lambda: upgrade())
     assert isinstance(upgraded, User)
     assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == upgraded
 
 
 def test_an_upgrade_to_an_address_the_user_has_as_another_channel_writes_nothing(store: Store) -> None:
-    """One address is never two channels of one user (as UpdateUser): held or not, the upgrade is refused."""
+    """One address is never two channels of one user (as a PATCH): held or not, the upgrade is refused."""
     run_on(store, sign_up(team=personal_team()))
     for n, trusted in enumerate((False, True)):
         email = f"ada{n}@example.com"
@@ -290,7 +292,7 @@ def test_an_upgrade_of_a_missing_user_writes_nothing(store: Store) -> None:
 
 
 def test_an_upgrade_looks_at_its_own_project_only(store: Store) -> None:
-    store.apply(CreateUser(OTHER_PROJECT, make_user("holder", EMAIL)))
+    store.apply(add_user(OTHER_PROJECT, make_user("holder", EMAIL)))
     run_on(store, sign_up())
     assert isinstance(run_flow(store, lambda: upgrade()), User)
     assert store.apply(FindUserByAuthEmail(OTHER_PROJECT, EMAIL)) == make_user("holder", EMAIL)
@@ -327,14 +329,15 @@ def test_an_upgrade_racing_a_sign_up_of_the_address_makes_one_holder(store: Stor
     run_on(store, sign_up())
     results = in_threads(
         lambda: run_flow(store, lambda: upgrade()),
-        lambda: store.apply(CreateUser(PROJECT, make_user("newcomer", EMAIL))),
+        lambda: store.apply(add_user(PROJECT, make_user("newcomer", EMAIL))),
     )
     holder = store.apply(FindUserByAuthEmail(PROJECT, EMAIL))
     assert holder is not None
     if holder.id == "anon":
         assert isinstance(results[0], User)
-        assert not isinstance(results[1], User)
+        assert results[1] == EMAIL_TAKEN
     else:
+        assert isinstance(results[1], Committed)
         assert results[0] is UpgradeRefusal.EMAIL_TAKEN
         assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
 

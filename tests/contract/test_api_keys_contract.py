@@ -14,13 +14,13 @@ from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     ApiKeyWrite,
     CreateProject,
-    CreateUser,
     FindApiKeyByHash,
     ListApiKeys,
     LoadApiKey,
     ResetProjectData,
     perform,
 )
+from identity_proto.effects.commit import Committed
 from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ApiKey, ApiKeyType
@@ -30,6 +30,7 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_user,
     create_team,
     delete_team,
     delete_user,
@@ -67,7 +68,7 @@ def make_key(key_id: str, owner_id: str = "u1", *, type: ApiKeyType = ApiKeyType
 
 def _owners(store: Store, project_id: str = PROJECT) -> None:
     for user_id in ("u1", "u2"):
-        assert store.apply(CreateUser(project_id, make_user(user_id))) == make_user(user_id)
+        assert store.apply(add_user(project_id, make_user(user_id))) == Committed((make_user(user_id),))
     assert create_team(store, project_id, make_team("t1")) == make_team("t1")
 
 
@@ -222,7 +223,7 @@ def test_a_recreated_owner_with_the_same_id_has_no_keys(store: Store) -> None:
     _owners(store)
     create_key(store, PROJECT, make_key("k1"))
     delete_user(store, PROJECT, "u1")
-    store.apply(CreateUser(PROJECT, make_user("u1")))
+    store.apply(add_user(PROJECT, make_user("u1")))
 
     assert store.apply(ListApiKeys(PROJECT, ApiKeyType.USER, "u1")) == ()
     assert store.apply(FindApiKeyByHash(PROJECT, "hash-of-k1")) is None
@@ -244,7 +245,7 @@ def test_resetting_the_project_removes_its_keys(store: Store) -> None:
 def test_creating_a_key_races_with_deleting_its_owner_and_never_leaves_an_orphan(store: Store) -> None:
     for round_ in range(5):
         user_id = f"racer-{round_}"
-        store.apply(CreateUser(PROJECT, make_user(user_id)))
+        store.apply(add_user(PROJECT, make_user(user_id)))
         key = make_key(f"k-{round_}", user_id)
         created, _deleted = in_threads(
             lambda key=key: create_key(store, PROJECT, key),
@@ -279,7 +280,7 @@ def test_redis_stores_only_the_hash_and_every_key_in_the_projects_slot(redis_sto
 
 def test_the_asyncio_stores_perform_every_api_key_effect(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> None:
-        await arun(perform(CreateUser(PROJECT, make_user("u1"))), store)
+        await arun(perform(add_user(PROJECT, make_user("u1"))), store)
         key = make_key("k1")
         assert await arun(store_api_key(PROJECT, key), store) == key
         assert await arun(perform(LoadApiKey(PROJECT, "k1")), store) == key

@@ -12,7 +12,6 @@ import pytest
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store
 from identity_proto.effects import (
-    CreateUser,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
     ListMemberships,
@@ -48,6 +47,7 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_user,
     in_threads,
     make_session,
     make_team,
@@ -107,7 +107,7 @@ def test_a_commit_writes_what_the_reads_read_back(store: Store) -> None:
 
 
 def test_a_guard_that_does_not_hold_refuses_the_whole_commit(store: Store) -> None:
-    assert store.apply(CreateUser(PROJECT, make_user("u1", EMAIL))) is not None
+    assert isinstance(store.apply(add_user(PROJECT, make_user("u1", EMAIL))), Committed)
     before = events(store)
     # The address is taken (guard 1 of the sign-up): nothing of the second user, its team or events.
     refused = store.apply(sign_up(make_user("u2", EMAIL), make_team("t2")))
@@ -125,7 +125,7 @@ def test_a_guard_that_does_not_hold_refuses_the_whole_commit(store: Store) -> No
 
 def test_fields_are_compares_exactly_the_named_fields(store: Store) -> None:
     read = make_user("u1", EMAIL, display_name="Ada", client_metadata={"a": 1})
-    store.apply(CreateUser(PROJECT, read))
+    store.apply(add_user(PROJECT, read))
     # Another writer changes the display name after `read` was read.
     assert (
         store.apply(Commit(PROJECT, (FieldsAre(read),), (PatchUser("u1", UserChanges.of(display_name="B")),)))
@@ -148,7 +148,7 @@ def test_fields_are_compares_exactly_the_named_fields(store: Store) -> None:
 
 
 def test_index_guards_and_writes(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("u1", EMAIL)))
+    store.apply(add_user(PROJECT, make_user("u1", EMAIL)))
     assert store.apply(Commit(PROJECT, (IndexIs(IndexName.EMAIL, EMAIL, "u2"),))) == Conflict(0)
     moved = Commit(
         PROJECT,
@@ -163,7 +163,7 @@ def test_index_guards_and_writes(store: Store) -> None:
 
 
 def test_a_session_guard_holds_only_while_the_session_lives(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("u1", EMAIL)))
+    store.apply(add_user(PROJECT, make_user("u1", EMAIL)))
     session = make_session("s1", "u1")
     put_session(store, PROJECT, session)
     patch = (PatchUser("u1", UserChanges.of(display_name="live")),)
@@ -175,7 +175,7 @@ def test_a_session_guard_holds_only_while_the_session_lives(store: Store) -> Non
 
 def test_concurrent_patches_of_different_fields_both_survive(store: Store) -> None:
     read = make_user("u1", EMAIL)
-    store.apply(CreateUser(PROJECT, read))
+    store.apply(add_user(PROJECT, read))
     team = make_team("t1")
     store.apply(Commit(PROJECT, (IsAbsent(RecordKind.TEAM, "t1"),), (PutTeam(team),)))
 
@@ -224,7 +224,7 @@ def test_is_absent_names_each_record_kind(store: Store, kind: RecordKind) -> Non
 
 def test_a_commit_answers_with_the_records_it_was_asked_for_as_stored_now(store: Store) -> None:
     read = make_user("u1", EMAIL, display_name="Ada", client_metadata={"a": 1})
-    store.apply(CreateUser(PROJECT, read))
+    store.apply(add_user(PROJECT, read))
     store.apply(Commit(PROJECT, (FieldsAre(read),), (PatchUser("u1", UserChanges.of(client_metadata={"b": 2})),)))
     answer = store.apply(
         Commit(
@@ -241,7 +241,7 @@ def test_a_session_put_by_a_commit_is_used_listed_and_dropped(store: Store) -> N
     from identity_proto.effects import DropSession, ListSessions, UseRefreshToken
     from identity_proto.effects.commit import PutSession
 
-    store.apply(CreateUser(PROJECT, make_user("u1", EMAIL)))
+    store.apply(add_user(PROJECT, make_user("u1", EMAIL)))
     session = make_session("s1", "u1")
     assert store.apply(Commit(PROJECT, (), (PutSession(session),))) == Committed()
     assert [s.id for s in store.apply(ListSessions(PROJECT, "u1"))] == ["s1"]

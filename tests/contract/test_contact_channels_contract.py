@@ -14,20 +14,31 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     ChannelWrite,
     CodeOutcome,
-    CreateUser,
     EmailRefusal,
     FindUserByAuthEmail,
     ListContactChannels,
     ListProjectContactChannels,
     LoadUser,
-    UpdateUser,
     UserChannels,
-    UserWrite,
 )
+from identity_proto.effects.commit import Committed
+from identity_proto.errors import ErrorCode
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
 from identity_proto.flows.otp import store_sign_in_code
 from identity_proto.records import CodePurpose, ContactChannel, User, derived_primary_channel_id
-from tests.contract.factories import PROJECT, T0, delete_user, in_threads, make_code, make_user, put_code, run_flow
+from tests.contract.factories import (
+    EMAIL_TAKEN,
+    PROJECT,
+    T0,
+    add_user,
+    delete_user,
+    in_threads,
+    make_code,
+    make_user,
+    patched_user,
+    put_code,
+    run_flow,
+)
 
 ADA = "ada@example.com"
 WORK = "ada@work.example.com"
@@ -73,20 +84,20 @@ def ada(**fields: Any) -> User:
 
 
 def test_a_users_primary_email_is_their_primary_channel(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     primary = derived_primary_channel_id("ada")
     assert summary(store) == [(primary, ADA, True, True, True)]
     assert user_channels(store).channels[0].created_at_millis == T0  # when the user signed up
 
 
 def test_a_user_without_an_email_has_no_channels_and_a_missing_user_none(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     assert summary(store) == []
     assert store.apply(ListContactChannels(PROJECT, "nobody")) is None
 
 
 def test_a_new_channel_is_stored_beside_the_primary_and_signs_in_when_used_for_auth(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     created = create(store, channel("c1", WORK))
     assert isinstance(created, UserChannels)
     assert summary(store)[1] == ("c1", WORK, False, False, True)
@@ -95,13 +106,13 @@ def test_a_new_channel_is_stored_beside_the_primary_and_signs_in_when_used_for_a
 
 
 def test_a_channel_not_used_for_auth_never_signs_in(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK, auth=False))
     assert owner(store, WORK) is None
 
 
 def test_making_a_new_channel_primary_moves_the_old_primary_into_channel_storage(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     old_primary = derived_primary_channel_id("ada")
     create(store, channel("c1", WORK, verified=False), primary=True)
     user = store.apply(LoadUser(PROJECT, "ada"))
@@ -113,7 +124,7 @@ def test_making_a_new_channel_primary_moves_the_old_primary_into_channel_storage
 
 
 def test_promoting_and_demoting_keep_one_copy_of_each_channel(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     old_primary = derived_primary_channel_id("ada")
     create(store, channel("c1", WORK, verified=True))
     update(store, "c1", is_primary=True)
@@ -130,7 +141,7 @@ def test_promoting_and_demoting_keep_one_copy_of_each_channel(store: Store) -> N
 
 
 def test_is_primary_false_on_another_channel_changes_nothing(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK))
     before = summary(store)
     update(store, "c1", is_primary=False)
@@ -138,7 +149,7 @@ def test_is_primary_false_on_another_channel_changes_nothing(store: Store) -> No
 
 
 def test_a_second_channel_with_the_same_value_is_refused(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     assert create(store, channel("c1", ADA, auth=False)) is ChannelWrite.ALREADY_EXISTS
     create(store, channel("c2", WORK))
     primary = derived_primary_channel_id("ada")
@@ -147,8 +158,8 @@ def test_a_second_channel_with_the_same_value_is_refused(store: Store) -> None:
 
 
 def test_an_auth_address_of_another_user_is_refused_on_create_and_update(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    store.apply(add_user(PROJECT, ada()))
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
     assert create(store, channel("c1", ADA, user_id="bob")) is ChannelWrite.USED_FOR_AUTH
     create(store, channel("c1", ADA, user_id="bob", auth=False))  # not for auth: anyone may hold it
     assert update(store, "c1", "bob", used_for_auth=True) is ChannelWrite.USED_FOR_AUTH
@@ -159,22 +170,22 @@ def test_an_auth_address_of_another_user_is_refused_on_create_and_update(store: 
 
 
 def test_an_auth_address_held_by_a_stored_channel_blocks_other_users_primary_email(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK))
-    assert store.apply(CreateUser(PROJECT, make_user("bob", WORK))) is UserWrite.EMAIL_TAKEN
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
-    assert store.apply(UpdateUser(PROJECT, "bob", (("primary_email", WORK),))) is UserWrite.EMAIL_TAKEN
+    assert store.apply(add_user(PROJECT, make_user("bob", WORK))) == EMAIL_TAKEN
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
+    assert patched_user(store, PROJECT, "bob", (("primary_email", WORK),)) is ErrorCode.USER_EMAIL_ALREADY_EXISTS
 
 
 def test_a_users_primary_email_cannot_become_the_value_of_their_other_channel(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK, auth=False))
-    assert store.apply(UpdateUser(PROJECT, "ada", (("primary_email", WORK),))) is UserWrite.EMAIL_TAKEN
+    assert patched_user(store, PROJECT, "ada", (("primary_email", WORK),)) is ErrorCode.USER_EMAIL_ALREADY_EXISTS
     assert store.apply(LoadUser(PROJECT, "ada")).primary_email == ADA  # type: ignore[union-attr]
 
 
 def test_a_new_value_resets_verification_unless_given_and_moves_the_index_entry(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK, verified=True))
     update(store, "c1", value="ada@new.example.com")
     assert summary(store)[1] == ("c1", "ada@new.example.com", False, False, True)
@@ -185,7 +196,7 @@ def test_a_new_value_resets_verification_unless_given_and_moves_the_index_entry(
 
 
 def test_updating_the_primary_channel_updates_the_user(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     primary = derived_primary_channel_id("ada")
     update(store, primary, value="ada@new.example.com", used_for_auth=False)
     user = store.apply(LoadUser(PROJECT, "ada"))
@@ -202,7 +213,7 @@ def test_updating_the_primary_channel_updates_the_user(store: Store) -> None:
 def test_missing_users_and_channels_are_reported_and_nothing_is_written(store: Store) -> None:
     assert create(store, channel("c1", WORK, user_id="nobody")) is ChannelWrite.USER_NOT_FOUND
     assert update(store, "c1", "nobody", value=WORK) is ChannelWrite.USER_NOT_FOUND
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     assert update(store, "c9", value=WORK) is ChannelWrite.CHANNEL_NOT_FOUND
     assert delete(store, "ada", "c9") is ChannelWrite.CHANNEL_NOT_FOUND
     assert delete(store, "nobody", "c9") is ChannelWrite.USER_NOT_FOUND
@@ -210,7 +221,7 @@ def test_missing_users_and_channels_are_reported_and_nothing_is_written(store: S
 
 
 def test_deleting_channels_drops_their_index_entries_and_leaves_the_user(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada(otp_auth_enabled=True)))
+    store.apply(add_user(PROJECT, ada(otp_auth_enabled=True)))
     create(store, channel("c1", WORK))
     delete(store, "ada", "c1")
     assert owner(store, WORK) is None
@@ -223,24 +234,24 @@ def test_deleting_channels_drops_their_index_entries_and_leaves_the_user(store: 
 
 
 def test_deleting_a_user_drops_their_channels_and_frees_their_addresses(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK))
     delete_user(store, PROJECT, "ada")
     assert owner(store, WORK) is None
-    store.apply(CreateUser(PROJECT, make_user("ada")))  # the same id again: no channel comes back
+    store.apply(add_user(PROJECT, make_user("ada")))  # the same id again: no channel comes back
     assert summary(store) == []
 
 
 def test_the_project_list_has_every_users_channels_in_user_order(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    store.apply(add_user(PROJECT, ada()))
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
     create(store, channel("c1", WORK))
     values = [(c.user_id, c.value) for c in store.apply(ListProjectContactChannels(PROJECT))]
     assert values == [("ada", ADA), ("ada", WORK), ("bob", "bob@example.com")]
 
 
 def test_an_unverified_stored_auth_channel_cannot_get_a_sign_in_code_until_verified(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK))
     code = make_code("s1", email=WORK)
     assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store) is EmailRefusal.UNVERIFIED
@@ -258,7 +269,7 @@ def verify(store: Store, name: str, purpose: CodePurpose = CodePurpose.CONTACT_C
 
 
 def test_verifying_consumes_the_code_and_marks_the_channel_in_one_step(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada", ADA)))
+    store.apply(add_user(PROJECT, make_user("ada", ADA)))
     create(store, channel("c1", WORK))
     store.apply(put_code(PROJECT, verification_code("v1", "ada", WORK)))
     store.apply(put_code(PROJECT, verification_code("v2", "ada", ADA)))
@@ -271,7 +282,7 @@ def test_verifying_consumes_the_code_and_marks_the_channel_in_one_step(store: St
 
 
 def test_a_code_of_another_purpose_or_for_a_deleted_channel_verifies_nothing(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK))
     store.apply(put_code(PROJECT, make_code("s1", email=WORK, user_id="ada")))
     assert verify(store, "s1").attempt.outcome is CodeOutcome.NOT_FOUND
@@ -284,7 +295,7 @@ def test_a_code_of_another_purpose_or_for_a_deleted_channel_verifies_nothing(sto
 
 def test_of_concurrent_claims_of_one_auth_address_exactly_one_wins(store: Store) -> None:
     for n in range(8):
-        store.apply(CreateUser(PROJECT, make_user(f"u{n}")))
+        store.apply(add_user(PROJECT, make_user(f"u{n}")))
     results = in_threads(*(functools.partial(create, store, channel(f"c{n}", WORK, user_id=f"u{n}")) for n in range(8)))
     assert sum(isinstance(r, UserChannels) for r in results) == 1
     assert sum(r is ChannelWrite.USED_FOR_AUTH for r in results) == 7
@@ -300,15 +311,15 @@ def claim(store: Store, new: ContactChannel, *, primary: bool = False, max_chann
 
 
 def test_a_clients_unverified_auth_channel_holds_no_address(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    store.apply(add_user(PROJECT, ada()))
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
     assert isinstance(claim(store, channel("c1", WORK)), UserChannels)
     assert summary(store)[1] == ("c1", WORK, False, False, True)  # used_for_auth as the client set it
     assert owner(store, WORK) is None
     # Another user may claim it too, and a sign-up takes it over both.
     assert isinstance(claim(store, channel("c2", WORK, user_id="bob")), UserChannels)
     assert run(store_sign_in_code(PROJECT, make_code("s1", email=WORK), sign_up_enabled=True), store) is None
-    assert isinstance(store.apply(CreateUser(PROJECT, make_user("owner", WORK))), User)
+    assert isinstance(store.apply(add_user(PROJECT, make_user("owner", WORK))), Committed)
     assert owner(store, WORK) == "owner"
     # The claims stay as they were and cannot take it now.
     assert update(store, "c1", trusted=False, used_for_auth=True) is ChannelWrite.USED_FOR_AUTH
@@ -318,8 +329,8 @@ def test_a_clients_unverified_auth_channel_holds_no_address(store: Store) -> Non
 
 
 def test_a_clients_claim_takes_its_address_once_verified_if_it_is_free(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    store.apply(add_user(PROJECT, ada()))
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
     claim(store, channel("c1", WORK))
     claim(store, channel("c2", WORK, user_id="bob"))
     store.apply(put_code(PROJECT, verification_code("v1", "bob", WORK)))
@@ -332,7 +343,7 @@ def test_a_clients_claim_takes_its_address_once_verified_if_it_is_free(store: St
 
 
 def test_a_server_write_or_a_verified_channel_claims_at_once_and_a_held_address_is_kept(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     claim(store, channel("c1", WORK))
     assert owner(store, WORK) is None
     assert isinstance(update(store, "c1", trusted=False, is_primary=False), UserChannels)
@@ -347,7 +358,7 @@ def test_a_server_write_or_a_verified_channel_claims_at_once_and_a_held_address_
 
 
 def test_a_clients_unverified_claim_made_primary_is_not_for_auth(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     claim(store, channel("c1", WORK), primary=True)
     assert summary(store)[1] == ("c1", WORK, True, False, False)
     assert owner(store, WORK) is None
@@ -359,7 +370,7 @@ def test_a_clients_unverified_claim_made_primary_is_not_for_auth(store: Store) -
 
 
 def test_a_create_beyond_max_channels_is_refused(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     assert isinstance(claim(store, channel("c1", WORK), max_channels=2), UserChannels)
     before = summary(store)
     assert claim(store, channel("c2", "ada@other.example.com"), max_channels=2) is ChannelWrite.TOO_MANY
@@ -373,7 +384,7 @@ def test_a_create_beyond_max_channels_is_refused(store: Store) -> None:
 
 def test_of_concurrent_verifications_of_one_address_by_two_users_the_first_takes_it(store: Store) -> None:
     for user_id in ("ada", "bob"):
-        store.apply(CreateUser(PROJECT, make_user(user_id, f"{user_id}@example.com")))
+        store.apply(add_user(PROJECT, make_user(user_id, f"{user_id}@example.com")))
         claim(store, channel(f"c-{user_id}", WORK, user_id=user_id))
         store.apply(put_code(PROJECT, verification_code(f"v-{user_id}", user_id, WORK)))
     results = in_threads(lambda: verify(store, "v-ada"), lambda: verify(store, "v-bob"))
@@ -385,7 +396,7 @@ def test_of_concurrent_verifications_of_one_address_by_two_users_the_first_takes
 
 
 def test_of_concurrent_verifications_with_one_code_exactly_one_uses_it(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK))
     store.apply(put_code(PROJECT, verification_code("v1", "ada", WORK)))
     results = in_threads(*[lambda: verify(store, "v1") for _ in range(6)])
@@ -395,7 +406,7 @@ def test_of_concurrent_verifications_with_one_code_exactly_one_uses_it(store: St
 
 
 def test_of_concurrent_creations_of_one_value_for_one_user_one_is_stored(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     results = in_threads(*[lambda n=n: create(store, channel(f"c{n}", WORK, auth=False)) for n in range(6)])
     assert sum(isinstance(r, UserChannels) for r in results) == 1
     assert sum(r is ChannelWrite.ALREADY_EXISTS for r in results) == 5
@@ -403,7 +414,7 @@ def test_of_concurrent_creations_of_one_value_for_one_user_one_is_stored(store: 
 
 
 def test_concurrent_creations_never_pass_the_cap(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     values = [f"ada{n}@example.com" for n in range(6)]
     results = in_threads(*[lambda n=n: claim(store, channel(f"c{n}", values[n]), max_channels=3) for n in range(6)])
     assert sum(isinstance(r, UserChannels) for r in results) == 2  # the primary and two more
@@ -412,7 +423,7 @@ def test_concurrent_creations_never_pass_the_cap(store: Store) -> None:
 
 
 def test_a_deletion_and_a_promotion_at_once_leave_one_consistent_user(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, ada()))
+    store.apply(add_user(PROJECT, ada()))
     create(store, channel("c1", WORK, verified=True))
     primary = derived_primary_channel_id("ada")
     in_threads(lambda: update(store, "c1", is_primary=True), lambda: delete(store, "ada", primary))

@@ -1,4 +1,4 @@
-"""Contract of the dev/test-mode effects (clock override, project reset) and of CreateUser refusing a taken id,
+"""Contract of the dev/test-mode effects (clock override, project reset) and of a sign-up's commit refusing a taken id,
 over every store."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from identity_proto.drivers import Store
 from identity_proto.effects import (
     AppendOutbox,
     CreateProject,
-    CreateUser,
     FindUserByAuthEmail,
     ListMemberships,
     ListOutbox,
@@ -19,13 +18,15 @@ from identity_proto.effects import (
     LoadUser,
     ResetProjectData,
     SetClockOverride,
-    UserWrite,
 )
+from identity_proto.effects.commit import Committed
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ClockOverride
 from tests.contract.factories import (
+    ID_TAKEN,
     T0,
     add_membership,
+    add_user,
     create_team,
     make_code,
     make_email,
@@ -33,6 +34,7 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    patched_user,
     put_code,
     put_session,
 )
@@ -52,7 +54,7 @@ def _filled(store: Store, seed: int) -> str:
     project, _ = new_project(SeededEntropy(seed), T0, f"P{seed}")
     assert store.apply(CreateProject(project))
     pid = project.id
-    store.apply(CreateUser(pid, make_user("u1", "a@example.com")))
+    store.apply(add_user(pid, make_user("u1", "a@example.com")))
     create_team(store, pid, make_team("t1"), make_membership("t1", "u1"))
     put_session(store, pid, make_session("s1", "u1"))
     store.apply(put_code(pid, make_code("c1")))
@@ -72,7 +74,9 @@ def test_reset_removes_one_projects_data_and_keeps_the_project(store: Store) -> 
         assert (store.apply(ListOutbox(pid)) == ()) is empty
         assert (store.apply(FindUserByAuthEmail(pid, "a@example.com")) is None) is empty
     # the reset project works as new: the same address and user id can be created again
-    assert store.apply(CreateUser(reset, make_user("u1", "a@example.com"))) == make_user("u1", "a@example.com")
+    assert store.apply(add_user(reset, make_user("u1", "a@example.com"))) == Committed(
+        (make_user("u1", "a@example.com"),)
+    )
 
 
 def test_reset_of_an_unknown_project_is_false(store: Store) -> None:
@@ -81,30 +85,30 @@ def test_reset_of_an_unknown_project_is_false(store: Store) -> None:
 
 def test_create_user_refuses_a_taken_id_and_writes_nothing(store: Store) -> None:
     first = make_user("u1", "a@example.com")
-    assert store.apply(CreateUser("p", first)) == first
-    assert store.apply(CreateUser("p", make_user("u1", "b@example.com"))) is UserWrite.ID_TAKEN
+    assert store.apply(add_user("p", first)) == Committed((first,))
+    assert store.apply(add_user("p", make_user("u1", "b@example.com"))) == ID_TAKEN
     assert store.apply(LoadUser("p", "u1")) == first
     assert store.apply(FindUserByAuthEmail("p", "b@example.com")) is None
     assert [u.id for u in store.apply(ListUsers("p"))] == ["u1"]
 
 
 def test_load_user_with_team_reads_both_at_once(store: Store) -> None:
-    from identity_proto.effects import LoadUserWithTeam, UpdateUser
+    from identity_proto.effects import LoadUserWithTeam
 
-    store.apply(CreateUser("p", make_user("u1", "a@example.com")))
+    store.apply(add_user("p", make_user("u1", "a@example.com")))
     assert store.apply(LoadUserWithTeam("p", "u1")) == (make_user("u1", "a@example.com"), None)
     assert store.apply(LoadUserWithTeam("p", "nobody")) is None
     team = make_team("t1")
     create_team(store, "p", team)
     add_membership(store, "p", make_membership("t1", "u1"))
-    selected = store.apply(UpdateUser("p", "u1", (("selected_team_id", "t1"),)))
-    assert store.apply(LoadUserWithTeam("p", "u1")) == (selected, team)
+    selected = patched_user(store, "p", "u1", (("selected_team_id", "t1"),))
+    assert store.apply(LoadUserWithTeam("p", "u1")) == selected == (selected[0], team)
 
 
 def test_together_performs_each_effect_and_answers_in_order(store: Store) -> None:
     from identity_proto.effects import HitRateLimits, RateLimitHit, Together
 
-    store.apply(CreateUser("p", make_user("u1", "a@example.com")))
+    store.apply(add_user("p", make_user("u1", "a@example.com")))
     hit = RateLimitHit("rl:ip:1.1.1.1:0", T0)
     counts, user = store.apply(Together((HitRateLimits((hit,), T0 - 1), LoadUser("p", "u1"))))
     assert counts == (1,)

@@ -18,7 +18,6 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
-    CreateUser,
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
@@ -41,6 +40,7 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_user,
     in_threads,
     make_code,
     make_membership,
@@ -138,14 +138,14 @@ def test_a_code_for_a_free_address_is_refused_when_sign_up_is_disabled(store: St
 
 
 def test_a_code_for_a_verified_users_address_is_stored_even_without_sign_up(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, verified_user()))
+    store.apply(add_user(PROJECT, verified_user()))
     code = sign_in_code()
     assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=False), store) is None
     assert code_is_stored(store, code)
 
 
 def test_a_code_for_an_unverified_users_address_is_refused(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada", EMAIL)))
+    store.apply(add_user(PROJECT, make_user("ada", EMAIL)))
     code = sign_in_code()
     for sign_up_enabled in (True, False):
         assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=sign_up_enabled), store) is (
@@ -155,8 +155,8 @@ def test_a_code_for_an_unverified_users_address_is_refused(store: Store) -> None
 
 
 def test_an_address_that_is_no_auth_email_and_a_dangling_index_entry_count_as_free(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("quiet", EMAIL, auth=False)))  # unverified, but not an auth e-mail
-    store.apply(CreateUser(PROJECT, make_user("gone", "gone@example.com")))
+    store.apply(add_user(PROJECT, make_user("quiet", EMAIL, auth=False)))  # unverified, but not an auth e-mail
+    store.apply(add_user(PROJECT, make_user("gone", "gone@example.com")))
     remove_user_behind_the_stores_back(store, PROJECT, "gone")
     for name, email in (("c-quiet", EMAIL), ("c-gone", "gone@example.com")):
         code = sign_in_code(name, email)
@@ -166,7 +166,7 @@ def test_an_address_that_is_no_auth_email_and_a_dangling_index_entry_count_as_fr
 
 
 def test_a_sign_in_code_looks_at_its_own_project_only(store: Store) -> None:
-    store.apply(CreateUser(OTHER_PROJECT, make_user("ada", EMAIL)))  # unverified, elsewhere
+    store.apply(add_user(OTHER_PROJECT, make_user("ada", EMAIL)))  # unverified, elsewhere
     code = sign_in_code()
     assert run(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store) is None
     assert code_is_stored(store, code)
@@ -203,8 +203,8 @@ def present(store: Store, code: VerificationCode, *, consume: bool = True) -> An
 
 def test_a_presented_code_reads_the_holder_of_its_address(store: Store) -> None:
     ada = verified_user()
-    store.apply(CreateUser(PROJECT, ada))
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    store.apply(add_user(PROJECT, ada))
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
     for name, email, expected in (
         ("c-ada", EMAIL, AddressHolder("ada", ada)),
         ("c-free", "free@example.com", AddressHolder(None, None)),
@@ -217,7 +217,7 @@ def test_a_presented_code_reads_the_holder_of_its_address(store: Store) -> None:
 
 
 def test_a_presented_code_reads_a_dangling_entry_as_its_id_and_nobody(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, verified_user("gone")))
+    store.apply(add_user(PROJECT, verified_user("gone")))
     remove_user_behind_the_stores_back(store, PROJECT, "gone")
     code = sign_in_code()
     store.apply(put_code(PROJECT, code))
@@ -233,7 +233,7 @@ def test_a_presented_code_reads_a_dangling_entry_as_its_id_and_nobody(store: Sto
 
 def test_a_verified_user_is_signed_in_marked_as_an_otp_user_and_touched(store: Store) -> None:
     ada = verified_user(last_active_at_millis=T0)
-    store.apply(CreateUser(PROJECT, ada))
+    store.apply(add_user(PROJECT, ada))
     session = session_template()
 
     result = sign_in(store, session=session)
@@ -252,14 +252,14 @@ def test_a_verified_user_is_signed_in_marked_as_an_otp_user_and_touched(store: S
 
 def test_signing_in_never_moves_last_activity_back(store: Store) -> None:
     ada = verified_user(last_active_at_millis=NOW + 60_000, otp_auth_enabled=True)
-    store.apply(CreateUser(PROJECT, ada))
+    store.apply(add_user(PROJECT, ada))
     assert sign_in(store) == EmailSignIn(EmailSignInOutcome.SIGNED_IN, ada)
     assert store.apply(LoadUser(PROJECT, ada.id)) == ada
 
 
 def test_a_user_with_a_second_factor_is_marked_but_gets_no_session(store: Store) -> None:
     ada = verified_user(totp_secret_base64="SGVsbG8gVE9UUCBzZWNyZXQ=", last_active_at_millis=T0)
-    store.apply(CreateUser(PROJECT, ada))
+    store.apply(add_user(PROJECT, ada))
     session = session_template()
 
     result = sign_in(store, session=session)
@@ -274,7 +274,7 @@ def test_a_user_with_a_second_factor_is_marked_but_gets_no_session(store: Store)
 @pytest.mark.parametrize("sign_up_enabled", [True, False])
 def test_an_unverified_user_is_refused_and_nothing_is_written(store: Store, sign_up_enabled: bool) -> None:
     ada = make_user("ada", EMAIL)
-    store.apply(CreateUser(PROJECT, ada))
+    store.apply(add_user(PROJECT, ada))
     session = session_template()
 
     result = sign_in(store, session=session, sign_up_enabled=sign_up_enabled)
@@ -333,7 +333,7 @@ def test_a_new_user_gets_their_personal_team_selected(store: Store) -> None:
 
 def test_an_existing_user_gets_no_personal_team(store: Store) -> None:
     ada = verified_user(otp_auth_enabled=True, last_active_at_millis=NOW)
-    store.apply(CreateUser(PROJECT, ada))
+    store.apply(add_user(PROJECT, ada))
     team = make_team("team-new", created_at=NOW)
     creator = make_membership(team.id, "new", created_at=NOW)
     result = sign_in(store, new_user=newcomer_user(selected_team_id=team.id), personal_team=(team, creator))
@@ -343,7 +343,7 @@ def test_an_existing_user_gets_no_personal_team(store: Store) -> None:
 
 
 def test_a_dangling_index_entry_counts_as_nobody(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, verified_user("gone")))
+    store.apply(add_user(PROJECT, verified_user("gone")))
     remove_user_behind_the_stores_back(store, PROJECT, "gone")
     result = sign_in(store)
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer_user())
@@ -352,7 +352,7 @@ def test_a_dangling_index_entry_counts_as_nobody(store: Store) -> None:
 
 def test_a_new_users_id_taken_writes_nothing(store: Store) -> None:
     holder = verified_user("new", "other@example.com")
-    store.apply(CreateUser(PROJECT, holder))
+    store.apply(add_user(PROJECT, holder))
     session = session_template()
     assert sign_in(store, new_user=newcomer_user("new"), session=session) == EmailSignIn(EmailSignInOutcome.ID_TAKEN)
     assert store.apply(ListUsers(PROJECT)) == (holder,)
@@ -361,7 +361,7 @@ def test_a_new_users_id_taken_writes_nothing(store: Store) -> None:
 
 
 def test_signing_in_looks_at_its_own_project_only(store: Store) -> None:
-    store.apply(CreateUser(OTHER_PROJECT, verified_user("elsewhere")))
+    store.apply(add_user(OTHER_PROJECT, verified_user("elsewhere")))
     result = sign_in(store)
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer_user())
     assert [u.id for u in store.apply(ListUsers(OTHER_PROJECT))] == ["elsewhere"]

@@ -19,18 +19,17 @@ from identity_proto.effects import (
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
-    CreateUser,
     FindAuthAddressHolder,
     ListContactChannels,
     ListOutbox,
     ListSessions,
     LoadUser,
     PasswordWrite,
-    UpdateUser,
     UseRefreshToken,
     password_fingerprint,
     perform,
 )
+from identity_proto.effects.commit import Committed
 from identity_proto.flows.contact_channels import create_channel
 from identity_proto.flows.passwords import (
     _reset_read,
@@ -54,12 +53,14 @@ from tests.contract.factories import (
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_user,
     delete_user,
     in_threads,
     make_code,
     make_email,
     make_session,
     make_user,
+    patched_user,
     put_code,
     put_session,
     putting_session,
@@ -88,7 +89,7 @@ def reset_mail(n: int = 1, to: str = EMAIL) -> Email:
 
 
 def with_user(store: Store, user: User, *sessions: Session) -> None:
-    assert isinstance(store.apply(CreateUser(PROJECT, user)), User)
+    assert isinstance(store.apply(add_user(PROJECT, user)), Committed)
     for session in sessions:
         put_session(store, PROJECT, session)
 
@@ -330,10 +331,10 @@ def test_a_code_whose_address_no_longer_signs_its_user_in_resets_nothing(store: 
     with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH, primary_email_verified=True))
     code = stored_reset_code(store)
     moved = (("primary_email", "new@example.com"), ("primary_email_verified", False))
-    assert isinstance(store.apply(UpdateUser(PROJECT, "ada", moved)), User)
+    assert isinstance(patched_user(store, PROJECT, "ada", moved)[0], User)
     assert reset(store, code) is PasswordWrite.CODE_NOT_FOUND
     assert password_of(store, "ada") == OLD_HASH
-    back = store.apply(UpdateUser(PROJECT, "ada", (("primary_email", EMAIL),)))
+    back, _team = patched_user(store, PROJECT, "ada", (("primary_email", EMAIL),))
     assert isinstance(back, User)  # back, unverified, and still her only way in: the code holds again
     assert reset(store, code) is PasswordWrite.DONE
 
@@ -433,7 +434,7 @@ def test_async_password_writes_through_arun(async_store: AsyncBackend) -> None:
     session = make_session("s1", "ada")
 
     async def scenario(store: Any) -> list[Any]:
-        await arun(perform(CreateUser(PROJECT, make_user("ada", EMAIL))), store)
+        await arun(perform(add_user(PROJECT, make_user("ada", EMAIL))), store)
         code = reset_code(password_fingerprint=password_fingerprint(OTHER_HASH))
         await arun(putting_session(PROJECT, session), store)
 

@@ -14,7 +14,6 @@ from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     ChangePermissionDefinitions,
     CreateProject,
-    CreateUser,
     DefinitionsWrite,
     ListMemberships,
     ListProjectPermissions,
@@ -30,6 +29,7 @@ from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     T0,
     add_membership,
+    add_user,
     change_permission,
     create_team,
     delete_user,
@@ -54,7 +54,7 @@ def _project(store: Store, config: ProjectConfig | None = None) -> Project:
 
 def _users(store: Store, project_id: str, *user_ids: str) -> None:
     for user_id in user_ids:
-        store.apply(CreateUser(project_id, make_user(user_id)))
+        store.apply(add_user(project_id, make_user(user_id)))
 
 
 def _definitions(*extra: PermissionDefinition) -> tuple[PermissionDefinition, ...]:
@@ -114,7 +114,7 @@ def test_deleting_a_user_takes_their_grants_and_leaves_others(store: Store) -> N
     grant_project_permissions(store, project.id, "bob", ("read",))
     assert delete_user(store, project.id, "alice") is True
     assert store.apply(ListProjectPermissions(project.id)) == (("bob", ("read",)),)
-    store.apply(CreateUser(project.id, make_user("alice")))  # the same id again starts with nothing
+    store.apply(add_user(project.id, make_user("alice")))  # the same id again starts with nothing
     assert store.apply(ListProjectPermissions(project.id, "alice")) == ()
 
 
@@ -276,7 +276,7 @@ def test_async_permissions_through_arun(async_store: AsyncBackend) -> None:
             return await arun(perform(effect), store)
 
         await do(CreateProject(project))
-        await do(CreateUser(project.id, make_user("alice")))
+        await do(add_user(project.id, make_user("alice")))
         changed = await do(_change(project, _definitions(READ)))
         return [
             changed.config.permission_definitions,

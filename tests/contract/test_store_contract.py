@@ -31,7 +31,6 @@ from identity_proto.effects import (
     Commit,
     Conflict,
     CreateProject,
-    CreateUser,
     DeleteProject,
     EnsureProject,
     FindApiKeyByHash,
@@ -63,7 +62,6 @@ from identity_proto.effects import (
     StorageEffect,
     Together,
     UpdateProject,
-    UpdateUser,
     UseRefreshToken,
 )
 from identity_proto.errors import StorageUnavailable
@@ -74,6 +72,7 @@ from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     T0,
     add_membership,
+    add_user,
     create_team,
     make_code,
     make_email,
@@ -325,7 +324,7 @@ def test_delete_returns_true_then_false_and_the_project_is_gone(store: Store) ->
 
 def _fill(store: Store, project_id: str) -> None:
     """Give a project one of every kind of data."""
-    store.apply(CreateUser(project_id, make_user("user-1", "a@example.com")))
+    store.apply(add_user(project_id, make_user("user-1", "a@example.com")))
     put_session(store, project_id, make_session("s-1", "user-1"))
     store.apply(put_code(project_id, make_code("c-1")))
     store.apply(AttemptVerificationCode(project_id, "code-wrong", "nonce-c-1", "sign_in", T0, consume=False))
@@ -373,7 +372,7 @@ def test_delete_removes_all_of_the_projects_data_and_only_its(store: Store) -> N
     assert store.apply(attempt).outcome is CodeOutcome.OK
     assert store.apply(LoadUser(doomed.id, "user-1")) is None
     # and so is the membership sequence: memberships of the new project start afresh, in creation order
-    store.apply(CreateUser(doomed.id, make_user("user-2")))
+    store.apply(add_user(doomed.id, make_user("user-2")))
     create_team(store, doomed.id, Team("team-2", "Team 2", T0))
     added = add_membership(store, doomed.id, Membership("team-2", "user-2", T0))
     assert store.apply(ListMemberships(doomed.id)) == (added,)
@@ -538,8 +537,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     AttemptVerificationCode,
     LoadUser,
     FindUserByAuthEmail,
-    CreateUser,
-    UpdateUser,
     UseRefreshToken,
     LoadSession,
     ListSessions,
@@ -667,7 +664,7 @@ def test_sync_unreachable_redis_is_storage_unavailable_within_3_seconds() -> Non
     "effect",
     [
         AttemptVerificationCode("p", "code", "nonce", "sign_in", T0, consume=True),  # a script
-        CreateUser("p", make_user("u", "a@example.com")),  # a script with a derived key
+        add_user("p", make_user("u", "a@example.com")),  # a script with a derived key
         ListOutbox("p"),  # a command
         DeleteProject("p"),  # commands and SCAN
     ],

@@ -15,7 +15,6 @@ from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
     AttemptVerificationCode,
     CodeOutcome,
-    CreateUser,
     InvitationAcceptance,
     ListEvents,
     ListMemberships,
@@ -25,6 +24,7 @@ from identity_proto.effects import (
     LoadTeamInvitation,
     perform,
 )
+from identity_proto.effects.commit import Committed
 from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import store_team
 from identity_proto.records import CodePurpose, Membership, VerificationCode
@@ -36,6 +36,7 @@ from tests.contract.factories import (
     T0,
     accept_invitation,
     add_membership,
+    add_user,
     create_invitation,
     create_team,
     delete_team,
@@ -66,7 +67,7 @@ def _setup(store: Store, project_id: str = PROJECT, teams: tuple[str, ...] = ("t
     for team_id in teams:
         assert create_team(store, project_id, make_team(team_id)) == make_team(team_id)
     for user_id in ("ada", "bob"):
-        assert store.apply(CreateUser(project_id, make_user(user_id))) == make_user(user_id)
+        assert store.apply(add_user(project_id, make_user(user_id))) == Committed((make_user(user_id),))
 
 
 def accept(
@@ -204,7 +205,7 @@ def test_a_sign_in_code_is_never_accepted_as_an_invitation(store: Store) -> None
 def test_of_concurrent_accepts_of_one_invitation_exactly_one_succeeds(store: Store) -> None:
     _setup(store)
     for n in range(8):
-        store.apply(CreateUser(PROJECT, make_user(f"u{n}")))
+        store.apply(add_user(PROJECT, make_user(f"u{n}")))
     code = invitation("a")
     create_invitation(store, PROJECT, code)
     results = in_threads(*[lambda n=n: accept(store, code, member(user_id=f"u{n}")) for n in range(8)])
@@ -237,7 +238,7 @@ def test_async_invitations_through_arun(async_store: AsyncBackend) -> None:
             return await arun(perform(effect), store)
 
         await arun(store_team(PROJECT, make_team("team-1")), store)
-        await apply(CreateUser(PROJECT, make_user("bob")))
+        await apply(add_user(PROJECT, make_user("bob")))
 
         async def accepted() -> Any:
             member_now = await apply(LoadMembership(PROJECT, "team-1", "bob"))

@@ -15,16 +15,15 @@ from backends.redis import RedisStore
 from identity_proto.changes import MembershipChanges, TeamChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    CreateUser,
     ListMemberships,
     ListTeams,
     LoadMembership,
     LoadTeam,
     LoadUser,
     TeamWrite,
-    UpdateUser,
     perform,
 )
+from identity_proto.effects.commit import Committed
 from identity_proto.flows.teams import (
     add_member,
     drop_team,
@@ -41,6 +40,7 @@ from tests.contract.factories import (
     PROJECT,
     T0,
     add_membership,
+    add_user,
     change_permission,
     create_team,
     delete_team,
@@ -48,6 +48,7 @@ from tests.contract.factories import (
     make_membership,
     make_team,
     make_user,
+    patched_user,
     remove_membership,
     rich_team,
     update_membership,
@@ -58,7 +59,7 @@ from tests.contract.factories import (
 def _users(store: Store, *user_ids: str, project_id: str = PROJECT) -> list[User]:
     users = [make_user(user_id) for user_id in user_ids]
     for user in users:
-        assert store.apply(CreateUser(project_id, user)) == user
+        assert store.apply(add_user(project_id, user)) == Committed((user,))
     return users
 
 
@@ -68,7 +69,7 @@ def _teams(store: Store, *teams: Team, project_id: str = PROJECT) -> None:
 
 
 def _select(store: Store, user_id: str, team_id: str | None) -> None:
-    assert isinstance(store.apply(UpdateUser(PROJECT, user_id, (("selected_team_id", team_id),))), User)
+    assert isinstance(patched_user(store, PROJECT, user_id, (("selected_team_id", team_id),))[0], User)
 
 
 def _selected(store: Store, user_id: str) -> str | None:
@@ -623,8 +624,8 @@ def test_async_teams_through_arun(async_store: AsyncBackend) -> None:
         async def do(effect: Any) -> Any:
             return await arun(perform(effect), store)
 
-        await do(CreateUser(PROJECT, alice))
-        await do(CreateUser(PROJECT, bob))
+        await do(add_user(PROJECT, alice))
+        await do(add_user(PROJECT, bob))
         return [
             await arun(store_team(PROJECT, team, creator), store),
             await arun(add_member(PROJECT, member), store),

@@ -1,5 +1,5 @@
 """The ordered user walk and user deletion (ListUsers, the core's `drop_user`) over every store: the order index kept by
-CreateUser / UpdateUser / a deletion, and everything a deletion takes with the user."""
+a sign-up's commit, a `PatchUser` (a PATCH, an upgrade) and a deletion, and all a deletion takes with the user."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     Commit,
     CommitConflict,
-    CreateUser,
     Exists,
     FindApiKeyByHash,
     FindUserByAuthEmail,
@@ -29,12 +28,11 @@ from identity_proto.effects import (
     LoadTeam,
     LoadUser,
     TeamWrite,
-    UpdateUser,
     UseRefreshToken,
-    UserWrite,
     perform,
 )
-from identity_proto.effects.commit import PutSession, RecordKind, commit
+from identity_proto.effects.commit import Committed, PutSession, RecordKind, commit
+from identity_proto.errors import ErrorCode
 from identity_proto.flows.api_keys import store_api_key
 from identity_proto.flows.contact_channels import create_channel
 from identity_proto.flows.users import drop_user
@@ -45,6 +43,7 @@ from tests.contract.factories import (
     PROJECT,
     T0,
     add_membership,
+    add_user,
     create_team,
     delete_user,
     in_threads,
@@ -52,9 +51,11 @@ from tests.contract.factories import (
     make_session,
     make_team,
     make_user,
+    patched_user,
     put_session,
     remove_user_behind_the_stores_back,
     run_flow,
+    set_user_fields,
 )
 
 
@@ -78,7 +79,7 @@ IDS = [user.id for user in ORDERED]
 
 def _create_scrambled(store: Store, project_id: str = PROJECT) -> None:
     for index in (4, 0, 6, 2, 7, 1, 5, 3):  # neither id nor time order
-        assert store.apply(CreateUser(project_id, ORDERED[index])) == ORDERED[index]
+        assert store.apply(add_user(project_id, ORDERED[index])) == Committed((ORDERED[index],))
 
 
 def _ids(users: tuple[User, ...]) -> list[str]:
@@ -151,7 +152,7 @@ def test_paging_with_the_inclusive_cursor_walks_every_user_once(store: Store, de
 def test_lists_are_per_project(store: Store) -> None:
     _create_scrambled(store)
     other = _user("u-other", T0)
-    store.apply(CreateUser(OTHER_PROJECT, other))
+    store.apply(add_user(OTHER_PROJECT, other))
 
     assert store.apply(ListUsers(OTHER_PROJECT)) == (other,)
     assert store.apply(ListUsers(OTHER_PROJECT, cursor="u-a")) == ()
@@ -159,13 +160,13 @@ def test_lists_are_per_project(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# ListUsers: the index follows UpdateUser and a deletion
+# ListUsers: the index follows a PatchUser and a deletion
 
 
 def test_changing_the_sign_up_time_moves_the_user(store: Store) -> None:
     _create_scrambled(store)
 
-    moved = store.apply(UpdateUser(PROJECT, "u-b", (("signed_up_at_millis", T0 + 5),)))
+    (moved,) = store.apply(set_user_fields(PROJECT, "u-b", (("signed_up_at_millis", T0 + 5),))).records
 
     assert isinstance(moved, User)
     expected = ["u-early", "u-a", "u-b2", "u-c", "a-late", "u-b", "z-late", "m-latest"]
@@ -175,22 +176,22 @@ def test_changing_the_sign_up_time_moves_the_user(store: Store) -> None:
     assert _ids(store.apply(ListUsers(PROJECT, cursor="u-b", limit=2, descending=True))) == ["u-b", "a-late"]
     assert store.apply(ListUsers(PROJECT, cursor="u-b", limit=1)) == (moved,)
     # and to the very front
-    store.apply(UpdateUser(PROJECT, "u-b", (("signed_up_at_millis", 0),)))
+    store.apply(set_user_fields(PROJECT, "u-b", (("signed_up_at_millis", 0),)))
     assert _ids(store.apply(ListUsers(PROJECT, limit=2))) == ["u-b", "u-early"]
 
 
 def test_updates_of_other_fields_keep_the_place(store: Store) -> None:
     _create_scrambled(store)
 
-    store.apply(UpdateUser(PROJECT, "u-b", (("display_name", "B"), ("last_active_at_millis", 0))))
-    store.apply(UpdateUser(PROJECT, "u-c", (("signed_up_at_millis", T0),)))  # the same time again
+    store.apply(set_user_fields(PROJECT, "u-b", (("display_name", "B"), ("last_active_at_millis", 0))))
+    store.apply(set_user_fields(PROJECT, "u-c", (("signed_up_at_millis", T0),)))  # the same time again
 
     assert _ids(store.apply(ListUsers(PROJECT))) == IDS
 
 
 def test_a_refused_update_does_not_move_the_user(store: Store) -> None:
     taker = _user("u-taker", T0 - 5_000, "taken@example.com")
-    store.apply(CreateUser(PROJECT, taker))
+    store.apply(add_user(PROJECT, taker))
     _create_scrambled(store)
 
     changes = (
@@ -198,7 +199,7 @@ def test_a_refused_update_does_not_move_the_user(store: Store) -> None:
         ("primary_email", "taken@example.com"),
         ("primary_email_auth_enabled", True),
     )
-    assert store.apply(UpdateUser(PROJECT, "u-a", changes)) is UserWrite.EMAIL_TAKEN
+    assert patched_user(store, PROJECT, "u-a", changes) is ErrorCode.USER_EMAIL_ALREADY_EXISTS
 
     assert _ids(store.apply(ListUsers(PROJECT))) == ["u-taker", *IDS]
 
@@ -215,14 +216,14 @@ def test_deleted_users_leave_the_list(store: Store) -> None:
     assert store.apply(ListUsers(PROJECT, cursor="u-b")) == ()
     assert _ids(store.apply(ListUsers(PROJECT, cursor="u-a", limit=2))) == ["u-a", "u-b2"]
     # a new user with a deleted one's id takes the place its own sign-up time gives it
-    store.apply(CreateUser(PROJECT, _user("u-b", T0 + 2_000)))
+    store.apply(add_user(PROJECT, _user("u-b", T0 + 2_000)))
     assert _ids(store.apply(ListUsers(PROJECT, descending=True, limit=1))) == ["u-b"]
 
 
 def test_concurrent_creates_all_land_in_the_list_in_order(store: Store) -> None:
     def create(offset: int) -> None:
         for i in range(25):
-            store.apply(CreateUser(PROJECT, _user(f"u-{offset}-{i:02d}", T0 + i % 5)))
+            store.apply(add_user(PROJECT, _user(f"u-{offset}-{i:02d}", T0 + i % 5)))
 
     in_threads(lambda: create(0), lambda: create(1))
 
@@ -237,7 +238,7 @@ def test_concurrent_creates_all_land_in_the_list_in_order(store: Store) -> None:
 
 def test_delete_of_a_missing_user_is_false_and_changes_nothing(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
     assert delete_user(store, PROJECT, "nobody") is False
     assert delete_user(store, OTHER_PROJECT, user.id) is False
@@ -248,7 +249,7 @@ def test_delete_of_a_missing_user_is_false_and_changes_nothing(store: Store) -> 
 
 def test_delete_removes_the_user_and_frees_the_address(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
     assert delete_user(store, PROJECT, user.id) is True
     assert delete_user(store, PROJECT, user.id) is False
@@ -257,8 +258,8 @@ def test_delete_removes_the_user_and_frees_the_address(store: Store) -> None:
     assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) is None
     assert store.apply(ListUsers(PROJECT)) == ()
     successor = make_user("user-2", "a@example.com")
-    assert store.apply(CreateUser(PROJECT, successor)) == successor
-    assert store.apply(UpdateUser(PROJECT, user.id, (("display_name", "Ghost"),))) is UserWrite.NOT_FOUND
+    assert store.apply(add_user(PROJECT, successor)) == Committed((successor,))
+    assert patched_user(store, PROJECT, user.id, (("display_name", "Ghost"),)) is None
 
 
 def _point_address_at(store: Store, email: str, user_id: str) -> None:
@@ -274,8 +275,8 @@ def _point_address_at(store: Store, email: str, user_id: str) -> None:
 def test_delete_removes_the_address_entry_only_when_it_points_at_the_user(store: Store) -> None:
     stale = make_user("user-stale", "shared@example.com")
     owner = make_user("user-owner", "owner@example.com")
-    store.apply(CreateUser(PROJECT, stale))
-    store.apply(CreateUser(PROJECT, owner))
+    store.apply(add_user(PROJECT, stale))
+    store.apply(add_user(PROJECT, owner))
     _point_address_at(store, "shared@example.com", owner.id)
 
     assert delete_user(store, PROJECT, stale.id) is True
@@ -286,8 +287,8 @@ def test_delete_removes_the_address_entry_only_when_it_points_at_the_user(store:
 def test_delete_keeps_an_address_without_auth_out_of_it(store: Store) -> None:
     contact_only = make_user("user-1", "shared@example.com", auth=False)
     signs_in = make_user("user-2", "shared@example.com")
-    store.apply(CreateUser(PROJECT, contact_only))
-    store.apply(CreateUser(PROJECT, signs_in))
+    store.apply(add_user(PROJECT, contact_only))
+    store.apply(add_user(PROJECT, signs_in))
 
     assert delete_user(store, PROJECT, contact_only.id) is True
 
@@ -297,8 +298,8 @@ def test_delete_keeps_an_address_without_auth_out_of_it(store: Store) -> None:
 def test_delete_removes_every_session_of_the_user_only(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
     other = make_user("user-2", "b@example.com")
-    store.apply(CreateUser(PROJECT, user))
-    store.apply(CreateUser(PROJECT, other))
+    store.apply(add_user(PROJECT, user))
+    store.apply(add_user(PROJECT, other))
     mine = [make_session(f"s-{i}", user.id, created_at=T0 + i) for i in range(3)]
     theirs = make_session("s-theirs", other.id)
     for session in (*mine, theirs):
@@ -313,7 +314,7 @@ def test_delete_removes_every_session_of_the_user_only(store: Store) -> None:
     assert store.apply(ListSessions(PROJECT, other.id)) == (theirs,)
     assert store.apply(UseRefreshToken(PROJECT, theirs.refresh_token_hash, T0)) is not None
     # a user created again with that id starts without sessions
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     assert store.apply(ListSessions(PROJECT, user.id)) == ()
 
 
@@ -321,7 +322,7 @@ def test_delete_removes_every_membership_of_the_user_only(store: Store) -> None:
     user = make_user("user-1")
     other = make_user("user-2")
     for u in (user, other):
-        store.apply(CreateUser(PROJECT, u))
+        store.apply(add_user(PROJECT, u))
     teams = [make_team(f"team-{i}", created_at=T0 + i) for i in range(3)]
     for team in teams:
         create_team(store, PROJECT, team)
@@ -341,7 +342,7 @@ def test_delete_removes_every_membership_of_the_user_only(store: Store) -> None:
     assert store.apply(ListMemberships(PROJECT, team_id="team-0")) == (kept[0],)
     assert store.apply(ListMemberships(PROJECT, team_id="team-2")) == ()
     # a user created again with that id starts without memberships, and may join again
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     assert store.apply(ListTeams(PROJECT, user.id)) == ()
     again = make_membership("team-2", user.id)
     assert add_membership(store, PROJECT, again) == again
@@ -350,7 +351,7 @@ def test_delete_removes_every_membership_of_the_user_only(store: Store) -> None:
 
 def test_a_user_deleted_while_memberships_are_added_keeps_none(store: Store) -> None:
     user = make_user("user-1")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     teams = [make_team(f"team-{i}") for i in range(10)]
     for team in teams:
         create_team(store, PROJECT, team)
@@ -375,7 +376,7 @@ def test_a_user_deleted_while_memberships_are_added_keeps_none(store: Store) -> 
 def test_async_list_and_delete_through_arun(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> list[Any]:
         for user in reversed(ORDERED):
-            await arun(perform(CreateUser(PROJECT, user)), store)
+            await arun(perform(add_user(PROJECT, user)), store)
         return [
             _ids(await arun(perform(ListUsers(PROJECT, limit=3, cursor="u-b")), store)),
             _ids(await arun(perform(ListUsers(PROJECT, limit=3, cursor="u-b", descending=True)), store)),
@@ -410,7 +411,7 @@ def test_redis_the_order_index_is_a_sorted_set_scored_by_sign_up_time(redis_stor
     assert redis_store.client.zrange(key, 0, -1, withscores=True) == [
         (user.id.encode(), float(user.signed_up_at_millis)) for user in ORDERED
     ]
-    redis_store.apply(UpdateUser(PROJECT, "u-a", (("signed_up_at_millis", 7),)))
+    redis_store.apply(set_user_fields(PROJECT, "u-a", (("signed_up_at_millis", 7),)))
     assert redis_store.client.zscore(key, "u-a") == 7.0
     delete_user(redis_store, PROJECT, "u-a")
     assert redis_store.client.zscore(key, "u-a") is None
@@ -428,10 +429,10 @@ def test_redis_list_skips_an_index_entry_without_record_and_still_fills_the_page
 
 def test_redis_delete_leaves_no_key_of_the_user(redis_store: RedisStore) -> None:
     other = make_user("user-2", "b@example.com")
-    redis_store.apply(CreateUser(PROJECT, other))
+    redis_store.apply(add_user(PROJECT, other))
     before = _namespace_keys(redis_store)
     user = make_user("user-1", "a@example.com")
-    redis_store.apply(CreateUser(PROJECT, user))
+    redis_store.apply(add_user(PROJECT, user))
     put_session(redis_store, PROJECT, make_session("s-1", user.id))
     create_team(redis_store, PROJECT, make_team("team-1"), make_membership("team-1", user.id))
     add_membership(redis_store, PROJECT, make_membership("team-1", other.id))
@@ -504,7 +505,7 @@ def _add_api_key(store: Store, user_id: str) -> None:
 @pytest.mark.parametrize("added", [_add_session, _add_membership, _add_channel, _add_api_key])
 def test_a_deletion_whose_reads_miss_a_concurrent_addition_conflicts_then_takes_it(store: Store, added: Any) -> None:
     user = make_user("ada", "ada@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     put_session(store, PROJECT, make_session("early", user.id))
 
     racing = _WriteBeforeCommit(store, lambda: added(store, user.id))
@@ -532,7 +533,7 @@ def test_a_deletion_whose_reads_miss_a_concurrent_addition_conflicts_then_takes_
 def test_a_user_deleted_while_sessions_are_started_keeps_none(store: Store) -> None:
     for round_ in range(3):
         user = make_user(f"signing-in-{round_}")
-        store.apply(CreateUser(PROJECT, user))
+        store.apply(add_user(PROJECT, user))
         sessions = [make_session(f"s-{round_}-{i}", user.id) for i in range(4)]
 
         def start(session: Session, user_id: str = user.id) -> bool:

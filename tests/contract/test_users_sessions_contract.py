@@ -1,4 +1,5 @@
-"""The user and session contract (LoadUser, FindUserByAuthEmail, CreateUser, UpdateUser; a session stored by a
+"""The user and session contract (LoadUser, FindUserByAuthEmail; a user stored by a sign-up's commit, its fields set
+by a PATCH (`patch_user`) or an internal write's commit (`PatchUser`); a session stored by a
 commit's PutSession, UseRefreshToken, LoadSession, ListSessions, ended by the core's `end_session` (SessionExists,
 EndSession) or all of a user's at once (DropSession each, guarded)) over every store."""
 
@@ -11,24 +12,27 @@ from typing import Any
 import pytest
 
 from backends.redis import GRACE_MS, RedisStore
+from identity_proto.changes import UserChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    CreateUser,
     FindUserByAuthEmail,
     ListSessions,
     LoadSession,
     LoadUser,
-    UpdateUser,
     UseRefreshToken,
-    UserWrite,
     perform,
 )
+from identity_proto.effects.commit import Committed, Conflict
+from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.flows.users import patch_user
 from identity_proto.records import RiskScores, User
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
+    EMAIL_TAKEN,
     OTHER_PROJECT,
     PROJECT,
     T0,
+    add_user,
     create_team,
     delete_team,
     delete_user,
@@ -44,7 +48,11 @@ from tests.contract.factories import (
     revoke_sessions,
     revoking_sessions,
     rich_user,
+    set_user_fields,
 )
+
+#: What a PATCH to an address another user signs in with answers (409).
+TAKEN = ErrorCode.USER_EMAIL_ALREADY_EXISTS
 
 # --------------------------------------------------------------------------------------------------------------
 # Users: load, create, find
@@ -58,7 +66,7 @@ def test_load_of_a_missing_user_is_none(store: Store) -> None:
 def test_create_then_load_and_find_round_trip_every_field(store: Store) -> None:
     user = rich_user()
 
-    assert store.apply(CreateUser(PROJECT, user)) == user
+    assert store.apply(add_user(PROJECT, user)) == Committed((user,))
 
     loaded = store.apply(LoadUser(PROJECT, user.id))
     assert loaded == user
@@ -79,7 +87,7 @@ def test_create_then_load_and_find_round_trip_every_field(store: Store) -> None:
 def test_create_round_trips_a_user_with_every_default(store: Store) -> None:
     user = User(id="user-plain", signed_up_at_millis=1, last_active_at_millis=2)
 
-    assert store.apply(CreateUser(PROJECT, user)) == user
+    assert store.apply(add_user(PROJECT, user)) == Committed((user,))
 
     assert store.apply(LoadUser(PROJECT, user.id)) == user
 
@@ -87,27 +95,28 @@ def test_create_round_trips_a_user_with_every_default(store: Store) -> None:
 @pytest.mark.parametrize("metadata", ["just a string", 0, -1.5, True, [], {}, None], ids=repr)
 def test_metadata_may_be_any_json_value(store: Store, metadata: Any) -> None:
     user = make_user("user-meta", client_metadata=metadata, server_metadata=[metadata])
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
     assert store.apply(LoadUser(PROJECT, user.id)) == user
 
 
 def test_users_are_per_project(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
     assert store.apply(LoadUser(OTHER_PROJECT, user.id)) is None
     assert store.apply(FindUserByAuthEmail(OTHER_PROJECT, "a@example.com")) is None
     # the same address signs a user in to another project
-    assert store.apply(CreateUser(OTHER_PROJECT, make_user("user-2", "a@example.com"))) != UserWrite.EMAIL_TAKEN
+    elsewhere = make_user("user-2", "a@example.com")
+    assert store.apply(add_user(OTHER_PROJECT, elsewhere)) == Committed((elsewhere,))
 
 
 def test_create_with_a_taken_auth_email_is_refused_and_writes_nothing(store: Store) -> None:
     first = make_user("user-1", "a@example.com")
     second = make_user("user-2", "a@example.com", display_name="Second")
-    store.apply(CreateUser(PROJECT, first))
+    store.apply(add_user(PROJECT, first))
 
-    assert store.apply(CreateUser(PROJECT, second)) is UserWrite.EMAIL_TAKEN
+    assert store.apply(add_user(PROJECT, second)) == EMAIL_TAKEN
 
     assert store.apply(LoadUser(PROJECT, second.id)) is None
     assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) == first
@@ -117,17 +126,18 @@ def test_an_address_without_auth_is_not_indexed_and_takes_nothing(store: Store) 
     contact_only = make_user("user-1", "a@example.com", auth=False)
     signs_in = make_user("user-2", "a@example.com")
 
-    assert store.apply(CreateUser(PROJECT, contact_only)) == contact_only
+    assert store.apply(add_user(PROJECT, contact_only)) == Committed((contact_only,))
     assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) is None
-    assert store.apply(CreateUser(PROJECT, signs_in)) == signs_in
+    assert store.apply(add_user(PROJECT, signs_in)) == Committed((signs_in,))
     assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) == signs_in
     # and a third user without auth on the same address is fine too
-    assert store.apply(CreateUser(PROJECT, make_user("user-3", "a@example.com", auth=False))) != UserWrite.EMAIL_TAKEN
+    third = make_user("user-3", "a@example.com", auth=False)
+    assert store.apply(add_user(PROJECT, third)) == Committed((third,))
 
 
 def test_find_matches_the_address_exactly(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
     assert store.apply(FindUserByAuthEmail(PROJECT, "A@example.com")) is None
     assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.co")) is None
@@ -139,15 +149,16 @@ def test_find_matches_the_address_exactly(store: Store) -> None:
 
 
 def test_update_of_a_missing_user_is_not_found_and_creates_nothing(store: Store) -> None:
-    result = store.apply(UpdateUser(PROJECT, "nobody", (("display_name", "Ghost"), ("primary_email", "g@x.com"))))
+    result = patched_user(store, PROJECT, "nobody", (("display_name", "Ghost"), ("primary_email", "g@x.com")))
 
-    assert result is UserWrite.NOT_FOUND
+    assert result is None
+    assert store.apply(set_user_fields(PROJECT, "nobody", (("display_name", "Ghost"),))) == Conflict(0)
     assert store.apply(LoadUser(PROJECT, "nobody")) is None
 
 
 def test_update_sets_the_given_fields_and_returns_the_user(store: Store) -> None:
     user = rich_user()
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     changes = (
         ("display_name", None),
         ("client_metadata", {"new": ["ü", None, {"x": 1}]}),
@@ -156,41 +167,40 @@ def test_update_sets_the_given_fields_and_returns_the_user(store: Store) -> None
         ("password_hash", None),
     )
 
-    updated = store.apply(UpdateUser(PROJECT, user.id, changes))
+    updated = store.apply(set_user_fields(PROJECT, user.id, changes))
 
     expected = dataclasses.replace(user, **dict(changes))
-    assert updated == expected
+    assert updated == Committed((expected,))
     assert store.apply(LoadUser(PROJECT, user.id)) == expected
     assert store.apply(FindUserByAuthEmail(PROJECT, "zoë@exämple.com")) == expected
 
 
 def test_update_without_changes_returns_the_stored_user(store: Store) -> None:
     user = rich_user()
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
-    assert store.apply(UpdateUser(PROJECT, user.id, ())) == user
+    assert store.apply(set_user_fields(PROJECT, user.id, ())) == Committed((user,))
+    assert patched_user(store, PROJECT, user.id, ())[0] == user
 
 
 def test_update_of_an_unknown_field_is_a_type_error(store: Store) -> None:
     user = make_user("user-1")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
     with pytest.raises(TypeError):
-        store.apply(UpdateUser(PROJECT, user.id, (("no_such_field", 1),)))
+        store.apply(set_user_fields(PROJECT, user.id, (("no_such_field", 1),)))
     assert store.apply(LoadUser(PROJECT, user.id)) == user
 
 
 def test_update_to_a_taken_address_is_refused_and_writes_nothing(store: Store) -> None:
     alice = make_user("alice", "alice@example.com")
     bob = make_user("bob", "bob@example.com")
-    store.apply(CreateUser(PROJECT, alice))
-    store.apply(CreateUser(PROJECT, bob))
+    store.apply(add_user(PROJECT, alice))
+    store.apply(add_user(PROJECT, bob))
 
-    result = store.apply(
-        UpdateUser(PROJECT, bob.id, (("display_name", "Bob 2"), ("primary_email", "alice@example.com")))
-    )
+    result = patched_user(store, PROJECT, bob.id, (("display_name", "Bob 2"), ("primary_email", "alice@example.com")))
 
-    assert result is UserWrite.EMAIL_TAKEN
+    assert result is TAKEN
     assert store.apply(LoadUser(PROJECT, bob.id)) == bob  # display_name too
     assert store.apply(FindUserByAuthEmail(PROJECT, "alice@example.com")) == alice
     assert store.apply(FindUserByAuthEmail(PROJECT, "bob@example.com")) == bob
@@ -199,10 +209,10 @@ def test_update_to_a_taken_address_is_refused_and_writes_nothing(store: Store) -
 def test_turning_auth_on_for_a_taken_address_is_refused(store: Store) -> None:
     alice = make_user("alice", "shared@example.com")
     bob = make_user("bob", "shared@example.com", auth=False)
-    store.apply(CreateUser(PROJECT, alice))
-    store.apply(CreateUser(PROJECT, bob))
+    store.apply(add_user(PROJECT, alice))
+    store.apply(add_user(PROJECT, bob))
 
-    assert store.apply(UpdateUser(PROJECT, bob.id, (("primary_email_auth_enabled", True),))) is UserWrite.EMAIL_TAKEN
+    assert patched_user(store, PROJECT, bob.id, (("primary_email_auth_enabled", True),)) is TAKEN
 
     assert store.apply(LoadUser(PROJECT, bob.id)) == bob
     assert store.apply(FindUserByAuthEmail(PROJECT, "shared@example.com")) == alice
@@ -211,51 +221,52 @@ def test_turning_auth_on_for_a_taken_address_is_refused(store: Store) -> None:
 def test_turning_auth_off_frees_the_address(store: Store) -> None:
     alice = make_user("alice", "alice@example.com")
     bob = make_user("bob", "bob@example.com")
-    store.apply(CreateUser(PROJECT, alice))
-    store.apply(CreateUser(PROJECT, bob))
+    store.apply(add_user(PROJECT, alice))
+    store.apply(add_user(PROJECT, bob))
 
-    off = store.apply(UpdateUser(PROJECT, alice.id, (("primary_email_auth_enabled", False),)))
+    off, _team = patched_user(store, PROJECT, alice.id, (("primary_email_auth_enabled", False),))
 
     assert off == dataclasses.replace(alice, primary_email_auth_enabled=False)
     assert store.apply(FindUserByAuthEmail(PROJECT, "alice@example.com")) is None
     # the address is free: bob can move to it, and alice can no longer turn auth back on
-    moved = store.apply(UpdateUser(PROJECT, bob.id, (("primary_email", "alice@example.com"),)))
+    moved, _team = patched_user(store, PROJECT, bob.id, (("primary_email", "alice@example.com"),))
     assert moved == dataclasses.replace(bob, primary_email="alice@example.com")
     assert store.apply(FindUserByAuthEmail(PROJECT, "alice@example.com")) == moved
     assert store.apply(FindUserByAuthEmail(PROJECT, "bob@example.com")) is None
-    assert store.apply(UpdateUser(PROJECT, alice.id, (("primary_email_auth_enabled", True),))) is UserWrite.EMAIL_TAKEN
+    assert patched_user(store, PROJECT, alice.id, (("primary_email_auth_enabled", True),)) is TAKEN
 
 
 def test_changing_the_address_moves_the_index_entry(store: Store) -> None:
     user = make_user("user-1", "old@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
-    updated = store.apply(UpdateUser(PROJECT, user.id, (("primary_email", "new@example.com"),)))
+    updated, _team = patched_user(store, PROJECT, user.id, (("primary_email", "new@example.com"),))
 
     assert updated == dataclasses.replace(user, primary_email="new@example.com")
     assert store.apply(FindUserByAuthEmail(PROJECT, "old@example.com")) is None
     assert store.apply(FindUserByAuthEmail(PROJECT, "new@example.com")) == updated
     # the old address is free for someone else
-    assert store.apply(CreateUser(PROJECT, make_user("user-2", "old@example.com"))) != UserWrite.EMAIL_TAKEN
+    second = make_user("user-2", "old@example.com")
+    assert store.apply(add_user(PROJECT, second)) == Committed((second,))
 
 
 def test_removing_the_address_frees_it(store: Store) -> None:
     user = make_user("user-1", "gone@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
-    assert store.apply(UpdateUser(PROJECT, user.id, (("primary_email", None),))) == dataclasses.replace(
-        user, primary_email=None
+    assert patched_user(store, PROJECT, user.id, (("primary_email", None),)) == (
+        dataclasses.replace(user, primary_email=None),
+        None,
     )
     assert store.apply(FindUserByAuthEmail(PROJECT, "gone@example.com")) is None
 
 
 def test_turning_auth_on_and_setting_the_address_at_once_indexes_it(store: Store) -> None:
     user = make_user("user-1")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
-    updated = store.apply(
-        UpdateUser(PROJECT, user.id, (("primary_email", "fresh@example.com"), ("primary_email_auth_enabled", True)))
-    )
+    changes = (("primary_email", "fresh@example.com"), ("primary_email_auth_enabled", True))
+    updated, _team = patched_user(store, PROJECT, user.id, changes)
 
     assert isinstance(updated, User)
     assert updated.auth_email == "fresh@example.com"
@@ -264,9 +275,9 @@ def test_turning_auth_on_and_setting_the_address_at_once_indexes_it(store: Store
 
 def test_setting_ones_own_address_again_is_fine(store: Store) -> None:
     user = make_user("user-1", "me@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
-    same = store.apply(UpdateUser(PROJECT, user.id, (("primary_email", "me@example.com"), ("display_name", "Me"))))
+    same, _team = patched_user(store, PROJECT, user.id, (("primary_email", "me@example.com"), ("display_name", "Me")))
 
     assert same == dataclasses.replace(user, display_name="Me")
     assert store.apply(FindUserByAuthEmail(PROJECT, "me@example.com")) == same
@@ -275,8 +286,8 @@ def test_setting_ones_own_address_again_is_fine(store: Store) -> None:
 def test_update_with_revoke_sessions_removes_every_session_of_the_user_only(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
     other = make_user("user-2", "b@example.com")
-    store.apply(CreateUser(PROJECT, user))
-    store.apply(CreateUser(PROJECT, other))
+    store.apply(add_user(PROJECT, user))
+    store.apply(add_user(PROJECT, other))
     mine = [make_session(f"s-{i}", user.id) for i in range(3)]
     theirs = make_session("s-theirs", other.id)
     for session in (*mine, theirs):
@@ -293,33 +304,33 @@ def test_update_with_revoke_sessions_removes_every_session_of_the_user_only(stor
     # sessions created afterwards are kept
     later = make_session("s-later", user.id)
     put_session(store, PROJECT, later)
-    assert store.apply(UpdateUser(PROJECT, user.id, (("display_name", "X"),))) != UserWrite.NOT_FOUND
+    assert patched_user(store, PROJECT, user.id, (("display_name", "X"),))[0].display_name == "X"
     assert store.apply(ListSessions(PROJECT, user.id)) == (later,)
 
 
 def test_a_refused_update_with_revoke_sessions_keeps_the_sessions(store: Store) -> None:
     alice = make_user("alice", "alice@example.com")
     bob = make_user("bob", "bob@example.com")
-    store.apply(CreateUser(PROJECT, alice))
-    store.apply(CreateUser(PROJECT, bob))
+    store.apply(add_user(PROJECT, alice))
+    store.apply(add_user(PROJECT, bob))
     session = make_session("s-bob", bob.id)
     put_session(store, PROJECT, session)
 
     result = patched_user(store, PROJECT, bob.id, (("primary_email", "alice@example.com"),), revoke_sessions=True)
 
-    assert result is UserWrite.EMAIL_TAKEN
+    assert result is TAKEN
     assert store.apply(ListSessions(PROJECT, bob.id)) == (session,)
-    assert patched_user(store, PROJECT, "nobody", (), revoke_sessions=True) is UserWrite.NOT_FOUND
+    assert patched_user(store, PROJECT, "nobody", (), revoke_sessions=True) is None
 
 
 def test_concurrent_updates_of_different_fields_from_two_threads_both_survive(store: Store) -> None:
     user = rich_user()
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
 
     def writer(field: str, value: Any) -> None:
         for i in range(50):
-            result = store.apply(UpdateUser(PROJECT, user.id, ((field, value(i)),)))
-            assert isinstance(result, User)
+            result = patched_user(store, PROJECT, user.id, ((field, value(i)),))
+            assert isinstance(result[0], User)
 
     in_threads(
         lambda: writer("display_name", lambda i: f"name-{i}"),
@@ -333,11 +344,11 @@ def test_concurrent_updates_of_different_fields_from_two_threads_both_survive(st
 def test_of_concurrent_creates_with_one_address_exactly_one_wins(store: Store) -> None:
     users = [make_user(f"user-{i}", "race@example.com") for i in range(10)]
 
-    results = in_threads(*[lambda u=u: store.apply(CreateUser(PROJECT, u)) for u in users])
+    results = in_threads(*[lambda u=u: store.apply(add_user(PROJECT, u)) for u in users])
 
-    winners = [result for result in results if isinstance(result, User)]
+    winners = [result.records[0] for result in results if isinstance(result, Committed)]
     assert len(winners) == 1
-    assert results.count(UserWrite.EMAIL_TAKEN) == 9
+    assert results.count(EMAIL_TAKEN) == 9
     assert store.apply(FindUserByAuthEmail(PROJECT, "race@example.com")) == winners[0]
     assert [store.apply(LoadUser(PROJECT, u.id)) is not None for u in users].count(True) == 1
 
@@ -345,15 +356,15 @@ def test_of_concurrent_creates_with_one_address_exactly_one_wins(store: Store) -
 def test_of_concurrent_moves_to_one_address_exactly_one_wins(store: Store) -> None:
     users = [make_user(f"user-{i}", f"u{i}@example.com") for i in range(10)]
     for user in users:
-        store.apply(CreateUser(PROJECT, user))
+        store.apply(add_user(PROJECT, user))
 
     results = in_threads(
-        *[lambda u=u: store.apply(UpdateUser(PROJECT, u.id, (("primary_email", "target@example.com"),))) for u in users]
+        *[lambda u=u: patched_user(store, PROJECT, u.id, (("primary_email", "target@example.com"),)) for u in users]
     )
 
-    winners = [result for result in results if isinstance(result, User)]
+    winners = [result[0] for result in results if isinstance(result, tuple)]
     assert len(winners) == 1
-    assert results.count(UserWrite.EMAIL_TAKEN) == 9
+    assert results.count(TAKEN) == 9
     assert store.apply(FindUserByAuthEmail(PROJECT, "target@example.com")) == winners[0]
     for user in users:
         still_indexed = store.apply(FindUserByAuthEmail(PROJECT, user.primary_email or ""))
@@ -364,29 +375,37 @@ def test_async_users_through_arun(async_store: AsyncBackend) -> None:
     user = rich_user()
     other = make_user("other", "other@example.com")
 
+    moved = UserChanges.of(primary_email=user.primary_email)
+
     async def scenario(store: Any) -> list[Any]:
         return [
-            await arun(perform(CreateUser(PROJECT, user)), store),
-            await arun(
-                perform(CreateUser(PROJECT, dataclasses.replace(other, primary_email=user.primary_email))), store
-            ),
-            await arun(perform(CreateUser(PROJECT, other)), store),
-            await arun(perform(UpdateUser(PROJECT, other.id, (("primary_email", user.primary_email),))), store),
-            await arun(perform(UpdateUser(PROJECT, user.id, (("display_name", "Async"),))), store),
+            await arun(perform(add_user(PROJECT, user)), store),
+            await arun(perform(add_user(PROJECT, dataclasses.replace(other, primary_email=user.primary_email))), store),
+            await arun(perform(add_user(PROJECT, other)), store),
+            await arun(_refused(patch_user(PROJECT, other.id, moved)), store),
+            await arun(patch_user(PROJECT, user.id, UserChanges.of(display_name="Async")), store),
             await arun(perform(FindUserByAuthEmail(PROJECT, user.primary_email or "")), store),
             await arun(perform(LoadUser(PROJECT, "missing")), store),
         ]
 
     renamed = dataclasses.replace(user, display_name="Async")
     assert async_store.run(scenario) == [
-        user,
-        UserWrite.EMAIL_TAKEN,
-        other,
-        UserWrite.EMAIL_TAKEN,
-        renamed,
+        Committed((user,)),
+        EMAIL_TAKEN,
+        Committed((other,)),
+        TAKEN,
+        (renamed, None),
         renamed,
         None,
     ]
+
+
+def _refused(flow: Any) -> Any:
+    """`flow`'s answer, or the code of the KnownError it raised."""
+    try:
+        return (yield from flow)
+    except KnownError as error:
+        return error.code
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -395,7 +414,7 @@ def test_async_users_through_arun(async_store: AsyncBackend) -> None:
 
 def _with_user(store: Store, user_id: str = "user-1") -> User:
     user = make_user(user_id, f"{user_id}@example.com")
-    assert store.apply(CreateUser(PROJECT, user)) == user
+    assert store.apply(add_user(PROJECT, user)) == Committed((user,))
     return user
 
 
@@ -432,7 +451,7 @@ def test_use_refresh_token_records_the_last_use_and_returns_the_user(store: Stor
 
 def test_use_with_an_earlier_clock_sets_the_last_use_but_never_moves_the_users_activity_back(store: Store) -> None:
     user = dataclasses.replace(make_user("user-1", "a@example.com"), last_active_at_millis=T0 + 1_000)
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     session = make_session("s-1", user.id, created_at=T0)
     put_session(store, PROJECT, session)
 
@@ -571,7 +590,7 @@ def test_async_sessions_through_arun(async_store: AsyncBackend) -> None:
     second = make_session("s-2", user.id, created_at=T0 + 1)
 
     async def scenario(store: Any) -> list[Any]:
-        await arun(perform(CreateUser(PROJECT, user)), store)
+        await arun(perform(add_user(PROJECT, user)), store)
         await arun(putting_session(PROJECT, first), store)
         await arun(putting_session(PROJECT, second), store)
         return [
@@ -599,7 +618,7 @@ def _wall_ms() -> int:
 def test_a_session_expired_by_the_wall_clock_is_still_used_so_the_core_can_refuse_it(store: Store) -> None:
     now = _wall_ms()
     user = dataclasses.replace(make_user("user-1"), signed_up_at_millis=now - 7_200_000, last_active_at_millis=0)
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     # expired an hour ago by every clock in the room (the core's and Redis's alike): within the grace period
     session = make_session("s-expired", user.id, created_at=now - 7_200_000, lifetime_ms=3_600_000)
     put_session(store, PROJECT, session)
@@ -618,7 +637,7 @@ def test_a_session_expired_by_the_wall_clock_is_still_used_so_the_core_can_refus
 def test_redis_user_and_session_layout(redis_store: RedisStore) -> None:
     user = rich_user()
     session = make_session("s-1", user.id)
-    redis_store.apply(CreateUser(PROJECT, user))
+    redis_store.apply(add_user(PROJECT, user))
     put_session(redis_store, PROJECT, session)
     client, keys = redis_store.client, redis_store.keys
     prefix = f"{keys.namespace}{{p:{PROJECT}}}:"
@@ -657,18 +676,18 @@ def test_redis_user_and_session_layout(redis_store: RedisStore) -> None:
 
 def test_redis_update_writes_only_the_changed_fields(redis_store: RedisStore) -> None:
     user = make_user("user-1", "a@example.com")
-    redis_store.apply(CreateUser(PROJECT, user))
+    redis_store.apply(add_user(PROJECT, user))
     user_key = redis_store.keys.user(PROJECT, user.id)
     redis_store.client.hset(user_key, "country_code", '"XX"')  # a concurrent writer's field, say
 
-    updated = redis_store.apply(UpdateUser(PROJECT, user.id, (("display_name", "New"),)))
+    updated, _team = patched_user(redis_store, PROJECT, user.id, (("display_name", "New"),))
 
     assert updated == dataclasses.replace(user, display_name="New", country_code="XX")
 
 
 def test_redis_a_user_record_missing_a_field_reads_its_default(redis_store: RedisStore) -> None:
     user = make_user("user-1", "a@example.com", otp_auth_enabled=True)
-    redis_store.apply(CreateUser(PROJECT, user))
+    redis_store.apply(add_user(PROJECT, user))
     redis_store.client.hdel(redis_store.keys.user(PROJECT, user.id), "otp_auth_enabled", "risk_scores")
 
     assert redis_store.apply(LoadUser(PROJECT, user.id)) == dataclasses.replace(user, otp_auth_enabled=False)
@@ -698,7 +717,7 @@ def test_redis_session_keys_expire_a_grace_period_after_the_session(redis_store:
 def test_redis_sessions_gone_by_ttl_leave_the_list_and_the_set(redis_store: RedisStore) -> None:
     now = _wall_ms()
     user = make_user("user-1")
-    redis_store.apply(CreateUser(PROJECT, user))
+    redis_store.apply(add_user(PROJECT, user))
     lasting = make_session("s-lasting", user.id, created_at=now, lifetime_ms=60_000)
     # expired a grace period and a minute ago: its keys' TTLs are over when it is stored (the set, older, stays)
     gone = make_session("s-gone", user.id, created_at=now - GRACE_MS - 120_000, lifetime_ms=60_000)
@@ -731,7 +750,7 @@ def test_a_patch_answers_the_user_and_the_team_selected_afterwards(store: Store)
     from tests.contract.factories import make_team
 
     user = make_user("u-1", "ada@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     first, second = make_team("team-1"), make_team("team-2")
     create_team(store, PROJECT, first)
     create_team(store, PROJECT, second)
@@ -747,12 +766,12 @@ def test_a_patch_answers_the_user_and_the_team_selected_afterwards(store: Store)
 
 
 def test_a_patch_refuses_a_missing_user_and_a_taken_address(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
-    store.apply(CreateUser(PROJECT, make_user("u-2", "bob@example.com")))
+    store.apply(add_user(PROJECT, make_user("u-1", "ada@example.com")))
+    store.apply(add_user(PROJECT, make_user("u-2", "bob@example.com")))
     missing = patched_user(store, PROJECT, "nobody", (("display_name", "X"),))
-    assert missing is UserWrite.NOT_FOUND
+    assert missing is None
     taken = patched_user(store, PROJECT, "u-2", (("primary_email", "ada@example.com"),))
-    assert taken is UserWrite.EMAIL_TAKEN
+    assert taken is TAKEN
     assert store.apply(LoadUser(PROJECT, "u-2")) == make_user("u-2", "bob@example.com")
 
 
@@ -764,7 +783,7 @@ def test_a_guarded_patch_writes_only_while_its_session_lives(store: Store) -> No
     from tests.contract.factories import make_session
 
     user = make_user("u-1", "ada@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     session = make_session("s-1", user.id)
     put_session(store, PROJECT, session)
     live = SessionIsLive("s-1", user.id, session.created_at_millis)
@@ -787,7 +806,7 @@ def test_a_guarded_patch_of_a_deleted_user_is_refused_for_its_session(store: Sto
     from identity_proto.effects.commit import SessionIsLive
     from tests.contract.factories import make_session
 
-    store.apply(CreateUser(PROJECT, make_user("u-1", "ada@example.com")))
+    store.apply(add_user(PROJECT, make_user("u-1", "ada@example.com")))
     session = make_session("s-1", "u-1")
     put_session(store, PROJECT, session)
     delete_user(store, PROJECT, "u-1")
@@ -805,7 +824,7 @@ def test_exists_holds_only_for_a_stored_record_and_a_reference_returns_what_it_n
     from tests.contract.factories import make_team
 
     user = make_user("u-1", "ada@example.com")
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     team = make_team("team-1")
     create_team(store, PROJECT, team)
     selected = ReferencedBy(RecordKind.TEAM, (RecordKind.USER, "u-1"), "selected_team_id")

@@ -20,7 +20,6 @@ from identity_proto.auth import AccessType
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    CreateUser,
     EmailSignInOutcome,
     InvitationAcceptance,
     ListEvents,
@@ -28,14 +27,13 @@ from identity_proto.effects import (
     LoadUser,
     PasswordWrite,
     TeamWrite,
-    UpdateUser,
     UpgradeRefusal,
-    UserWrite,
     password_fingerprint,
     perform,
 )
-from identity_proto.effects.commit import CommitConflict, SessionIsLive
+from identity_proto.effects.commit import CommitConflict, Committed, SessionIsLive
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
+from identity_proto.errors import ErrorCode
 from identity_proto.events import EVENT_TYPES, MESSAGE_TAG_LENGTH, StoredEvent, event_data, event_payload
 from identity_proto.flows.oauth import store_oauth_user
 from identity_proto.flows.signin import NewUser
@@ -45,11 +43,14 @@ from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Tea
 from identity_proto.render import render_team, render_user
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
+    EMAIL_TAKEN,
+    ID_TAKEN,
     OTHER_PROJECT,
     PROJECT,
     T0,
     accept_invitation,
     add_membership,
+    add_user,
     change_permission,
     create_team,
     delete_team,
@@ -67,6 +68,7 @@ from tests.contract.factories import (
     reset_password,
     revoke_project_permission,
     rich_user,
+    set_user_fields,
     sign_in_by_email,
     sign_up_anonymously,
     update_team,
@@ -125,7 +127,7 @@ def _team(store: Store, team_id: str) -> Team:
 
 def test_creating_a_user_records_user_created_with_the_server_user(store: Store) -> None:
     user = make_user("ada", "ada@example.com", display_name="Ada ✓", server_metadata={"plan": ["pro", None]})
-    assert store.apply(CreateUser(PROJECT, user)) == user
+    assert store.apply(add_user(PROJECT, user)) == Committed((user,))
     assert events(store) == [("user.created", server_user(user))]
     assert events(store, OTHER_PROJECT) == []
 
@@ -133,7 +135,7 @@ def test_creating_a_user_records_user_created_with_the_server_user(store: Store)
 def test_an_event_renders_the_stored_record_field_for_field(store: Store) -> None:
     # every field differs from its default: the Redis record's JSON text renders as the memory store's object
     user = replaced(rich_user(), {"selected_team_id": None})
-    store.apply(CreateUser(PROJECT, user))
+    store.apply(add_user(PROJECT, user))
     (event,) = recorded(store)
     assert event_data(event, CONFIG) == server_user(user)
     assert event_payload(event, CONFIG).startswith(b'{"type":"user.created","data":{')
@@ -141,20 +143,20 @@ def test_an_event_renders_the_stored_record_field_for_field(store: Store) -> Non
 
 
 def test_a_refused_user_creation_records_nothing(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com")))
+    store.apply(add_user(PROJECT, make_user("ada", "ada@example.com")))
     before = len(recorded(store))
-    assert store.apply(CreateUser(PROJECT, make_user("bob", "ada@example.com"))) is UserWrite.EMAIL_TAKEN
-    assert store.apply(CreateUser(PROJECT, make_user("ada"))) is UserWrite.ID_TAKEN
+    assert store.apply(add_user(PROJECT, make_user("bob", "ada@example.com"))) == EMAIL_TAKEN
+    assert store.apply(add_user(PROJECT, make_user("ada"))) == ID_TAKEN
     assert since(store, before) == []
 
 
 def test_a_user_update_records_user_updated_with_the_selected_team_only_when_asked(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     team = make_team("team-1")
     create_team(store, PROJECT, team, make_membership(team.id, "ada"))
     before = len(recorded(store))
     # an internal write (the selected personal team, last activity) announces nothing
-    store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1", last_active_at_millis=T0 + 5)))
+    store.apply(set_user_fields(PROJECT, "ada", (("selected_team_id", "team-1"), ("last_active_at_millis", T0 + 5))))
     assert since(store, before) == []
     # a PATCH does, with the user as stored after it and their selected team
     updated, _team = patched_user(store, PROJECT, "ada", UserChanges.of(display_name="Ada"))
@@ -163,7 +165,7 @@ def test_a_user_update_records_user_updated_with_the_selected_team_only_when_ask
 
 
 def test_a_patch_that_changes_nothing_still_records_user_updated(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     before = len(recorded(store))
     result = patched_user(store, PROJECT, "ada", UserChanges.of())
     assert result == (make_user("ada"), None)
@@ -171,13 +173,13 @@ def test_a_patch_that_changes_nothing_still_records_user_updated(store: Store) -
 
 
 def test_a_refused_user_update_records_nothing(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com")))
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    store.apply(add_user(PROJECT, make_user("ada", "ada@example.com")))
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
     before = len(recorded(store))
     taken = patched_user(store, PROJECT, "bob", UserChanges.of(primary_email="ada@example.com"))
-    assert taken is UserWrite.EMAIL_TAKEN
+    assert taken is ErrorCode.USER_EMAIL_ALREADY_EXISTS
     missing = patched_user(store, PROJECT, "nobody", UserChanges.of(display_name="x"))
-    assert missing is UserWrite.NOT_FOUND
+    assert missing is None
     gone = patched_user(
         store, PROJECT, "bob", UserChanges.of(display_name="x"), live=SessionIsLive("no-session", "bob", T0)
     )
@@ -186,7 +188,7 @@ def test_a_refused_user_update_records_nothing(store: Store) -> None:
 
 
 def test_a_guarded_patch_records_user_updated_once_its_session_is_checked(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     put_session(store, PROJECT, make_session("s-1", "ada"))
     before = len(recorded(store))
     updated, _team = patched_user(
@@ -197,8 +199,8 @@ def test_a_guarded_patch_records_user_updated_once_its_session_is_checked(store:
 
 
 def test_deleting_a_user_records_one_membership_deletion_per_team_then_user_deleted(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateUser(PROJECT, make_user("bob")))
+    store.apply(add_user(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("bob")))
     create_team(store, PROJECT, make_team("team-b"), make_membership("team-b", "ada"))
     create_team(store, PROJECT, make_team("team-a"))
     add_membership(store, PROJECT, make_membership("team-a", "ada"))
@@ -217,16 +219,16 @@ def test_deleting_a_user_records_one_membership_deletion_per_team_then_user_dele
 
 
 def test_deleting_a_user_without_teams_records_user_deleted_alone(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     before = len(recorded(store))
     assert delete_user(store, PROJECT, "ada")
     assert since(store, before) == [("user.deleted", {"id": "ada", "teams": []})]
 
 
 def test_a_password_reset_records_user_updated(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada", "ada@example.com", password_hash="old")))
+    store.apply(add_user(PROJECT, make_user("ada", "ada@example.com", password_hash="old")))
     create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
-    store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
+    store.apply(set_user_fields(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
     fingerprint = password_fingerprint("old")
     code = make_code(
         "reset",
@@ -275,7 +277,7 @@ def test_a_refused_email_sign_up_records_nothing(store: Store) -> None:
     new_user = make_user("ada", "ada@example.com")
     disabled = sign_in_by_email(PROJECT, "ada@example.com", T0, False, new_user, make_session("s-1", "ada"))
     assert run(disabled, store).outcome is EmailSignInOutcome.SIGN_UP_DISABLED
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     before = len(recorded(store))
     taken = sign_in_by_email(PROJECT, "ada@example.com", T0, True, new_user, make_session("s-2", "ada"))
     assert run(taken, store).outcome is EmailSignInOutcome.ID_TAKEN
@@ -298,7 +300,7 @@ def test_an_anonymous_upgrade_records_user_updated(store: Store) -> None:
     personal = _personal("anon")
     user = make_user("anon", is_anonymous=True, selected_team_id=personal[0].id)
     run(sign_up_anonymously(PROJECT, user, make_session("s-1", "anon"), personal), store)
-    store.apply(CreateUser(PROJECT, make_user("bob", "bob@example.com")))
+    store.apply(add_user(PROJECT, make_user("bob", "bob@example.com")))
     before = len(recorded(store))
     changes = UserChanges.of(is_anonymous=False, primary_email="anon@example.com", primary_email_auth_enabled=True)
     upgraded = upgrade_anonymous(store, PROJECT, "anon", changes, "anon@example.com's Team")
@@ -339,7 +341,7 @@ def test_an_oauth_sign_up_records_user_created_then_its_team(store: Store) -> No
 
 
 def test_creating_a_team_records_team_created_and_not_the_creators_membership(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     team = make_team("team-1", client_metadata={"a": [1, None]}, profile_image_url="https://img.example.com/t.png")
     before = len(recorded(store))
     assert create_team(store, PROJECT, team, make_membership(team.id, "ada", permissions=("team_admin",)))
@@ -351,7 +353,7 @@ def test_creating_a_team_records_team_created_and_not_the_creators_membership(st
 
 
 def test_updating_and_deleting_a_team_record_their_events(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     before = len(recorded(store))
     updated = update_team(store, PROJECT, "team-1", TeamChanges.of(display_name="Renamed"))
@@ -367,7 +369,7 @@ def test_updating_and_deleting_a_team_record_their_events(store: Store) -> None:
 
 
 def test_adding_a_membership_records_it_then_one_permission_per_default_permission(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     create_team(store, PROJECT, make_team("team-1"))
     before = len(recorded(store))
     membership = make_membership("team-1", "ada", permissions=("$read_members", "team_member"))
@@ -385,7 +387,7 @@ def test_adding_a_membership_records_it_then_one_permission_per_default_permissi
 
 
 def test_removing_a_membership_records_team_membership_deleted(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     before = len(recorded(store))
     assert remove_membership(store, PROJECT, "team-1", "ada")
@@ -394,7 +396,7 @@ def test_removing_a_membership_records_team_membership_deleted(store: Store) -> 
 
 
 def test_accepting_an_invitation_records_the_membership_and_its_permissions(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     create_team(store, PROJECT, make_team("team-1"))
     code = make_code("inv", purpose=CodePurpose.TEAM_INVITATION, id="inv-1", team_id="team-1", email="a@example.com")
     store.apply(put_code(PROJECT, code))
@@ -419,7 +421,7 @@ def test_accepting_an_invitation_records_the_membership_and_its_permissions(stor
 
 
 def test_team_permission_grants_and_revokes_record_their_events(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     create_team(store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
     before = len(recorded(store))
     ids = {"id": "editor", "team_id": "team-1", "user_id": "ada"}
@@ -438,7 +440,7 @@ def test_team_permission_grants_and_revokes_record_their_events(store: Store) ->
 
 
 def test_explicit_project_permission_grants_record_events_and_sign_up_defaults_do_not(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
+    store.apply(add_user(PROJECT, make_user("ada")))
     before = len(recorded(store))
     assert grant_project_permissions(store, PROJECT, "ada", ("read", "write"))  # sign-up defaults
     assert since(store, before) == []
@@ -458,7 +460,7 @@ def test_explicit_project_permission_grants_record_events_and_sign_up_defaults_d
 
 def test_message_ids_are_unique_and_in_recording_order(store: Store) -> None:
     for n in range(5):
-        store.apply(CreateUser(PROJECT, make_user(f"user-{n}")))
+        store.apply(add_user(PROJECT, make_user(f"user-{n}")))
         delete_user(store, PROJECT, f"user-{n}")
     ids = [event.id for event in recorded(store)]
     assert len(ids) == len(set(ids)) == 10
@@ -476,7 +478,7 @@ def test_two_projects_never_share_a_message_id(store: Store) -> None:
     """Receivers deduplicate on the id: the same writes in two projects (in the same millisecond or not) make
     ids of their own, each project's with its tag."""
     for project in (PROJECT, OTHER_PROJECT):
-        store.apply(CreateUser(project, make_user("ada")))
+        store.apply(add_user(project, make_user("ada")))
         delete_user(store, project, "ada")
     first = [event.id for event in store.apply(ListEvents(PROJECT))]
     second = [event.id for event in store.apply(ListEvents(OTHER_PROJECT))]
@@ -488,15 +490,15 @@ def test_two_projects_never_share_a_message_id(store: Store) -> None:
 
 
 def test_each_project_records_its_own_events(store: Store) -> None:
-    store.apply(CreateUser(PROJECT, make_user("ada")))
-    store.apply(CreateUser(OTHER_PROJECT, make_user("bob")))
+    store.apply(add_user(PROJECT, make_user("ada")))
+    store.apply(add_user(OTHER_PROJECT, make_user("bob")))
     assert [data["id"] for _, data in events(store)] == ["ada"]
     assert [data["id"] for _, data in events(store, OTHER_PROJECT)] == ["bob"]
 
 
 def test_the_user_in_user_created_is_the_user_as_stored_at_that_moment(store: Store) -> None:
     # the payload is the state right after the change, not at delivery: a later update changes no earlier event
-    store.apply(CreateUser(PROJECT, make_user("ada", display_name="First")))
+    store.apply(add_user(PROJECT, make_user("ada", display_name="First")))
     patched_user(store, PROJECT, "ada", UserChanges.of(display_name="Second"))
     assert [data["display_name"] for _, data in events(store)] == ["First", "Second"]
 
@@ -507,9 +509,9 @@ def test_the_user_in_user_created_is_the_user_as_stored_at_that_moment(store: St
 
 def test_redis_scripts_append_events_to_the_projects_stream_in_its_slot(redis_store: RedisStore) -> None:
     user = make_user("ada", "ada@example.com")
-    redis_store.apply(CreateUser(PROJECT, user))
+    redis_store.apply(add_user(PROJECT, user))
     create_team(redis_store, PROJECT, make_team("team-1"), make_membership("team-1", "ada"))
-    redis_store.apply(UpdateUser(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
+    redis_store.apply(set_user_fields(PROJECT, "ada", UserChanges.of(selected_team_id="team-1")))
     patched_user(redis_store, PROJECT, "ada", UserChanges.of(display_name="Ada"))
     remove_membership(redis_store, PROJECT, "team-1", "ada")
     client, keys = redis_store.client, redis_store.keys
@@ -540,7 +542,7 @@ def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> N
         async def do(effect: Any) -> Any:
             return await arun(perform(effect), store)
 
-        await do(CreateUser(PROJECT, make_user("ada")))
+        await do(add_user(PROJECT, make_user("ada")))
         await arun(store_team(PROJECT, make_team("team-1")), store)
         await arun(add_member(PROJECT, make_membership("team-1", "ada", permissions=("team_member",))), store)
         await arun(patch_user(PROJECT, "ada", UserChanges.of()), store)
@@ -564,7 +566,7 @@ def test_the_memory_store_keeps_at_most_the_hard_cap_of_a_projects_events(monkey
     monkeypatch.setattr(memory_store_module, "EVENTS_HARD_CAP", 3)
     store = MemoryStore()
     for n in range(5):
-        store.apply(CreateUser(PROJECT, make_user(f"user-{n}")))
+        store.apply(add_user(PROJECT, make_user(f"user-{n}")))
     kept = store.apply(ListEvents(PROJECT))
     assert [event.record.id for event in kept] == ["user-2", "user-3", "user-4"]
     tag = store.tenant(PROJECT).event_tag

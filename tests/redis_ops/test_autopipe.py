@@ -27,9 +27,11 @@ from redis.backoff import NoBackoff
 
 from backends.redis import AsyncRedisStore
 from backends.redis.autopipe import AutoPipeline
-from identity_proto.effects import CreateUser, LoadSession, LoadUser, LoadUserWithTeam, Together, UserWrite
+from identity_proto.effects import LoadSession, LoadUser, LoadUserWithTeam, Together
+from identity_proto.effects.commit import Committed
 from identity_proto.errors import StorageUnavailable
 from identity_proto.records import User
+from tests.contract.factories import ID_TAKEN, add_user
 from tests.processes import RedisServer
 
 pytestmark = [pytest.mark.redis]
@@ -82,7 +84,7 @@ def _with_store(
         _pipeline(store)
         try:
             for n in range(1, 21):
-                assert await store.apply(CreateUser(PROJECT, _user(n))) in (_user(n), UserWrite.ID_TAKEN)
+                assert await store.apply(add_user(PROJECT, _user(n))) in (Committed((_user(n),)), ID_TAKEN)
             await scenario(store, server)
         finally:
             await store.aclose()
@@ -190,7 +192,7 @@ async def _a_forgotten_script_is_loaded_again(store: AsyncRedisStore, redis_serv
         await admin.script_flush()
         # Several requests of one turn all find it gone; each loads it and runs again.
         assert await asyncio.gather(*(_read(store, n) for n in (1, 2, 3))) == [_user(1), _user(2), _user(3)]
-        assert await store.apply(CreateUser(PROJECT, _user(99))) == _user(99)
+        assert await store.apply(add_user(PROJECT, _user(99))) == Committed((_user(99),))
     finally:
         await admin.aclose()
 
@@ -272,7 +274,7 @@ def test_fakeredis_clients_take_the_same_path() -> None:
 async def _fakeredis_clients_take_the_same_path() -> None:
     store = AsyncRedisStore(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()), namespace="pipe-fake")
     pipeline = _pipeline(store)
-    assert await store.apply(CreateUser(PROJECT, _user(1))) == _user(1)
+    assert await store.apply(add_user(PROJECT, _user(1))) == Committed((_user(1),))
     assert await asyncio.gather(*(_read(store, 1) for _ in range(5))) == [_user(1)] * 5
     assert pipeline._conn is not None
     await store.aclose()

@@ -43,7 +43,6 @@ from identity_proto.effects import (
     Committed,
     Conflict,
     CreateProject,
-    CreateUser,
     DeleteProject,
     EmailRefusal,
     EmailSignInOutcome,
@@ -83,15 +82,13 @@ from identity_proto.effects import (
     TeamWrite,
     Together,
     UpdateProject,
-    UpdateUser,
     UserChannels,
     UseRefreshToken,
-    UserWrite,
     password_fingerprint,
 )
 from identity_proto.effects.mock_oauth import MockSigningKeys, MockToken
 from identity_proto.effects.oauth import ShortLived, put_record, take_record
-from identity_proto.errors import StorageUnavailable
+from identity_proto.errors import ErrorCode, StorageUnavailable
 from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
 from identity_proto.flows.mock_oauth import MockFailure, signing_keys, take_failure
@@ -114,9 +111,12 @@ from identity_proto.records import (
     User,
 )
 from tests.contract.factories import (
+    EMAIL_TAKEN,
+    ID_TAKEN,
     T0,
     accept_invitation,
     add_membership,
+    add_user,
     change_password,
     change_permission,
     create_invitation,
@@ -278,19 +278,19 @@ def _users_and_their_email_index(store: RedisStore, p: str) -> None:
     ada, bob = make_user("ada", "ada@example.com"), make_user("bob", "bob@example.com")
     quiet = dataclasses.replace(make_user("quiet", "ada@example.com", auth=False), signed_up_at_millis=T0 + 1)
     for user in (ada, bob, quiet):
-        assert store.apply(CreateUser(p, user)) == user
-    assert store.apply(CreateUser(p, make_user("eve", "ada@example.com"))) is UserWrite.EMAIL_TAKEN
-    assert store.apply(CreateUser(p, make_user("ada", "new@example.com"))) is UserWrite.ID_TAKEN
+        assert store.apply(add_user(p, user)) == Committed((user,))
+    assert store.apply(add_user(p, make_user("eve", "ada@example.com"))) == EMAIL_TAKEN
+    assert store.apply(add_user(p, make_user("ada", "new@example.com"))) == ID_TAKEN
     assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) == ada
     # Moving an e-mail: refused while another user holds it, then free once its holder moved away.
-    taken = store.apply(UpdateUser(p, "bob", (("primary_email", "ada@example.com"),)))
-    assert taken is UserWrite.EMAIL_TAKEN
-    moved = store.apply(UpdateUser(p, "ada", (("primary_email", "ada@work.example"),)))
+    taken = patched_user(store, p, "bob", (("primary_email", "ada@example.com"),))
+    assert taken is ErrorCode.USER_EMAIL_ALREADY_EXISTS
+    moved, _team = patched_user(store, p, "ada", (("primary_email", "ada@work.example"),))
     assert isinstance(moved, User)
     assert moved.primary_email == "ada@work.example"
     assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) is None
     assert store.apply(FindUserByAuthEmail(p, "ada@work.example")) == moved
-    bob_moved = store.apply(UpdateUser(p, "bob", (("primary_email", "ada@example.com"),)))
+    bob_moved, _team = patched_user(store, p, "bob", (("primary_email", "ada@example.com"),))
     assert isinstance(bob_moved, User)
     assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) == bob_moved
     # One read for a user and their selected team.
@@ -332,7 +332,7 @@ def _codes(store: RedisStore, p: str) -> None:
 
 
 def _sessions(store: RedisStore, p: str) -> None:
-    store.apply(CreateUser(p, make_user("sam", "sam@example.com")))
+    store.apply(add_user(p, make_user("sam", "sam@example.com")))
     first, second = make_session("s1", "sam"), make_session("s2", "sam", created_at=T0 + 1)
     for session in (first, second):
         put_session(store, p, session)
@@ -354,7 +354,7 @@ def _sessions(store: RedisStore, p: str) -> None:
 
 def _teams_and_memberships(store: RedisStore, p: str) -> None:
     for user_id in ("m1", "m2"):
-        store.apply(CreateUser(p, make_user(user_id)))
+        store.apply(add_user(p, make_user(user_id)))
     team = make_team("t1")
     creator = make_membership("t1", "m1", permissions=("team_admin",))
     assert create_team(store, p, team, creator) == team
@@ -374,11 +374,11 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
     renamed = update_team(store, p, "t1", (("display_name", "Team one"),))
     assert renamed is not None
     assert renamed.display_name == "Team one"
-    store.apply(UpdateUser(p, "m2", (("selected_team_id", "t1"),)))
+    patched_user(store, p, "m2", (("selected_team_id", "t1"),))
     assert store.apply(LoadUserWithTeam(p, "m2")) == (store.apply(LoadUser(p, "m2")), renamed)
     assert remove_membership(store, p, "t1", "m2") is True
     assert store.apply(LoadUser(p, "m2")) == make_user("m2")  # deselected: as created
-    store.apply(UpdateUser(p, "m1", (("selected_team_id", "t1"),)))
+    patched_user(store, p, "m1", (("selected_team_id", "t1"),))
     assert delete_team(store, p, "t1") is True
     assert store.apply(LoadUser(p, "m1")) == make_user("m1")  # deselected: as created
     assert store.apply(ListMemberships(p)) == ()
@@ -387,7 +387,7 @@ def _teams_and_memberships(store: RedisStore, p: str) -> None:
 
 # --- team invitations ---
 def _team_invitations(store: RedisStore, p: str) -> None:
-    store.apply(CreateUser(p, make_user("invitee")))
+    store.apply(add_user(p, make_user("invitee")))
     assert create_team(store, p, make_team("t-inv")) == make_team("t-inv")
 
     def invitation(name: str) -> Any:
@@ -454,7 +454,7 @@ def _outbox(store: RedisStore, p: str) -> None:
 
 # --- permissions ---
 def _permissions(store: RedisStore, p: str) -> None:
-    store.apply(CreateUser(p, make_user("g1")))
+    store.apply(add_user(p, make_user("g1")))
     assert grant_project_permissions(store, p, "g1", ("read", "write")) is True
     assert store.apply(ListProjectPermissions(p)) == (("g1", ("read", "write")),)
     assert revoke_project_permission(store, p, "g1", "write") is True
@@ -518,7 +518,7 @@ def _commit(store: RedisStore, p: str) -> None:
 
 
 def _api_keys(store: RedisStore, p: str) -> None:
-    store.apply(CreateUser(p, make_user("key-owner")))
+    store.apply(add_user(p, make_user("key-owner")))
     create_team(store, p, make_team("key-team"))
     user_key = ApiKey("k-user", ApiKeyType.USER, "key-owner", "d", False, T0, "hash-user", "abcd")
     team_key = ApiKey("k-team", ApiKeyType.TEAM, "key-team", "d", True, T0, "hash-team", "efgh")
@@ -540,7 +540,7 @@ def _api_keys(store: RedisStore, p: str) -> None:
 # passwords: the password flows' scripts
 def _passwords(store: RedisStore, p: str) -> None:
     old, new = "$2b$04$" + "o" * 53, "$2b$04$" + "n" * 53
-    store.apply(CreateUser(p, make_user("pw", "pw@example.com")))
+    store.apply(add_user(p, make_user("pw", "pw@example.com")))
     put_session(store, p, make_session("s-pw-1", "pw"))
     put_session(store, p, make_session("s-pw-2", "pw"))
     assert set_password(store, p, "pw", old) is PasswordWrite.DONE
@@ -559,7 +559,7 @@ def _passwords(store: RedisStore, p: str) -> None:
 
 
 def _contact_channels(store: RedisStore, p: str) -> None:
-    store.apply(CreateUser(p, make_user("chan", "chan@example.com")))
+    store.apply(add_user(p, make_user("chan", "chan@example.com")))
     work = ContactChannel("c-work", "chan", "work@example.com", False, True, T0 + 1)
     created = run_flow(store, lambda: create_channel(p, work, make_primary=True, next_primary_id="next"))
     assert isinstance(created, UserChannels)
@@ -714,7 +714,7 @@ def test_projects_spread_over_the_nodes_are_listed_reset_and_deleted_one_by_one(
     ids = [f"spread-{n:02d}" for n in range(12)]
     for n, project_id in enumerate(ids):
         assert store.apply(CreateProject(dataclasses.replace(project_record(project_id), created_at_millis=T0 + n)))
-        store.apply(CreateUser(project_id, make_user("u", f"u@{project_id}.example")))
+        store.apply(add_user(project_id, make_user("u", f"u@{project_id}.example")))
         store.apply(AppendOutbox(project_id, make_email(n, "u@example.com")))
     nodes = {node_of(store, store.keys.project(project_id)) for project_id in ids}
     assert len(nodes) >= 2, "the projects should live on several nodes"
@@ -739,7 +739,7 @@ def test_the_clock_override_and_rate_limits_together_with_a_read(store: RedisSto
     store.apply(SetClockOverride(None))
     assert store.apply(LoadClockOverride()) is None
 
-    store.apply(CreateUser("rl", make_user("ada", "ada@example.com")))
+    store.apply(add_user("rl", make_user("ada", "ada@example.com")))
     hits = tuple(RateLimitHit(f"rule-{n}:window", T0) for n in range(6))  # each counter its own slot
     first = store.apply(Together((HitRateLimits(hits, T0 - 1), FindUserByAuthEmail("rl", "ada@example.com"))))
     assert first[0] == (1,) * 6
@@ -755,7 +755,7 @@ def test_the_asyncio_store_on_a_cluster(cluster: list[RedisProcess]) -> None:
             ids = [f"async-{n}" for n in range(6)]
             for project_id in ids:
                 assert await store.apply(CreateProject(project_record(project_id))) is True
-                await store.apply(CreateUser(project_id, make_user("u", "u@example.com")))
+                await store.apply(add_user(project_id, make_user("u", "u@example.com")))
             assert sorted(p.id for p in await store.apply(ListProjects())) == ids
             hits = (RateLimitHit("a:1", T0), RateLimitHit("b:1", T0))
             together = await store.apply(Together((HitRateLimits(hits, T0 - 1), LoadUser(ids[0], "u"))))
@@ -892,14 +892,14 @@ def test_a_node_down_fails_its_projects_fast_and_the_store_serves_them_again(
 
     victim.kill()
     try:
-        for effect in (LoadProject(down), CreateUser(down, make_user("u")), ListUsers(down)):
+        for effect in (LoadProject(down), add_user(down, make_user("u")), ListUsers(down)):
             outcome, detail, elapsed = _call(store, effect)
             assert outcome == "unavailable", (effect, detail)
             assert f"during {type(effect).__name__}" in detail
             assert str(victim.port) not in detail
             assert elapsed < 5.0
         for project_id in up:  # the other nodes' projects go on (the cluster has not declared itself down)
-            assert store.apply(CreateUser(project_id, make_user("u"))) == make_user("u")
+            assert store.apply(add_user(project_id, make_user("u"))) == Committed((make_user("u"),))
     finally:
         victim.restart()  # same port and nodes-<port>.conf: it rejoins with its slots, empty
     wait_until_ok(cluster)
@@ -909,5 +909,5 @@ def test_a_node_down_fails_its_projects_fast_and_the_store_serves_them_again(
         time.sleep(0.05)
     assert store.apply(LoadProject(down)) is None  # no persistence on these nodes
     assert store.apply(CreateProject(project_record(down))) is True
-    assert store.apply(CreateUser(down, make_user("u"))) == make_user("u")
+    assert store.apply(add_user(down, make_user("u"))) == Committed((make_user("u"),))
     assert [u.id for u in store.apply(ListUsers(down))] == ["u"]

@@ -10,7 +10,7 @@ about one millisecond then mostly serves them one after the other: no race).
 
 Each fails on a store with the race it is about (checked by planting one in the service process): a consuming
 attempt that marks the code used in a second command (two or more 200s), an e-mail check outside the write
-script (two 200s), an UpdateUser that reads the record and writes it back whole (a lost update).
+script (two 200s), a user write that reads the record and writes it back whole (a lost update).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ clock). Every record lives in the far future (2100), so no Redis TTL fires durin
 
 Bounded and derandomized: CI runs the same examples every time (about 2,800 steps, 20 s); it prints how many steps
 ran. Planted bugs it caught, each within seconds: DeleteTeam or RemoveMembership not deselecting the team,
-ZRANK for ZREVRANK in a descending ListUsers, UpdateUser leaving the old e-mail in the index, an off-by-one in
-max attempts, an unescaped SCAN pattern, UpdateUser not revoking sessions, UseRefreshToken moving last activity
+ZRANK for ZREVRANK in a descending ListUsers, a user update leaving the old e-mail in the index, an off-by-one in
+max attempts, an unescaped SCAN pattern, a user update not revoking sessions, UseRefreshToken moving last activity
 back, the outbox keeping one too many, a password reset not revoking sessions. Contact channels: a verification that
 rewrote the primary's id in one store and not in the other. (Garbage that no effect can observe, such as a
 membership record left behind by a user's deletion, is out of its reach.)
@@ -50,7 +50,6 @@ from identity_proto.effects import (
     ChangePermissionDefinitions,
     CodeOutcome,
     CreateProject,
-    CreateUser,
     DeleteProject,
     EnsureProject,
     FindApiKeyByHash,
@@ -81,7 +80,6 @@ from identity_proto.effects import (
     StorageEffect,
     Together,
     UpdateProject,
-    UpdateUser,
     UseRefreshToken,
     password_fingerprint,
     perform,
@@ -137,10 +135,12 @@ from identity_proto.records import (
     replaced,
 )
 from tests.contract.factories import (
+    add_user,
     ending_session,
     put_code,
     putting_session,
     revoking_sessions,
+    set_user_fields,
     sign_in_by_email,
     sign_up_anonymously,
     upgrading_anonymous,
@@ -480,7 +480,7 @@ class StoresAgree(RuleBasedStateMachine):
                 primary_email_verified=data.draw(st.booleans(), label="verified"),
                 client_metadata=data.draw(JSON_VALUES, label="client_metadata"),
             )
-            self.both(CreateUser(project_id, user))
+            self.both(add_user(project_id, user))
         elif op == "sign_in":
             # The end of a code sign-in: whoever holds the address is signed in (or refused), or a user is made,
             # maybe with a personal team (its id from the pool: an existing team is replaced, as CreateTeam does).
@@ -519,8 +519,11 @@ class StoresAgree(RuleBasedStateMachine):
                 # a PATCH of the user (the core's patch_user: reads, then one Commit), maybe ending its sessions
                 patch = UserChanges.of(changes.items())
                 self.both_flow(lambda: patch_user(project_id, user_id, patch, revoke_sessions=revoke))
-            else:
-                self.both(UpdateUser(project_id, user_id, tuple(changes.items())))
+            else:  # an internal write: a Commit's PatchUser (the e-mail fields move the index: only a PATCH)
+                fields = [
+                    (k, v) for k, v in changes.items() if k not in ("primary_email", "primary_email_auth_enabled")
+                ]
+                self.both(set_user_fields(project_id, user_id, fields))
         elif op == "email":
             # What PATCH /users does with primary_email (and maybe primary_email_auth_enabled): the index moves.
             user_id = self.user(project_id)
@@ -529,10 +532,7 @@ class StoresAgree(RuleBasedStateMachine):
             auth = data.draw(st.none() | st.booleans(), label="auth")
             if auth is not None:
                 email_changes.append(("primary_email_auth_enabled", auth and email is not None))
-            if data.draw(st.booleans(), label="as a PATCH"):
-                self.both_flow(lambda: patch_user(project_id, user_id, UserChanges.of(email_changes)))
-            else:
-                self.both(UpdateUser(project_id, user_id, tuple(email_changes)))
+            self.both_flow(lambda: patch_user(project_id, user_id, UserChanges.of(email_changes)))
         elif op == "select":
             # What PATCH /users does with selected_team_id: mostly a team the user is a member of, or none.
             team_id, user_id = self.membership(project_id)

@@ -14,8 +14,10 @@ import redis
 import redis.asyncio
 
 from backends.redis import AsyncRedisStore, RedisStore
-from identity_proto.effects import CreateUser, LoadSession, LoadUserWithTeam, Together
+from identity_proto.effects import LoadSession, LoadUserWithTeam, Together
+from identity_proto.effects.commit import Committed
 from identity_proto.records import User
+from tests.contract.factories import add_user
 from tests.processes import RedisServer
 
 pytestmark = [pytest.mark.redis]
@@ -79,7 +81,7 @@ def test_a_together_asks_no_script_exists_and_survives_a_script_flush(redis_serv
 def _a_together_asks_no_script_exists_and_survives_a_script_flush(
     admin: redis.Redis, apply: Callable[[Any], Any]
 ) -> None:
-    assert apply(CreateUser(PROJECT, USER)) == USER
+    assert apply(add_user(PROJECT, USER)) == Committed((USER,))
     assert apply(TOGETHER) == (None, (USER, None))  # scripts known from here on
 
     before = _script_calls(admin)

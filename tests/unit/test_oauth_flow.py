@@ -13,9 +13,7 @@ import orjson
 import pytest
 
 from identity_proto import Request, Service, ServiceOptions, run
-from identity_proto.changes import UserChanges
 from identity_proto.effects import OuterCode, UpdateProject, perform
-from identity_proto.effects.commit import PatchUser, commit
 from identity_proto.effects.oauth_provider import (
     DiscoverProvider,
     ExchangeProviderCode,
@@ -28,6 +26,7 @@ from identity_proto.effects.oauth_provider import (
 )
 from identity_proto.provider_tokens import unseal
 from identity_proto.records import OAuthProviderConfig, TrustedDomain, User
+from tests.contract.factories import patched_user
 from tests.support import KEYS, PROJECT_ID, Harness, Reply, client_headers
 
 REDIRECT = "http://localhost:3000/handler/oauth-callback"
@@ -573,7 +572,7 @@ def test_a_totp_user_gets_mfa_required_with_an_attempt_code(w: World) -> None:
     w.sign_in()
     (user,) = w.users()
     secret = base64.b64encode(b"0123456789abcdefghij").decode()
-    run(commit(PROJECT_ID, writes=(PatchUser(user.id, UserChanges.of(totp_secret_base64=secret)),)), w.h.store)
+    patched_user(w.h.store, PROJECT_ID, user.id, (("totp_secret_base64", secret),))
     reply = w.exchange(_code(w))
     assert (reply.status, reply.known_error) == (400, "MULTI_FACTOR_AUTHENTICATION_REQUIRED")
     assert len(reply.json["details"]["attempt_code"]) == 45

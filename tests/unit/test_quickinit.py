@@ -63,8 +63,8 @@ def test_defaults_factories_post_init_and_frozenness_are_kept() -> None:
 
 
 def test_effects_made_by_flows_still_validate_their_inputs() -> None:
-    # UpdateUser's __post_init__ turns loose pairs into a validated change set, and refuses unknown fields.
-    update = effects.UpdateUser("p", "u", (("display_name", "A"),))  # type: ignore[arg-type]
-    assert update.changes.as_dict() == {"display_name": "A"}
+    # UpdateProject's __post_init__ turns loose pairs into a validated change set, and refuses unknown fields.
+    update = effects.UpdateProject("p", config=(("magic_link_enabled", True),))  # type: ignore[arg-type]
+    assert update.config.as_dict() == {"magic_link_enabled": True}
     with pytest.raises(TypeError, match="cannot set"):
-        effects.UpdateUser("p", "u", (("id", "x"),))  # type: ignore[arg-type]
+        effects.UpdateProject("p", config=(("no_such_field", "x"),))  # type: ignore[arg-type]

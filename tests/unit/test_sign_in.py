@@ -16,8 +16,9 @@ from joserfc.jwk import KeySet
 from passlib.hash import bcrypt
 
 from identity_proto import Request, Service, ServiceOptions
-from identity_proto.effects import ComputeEffect, UpdateUser, VerifyPassword
+from identity_proto.effects import ComputeEffect, VerifyPassword
 from identity_proto.records import User
+from tests.contract.factories import patched_user
 from tests.support import PROJECT_ID, Harness, Reply, admin_headers, client_headers, server_headers
 
 DAY_MS = 24 * 3600 * 1000
@@ -370,10 +371,8 @@ def test_jwks_of_an_unknown_project_is_404() -> None:
 
 def _with_totp(h: Harness, user_id: str) -> pyotp.TOTP:
     secret = bytes(range(20))
-    result = h.store.apply(
-        UpdateUser(PROJECT_ID, user_id, (("totp_secret_base64", base64.b64encode(secret).decode()),))
-    )
-    assert isinstance(result, User)
+    result = patched_user(h.store, PROJECT_ID, user_id, (("totp_secret_base64", base64.b64encode(secret).decode()),))
+    assert isinstance(result[0], User)
     return pyotp.TOTP(base64.b32encode(secret).decode())
 
 
