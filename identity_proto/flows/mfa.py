@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["mfa_sign_in"]
 
 
-def mfa_sign_in(ctx: RequestContext) -> Flow[Response]:
+def mfa_sign_in(ctx: RequestContext[MfaSignInBody]) -> Flow[Response]:
     """POST /auth/mfa/sign-in {type: "totp", totp, code}: a wrong TOTP leaves the attempt code usable (its nonce
     still counts the attempt); a right one consumes it and signs the user in, once: consuming the code and
     recording the TOTP's time step as the user's last are one atomic step (`AcceptTotp`), so a TOTP accepted

@@ -133,7 +133,6 @@ if TYPE_CHECKING:
         MAX_SESSION_LIFETIME_MS,
         CreateSessionBody,
         ListSessionsQuery,
-        OAuthTokenBody,
         SessionIdParams,
     )
     from identity_proto.schemas.sign_in import (
@@ -279,7 +278,6 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "MAX_SESSION_LIFETIME_MS",
         "CreateSessionBody",
         "ListSessionsQuery",
-        "OAuthTokenBody",
         "SessionIdParams",
     ),
     "sign_in": ("CodeBody", "MfaSignInBody", "PasswordSignInBody", "PasswordSignUpBody", "SendSignInCodeBody"),
@@ -344,7 +342,6 @@ __all__ = [
     "MemberProfileUpdateBody",
     "MembershipParams",
     "MfaSignInBody",
-    "OAuthTokenBody",
     "OutboxQuery",
     "PasswordSignInBody",
     "PasswordSignUpBody",
