@@ -102,14 +102,13 @@ class IdentityASGI:
         # mock provider is served by this app in process). One given here is the caller's to close.
         self._provider = provider
         self._owns_provider = provider is None
-        # --- webhooks: delivery ---
+        # webhooks: delivery
         # The delivery task (started with the service, stopped at shutdown) and its HTTP sender (one given here is
         # the caller's to close); requests in flight, which the task lets go first.
         self._webhook_sender = webhook_sender
         self._owns_webhook_sender = webhook_sender is None
         self.webhook_loop: AsyncDeliveryLoop | None = None
         self._busy = BusyMeter()  # webhooks: the delivery loop defers to requests
-        # --- end webhooks: delivery ---
 
     @classmethod
     def from_env(cls) -> IdentityASGI:
@@ -146,7 +145,7 @@ class IdentityASGI:
             self._preparing = asyncio.get_running_loop().run_in_executor(None, self.service.prepare)
             self._start_webhook_delivery()
 
-    # --- webhooks: delivery ---
+    # webhooks: delivery
     def _start_webhook_delivery(self) -> None:
         assert self._store is not None
         if self._webhook_sender is None:
@@ -171,8 +170,6 @@ class IdentityASGI:
         if self._webhook_sender is not None and self._owns_webhook_sender:
             sender, self._webhook_sender = self._webhook_sender, None
             await sender.aclose()
-
-    # --- end webhooks: delivery ---
 
     async def shutdown(self) -> None:
         """Stop the webhook delivery task, close the store and the OAuth provider client (after the start-up's

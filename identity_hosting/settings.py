@@ -132,11 +132,10 @@ class Settings:
     trusted_proxy_header: str = ""
     #: OAuth: the key provider tokens are sealed with (32 bytes), or None (see `identity_proto.provider_tokens`).
     oauth_token_key: bytes | None = field(default=None, repr=False)
-    # --- OAuth provider side ---
+    # OAuth provider side
     #: Seconds each call to an OAuth provider may take (connect, each read) before it counts as unavailable.
     oauth_timeout_s: float = 10.0
-    # --- end OAuth provider side ---
-    # --- webhooks: delivery ---
+    # webhooks: delivery
     #: Seconds between two passes of the delivery loop when the last found nothing to do.
     webhook_poll_s: float = 1.0
     #: Seconds a receiver has to answer one POST.
@@ -147,7 +146,6 @@ class Settings:
     #: Outbound requests (webhooks, OAuth providers) may reach private and loopback addresses too (always in dev
     #: mode; in production only when the operator says: `IDENTITY_ALLOW_PRIVATE_ADDRESSES=1`).
     webhook_allow_private: bool = False
-    # --- end webhooks: delivery ---
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -217,14 +215,13 @@ class Settings:
                 oauth_token_key = decode_token_key(env["IDENTITY_OAUTH_TOKEN_KEY"])
             except ValueError as exc:
                 raise ConfigurationError(f"IDENTITY_OAUTH_TOKEN_KEY {exc}") from None
-        # --- OAuth provider side ---
+        # OAuth provider side
         try:
             oauth_timeout_s = float(env.get("IDENTITY_OAUTH_TIMEOUT_SECONDS", "10"))
         except ValueError:
             raise ConfigurationError("IDENTITY_OAUTH_TIMEOUT_SECONDS must be a number of seconds") from None
         if not 0.1 <= oauth_timeout_s <= 120:  # also refuses nan and inf
             raise ConfigurationError("IDENTITY_OAUTH_TIMEOUT_SECONDS must be between 0.1 and 120")
-        # --- end OAuth provider side ---
         webhooks = _webhook_settings(env)
         return cls(
             **webhooks,
@@ -258,22 +255,19 @@ class Settings:
             trusted_proxy_header=self.trusted_proxy_header,
             oauth_token_key=self.oauth_token_key,
             webhook_allow_private=self.webhook_allow_private,  # webhook endpoints
-            # --- webhooks: delivery ---
+            # webhooks: delivery
             webhook_retention_ms=int(self.webhook_retention_hours * 3600 * 1000),
             webhook_keep_events=self.webhook_keep_events,
             webhook_timeout_s=self.webhook_timeout_s,
-            # --- end webhooks: delivery ---
         )
 
-    # --- webhooks: delivery ---
+    # webhooks: delivery
     @property
     def may_reach_private_addresses(self) -> bool:
         """Whether outbound requests (webhook deliveries, OAuth provider calls) may reach private, loopback and
         other non-global addresses (the SSRF guard off): in dev mode, or when `IDENTITY_ALLOW_PRIVATE_ADDRESSES=1`
         (or its former name `IDENTITY_WEBHOOK_ALLOW_PRIVATE=1`)."""
         return self.dev_mode or self.webhook_allow_private
-
-    # --- end webhooks: delivery ---
 
     @property
     def disabled_projects(self) -> tuple[str, ...]:
@@ -481,7 +475,7 @@ class Dashboard:
         return Response(200, (("content-type", media_type), *_DASHBOARD_HEADERS), b"" if method == "HEAD" else body)
 
 
-# --- webhooks: delivery ---
+# webhooks: delivery
 def _webhook_number(env: Mapping[str, str], name: str, default: str, low: float, high: float) -> float:
     try:
         value = float(env.get(name, default))
@@ -511,6 +505,3 @@ def _webhook_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "webhook_keep_events": int(keep),
         "webhook_allow_private": any(allowed),
     }
-
-
-# --- end webhooks: delivery ---

@@ -85,7 +85,7 @@ class IdentityWSGI:
         # mock provider is served by this app in process). One given here is the caller's to close.
         self._provider = provider
         self._owns_provider = provider is None
-        # --- webhooks: delivery ---
+        # webhooks: delivery
         # The delivery thread (started with the host, stopped by `close`) and its HTTP sender (one given here is the
         # caller's to close); requests in flight, which the thread lets go first.
         self._webhook_sender = webhook_sender
@@ -94,7 +94,6 @@ class IdentityWSGI:
         #: False: no delivery thread (the in-process fake delivers itself, at its test's pace).
         self._webhook_delivery = webhook_delivery
         self._busy = BusyMeter()  # webhooks: the delivery thread defers to requests
-        # --- end webhooks: delivery ---
 
     @classmethod
     def from_env(cls) -> IdentityWSGI:
@@ -116,7 +115,7 @@ class IdentityWSGI:
             if self._webhook_delivery:
                 self._start_webhook_delivery()
 
-    # --- webhooks: delivery ---
+    # webhooks: delivery
     def _start_webhook_delivery(self) -> None:
         assert self.store is not None
         if self._webhook_sender is None:
@@ -142,8 +141,6 @@ class IdentityWSGI:
             thread.stop()
         if sender is not None and self._owns_webhook_sender:
             sender.close()
-
-    # --- end webhooks: delivery ---
 
     def close(self) -> None:
         """Stop the webhook delivery thread, close the store, the webhook sender and the OAuth provider client."""

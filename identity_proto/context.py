@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Generic
 from urllib.parse import quote
+
+from typing_extensions import TypeVar
 
 from identity_proto.auth import AccessType, Auth, HeaderReader, ProjectCache
 from identity_proto.errors import ErrorCode, KnownError
@@ -17,6 +19,12 @@ if TYPE_CHECKING:
     from identity_proto.routing import Route
 
 __all__ = ["RequestContext", "ServiceOptions", "client_address", "public_base_url"]
+
+#: What a flow receives, as its route validated it: `RequestContext[Body, Query, Params]`; `object` (the default)
+#: for an input the flow does not read, `None` for one its route takes none of.
+BodyT = TypeVar("BodyT", covariant=True, default=object)
+QueryT = TypeVar("QueryT", covariant=True, default=object)
+ParamsT = TypeVar("ParamsT", covariant=True, default=object)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,19 +59,15 @@ class ServiceOptions:
     #: OAuth: the AES-256 key provider tokens are sealed with at rest (`identity_proto.provider_tokens`); None: the
     #: public dev key in dev mode, and no provider token stored at all otherwise.
     oauth_token_key: bytes | None = field(default=None, repr=False)
-    # --- webhook endpoints ---
-    #: Production: allow endpoint URLs on private, loopback and link-local addresses and local host names (dev mode
-    #: always allows them; see `flows.webhooks.check_endpoint_url`).
+    #: Webhooks. Production: allow endpoint URLs on private, loopback and link-local addresses and local host names
+    #: (dev mode always allows them; see `flows.webhooks.check_endpoint_url`).
     webhook_allow_private: bool = False
-    # --- end webhook endpoints ---
-    # --- webhooks: delivery ---
     #: Retention of webhook events and settled deliveries (`TrimWebhookData`): recorded this long ago at most...
     webhook_retention_ms: int = 72 * 3600 * 1000
     #: ...and the newest this many events per project at most.
     webhook_keep_events: int = 10_000
     #: Seconds a receiver has to answer one webhook POST (Svix: 15).
     webhook_timeout_s: float = 15.0
-    # --- end webhooks: delivery ---
 
     @property
     def headers(self) -> HeaderReader:
@@ -83,8 +87,9 @@ class ServiceOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Everything one endpoint flow may use. Inputs are already validated against the route's models."""
+class RequestContext(Generic[BodyT, QueryT, ParamsT]):
+    """Everything one endpoint flow may use. Inputs are already validated against the route's models (a flow
+    declares them: `ctx: RequestContext[UserCreateBody]`, `RequestContext[None, ListUsersQuery, UserIdParams]`)."""
 
     request: Request
     now_ms: int
@@ -92,9 +97,9 @@ class RequestContext:
     request_id: str
     options: ServiceOptions
     auth: Auth | None
-    params: Any
-    query: Any
-    body: Any
+    params: ParamsT
+    query: QueryT
+    body: BodyT
     #: The service's project cache: flows that change a project forget it there.
     projects: ProjectCache | None = None
     #: The route table serving this request (what the OpenAPI document describes).

@@ -77,7 +77,7 @@ class AsyncMailer(Protocol):
         ...
 
 
-# --- webhooks: delivery ---
+# webhooks: delivery
 class WebhookSender(Protocol):
     """POSTs webhooks for sync hosts (`SendWebhooks`): one result per request; a receiver's failure is a result,
     never an exception."""
@@ -93,9 +93,6 @@ class AsyncWebhookSender(Protocol):
     async def send(self, effect: SendWebhooks) -> tuple[WebhookResult, ...]:
         """Perform `effect`."""
         ...
-
-
-# --- end webhooks: delivery ---
 
 
 def run(

@@ -28,7 +28,7 @@ __all__ = ["ErrorCode", "IdentityError", "KnownError", "PlainError", "StorageUna
 class ErrorCode(Enum):
     """Known-error codes: value is (HTTP status, default message template)."""
 
-    # --- request machinery (reference §0) ---
+    # request machinery (reference §0)
     #: The body could not be parsed for its content type.
     BODY_PARSING_ERROR = (400, "The request body could not be parsed.")
     #: The body, query or path parameters do not match the endpoint's schema; details.message says how.
@@ -52,7 +52,7 @@ class ErrorCode(Enum):
     #: later is safe: nothing was written.
     WRITE_CONFLICT = (503, "The data changed concurrently while this request was answered; please retry.")
 
-    # --- request authentication (reference §1.2, in the order they are checked) ---
+    # request authentication (reference §1.2, in the order they are checked)
     PROJECT_KEY_WITHOUT_ACCESS_TYPE = (
         400,
         "Project authentication was given, but the x-service-access-type header is missing. "
@@ -116,13 +116,13 @@ class ErrorCode(Enum):
         "x-service-allow-restricted-user: true to accept restricted users.",
     )
 
-    # --- rate limits (our spec: 429 with headers telling when to retry) ---
+    # rate limits (our spec: 429 with headers telling when to retry)
     RATE_LIMITED = (429, "Too many requests ({rule}). Retry in {retry_after_seconds} seconds.")
 
-    # --- projects ---
+    # projects
     PROJECT_NOT_FOUND = (404, "Project {project_id} not found.")
 
-    # --- users (reference §3, §6) ---
+    # users (reference §3, §6)
     CANNOT_GET_OWN_USER_WITHOUT_USER = (
         400,
         "You have specified 'me' as a userId, but did not provide authentication for a user.",
@@ -151,7 +151,7 @@ class ErrorCode(Enum):
         "Creation of new accounts is not enabled for this project. Please ask the project owner to enable it.",
     )
 
-    # --- teams (reference §5) ---
+    # teams (reference §5)
     TEAM_NOT_FOUND = (404, "Team {team_id} not found.")
     TEAM_MEMBERSHIP_NOT_FOUND = (404, "User {user_id} is not found in team {team_id}.")
     TEAM_MEMBERSHIP_ALREADY_EXISTS = (409, "Team membership already exists.")
@@ -169,7 +169,7 @@ class ErrorCode(Enum):
     CANNOT_UPDATE_OTHER_USERS_PROFILE = (403, "Cannot update another user's profile")
     TEAM_ID_REQUIRED_FOR_CLIENT = (400, "team_id is required for access type client")
 
-    # --- permissions (reference part 2 §6, §9) ---
+    # permissions (reference part 2 §6, §9)
     PERMISSION_NOT_FOUND = (404, 'Permission "{permission_id}" not found. Make sure you created it on the dashboard.')
     WRONG_PERMISSION_SCOPE = (
         404,
@@ -181,9 +181,8 @@ class ErrorCode(Enum):
         'Contained permission with ID "{permission_id}" not found. Make sure you created it on the dashboard.',
     )
     PERMISSION_ID_ALREADY_EXISTS = (400, 'Permission with ID "{permission_id}" already exists. Choose a different ID.')
-    # --- end permissions ---
 
-    # --- one-time codes and sign-in (reference §2) ---
+    # one-time codes and sign-in (reference §2)
     OTP_SIGN_IN_NOT_ENABLED = (403, "OTP sign-in is not enabled for this project.")
     REDIRECT_URL_NOT_WHITELISTED = (
         400,
@@ -204,7 +203,7 @@ class ErrorCode(Enum):
         "The e-mail could not be delivered, so no code was sent. Please try again later.",
     )
 
-    # --- passwords ---
+    # passwords
     PASSWORD_AUTHENTICATION_NOT_ENABLED = (400, "Password authentication is not enabled for this project.")
     PASSWORD_TOO_SHORT = (400, "Password too short. Minimum length is {min_length}.")
     PASSWORD_TOO_LONG = (400, "Password too long. Maximum length is {maxLength} characters (and 72 bytes).")
@@ -213,7 +212,7 @@ class ErrorCode(Enum):
     # passwords (reference part 2 §1): a wrong old password on POST /auth/password/update
     PASSWORD_CONFIRMATION_MISMATCH = (400, "Passwords do not match.")
 
-    # --- sessions (reference §1.4) ---
+    # sessions (reference §1.4)
     REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED = (
         401,
         "Refresh token not found for this project, or the session has expired/been revoked.",
@@ -222,7 +221,7 @@ class ErrorCode(Enum):
     SESSION_NOT_FOUND = (404, "Session not found.")
     CLIENT_CAN_ONLY_LIST_OWN_SESSIONS = (403, "Client can only list sessions for their own user.")
 
-    # --- API keys (reference part 2 §5, §9) ---
+    # API keys (reference part 2 §5, §9)
     API_KEY_NOT_FOUND = (404, "API key not found.")
     API_KEY_REVOKED = (401, "API key has been revoked.")
     API_KEY_EXPIRED = (401, "API key has expired.")
@@ -231,14 +230,14 @@ class ErrorCode(Enum):
         "This endpoint is for {expected_type} API keys, but a {actual_type} API key was provided.",
     )
 
-    # --- team invitations (reference part 2 §3) ---
+    # team invitations (reference part 2 §3)
     TEAM_INVITATION_RESTRICTED_USER_NOT_ALLOWED = (
         403,
         "Restricted users cannot accept team invitations. Reason: {reason}. Please complete the onboarding process "
         "before accepting team invitations.",
     )
 
-    # --- contact channels (reference part 2 §2, §9) ---
+    # contact channels (reference part 2 §2, §9)
     CONTACT_CHANNEL_ALREADY_USED_FOR_AUTH_BY_SOMEONE_ELSE = (
         409,
         'This {type} "({contact_channel_value})" is already used for authentication by another account.',
@@ -249,7 +248,7 @@ class ErrorCode(Enum):
         "The given e-mail ({email}) must equal the user's primary e-mail ({primary_email}).",
     )
 
-    # --- OAuth sign-in (reference part 2 §7.2-7.5, §9; messages quoted from the original) ---
+    # OAuth sign-in (reference part 2 §7.2-7.5, §9; messages quoted from the original)
     INVALID_OAUTH_CLIENT_ID_OR_SECRET = (
         400,
         "The OAuth client ID or secret is invalid. The client ID must be equal to the project ID (potentially with a "
@@ -272,21 +271,18 @@ class ErrorCode(Enum):
         "The OAuth provider is temporarily unavailable. Please try signing in again.",
     )
     OUTER_OAUTH_TIMEOUT = (408, "The OAuth flow has timed out. Please sign in again.")
-    # --- end OAuth sign-in ---
-    # --- OAuth accounts: linked and connected accounts (reference part 2 §7.6, §9) ---
+    # OAuth accounts: linked and connected accounts (reference part 2 §7.6, §9)
     OAUTH_CONNECTION_NOT_CONNECTED_TO_USER = (400, "The OAuth connection is not connected to any user.")
     OAUTH_CONNECTION_DOES_NOT_HAVE_REQUIRED_SCOPE = (400, "The OAuth connection does not have the required scope.")
     OAUTH_PROVIDER_ACCOUNT_ID_ALREADY_USED_FOR_SIGN_IN = (
         400,
         "A provider with the same account ID is already used for signing in.",
     )
-    # --- end OAuth accounts ---
-    # --- webhook endpoints (ours: the original keeps endpoints in Svix) ---
+    # webhook endpoints (ours: the original keeps endpoints in Svix)
     WEBHOOK_ENDPOINT_NOT_FOUND = (404, "Webhook endpoint not found.")
     #: details.reason says why (the service's own origin, a private address or local name in production).
     WEBHOOK_URL_NOT_ALLOWED = (400, "This webhook URL is not allowed: {reason}")
     WEBHOOK_MESSAGE_NOT_FOUND = (404, "Webhook message {message_id} not found for this endpoint.")
-    # --- end webhook endpoints ---
 
     @property
     def status(self) -> int:

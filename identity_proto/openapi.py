@@ -151,14 +151,14 @@ _JSON = "application/json"
 
 def _parameters(route: Route) -> list[dict[str, Any]]:
     parameters: list[dict[str, Any]] = []
-    params = route.params_model()
+    params = route.params
     path_schema = _properties(params) if params is not None else {}
     for name in _path_names(route.pattern):
         schema = path_schema.get(name, {"type": "string"})
         parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
     for header in route.required_headers:
         parameters.append({"name": header, "in": "header", "required": True, "schema": {"type": "string"}})
-    query = route.query_model()
+    query = route.query
     if query is not None:
         full = query.model_json_schema(ref_template=_REF)
         required = set(full.get("required", ()))

@@ -86,11 +86,11 @@ DEFAULT_RULES: dict[str, RateLimitRule] = {
         # anonymous users: each sign-up creates a user
         RateLimitRule("anonymous_sign_up_ip", 10, 60_000),
         RateLimitRule("api_key_check_ip", 3000, 60_000),
-        # --- team invitations ---
+        # team invitations
         RateLimitRule("send_invitation_email", 5, 600_000),
-        # --- OAuth accounts: a connected account's token may cost a call to the provider (check or refresh) ---
+        # OAuth accounts: a connected account's token may cost a call to the provider (check or refresh)
         RateLimitRule("provider_token_ip", 60, 60_000),
-        # --- contact channels: a client's creations, per user and per address named (every attempt counts) ---
+        # contact channels: a client's creations, per user and per address named (every attempt counts)
         RateLimitRule("contact_channel_user", 10, 3_600_000),
         RateLimitRule("contact_channel_address", 5, 3_600_000),
     )
@@ -106,12 +106,11 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/password/sign-up"): "send_code_ip",
     # anonymous users
     ("POST", "/api/v1/auth/anonymous/sign-up"): "anonymous_sign_up_ip",
-    # --- OAuth sign-in: the provider's callback presents its code (the token endpoint's authorization-code grant
-    # counts itself: `flows.oauth`, so that refreshing tokens is not limited like signing in) ---
+    # OAuth sign-in: the provider's callback presents its code (the token endpoint's authorization-code grant
+    # counts itself: `flows.oauth`, so that refreshing tokens is not limited like signing in)
     ("GET", "/api/v1/auth/oauth/callback/{provider_id}"): "sign_in_ip",
     ("POST", "/api/v1/auth/oauth/callback/{provider_id}"): "sign_in_ip",
-    # --- end OAuth sign-in ---
-    # --- OAuth accounts: connected accounts' provider tokens (client access) ---
+    # OAuth accounts: connected accounts' provider tokens (client access)
     (
         "POST",
         "/api/v1/connected-accounts/{user_id}/{provider_id}/{provider_account_id}/access-token",
@@ -127,7 +126,7 @@ ROUTE_RULES: dict[tuple[str, str], str] = {
 SECRET_CHECK_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/user-api-keys/check"): "api_key_check_ip",
     ("POST", "/api/v1/team-api-keys/check"): "api_key_check_ip",
-    # --- team invitations: sending one mails an address; the others check a secret (the invitation code) ---
+    # team invitations: sending one mails an address; the others check a secret (the invitation code)
     ("POST", "/api/v1/team-invitations/send-code"): "send_code_ip",
     ("POST", "/api/v1/team-invitations/accept"): "sign_in_ip",
     ("POST", "/api/v1/team-invitations/accept/check-code"): "sign_in_ip",
@@ -136,7 +135,7 @@ SECRET_CHECK_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/password/send-reset-code"): "send_code_ip",
     ("POST", "/api/v1/auth/password/reset"): "sign_in_ip",
     ("POST", "/api/v1/auth/password/reset/check-code"): "sign_in_ip",
-    # --- contact channels: mailing a verification code, presenting one ---
+    # contact channels: mailing a verification code, presenting one
     ("POST", "/api/v1/contact-channels/send-verification-code"): "send_code_ip",
     ("POST", "/api/v1/contact-channels/{user_id}/{contact_channel_id}/send-verification-code"): "send_code_ip",
     ("POST", "/api/v1/contact-channels/verify"): "sign_in_ip",

@@ -79,7 +79,7 @@ class RateLimitSetting:
     window_seconds: int
 
 
-# --- permissions: definitions (reference part 2 §6) ---
+# permissions: definitions (reference part 2 §6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +114,9 @@ BUILT_IN_PERMISSION_DEFINITIONS: tuple[PermissionDefinition, ...] = (
         "team_member", "team", "Default permission for team members", ("$invite_members", "$read_members")
     ),
 )
-# --- end permissions ---
 
 
-# --- OAuth (reference part 2 §7) ---
+# OAuth (reference part 2 §7)
 #: Provider types a project may configure (`OAuthProviderConfig.type`). `oidc` is any OpenID Connect provider found
 #: by its `issuer_url`; `mock` is the service's own dev/test provider (dev mode only, see `identity_proto.flows.
 #: mock_oauth`), which also stands in for any other type when a provider's `client_id` is "MOCK".
@@ -162,9 +161,6 @@ class OAuthAccount:
     created_at_millis: int = 0
 
 
-# --- end OAuth ---
-
-
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """A project's configuration. Defaults suit a service developers run locally with code sign-in first."""
@@ -182,23 +178,21 @@ class ProjectConfig:
     require_publishable_client_key: bool = False
     team_creator_default_permissions: tuple[str, ...] = ("team_admin",)
     team_member_default_permissions: tuple[str, ...] = ("team_member",)
-    # --- permissions ---
+    # permissions
     #: Project permissions every new user is granted at sign-up (direct grants; reference: `user_default_permissions`).
     user_default_permissions: tuple[str, ...] = ()
     #: The project's permission definitions of both scopes, sorted by id (changed only through the definition
     #: endpoints: one atomic effect each, `ChangePermissionDefinitions`).
     permission_definitions: tuple[PermissionDefinition, ...] = BUILT_IN_PERMISSION_DEFINITIONS
-    # --- end permissions ---
     #: Rate-limit rules this project sets itself (the others keep their defaults).
     rate_limits: tuple[RateLimitSetting, ...] = ()
-    # --- API keys (reference part 2 §5: the legacy names of `apiKeys.enabled.user|team`; off by default) ---
+    # API keys (reference part 2 §5: the legacy names of `apiKeys.enabled.user|team`; off by default)
     allow_user_api_keys: bool = False
     allow_team_api_keys: bool = False
-    # --- OAuth ---
+    # OAuth
     oauth_providers: tuple[OAuthProviderConfig, ...] = ()
     #: One of `OAUTH_MERGE_STRATEGIES`.
     oauth_account_merge_strategy: str = "link_method"
-    # --- end OAuth ---
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,13 +332,13 @@ class User:
     selected_team_id: str | None = None
     country_code: str | None = None
     risk_scores: RiskScores = field(default_factory=RiskScores)
-    # --- contact channels: the primary e-mail channel is these `primary_email*` fields (see `ContactChannel`) ---
+    # contact channels: the primary e-mail channel is these `primary_email*` fields (see `ContactChannel`)
     #: The id of the primary e-mail channel; None: the id derived from the user's id (`primary_channel`). Set by
     #: every contact-channel write that moves a channel in or out of these fields.
     primary_email_channel_id: str | None = None
     #: When the primary e-mail channel was created; None: when the user signed up.
     primary_email_channel_created_at_millis: int | None = None
-    # --- OAuth: the user's linked provider accounts, in creation order (see `OAuthAccount`) ---
+    # OAuth: the user's linked provider accounts, in creation order (see `OAuthAccount`)
     oauth_accounts: tuple[OAuthAccount, ...] = ()
 
     @property
@@ -360,15 +354,15 @@ class CodePurpose(StrEnum):
     SIGN_IN = "sign_in"
     #: The second factor's attempt code, returned by a first factor that needs a TOTP next.
     MFA = "mfa"
-    # --- team invitations ---
+    # team invitations
     #: An invitation to join a team, mailed to an address (reference part 2 §3).
     TEAM_INVITATION = "team_invitation"
-    # --- passwords (reference part 2 §1) ---
+    # passwords (reference part 2 §1)
     #: Resetting a forgotten password: the whole 45-character code is mailed in a link (no nonce is returned);
     #: the code names the user it was sent for (`user_id`), the address (`email`) and the password it may replace
     #: (`password_fingerprint`).
     PASSWORD_RESET = "password_reset"  # noqa: S105 (a purpose, not a password)
-    # --- contact channels ---
+    # contact channels
     #: Verifying a contact channel (reference part 2 §2): the code names the user and the address.
     CONTACT_CHANNEL_VERIFICATION = "contact_channel_verification"
 
@@ -389,12 +383,12 @@ class VerificationCode:
     user_id: str | None = None
     is_new_user: bool = False
     used: bool = False
-    # --- team invitations ---
+    # team invitations
     #: Team invitations: the invitation's id (a UUID, what the API shows; the code itself is never shown) and the
     #: team it invites to. `email` is the invited address.
     id: str | None = None
     team_id: str | None = None
-    # --- passwords ---
+    # passwords
     #: Password-reset codes: the user's password when the code was sent, as `password_fingerprint` makes it ('' for
     #: none). The code resets only while the user's password is still that one (None: it never does).
     password_fingerprint: str | None = None
@@ -658,7 +652,7 @@ def _make_replacer(cls: type[Any]) -> tuple[Callable[[Any, Any], Any], frozenset
     return namespace["replace"], names
 
 
-# --- webhooks: what a store records with a change (see identity_proto.events) ---
+# webhooks: what a store records with a change (see identity_proto.events)
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
     """An event as a store recorded it."""
@@ -673,6 +667,3 @@ class StoredEvent:
     #: The user's selected team, likewise (user events), or None.
     team: Any = None
     ids: tuple[str, ...] = ()
-
-
-# --- end webhooks ---

@@ -335,7 +335,7 @@ def render_api_key(key: ApiKey, *, full_key: str | None = None) -> dict[str, Any
     return rendered
 
 
-# --- contact channels ---
+# contact channels
 def render_contact_channel(channel: ContactChannel) -> dict[str, Any]:
     """A contact channel, the same for every access type (reference part 2 §2)."""
     return {
@@ -347,9 +347,6 @@ def render_contact_channel(channel: ContactChannel) -> dict[str, Any]:
         "is_verified": channel.is_verified,
         "used_for_auth": channel.used_for_auth,
     }
-
-
-# --- end contact channels ---
 
 
 def _oauth_providers(user: User, config: ProjectConfig) -> list[dict[str, Any]]:

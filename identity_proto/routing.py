@@ -5,9 +5,10 @@ Rules:
 - A path that no route has is 404 ROUTE_NOT_FOUND; a path some route has, with another method, is
   405 METHOD_NOT_ALLOWED with `Allow`; OPTIONS on a known path is a CORS preflight (reference §0.2).
 - A route says who may call it (`access`: None for endpoints that need no authentication), and which models
-  validate its path parameters, query and body (one body model per access type where the allowed fields differ).
-  It names its models (their names in `identity_proto.schemas`) rather than holding them, so that a model is
-  built when its route is first used, not when the route table is; no name: the route takes no such input.
+  validate its path parameters, query and body (one body model per access type where the allowed fields differ);
+  none: the route takes no such input. Its flow declares the models it receives (`RequestContext[Body, Query,
+  Params]`) and mypy checks them against the route's. Models are built on their first use (`defer_build`), or by
+  `Service.prepare`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode, KnownError
 
@@ -33,6 +33,10 @@ ALL_ACCESS_TYPES = frozenset(AccessType)
 SERVER_AND_ADMIN = frozenset({AccessType.SERVER, AccessType.ADMIN})
 ADMIN_ONLY = frozenset({AccessType.ADMIN})
 
+B = TypeVar("B")
+Q = TypeVar("Q")
+P = TypeVar("P")
+
 _PARAM = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -42,15 +46,15 @@ class Route:
 
     method: str
     pattern: str
-    flow: Callable[[RequestContext], Flow[Response]]
+    flow: Callable[[RequestContext[Any, Any, Any]], Flow[Response]]
     #: Access types allowed; None when the endpoint needs no authentication at all.
     access: frozenset[AccessType] | None = ALL_ACCESS_TYPES
-    #: The body's model (a `schemas.Body`) by name, or one per access type; None: the endpoint takes no body.
-    body: str | Mapping[AccessType, str] | None = None
-    #: The query's model (a `schemas.Query`) by name; None: the endpoint takes no query.
-    query: str | None = None
-    #: The path parameters' model (a `schemas.Query`) by name; None: the parameters are passed on as matched.
-    params: str | None = None
+    #: The body's model, or one per access type; None: the endpoint takes no body.
+    body: type[Body] | Mapping[AccessType, type[Body]] | None = None
+    #: The query's model; None: the endpoint takes no query.
+    query: type[Query] | None = None
+    #: The path parameters' model; None: the parameters are passed on as matched.
+    params: type[Query] | None = None
     #: For the OpenAPI document: the success status, and the media types of the body and the answer.
     success: int = 200
     consumes: str = "application/json"
@@ -66,25 +70,32 @@ class Route:
     #: listing's 400 for conflicting filters).
     plain_errors: tuple[int, ...] = ()
 
+    if TYPE_CHECKING:
+        # What mypy checks a route by: its flow receives what its models give (the dataclass writes the same
+        # `__init__` at run time).
+        def __init__(
+            self,
+            method: str,
+            pattern: str,
+            flow: Callable[[RequestContext[B, Q, P]], Flow[Response]],
+            access: frozenset[AccessType] | None = ALL_ACCESS_TYPES,
+            body: type[B] | Mapping[AccessType, type[B]] | None = None,
+            query: type[Q] | None = None,
+            params: type[P] | None = None,
+            success: int = 200,
+            consumes: str = "application/json",
+            produces: str = "application/json",
+            required_headers: tuple[str, ...] = (),
+            checks_own_session: bool = False,
+            plain_errors: tuple[int, ...] = (),
+        ) -> None: ...
+
     def body_model(self, access_type: AccessType | None) -> type[Body] | None:
-        """The body model for this caller (built on first use); None when the endpoint takes no body."""
-        name = self.body
-        if isinstance(name, Mapping):
-            name = next(iter(name.values())) if access_type is None else name[access_type]
-        return None if name is None else _model(name)
-
-    def query_model(self) -> type[Query] | None:
-        """The query model (built on first use); None when the endpoint takes no query."""
-        return None if self.query is None else _model(self.query)
-
-    def params_model(self) -> type[Query] | None:
-        """The path parameters' model (built on first use); None when they are not validated."""
-        return None if self.params is None else _model(self.params)
-
-
-def _model(name: str) -> Any:
-    """The model `name` of `identity_proto.schemas`: after the first request of a route, an attribute lookup."""
-    return getattr(schemas, name)
+        """The body model for this caller; None when the endpoint takes no body."""
+        body = self.body
+        if isinstance(body, Mapping):
+            return next(iter(body.values())) if access_type is None else body[access_type]
+        return body
 
 
 @dataclass(slots=True)

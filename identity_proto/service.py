@@ -79,15 +79,14 @@ class Service:
         self._cors_headers = check_headers(cors_headers(self.options.header_prefixes))
 
     def prepare(self) -> None:
-        """Build now what first requests otherwise build on their way: every model the route table names (see
-        `identity_proto.schemas`), the token machinery (`tokens.load_signing`) and password hashing
+        """Build now what first requests otherwise build on their way: every model of the route table (pydantic's
+        validators, deferred until then), the token machinery (`tokens.load_signing`) and password hashing
         (`passwords.load_hashing`). Serving hosts call it at start-up so that no request waits for it; a core used
         in process can leave each to its first use."""
         for route in self._router.routes:
-            for access in (None, *_ACCESS_ORDER):
-                route.body_model(access)
-            route.query_model()
-            route.params_model()
+            for model in (*(route.body_model(access) for access in (None, *_ACCESS_ORDER)), route.query, route.params):
+                if model is not None:
+                    model.model_rebuild()
         load_signing()
         load_hashing()
 
@@ -223,7 +222,7 @@ class Service:
 MAX_COMMIT_ATTEMPTS = 5
 
 
-def _rerun_on_conflict(route: Route, ctx: RequestContext) -> Flow[Response]:
+def _rerun_on_conflict(route: Route, ctx: RequestContext[Any, Any, Any]) -> Flow[Response]:
     """The route's flow, run again from its first read when its commit found a guard broken by a concurrent write:
     the flow is pure given the request, the clock and entropy, so the re-run reads what that write left and decides
     on it ("one of N concurrent sign-ups wins" is "N-1 conflict, re-run, and see the winner"). A flow commits before
@@ -319,10 +318,9 @@ def _validate_inputs(
 ) -> tuple[Any, Any, Any]:
     """Step 5: every input validated, every problem reported at once."""
     params: Validated[Any] = Validated(raw_params)
-    params_model = route.params_model()
-    if params_model is not None:
-        params = schemas.validate_model(params_model, raw_params, "params")
-    query = _validated(route.query_model(), _query_dict(request), "query")
+    if route.params is not None:
+        params = schemas.validate_model(route.params, raw_params, "params")
+    query = _validated(route.query, _query_dict(request), "query")
     parsed = _validated(route.body_model(auth.access_type if auth else None), body, "body")
     problems = params.problems + query.problems + parsed.problems
     if problems:

@@ -89,7 +89,7 @@ def email_taken(email: str) -> KnownError:
     )
 
 
-# --- team invitations ---
+# team invitations
 def verified_emails(channels: Iterable[ContactChannel]) -> frozenset[str]:
     """The addresses a user has proven to own, from all their contact channels (the primary e-mail among them:
     `effects.ListContactChannels`): what an invitation's address is compared with (listing a user's invitations,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from identity_proto.auth import AccessType
 from identity_proto.context import RequestContext
@@ -49,10 +49,17 @@ from identity_proto.flows.teams import effective_permissions
 from identity_proto.http import Response
 from identity_proto.records import ApiKey, ApiKeyType, replaced
 from identity_proto.render import json_response, render_api_key
+from identity_proto.schemas import UserApiKeyCreateBody, UserApiKeysQuery
 from identity_proto.tokens import CROCKFORD_ALPHABET, Entropy, hash_secret, new_uuid, random_string
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ApiKeyCheckBody, ApiKeyUpdateBody
+    from identity_proto.schemas import (
+        ApiKeyCheckBody,
+        ApiKeyIdParams,
+        ApiKeyUpdateBody,
+        TeamApiKeyCreateBody,
+        TeamApiKeysQuery,
+    )
 
 __all__ = [
     "API_KEY_MARKER",
@@ -81,17 +88,19 @@ SECRET_LENGTH = 45
 MANAGE_API_KEYS = "$manage_api_keys"
 
 
-_Endpoint = Callable[[RequestContext, ApiKeyType], Flow[Response]]
+B = TypeVar("B")
+Q = TypeVar("Q")
+P = TypeVar("P")
 
 
 def _answering_refusals(
-    endpoint: _Endpoint, key_type: ApiKeyType, name: str
-) -> Callable[[RequestContext], Flow[Response]]:
+    endpoint: Callable[[RequestContext[B, Q, P], ApiKeyType], Flow[Response]], key_type: ApiKeyType, name: str
+) -> Callable[[RequestContext[B, Q, P]], Flow[Response]]:
     """The route's flow `name`: `endpoint` for one family of keys. Its `plain_errors` attribute lists the statuses
     of its plain errors (for the OpenAPI document): 400 (the switch), and 403 (another user's keys) where a client
     names a user's keys."""
 
-    def flow(ctx: RequestContext) -> Flow[Response]:
+    def flow(ctx: RequestContext[B, Q, P]) -> Flow[Response]:
         return (yield from endpoint(ctx, key_type))
 
     functools.update_wrapper(flow, endpoint)
@@ -184,7 +193,7 @@ def _require_manager(ctx: RequestContext, key_type: ApiKeyType, owner_id: str) -
         raise KnownError(ErrorCode.API_KEY_NOT_FOUND)
 
 
-def _load_key(ctx: RequestContext, key_type: ApiKeyType) -> Flow[ApiKey]:
+def _load_key(ctx: RequestContext[object, object, ApiKeyIdParams], key_type: ApiKeyType) -> Flow[ApiKey]:
     """Rule 2 for read and update: the key of the path, of this family. (The original fails with 500 on a key of
     the other family through this path; a careful caller expects it not to be found here, as it is not one of
     this family's keys.)"""
@@ -198,12 +207,12 @@ def _load_key(ctx: RequestContext, key_type: ApiKeyType) -> Flow[ApiKey]:
 # Endpoints
 
 
-def _create(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
+def _create(ctx: RequestContext[UserApiKeyCreateBody | TeamApiKeyCreateBody], key_type: ApiKeyType) -> Flow[Response]:
     """POST /user-api-keys, /team-api-keys -> 200 with the whole key, shown this once."""
     _require_enabled(ctx, key_type)
     auth = ctx.require_auth()
     body = ctx.body  # a UserApiKeyCreateBody or a TeamApiKeyCreateBody, by the family
-    owner_id: str = ctx.resolve_user_id(body.user_id) if key_type is ApiKeyType.USER else body.team_id
+    owner_id = ctx.resolve_user_id(body.user_id) if isinstance(body, UserApiKeyCreateBody) else body.team_id
     yield from _require_manager(ctx, key_type, owner_id)
     made = new_api_key(
         ctx.entropy,
@@ -223,25 +232,26 @@ def _create(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
     return json_response(200, render_api_key(made.record, full_key=made.text))
 
 
-def _list(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
+def _list(ctx: RequestContext[None, UserApiKeysQuery | TeamApiKeysQuery], key_type: ApiKeyType) -> Flow[Response]:
     """GET /user-api-keys?user_id=, /team-api-keys?team_id=: the owner's keys, newest first, revoked and expired
     ones included."""
     _require_enabled(ctx, key_type)
     auth = ctx.require_auth()
-    if key_type is ApiKeyType.USER:
-        if ctx.query.user_id is None:
+    query = ctx.query
+    if isinstance(query, UserApiKeysQuery):
+        if query.user_id is None:
             # The original's words, as the whole message (reference part 2 §5).
             message = "user_id is required for user API keys"
             raise KnownError(ErrorCode.SCHEMA_ERROR, details={"message": message})
-        owner_id = ctx.resolve_user_id(ctx.query.user_id)
+        owner_id = ctx.resolve_user_id(query.user_id)
     else:
-        owner_id = ctx.query.team_id
+        owner_id = query.team_id
     yield from _require_manager(ctx, key_type, owner_id)
     keys = yield from perform(ListApiKeys(auth.project.id, key_type, owner_id))
     return json_response(200, {"items": [render_api_key(key) for key in keys], "is_paginated": False})
 
 
-def _get(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
+def _get(ctx: RequestContext[None, object, ApiKeyIdParams], key_type: ApiKeyType) -> Flow[Response]:
     """GET /user-api-keys/{id}, /team-api-keys/{id}?team_id= (the key's own owner decides who may read it)."""
     _require_enabled(ctx, key_type)
     key = yield from _load_key(ctx, key_type)
@@ -249,7 +259,7 @@ def _get(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
     return json_response(200, render_api_key(key))
 
 
-def _update(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
+def _update(ctx: RequestContext[ApiKeyUpdateBody, object, ApiKeyIdParams], key_type: ApiKeyType) -> Flow[Response]:
     """PATCH /user-api-keys/{id}, /team-api-keys/{id}?team_id= `{description?, revoked?: true}`: a revoked key
     keeps the time of its first revocation."""
     _require_enabled(ctx, key_type)
@@ -295,7 +305,7 @@ def patch_api_key(project_id: str, key: ApiKey, description: str | None, revoke_
     return replaced(key, changes)
 
 
-def _check(ctx: RequestContext, key_type: ApiKeyType) -> Flow[Response]:
+def _check(ctx: RequestContext[ApiKeyCheckBody], key_type: ApiKeyType) -> Flow[Response]:
     """POST /user-api-keys/check, /team-api-keys/check `{api_key}` (server, admin): the key, if it is one of this
     family's and valid now; else 404 API_KEY_NOT_FOUND, 400 WRONG_API_KEY_TYPE, 401 API_KEY_REVOKED or 401
     API_KEY_EXPIRED, in that order."""

@@ -121,7 +121,7 @@ def present_code(
     return attempt
 
 
-# --- contact channels ---
+# contact channels
 def refused_code(outcome: CodeOutcome) -> KnownError:
     """The error answering a code attempt whose outcome is not OK (as `check_code` raises it), for flows that
     present a code inside an effect of their own (verifying a contact channel consumes and marks in one step)."""

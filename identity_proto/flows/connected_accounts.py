@@ -39,7 +39,13 @@ from identity_proto.records import OAuthAccount, OAuthProviderConfig, User
 from identity_proto.render import json_response
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ConnectedAccessTokenBody
+    from identity_proto.schemas import (
+        ConnectedAccessTokenBody,
+        ConnectedAccessTokenParams,
+        ConnectedAccountsParams,
+        DeprecatedConnectedAccessTokenParams,
+        LegacyConnectedAccessTokenParams,
+    )
 
 __all__ = [
     "MIN_REMAINING_MS",
@@ -78,7 +84,7 @@ def _provider_call(effect: Effect[T]) -> Flow[T]:
         raise
 
 
-def list_connected_accounts(ctx: RequestContext) -> Flow[Response]:
+def list_connected_accounts(ctx: RequestContext[None, None, ConnectedAccountsParams]) -> Flow[Response]:
     """GET /connected-accounts/{user_id}: the user's accounts that allow connected accounts, in creation order."""
     auth = ctx.require_auth()
     user_id: str = ctx.params.user_id
@@ -96,26 +102,35 @@ def list_connected_accounts(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def connected_account_access_token(ctx: RequestContext) -> Flow[Response]:
+def connected_account_access_token(
+    ctx: RequestContext[ConnectedAccessTokenBody, None, ConnectedAccessTokenParams],
+) -> Flow[Response]:
     """POST /connected-accounts/{user_id}/{provider_id}/{provider_account_id}/access-token {scope?} -> 201."""
     params = ctx.params
     return (yield from _access_token(ctx, params.user_id, params.provider_id, params.provider_account_id))
 
 
-def legacy_connected_account_access_token(ctx: RequestContext) -> Flow[Response]:
+def legacy_connected_account_access_token(
+    ctx: RequestContext[ConnectedAccessTokenBody, None, LegacyConnectedAccessTokenParams],
+) -> Flow[Response]:
     """POST /connected-accounts/{user_id}/{provider_id}/access-token {scope?} -> 201: any of the user's accounts
     of that provider."""
     params = ctx.params
     return (yield from _access_token(ctx, params.user_id, params.provider_id, None))
 
 
-def deprecated_connected_account_access_token(ctx: RequestContext) -> Flow[Response]:
+def deprecated_connected_account_access_token(
+    ctx: RequestContext[ConnectedAccessTokenBody, None, DeprecatedConnectedAccessTokenParams],
+) -> Flow[Response]:
     """POST /auth/oauth/connected-accounts/{provider_id}/access-token {scope?}: the legacy route for `me`."""
     return (yield from _access_token(ctx, "me", ctx.params.provider_id, None))
 
 
 def _access_token(
-    ctx: RequestContext, user_id: str, provider_id: str, provider_account_id: str | None
+    ctx: RequestContext[ConnectedAccessTokenBody | None],
+    user_id: str,
+    provider_id: str,
+    provider_account_id: str | None,
 ) -> Flow[Response]:
     auth = ctx.require_auth()
     body: ConnectedAccessTokenBody | None = ctx.body

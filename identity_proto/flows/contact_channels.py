@@ -227,7 +227,7 @@ def verify_with_code(project_id: str, attempt: AttemptVerificationCode) -> Flow[
 # CRUD
 
 
-def list_contact_channels(ctx: RequestContext) -> Flow[Response]:
+def list_contact_channels(ctx: RequestContext[None, ListContactChannelsQuery]) -> Flow[Response]:
     """GET /contact-channels?user_id=&contact_channel_id=: channels in creation order; a server without
     `user_id` gets every channel of the project (inferred)."""
     auth = ctx.require_auth()
@@ -244,7 +244,7 @@ def list_contact_channels(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def create_contact_channel(ctx: RequestContext) -> Flow[Response]:
+def create_contact_channel(ctx: RequestContext[ClientContactChannelCreateBody]) -> Flow[Response]:
     """POST /contact-channels -> 201: a new channel (verified only when a server says so); `is_primary` makes it
     the user's primary e-mail, the old primary staying as another channel."""
     auth = ctx.require_auth()
@@ -279,7 +279,7 @@ def _count_creation(ctx: RequestContext, project: Project, user_id: str, value: 
         yield from check_preconditions([precondition])
 
 
-def get_contact_channel(ctx: RequestContext) -> Flow[Response]:
+def get_contact_channel(ctx: RequestContext[None, None, ContactChannelParams]) -> Flow[Response]:
     """GET /contact-channels/{user_id}/{contact_channel_id}."""
     auth = ctx.require_auth()
     params: ContactChannelParams = ctx.params
@@ -290,7 +290,9 @@ def get_contact_channel(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, render_contact_channel(channel))
 
 
-def update_contact_channel(ctx: RequestContext) -> Flow[Response]:
+def update_contact_channel(
+    ctx: RequestContext[ClientContactChannelUpdateBody, None, ContactChannelParams],
+) -> Flow[Response]:
     """PATCH /contact-channels/{user_id}/{contact_channel_id}: every field optional; a new value is unverified
     unless `is_verified` (server) is sent too; `is_primary` moves the primary either way."""
     auth = ctx.require_auth()
@@ -313,7 +315,7 @@ def update_contact_channel(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, render_contact_channel(channel))
 
 
-def delete_contact_channel(ctx: RequestContext) -> Flow[Response]:
+def delete_contact_channel(ctx: RequestContext[None, None, ContactChannelParams]) -> Flow[Response]:
     """DELETE /contact-channels/{user_id}/{contact_channel_id}: the channel only (sign-in methods stay)."""
     auth = ctx.require_auth()
     params: ContactChannelParams = ctx.params
@@ -328,7 +330,9 @@ def delete_contact_channel(ctx: RequestContext) -> Flow[Response]:
 # Verification
 
 
-def send_channel_verification_code(ctx: RequestContext) -> Flow[Response]:
+def send_channel_verification_code(
+    ctx: RequestContext[SendChannelVerificationBody, None, ContactChannelParams],
+) -> Flow[Response]:
     """POST /contact-channels/{user_id}/{contact_channel_id}/send-verification-code: mail a code that verifies
     the channel."""
     auth = ctx.require_auth()
@@ -355,7 +359,7 @@ def send_channel_verification_code(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, _SUCCESS)
 
 
-def send_primary_verification_code(ctx: RequestContext) -> Flow[Response]:
+def send_primary_verification_code(ctx: RequestContext[SendPrimaryVerificationBody]) -> Flow[Response]:
     """POST /contact-channels/send-verification-code (legacy, `user.sendVerificationEmail`): mail a code that
     verifies the signed-in user's primary e-mail, which `email` must be."""
     auth = ctx.require_auth()
@@ -404,7 +408,7 @@ def mail_verification_code(
     yield from deliver(ctx, project.id, new_email(ctx, email, subject_line, text, magic_link=link))
 
 
-def verify_contact_channel(ctx: RequestContext) -> Flow[Response]:
+def verify_contact_channel(ctx: RequestContext[VerificationCodeBody]) -> Flow[Response]:
     """POST /contact-channels/verify: use the code and mark its channel verified, in one commit (`verify_channel`).
     No token is needed: the code names the user and the address."""
     project = ctx.require_auth().project
@@ -427,7 +431,7 @@ def verify_contact_channel(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, _SUCCESS)
 
 
-def check_contact_channel_code(ctx: RequestContext) -> Flow[Response]:
+def check_contact_channel_code(ctx: RequestContext[VerificationCodeBody]) -> Flow[Response]:
     """POST /contact-channels/verify/check-code: whether the code would verify (counts an attempt; consumes
     nothing)."""
     project = ctx.require_auth().project

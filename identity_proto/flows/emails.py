@@ -53,7 +53,7 @@ def deliver(ctx: RequestContext, project_id: str, email: Email) -> Flow[None]:
         raise KnownError(ErrorCode.EMAIL_DELIVERY_FAILED) from None
 
 
-def list_outbox(ctx: RequestContext) -> Flow[Response]:
+def list_outbox(ctx: RequestContext[None, OutboxQuery]) -> Flow[Response]:
     """GET /emails/outbox?to= (server, admin): mail kept for this project, newest first. A sign-in mail's `code`
     (the 6 characters a person types) and `magic_link` are fields of their own; null on mail without them."""
     auth = ctx.require_auth()

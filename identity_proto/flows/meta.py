@@ -13,6 +13,7 @@ from identity_proto.render import json_response, text_response
 
 if TYPE_CHECKING:
     from identity_proto.routing import Route
+    from identity_proto.schemas import HealthQuery
 
 __all__ = ["backend_urls", "health", "openapi", "welcome"]
 
@@ -32,7 +33,7 @@ def welcome(ctx: RequestContext) -> Flow[Response]:
     yield  # a flow, even though this one needs no effect
 
 
-def health(ctx: RequestContext) -> Flow[Response]:
+def health(ctx: RequestContext[None, HealthQuery]) -> Flow[Response]:
     """GET /health: `{"status": "ok"}`, as the original answers (its SDK fetches it after a network error to tell
     the developer whether the service is reachable). With `?db=...` the store must answer too: it reads the
     internal project, so a store that is down answers 503 `STORAGE_UNAVAILABLE` like any other request."""

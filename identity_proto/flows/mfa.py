@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["mfa_sign_in"]
 
 
-def mfa_sign_in(ctx: RequestContext) -> Flow[Response]:
+def mfa_sign_in(ctx: RequestContext[MfaSignInBody]) -> Flow[Response]:
     """POST /auth/mfa/sign-in {type: "totp", totp, code}: a wrong TOTP leaves the attempt code usable (its nonce
     still counts the attempt); a right one consumes it and signs the user in, once: a TOTP of a time step no later
     than the user's last accepted one (a replay, within its 30 seconds) is INVALID_TOTP_CODE, as a wrong one, and

@@ -185,7 +185,7 @@ value="{esc(params.display_name or "")}"></label></p>
     return Response(status, headers, body.encode())
 
 
-def authorize_page(ctx: RequestContext) -> Flow[Response]:
+def authorize_page(ctx: RequestContext[None, MockAuthorizeParams]) -> Flow[Response]:
     """GET <mock>/authorize: the login page (or the request's refusal)."""
     params: MockAuthorizeParams = ctx.query
     problem = _authorize_problem(params)
@@ -193,7 +193,7 @@ def authorize_page(ctx: RequestContext) -> Flow[Response]:
     yield  # pragma: no cover
 
 
-def login(ctx: RequestContext) -> Flow[Response]:
+def login(ctx: RequestContext[MockAuthorizeParams]) -> Flow[Response]:
     """POST <mock>/authorize: the login form. Cancel: back with `error=access_denied`; else a code for the
     e-mail given (any address: it only has to look like one)."""
     params: MockAuthorizeParams = ctx.body
@@ -262,7 +262,7 @@ def _pkce_matches(authorization: MockAuthorization, verifier: str | None) -> boo
     return hmac.compare_digest(computed.encode(), authorization.code_challenge.encode())
 
 
-def token(ctx: RequestContext) -> Flow[Response]:
+def token(ctx: RequestContext[MockTokenForm]) -> Flow[Response]:
     """POST <mock>/token."""
     form: MockTokenForm = ctx.body
     client_id = _client_id(ctx, form)
@@ -438,7 +438,7 @@ def jwks(ctx: RequestContext) -> Flow[Response]:
 # Test hooks
 
 
-def fail_next(ctx: RequestContext) -> Flow[Response]:
+def fail_next(ctx: RequestContext[MockFailNextBody]) -> Flow[Response]:
     """POST <mock>/hooks/fail-next {"kind", "client_id"?}: the next token request (of that client, else of any)
     fails as `kind` says."""
     body: MockFailNextBody = ctx.body
@@ -450,7 +450,7 @@ def fail_next(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"kind": body.kind, "client_id": body.client_id})
 
 
-def revoke(ctx: RequestContext) -> Flow[Response]:
+def revoke(ctx: RequestContext[MockRevokeBody]) -> Flow[Response]:
     """POST <mock>/hooks/revoke {"token"}: the access or refresh token no longer works."""
     body: MockRevokeBody = ctx.body
     revoked = (yield from perform(TakeShortLived(ShortLived.MOCK_TOKEN, hash_secret(body.token)))) is not None

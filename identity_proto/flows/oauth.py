@@ -79,7 +79,13 @@ from identity_proto.tokens import access_token_key, new_uuid, secret_matches, un
 from identity_proto.users import normalize_email
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import OAuthAuthorizeQuery, OAuthCallbackForm, OAuthCallbackInput, OAuthTokenGrantBody
+    from identity_proto.schemas import (
+        OAuthAuthorizeQuery,
+        OAuthCallbackForm,
+        OAuthCallbackInput,
+        OAuthProviderIdParams,
+        OAuthTokenGrantBody,
+    )
 
 __all__ = ["authorize", "callback", "oauth_token", "store_oauth_user"]
 
@@ -232,7 +238,7 @@ def _cookie_header(ctx: RequestContext, inner_state: str, *, max_age: int) -> tu
     return ("set-cookie", f"{COOKIE_PREFIX}{inner_state}={value}; Path=/; Max-Age={max_age}; HttpOnly{secure}")
 
 
-def authorize(ctx: RequestContext) -> Flow[Response]:
+def authorize(ctx: RequestContext[None, OAuthAuthorizeQuery, OAuthProviderIdParams]) -> Flow[Response]:
     """GET /auth/oauth/authorize/{provider_id}: check the app's request in the original's order (reference §7.2),
     keep it 10 minutes for the callback, and send the browser to the provider: 307 with the inner cookie, or 200
     `{location}` with `stack_response_mode=json` (the SDK's way; no cookie: PKCE protects that flow)."""
@@ -354,7 +360,9 @@ def _redirect_or_raise(ctx: RequestContext, project: Project, state: OAuthState,
     raise error
 
 
-def callback(ctx: RequestContext) -> Flow[Response]:
+def callback(
+    ctx: RequestContext[OAuthCallbackForm | None, OAuthCallbackInput, OAuthProviderIdParams],
+) -> Flow[Response]:
     """GET/POST /auth/oauth/callback/{provider_id}: the provider sends the browser back here (reference §7.3).
     Take the kept request (once), check the inner cookie, exchange the provider's code, check who signed in (§7.4,
     nothing written: see the module docstring), and send the browser back to the app with a one-time outer code
@@ -730,7 +738,7 @@ def _pkce_matches(code: OuterCode, verifier: str | None) -> bool:
     return hmac.compare_digest(verifier.encode(), code.code_challenge.encode())
 
 
-def oauth_token(ctx: RequestContext) -> Flow[Response]:
+def oauth_token(ctx: RequestContext[OAuthTokenGrantBody]) -> Flow[Response]:
     """POST /auth/oauth/token: the refresh grant (`flows.sessions.oauth_token`) or the authorization-code grant
     (reference §7.5), which exchanges an outer code for a new session's tokens, after finding, creating, linking or
     upgrading the user and storing the provider's tokens (§7.4; done here, not at the callback: see the module

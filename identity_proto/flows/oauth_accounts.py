@@ -61,10 +61,10 @@ from identity_proto.urls import parse_web_url
 
 if TYPE_CHECKING:
     from identity_proto.schemas import (
+        ClientOAuthProviderUpdateBody,
         ListOAuthProvidersQuery,
         OAuthProviderCreateBody,
         OAuthProviderParams,
-        ServerOAuthProviderUpdateBody,
     )
 
 __all__ = [
@@ -308,7 +308,7 @@ def change_accounts(
 # /oauth-providers
 
 
-def list_oauth_providers(ctx: RequestContext) -> Flow[Response]:
+def list_oauth_providers(ctx: RequestContext[None, ListOAuthProvidersQuery]) -> Flow[Response]:
     """GET /oauth-providers?user_id=: the user's linked accounts in creation order (a server without `user_id`:
     every account of the project, oldest first); rows of providers that resolve to no type are skipped."""
     auth = ctx.require_auth()
@@ -331,7 +331,7 @@ def list_oauth_providers(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def create_oauth_provider(ctx: RequestContext) -> Flow[Response]:
+def create_oauth_provider(ctx: RequestContext[OAuthProviderCreateBody]) -> Flow[Response]:
     """POST /oauth-providers (server, admin) -> 201: link a provider account to a user."""
     auth = ctx.require_auth()
     body: OAuthProviderCreateBody = ctx.body
@@ -359,7 +359,7 @@ def create_oauth_provider(ctx: RequestContext) -> Flow[Response]:
     return json_response(201, render_oauth_account(updated.id, new, provider.type, server=True))
 
 
-def get_oauth_provider(ctx: RequestContext) -> Flow[Response]:
+def get_oauth_provider(ctx: RequestContext[None, None, OAuthProviderParams]) -> Flow[Response]:
     """GET /oauth-providers/{user_id}/{provider_id}."""
     auth = ctx.require_auth()
     params: OAuthProviderParams = ctx.params
@@ -368,12 +368,14 @@ def get_oauth_provider(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, _render(ctx, auth.project.config, user.id, account))
 
 
-def update_oauth_provider(ctx: RequestContext) -> Flow[Response]:
+def update_oauth_provider(
+    ctx: RequestContext[ClientOAuthProviderUpdateBody, None, OAuthProviderParams],
+) -> Flow[Response]:
     """PATCH /oauth-providers/{user_id}/{provider_id}: the flags (client), also `email` and `account_id` (server);
     turning sign-in on or off adds or removes the account from the project's OAuth index (its sign-in method)."""
     auth = ctx.require_auth()
     params: OAuthProviderParams = ctx.params
-    body: ServerOAuthProviderUpdateBody = ctx.body
+    body = ctx.body
     user_id = _owner(ctx, params.user_id, "update")
     email = getattr(body, "email", None)
     account_id = getattr(body, "account_id", None)
@@ -404,7 +406,7 @@ def update_oauth_provider(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, _render(ctx, auth.project.config, updated.id, _row(updated, params.provider_id)))
 
 
-def delete_oauth_provider(ctx: RequestContext) -> Flow[Response]:
+def delete_oauth_provider(ctx: RequestContext[None, None, OAuthProviderParams]) -> Flow[Response]:
     """DELETE /oauth-providers/{user_id}/{provider_id}: the row, its sign-in method and its provider tokens."""
     auth = ctx.require_auth()
     params: OAuthProviderParams = ctx.params

@@ -137,7 +137,7 @@ def _refused(refusal: EmailRefusal, email: str) -> KnownError:
     )
 
 
-def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
+def send_sign_in_code(ctx: RequestContext[SendSignInCodeBody]) -> Flow[Response]:
     """POST /auth/otp/send-sign-in-code: mail a code and a magic link; answer the nonce.
 
     Reading the address's holder (with the per-address limit, one trip), then storing the code (one commit)."""
@@ -175,7 +175,7 @@ def send_sign_in_code(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"nonce": code.nonce})
 
 
-def sign_in_with_code(ctx: RequestContext) -> Flow[Response]:
+def sign_in_with_code(ctx: RequestContext[CodeBody]) -> Flow[Response]:
     """POST /auth/otp/sign-in: consume the code, then sign in the user whose auth e-mail it was sent to, or
     create them (is_new_user) when there is none and sign-up is enabled; an anonymous caller is upgraded in place
     instead of a new user being made (`flows.anonymous`).
@@ -332,7 +332,7 @@ def _address_verified(project_id: str, user: User, email: str) -> Flow[bool]:
     return auth_address_verified(channels.user, channels.stored, email)
 
 
-def check_sign_in_code(ctx: RequestContext) -> Flow[Response]:
+def check_sign_in_code(ctx: RequestContext[CodeBody]) -> Flow[Response]:
     """POST /auth/otp/sign-in/check-code: whether the code would sign in (counts an attempt; consumes nothing)."""
     project = ctx.require_auth().project
     body: CodeBody = ctx.body

@@ -47,7 +47,7 @@ def check_new_password(password: str) -> None:
         raise KnownError(ErrorCode.PASSWORD_TOO_LONG, details={"maxLength": MAX_PASSWORD_LENGTH})
 
 
-def sign_up_with_password(ctx: RequestContext) -> Flow[Response]:
+def sign_up_with_password(ctx: RequestContext[PasswordSignUpBody]) -> Flow[Response]:
     """POST /auth/password/sign-up {email, password}: a new user whose (unverified) e-mail signs them in; or,
     when the caller is an anonymous user, that user, upgraded in place (`flows.anonymous`)."""
     project = ctx.require_auth().project
@@ -108,7 +108,7 @@ def _mail_verification(ctx: RequestContext, project: Project, user: User, callba
         logger.warning("sign-up of user %s: no verification mail (%s)", user.id, refused.code.name)
 
 
-def sign_in_with_password(ctx: RequestContext) -> Flow[Response]:
+def sign_in_with_password(ctx: RequestContext[PasswordSignInBody]) -> Flow[Response]:
     """POST /auth/password/sign-in {email, password}.
 
     Every failure looks the same, so the endpoint does not tell who has an account: an unknown address, a user

@@ -143,7 +143,7 @@ def _mail_text(project: Project, link: str) -> tuple[str, str]:
     return subject, text
 
 
-def send_reset_code(ctx: RequestContext) -> Flow[Response]:
+def send_reset_code(ctx: RequestContext[SendResetCodeBody]) -> Flow[Response]:
     """POST /auth/password/send-reset-code {email, callback_url}: mail a reset link to the user whose sign-in
     address `email` is, when a reset may go through it (verified, or the account's only way in); the same answer
     whether or not there is one.
@@ -327,7 +327,7 @@ def _live_reset_code(
     return record, read
 
 
-def check_reset_code(ctx: RequestContext) -> Flow[Response]:
+def check_reset_code(ctx: RequestContext[ResetCodeBody]) -> Flow[Response]:
     """POST /auth/password/reset/check-code {code}: whether the code would reset a password (counts an attempt;
     consumes nothing)."""
     project = ctx.require_auth().project
@@ -336,7 +336,7 @@ def check_reset_code(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"is_code_valid": True})
 
 
-def reset_password(ctx: RequestContext) -> Flow[Response]:
+def reset_password(ctx: RequestContext[ResetPasswordBody]) -> Flow[Response]:
     """POST /auth/password/reset {code, password}: replace (or create) the password of the code's user, mark the
     address the code was mailed to verified (whoever reset through it has just proved the mailbox), and end every
     session of theirs.
@@ -365,7 +365,7 @@ def _account_subject(project: Project, user: User) -> str:
     return f"{project.id}:{email}" if email is not None else f"{project.id}:user:{user.id}"
 
 
-def update_password(ctx: RequestContext) -> Flow[Response]:
+def update_password(ctx: RequestContext[UpdatePasswordBody]) -> Flow[Response]:
     """POST /auth/password/update {old_password, new_password}: the signed-in user changes their password; every
     session of theirs ends but the one whose refresh token the request carries (all of them without one).
 
@@ -440,7 +440,7 @@ def change_password(
 ALREADY_HAS_PASSWORD = "User already has a password set."  # noqa: S105 (a message)
 
 
-def set_password(ctx: RequestContext) -> Flow[Response]:
+def set_password(ctx: RequestContext[SetPasswordBody]) -> Flow[Response]:
     """POST /auth/password/set {password}: the signed-in user, who has no password, gets one (a user who signed up
     by code can then sign in by password). Sessions are left as they are."""
     auth = ctx.require_auth()

@@ -48,7 +48,10 @@ if TYPE_CHECKING:
         ListProjectPermissionsQuery,
         ListTeamPermissionsQuery,
         PermissionDefinitionCreateBody,
+        PermissionDefinitionParams,
         PermissionDefinitionUpdateBody,
+        ProjectPermissionParams,
+        TeamPermissionParams,
     )
 
 __all__ = [
@@ -104,7 +107,7 @@ def _list_definitions(ctx: RequestContext, scope: str) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def _create_definition(ctx: RequestContext, scope: str) -> Flow[Response]:
+def _create_definition(ctx: RequestContext[PermissionDefinitionCreateBody], scope: str) -> Flow[Response]:
     body: PermissionDefinitionCreateBody = ctx.body
 
     def change(config: ProjectConfig) -> _Change:
@@ -118,7 +121,9 @@ def _create_definition(ctx: RequestContext, scope: str) -> Flow[Response]:
     return json_response(201, render_definition(made))
 
 
-def _update_definition(ctx: RequestContext, scope: str) -> Flow[Response]:
+def _update_definition(
+    ctx: RequestContext[PermissionDefinitionUpdateBody, None, PermissionDefinitionParams], scope: str
+) -> Flow[Response]:
     old_id: str = ctx.params.permission_id
     body: PermissionDefinitionUpdateBody = ctx.body
     new_id = body.id if body.id is not None else old_id
@@ -141,7 +146,7 @@ def _update_definition(ctx: RequestContext, scope: str) -> Flow[Response]:
     return json_response(200, render_definition(made))
 
 
-def _delete_definition(ctx: RequestContext, scope: str) -> Flow[Response]:
+def _delete_definition(ctx: RequestContext[None, None, PermissionDefinitionParams], scope: str) -> Flow[Response]:
     permission_id: str = ctx.params.permission_id
 
     def change(config: ProjectConfig) -> _Change:
@@ -244,17 +249,19 @@ def list_team_permission_definitions(ctx: RequestContext) -> Flow[Response]:
     return (yield from _list_definitions(ctx, "team"))
 
 
-def create_team_permission_definition(ctx: RequestContext) -> Flow[Response]:
+def create_team_permission_definition(ctx: RequestContext[PermissionDefinitionCreateBody]) -> Flow[Response]:
     """POST /team-permission-definitions (admin) -> 201."""
     return (yield from _create_definition(ctx, "team"))
 
 
-def update_team_permission_definition(ctx: RequestContext) -> Flow[Response]:
+def update_team_permission_definition(
+    ctx: RequestContext[PermissionDefinitionUpdateBody, None, PermissionDefinitionParams],
+) -> Flow[Response]:
     """PATCH /team-permission-definitions/{permission_id} (admin)."""
     return (yield from _update_definition(ctx, "team"))
 
 
-def delete_team_permission_definition(ctx: RequestContext) -> Flow[Response]:
+def delete_team_permission_definition(ctx: RequestContext[None, None, PermissionDefinitionParams]) -> Flow[Response]:
     """DELETE /team-permission-definitions/{permission_id} (admin)."""
     return (yield from _delete_definition(ctx, "team"))
 
@@ -264,17 +271,19 @@ def list_project_permission_definitions(ctx: RequestContext) -> Flow[Response]:
     return (yield from _list_definitions(ctx, "project"))
 
 
-def create_project_permission_definition(ctx: RequestContext) -> Flow[Response]:
+def create_project_permission_definition(ctx: RequestContext[PermissionDefinitionCreateBody]) -> Flow[Response]:
     """POST /project-permission-definitions (admin) -> 201."""
     return (yield from _create_definition(ctx, "project"))
 
 
-def update_project_permission_definition(ctx: RequestContext) -> Flow[Response]:
+def update_project_permission_definition(
+    ctx: RequestContext[PermissionDefinitionUpdateBody, None, PermissionDefinitionParams],
+) -> Flow[Response]:
     """PATCH /project-permission-definitions/{permission_id} (admin)."""
     return (yield from _update_definition(ctx, "project"))
 
 
-def delete_project_permission_definition(ctx: RequestContext) -> Flow[Response]:
+def delete_project_permission_definition(ctx: RequestContext[None, None, PermissionDefinitionParams]) -> Flow[Response]:
     """DELETE /project-permission-definitions/{permission_id} (admin)."""
     return (yield from _delete_definition(ctx, "project"))
 
@@ -313,7 +322,7 @@ def _require_member(ctx: RequestContext, team_id: str, user_id: str) -> Flow[tup
     return membership, project
 
 
-def grant_team_permission(ctx: RequestContext) -> Flow[Response]:
+def grant_team_permission(ctx: RequestContext[None, None, TeamPermissionParams]) -> Flow[Response]:
     """POST /team-permissions/{team_id}/{user_id}/{permission_id} (server, admin) -> 201 {id, team_id, user_id}.
     The user (404), their membership (404), then the id: a system permission or a team definition (404
     PERMISSION_NOT_FOUND, 404 WRONG_PERMISSION_SCOPE). Granting one held already is a 201 too."""
@@ -329,7 +338,7 @@ def grant_team_permission(ctx: RequestContext) -> Flow[Response]:
     return json_response(201, {"id": permission_id, "team_id": team_id, "user_id": user_id})
 
 
-def revoke_team_permission(ctx: RequestContext) -> Flow[Response]:
+def revoke_team_permission(ctx: RequestContext[None, None, TeamPermissionParams]) -> Flow[Response]:
     """DELETE /team-permissions/{team_id}/{user_id}/{permission_id} (server, admin): the user (404) and the
     membership (404) as for granting; the id must be held directly and defined, else 401
     TEAM_PERMISSION_NOT_FOUND."""
@@ -346,7 +355,7 @@ def revoke_team_permission(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"success": True})
 
 
-def grant_project_permission(ctx: RequestContext) -> Flow[Response]:
+def grant_project_permission(ctx: RequestContext[None, None, ProjectPermissionParams]) -> Flow[Response]:
     """POST /project-permissions/{user_id}/{permission_id} (server, admin) -> 201 {id, user_id}: the user (404
     USER_NOT_FOUND), then the id (404 PERMISSION_NOT_FOUND, 404 WRONG_PERMISSION_SCOPE), in that order (e2e)."""
     project_id = ctx.require_auth().project.id
@@ -364,7 +373,7 @@ def grant_project_permission(ctx: RequestContext) -> Flow[Response]:
     return json_response(201, {"id": permission_id, "user_id": user_id})
 
 
-def revoke_project_permission(ctx: RequestContext) -> Flow[Response]:
+def revoke_project_permission(ctx: RequestContext[None, None, ProjectPermissionParams]) -> Flow[Response]:
     """DELETE /project-permissions/{user_id}/{permission_id} (server, admin): the user (404 USER_NOT_FOUND); the id
     must be held directly and defined, else 404 PERMISSION_NOT_FOUND."""
     project_id = ctx.require_auth().project.id
@@ -442,7 +451,7 @@ def _listed_user(ctx: RequestContext, user_id: str | None) -> str | Response | N
     return ctx.resolve_user_id(user_id) if user_id is not None else None
 
 
-def list_team_permissions(ctx: RequestContext) -> Flow[Response]:
+def list_team_permissions(ctx: RequestContext[None, ListTeamPermissionsQuery]) -> Flow[Response]:
     """GET /team-permissions?team_id=&user_id=&permission_id=&recursive=: the team permissions of memberships
     (a client: only its own), expanded through the team definitions, sorted by team, user and id."""
     query: ListTeamPermissionsQuery = ctx.query
@@ -462,7 +471,7 @@ def list_team_permissions(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def list_project_permissions(ctx: RequestContext) -> Flow[Response]:
+def list_project_permissions(ctx: RequestContext[None, ListProjectPermissionsQuery]) -> Flow[Response]:
     """GET /project-permissions?user_id=&permission_id=&recursive=: users' project permissions (a client: only
     its own; a server without filters: every grant), expanded through the project definitions, sorted by user
     and id."""

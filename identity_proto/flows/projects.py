@@ -27,7 +27,13 @@ from identity_proto.render import json_response, render_project
 from identity_proto.tokens import Entropy, access_token_key, hash_secret, new_api_key, new_signing_key, new_uuid
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ProjectCreateBody, ProjectUpdateBody
+    from identity_proto.schemas import (
+        AnyProjectIdParams,
+        JwksQuery,
+        ProjectCreateBody,
+        ProjectIdParams,
+        ProjectUpdateBody,
+    )
 
 __all__ = [
     "IssuedKeys",
@@ -147,7 +153,7 @@ def get_current_project(ctx: RequestContext) -> Flow[Response]:
     yield  # a flow, even though this one needs no effect
 
 
-def update_current_project(ctx: RequestContext) -> Flow[Response]:
+def update_current_project(ctx: RequestContext[ProjectUpdateBody]) -> Flow[Response]:
     """PATCH /projects/current (admin): display name and any subset of the config keys."""
     auth = ctx.require_auth()
     body: ProjectUpdateBody = ctx.body
@@ -164,7 +170,7 @@ def update_current_project(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, render_project(updated, AccessType.ADMIN))
 
 
-def create_project_endpoint(ctx: RequestContext) -> Flow[Response]:
+def create_project_endpoint(ctx: RequestContext[ProjectCreateBody]) -> Flow[Response]:
     """POST /internal/projects: a new project; its keys are in this response and nowhere else, ever."""
     _require_internal(ctx)
     body: ProjectCreateBody = ctx.body
@@ -194,7 +200,7 @@ def list_projects_endpoint(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def delete_project_endpoint(ctx: RequestContext) -> Flow[Response]:
+def delete_project_endpoint(ctx: RequestContext[None, None, ProjectIdParams]) -> Flow[Response]:
     """DELETE /internal/projects/{project_id}: the project and all of its data."""
     _require_internal(ctx)
     project_id: str = ctx.params.project_id
@@ -210,7 +216,7 @@ def _require_internal(ctx: RequestContext) -> None:
         raise KnownError(ErrorCode.EXPECTED_INTERNAL_PROJECT)
 
 
-def jwks(ctx: RequestContext) -> Flow[Response]:
+def jwks(ctx: RequestContext[None, JwksQuery, AnyProjectIdParams]) -> Flow[Response]:
     """GET /projects/{project_id}/.well-known/jwks.json?include_anonymous= (no authentication): the public key that
     verifies the project's access tokens, and with `include_anonymous=true` also the key of its anonymous users'
     tokens (reference part 2 §4: so a backend verifying against the plain set never accepts an anonymous user);

@@ -46,7 +46,7 @@ from identity_proto.tokens import access_token_key, hash_secret, new_uuid, rando
 from identity_proto.users import restricted_reason
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import CreateSessionBody, ListSessionsQuery, OAuthTokenBody, SessionIdParams
+    from identity_proto.schemas import CreateSessionBody, ListSessionsQuery, OAuthTokenGrantBody, SessionIdParams
 
 __all__ = [
     "IssuedTokens",
@@ -188,10 +188,13 @@ def refresh_access_token(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"access_token": access_token})
 
 
-def oauth_token(ctx: RequestContext) -> Flow[Response]:
+def oauth_token(ctx: RequestContext[OAuthTokenGrantBody]) -> Flow[Response]:
     """POST /auth/oauth/token (form-encoded, the SDK's refresh grant): the project is named by `client_id`, the
     publishable key is the `client_secret`; no authentication headers are sent (official-sdk §3.8)."""
-    body: OAuthTokenBody = ctx.body
+    body = ctx.body
+    # The model requires both for this grant.
+    assert body.client_secret is not None
+    assert body.refresh_token is not None
     check_project_admits(body.client_id, AccessType.CLIENT)  # a publishable key is client access
     project = yield from perform(LoadProject(body.client_id))
     if project is None:
@@ -236,7 +239,7 @@ def end_session(project_id: str, session_id: str) -> Flow[bool]:
     return not isinstance(ended, Conflict)
 
 
-def create_session_endpoint(ctx: RequestContext) -> Flow[Response]:
+def create_session_endpoint(ctx: RequestContext[CreateSessionBody]) -> Flow[Response]:
     """POST /auth/sessions (server, admin): sign a user in directly -> {refresh_token, access_token}."""
     auth = ctx.require_auth()
     body: CreateSessionBody = ctx.body
@@ -250,7 +253,7 @@ def create_session_endpoint(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"refresh_token": tokens.refresh_token, "access_token": tokens.access_token})
 
 
-def list_sessions_endpoint(ctx: RequestContext) -> Flow[Response]:
+def list_sessions_endpoint(ctx: RequestContext[None, ListSessionsQuery]) -> Flow[Response]:
     """GET /auth/sessions?user_id=: a user's sessions, newest first (clients: only their own; impersonation
     sessions only for admin)."""
     auth = ctx.require_auth()
@@ -274,7 +277,7 @@ def list_sessions_endpoint(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def delete_session_endpoint(ctx: RequestContext) -> Flow[Response]:
+def delete_session_endpoint(ctx: RequestContext[None, None, SessionIdParams]) -> Flow[Response]:
     """DELETE /auth/sessions/{session_id}: not the caller's current one; a client only its own."""
     auth = ctx.require_auth()
     params: SessionIdParams = ctx.params

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         RevokeTeamInvitationQuery,
         SendTeamInvitationBody,
         TeamInvitationCodeBody,
+        TeamInvitationIdParams,
     )
 
 __all__ = [
@@ -168,7 +169,7 @@ def _invitation_mail_text(project: Project, team: Team, link: str) -> str:
     )
 
 
-def send_invitation(ctx: RequestContext) -> Flow[Response]:
+def send_invitation(ctx: RequestContext[SendTeamInvitationBody]) -> Flow[Response]:
     """POST /team-invitations/send-code: mail an invitation to join the team; answer its id."""
     auth = ctx.require_auth()
     project = auth.project
@@ -201,7 +202,7 @@ def send_invitation(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"success": True, "id": record.id})
 
 
-def list_invitations(ctx: RequestContext) -> Flow[Response]:
+def list_invitations(ctx: RequestContext[None, ListTeamInvitationsQuery]) -> Flow[Response]:
     """GET /team-invitations?team_id= | ?user_id=: a team's open invitations, or those sent to a user's verified
     addresses (teams deleted since skipped); oldest first."""
     auth = ctx.require_auth()
@@ -245,7 +246,7 @@ def _own_user_id(ctx: RequestContext, user_id: str) -> str:
     return ctx.resolve_user_id(user_id)
 
 
-def revoke_invitation(ctx: RequestContext) -> Flow[Response]:
+def revoke_invitation(ctx: RequestContext[None, RevokeTeamInvitationQuery, TeamInvitationIdParams]) -> Flow[Response]:
     """DELETE /team-invitations/{id}?team_id=: delete one of the team's invitations."""
     auth = ctx.require_auth()
     query: RevokeTeamInvitationQuery = ctx.query
@@ -337,7 +338,7 @@ _BY_ID_FAILURES: dict[InvitationAcceptance, ErrorCode] = {
 }
 
 
-def accept_invitation(ctx: RequestContext) -> Flow[Response]:
+def accept_invitation(ctx: RequestContext[TeamInvitationCodeBody]) -> Flow[Response]:
     """POST /team-invitations/accept {code}: the signed-in user joins the invitation's team -> {}. The user's
     address is not compared with the invited one (whoever holds the link may join, as in the original)."""
     body: TeamInvitationCodeBody = ctx.body
@@ -348,7 +349,7 @@ def accept_invitation(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {})
 
 
-def check_invitation_code(ctx: RequestContext) -> Flow[Response]:
+def check_invitation_code(ctx: RequestContext[TeamInvitationCodeBody]) -> Flow[Response]:
     """POST /team-invitations/accept/check-code {code}: whether the code would be accepted (counts an attempt)."""
     body: TeamInvitationCodeBody = ctx.body
     project = ctx.require_auth().project
@@ -356,7 +357,7 @@ def check_invitation_code(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"is_code_valid": True})
 
 
-def invitation_details(ctx: RequestContext) -> Flow[Response]:
+def invitation_details(ctx: RequestContext[TeamInvitationCodeBody]) -> Flow[Response]:
     """POST /team-invitations/accept/details {code}: the team an invitation is to (counts an attempt, uses
     nothing); for a signed-in user who is not restricted."""
     body: TeamInvitationCodeBody = ctx.body
@@ -370,7 +371,9 @@ def invitation_details(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"team_id": team.id, "team_display_name": team.display_name})
 
 
-def accept_invitation_by_id(ctx: RequestContext) -> Flow[Response]:
+def accept_invitation_by_id(
+    ctx: RequestContext[None, AcceptTeamInvitationQuery, TeamInvitationIdParams],
+) -> Flow[Response]:
     """POST /team-invitations/{id}/accept?user_id=: a user joins through an open invitation sent to one of their
     verified addresses -> {}. Anything else about the invitation is 404 VERIFICATION_CODE_NOT_FOUND."""
     auth = ctx.require_auth()

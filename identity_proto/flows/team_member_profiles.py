@@ -24,7 +24,7 @@ from identity_proto.render import json_response, render_member_profile
 from identity_proto.users import checked_profile_image
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ListMembershipsQuery, MemberProfileUpdateBody
+    from identity_proto.schemas import ListMembershipsQuery, MemberProfileUpdateBody, MembershipParams
 
 __all__ = ["get_member_profile", "list_member_profiles", "update_member_profile"]
 
@@ -69,7 +69,7 @@ def _membership_not_found(team_id: str, user_id: str) -> KnownError:
     return KnownError(ErrorCode.TEAM_MEMBERSHIP_NOT_FOUND, details={"team_id": team_id, "user_id": user_id})
 
 
-def update_member_profile(ctx: RequestContext) -> Flow[Response]:
+def update_member_profile(ctx: RequestContext[MemberProfileUpdateBody, None, MembershipParams]) -> Flow[Response]:
     """PATCH /team-member-profiles/{team_id}/{user_id}: a client only its own profile (403); the target must be a
     member (404 USER_NOT_FOUND, then 404 TEAM_MEMBERSHIP_NOT_FOUND, also for an unknown team)."""
     auth = ctx.require_auth()
@@ -97,7 +97,7 @@ def update_member_profile(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, (yield from _rendered(ctx, project, updated, user=user)))
 
 
-def get_member_profile(ctx: RequestContext) -> Flow[Response]:
+def get_member_profile(ctx: RequestContext[None, None, MembershipParams]) -> Flow[Response]:
     """GET /team-member-profiles/{team_id}/{user_id}: a client reading another member needs `$read_members`."""
     auth = ctx.require_auth()
     team_id: str = ctx.params.team_id
@@ -111,7 +111,7 @@ def get_member_profile(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, (yield from _rendered(ctx, auth.project, membership, caller_team_ids)))
 
 
-def list_member_profiles(ctx: RequestContext) -> Flow[Response]:
+def list_member_profiles(ctx: RequestContext[None, ListMembershipsQuery]) -> Flow[Response]:
     """GET /team-member-profiles?team_id=&user_id=: in membership order. Clients must name a team they are in,
     and need `$read_members` unless they list only themselves."""
     auth = ctx.require_auth()

@@ -63,7 +63,13 @@ from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ClientTeamCreateBody, ClientTeamUpdateBody, ListTeamsQuery
+    from identity_proto.schemas import (
+        ClientTeamCreateBody,
+        ClientTeamUpdateBody,
+        ListTeamsQuery,
+        MembershipParams,
+        TeamIdParams,
+    )
 
 __all__ = [
     "add_member",
@@ -131,7 +137,7 @@ def _membership_not_found(team_id: str, user_id: str) -> KnownError:
 # Teams
 
 
-def create_team(ctx: RequestContext) -> Flow[Response]:
+def create_team(ctx: RequestContext[ClientTeamCreateBody]) -> Flow[Response]:
     """POST /teams -> 201. Clients only when the project allows it, and only as themselves; the creator gets the
     project's creator permissions."""
     auth = ctx.require_auth()
@@ -166,7 +172,7 @@ def create_team(ctx: RequestContext) -> Flow[Response]:
     return json_response(201, render_team(team, auth.access_type))
 
 
-def list_teams(ctx: RequestContext) -> Flow[Response]:
+def list_teams(ctx: RequestContext[None, ListTeamsQuery]) -> Flow[Response]:
     """GET /teams?user_id=: a client lists only its own teams; server lists all, or one user's."""
     auth = ctx.require_auth()
     query: ListTeamsQuery = ctx.query
@@ -190,13 +196,13 @@ def _load_team_for(ctx: RequestContext, team_id: str) -> Flow[Team]:
     return team
 
 
-def get_team(ctx: RequestContext) -> Flow[Response]:
+def get_team(ctx: RequestContext[None, None, TeamIdParams]) -> Flow[Response]:
     """GET /teams/{team_id}."""
     team = yield from _load_team_for(ctx, ctx.params.team_id)
     return json_response(200, render_team(team, ctx.require_auth().access_type))
 
 
-def update_team(ctx: RequestContext) -> Flow[Response]:
+def update_team(ctx: RequestContext[ClientTeamUpdateBody, None, TeamIdParams]) -> Flow[Response]:
     """PATCH /teams/{team_id}: clients need `$update_team`."""
     auth = ctx.require_auth()
     team_id: str = ctx.params.team_id
@@ -228,7 +234,7 @@ def patch_team(project_id: str, team_id: str, changes: TeamChanges) -> Flow[Team
     return changes.apply(team)
 
 
-def delete_team(ctx: RequestContext) -> Flow[Response]:
+def delete_team(ctx: RequestContext[None, None, TeamIdParams]) -> Flow[Response]:
     """DELETE /teams/{team_id}: clients need `$delete_team`; memberships go with the team, and users who had it
     selected have no selected team afterwards."""
     auth = ctx.require_auth()
@@ -250,7 +256,7 @@ def delete_team(ctx: RequestContext) -> Flow[Response]:
 # Memberships
 
 
-def add_membership(ctx: RequestContext) -> Flow[Response]:
+def add_membership(ctx: RequestContext[None, None, MembershipParams]) -> Flow[Response]:
     """POST /team-memberships/{team_id}/{user_id} (server, admin) -> 201 {team_id, user_id}."""
     auth = ctx.require_auth()
     team_id: str = ctx.params.team_id
@@ -266,7 +272,7 @@ def add_membership(ctx: RequestContext) -> Flow[Response]:
     return json_response(201, {"team_id": team_id, "user_id": user_id})
 
 
-def remove_membership(ctx: RequestContext) -> Flow[Response]:
+def remove_membership(ctx: RequestContext[None, None, MembershipParams]) -> Flow[Response]:
     """DELETE /team-memberships/{team_id}/{user_id}: a client may always leave; removing others needs
     `$remove_members`. The user's selection of that team is cleared."""
     auth = ctx.require_auth()

@@ -15,7 +15,7 @@ from identity_proto.records import INTERNAL_PROJECT_ID, ClockOverride
 from identity_proto.render import json_response
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ClockBody
+    from identity_proto.schemas import AnyProjectIdParams, ClockBody, ImportBody
 
 __all__ = ["export_project", "get_clock", "import_project", "reset_project", "set_clock"]
 
@@ -40,7 +40,7 @@ def get_clock(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, _clock_json(ctx, override))
 
 
-def set_clock(ctx: RequestContext) -> Flow[Response]:
+def set_clock(ctx: RequestContext[ClockBody]) -> Flow[Response]:
     """POST /testing/clock {reset?, freeze?, set_millis?, advance_millis?}: codes, tokens and sessions expire
     against this clock exactly as against real time."""
     _require_internal(ctx)
@@ -65,7 +65,7 @@ def set_clock(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"now_millis": now, "frozen": frozen, "offset_millis": 0 if frozen else now - host_now})
 
 
-def reset_project(ctx: RequestContext) -> Flow[Response]:
+def reset_project(ctx: RequestContext[None, None, AnyProjectIdParams]) -> Flow[Response]:
     """POST /testing/projects/{project_id}/reset: every user, team, session, code and e-mail of one project goes;
     the project (keys, config) and every other project stay."""
     _require_internal(ctx)
@@ -75,13 +75,13 @@ def reset_project(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"success": True})
 
 
-def export_project(ctx: RequestContext) -> Flow[Response]:
+def export_project(ctx: RequestContext[None, None, AnyProjectIdParams]) -> Flow[Response]:
     """GET /testing/projects/{project_id}/export: users (with password hashes), teams, memberships as JSON."""
     _require_internal(ctx)
     return json_response(200, (yield from export_project_data(ctx.params.project_id, ctx.now_ms)))
 
 
-def import_project(ctx: RequestContext) -> Flow[Response]:
+def import_project(ctx: RequestContext[ImportBody, None, AnyProjectIdParams]) -> Flow[Response]:
     """POST /testing/projects/{project_id}/import: add an export's users, teams and memberships."""
     _require_internal(ctx)
     data = ctx.body.model_dump()

@@ -71,7 +71,13 @@ from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import ClientUserUpdateBody, ListUsersQuery, ServerUserUpdateBody, UserCreateBody
+    from identity_proto.schemas import (
+        ClientUserUpdateBody,
+        ListUsersQuery,
+        ServerUserUpdateBody,
+        UserCreateBody,
+        UserIdParams,
+    )
 
 __all__ = [
     "create_user",
@@ -158,7 +164,7 @@ def get_me(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, rendered)
 
 
-def get_user(ctx: RequestContext) -> Flow[Response]:
+def get_user(ctx: RequestContext[None, None, UserIdParams]) -> Flow[Response]:
     """GET /users/{user_id} (server, admin)."""
     auth = ctx.require_auth()
     found = yield from perform(LoadUserWithTeam(auth.project.id, ctx.params.user_id))
@@ -168,7 +174,7 @@ def get_user(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, rendered)
 
 
-def list_users(ctx: RequestContext) -> Flow[Response]:
+def list_users(ctx: RequestContext[None, ListUsersQuery]) -> Flow[Response]:
     """GET /users (server, admin): filtered, ordered by sign-up time then id, with the original's inclusive
     cursor: `next_cursor` is the id of the first user of the next page."""
     project = ctx.require_auth().project
@@ -221,12 +227,12 @@ def list_users(ctx: RequestContext) -> Flow[Response]:
 # Updating
 
 
-def update_me(ctx: RequestContext) -> Flow[Response]:
+def update_me(ctx: RequestContext[ClientUserUpdateBody]) -> Flow[Response]:
     """PATCH /users/me: clients may send only the client fields (others are a SCHEMA_ERROR before this runs)."""
     return (yield from _update(ctx, _my_id(ctx), ctx.body, me=True))
 
 
-def update_user(ctx: RequestContext) -> Flow[Response]:
+def update_user(ctx: RequestContext[ServerUserUpdateBody, None, UserIdParams]) -> Flow[Response]:
     """PATCH /users/{user_id} (server, admin)."""
     return (yield from _update(ctx, ctx.params.user_id, ctx.body, me=False))
 
@@ -572,7 +578,7 @@ def _restriction_changes(user: User, body: ServerUserUpdateBody, given: set[str]
 # Creating and deleting
 
 
-def create_user(ctx: RequestContext) -> Flow[Response]:
+def create_user(ctx: RequestContext[UserCreateBody]) -> Flow[Response]:
     """POST /users (server, admin) -> 201: the update rules, plus `is_anonymous`; the uniqueness of an auth
     e-mail is always checked."""
     auth = ctx.require_auth()
@@ -607,7 +613,7 @@ def delete_me(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"success": True})
 
 
-def delete_user(ctx: RequestContext) -> Flow[Response]:
+def delete_user(ctx: RequestContext[None, None, UserIdParams]) -> Flow[Response]:
     """DELETE /users/{user_id} (server, admin): the user, their sessions and memberships, at once."""
     project = ctx.require_auth().project
     if not (yield from drop_user(project.id, ctx.params.user_id)):

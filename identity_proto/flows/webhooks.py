@@ -52,6 +52,7 @@ from identity_proto.tokens import Entropy, new_uuid
 from identity_proto.urls import UnsafeURL, WebURL, parse_web_url
 
 if TYPE_CHECKING:
+    from identity_proto.schemas import WebhookDeliveriesQuery, WebhookEndpointParams, WebhookMessageParams
     from identity_proto.schemas.webhooks import (
         SendTestWebhookBody,
         WebhookEndpointCreateBody,
@@ -185,7 +186,7 @@ def render_delivery(delivery: Delivery) -> dict[str, Any]:
     }
 
 
-def _load(ctx: RequestContext) -> Flow[WebhookEndpoint]:
+def _load(ctx: RequestContext[object, object, WebhookEndpointParams]) -> Flow[WebhookEndpoint]:
     """The endpoint of the path, or 404 WEBHOOK_ENDPOINT_NOT_FOUND."""
     endpoint = yield from perform(LoadWebhookEndpoint(ctx.require_auth().project.id, ctx.params.endpoint_id))
     if endpoint is None:
@@ -197,7 +198,7 @@ def _load(ctx: RequestContext) -> Flow[WebhookEndpoint]:
 # Endpoints
 
 
-def create_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
+def create_webhook_endpoint(ctx: RequestContext[WebhookEndpointCreateBody]) -> Flow[Response]:
     """POST /webhook-endpoints `{url, event_types?, description?}` -> 201, the endpoint with its `secret`."""
     body: WebhookEndpointCreateBody = ctx.body
     check_endpoint_url(ctx, body.url)
@@ -220,13 +221,15 @@ def list_webhook_endpoints(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def get_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
+def get_webhook_endpoint(ctx: RequestContext[None, None, WebhookEndpointParams]) -> Flow[Response]:
     """GET /webhook-endpoints/{endpoint_id}."""
     endpoint = yield from _load(ctx)
     return json_response(200, render_webhook_endpoint(endpoint, ctx.now_ms))
 
 
-def update_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
+def update_webhook_endpoint(
+    ctx: RequestContext[WebhookEndpointUpdateBody, None, WebhookEndpointParams],
+) -> Flow[Response]:
     """PATCH /webhook-endpoints/{endpoint_id} `{url?, event_types?, description?, disabled?}`: the keys sent
     change (`event_types: null`: every type), the others stay."""
     body: WebhookEndpointUpdateBody = ctx.body
@@ -246,7 +249,7 @@ def update_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, render_webhook_endpoint(stored, ctx.now_ms))
 
 
-def delete_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
+def delete_webhook_endpoint(ctx: RequestContext[None, None, WebhookEndpointParams]) -> Flow[Response]:
     """DELETE /webhook-endpoints/{endpoint_id}: the endpoint and its deliveries (pending ones are dropped)."""
     deleted = yield from perform(DeleteWebhookEndpoint(ctx.require_auth().project.id, ctx.params.endpoint_id))
     if not deleted:
@@ -254,7 +257,7 @@ def delete_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"success": True})
 
 
-def rotate_webhook_secret(ctx: RequestContext) -> Flow[Response]:
+def rotate_webhook_secret(ctx: RequestContext[None, None, WebhookEndpointParams]) -> Flow[Response]:
     """POST /webhook-endpoints/{endpoint_id}/rotate-secret -> 200, the endpoint with its new `secret`; the
     previous one signs too until `previous_secret_expires_at_millis` (rule 2)."""
     endpoint = yield from _load(ctx)
@@ -270,7 +273,7 @@ def rotate_webhook_secret(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, render_webhook_endpoint(stored, ctx.now_ms, with_secret=True))
 
 
-def list_webhook_deliveries(ctx: RequestContext) -> Flow[Response]:
+def list_webhook_deliveries(ctx: RequestContext[None, WebhookDeliveriesQuery, WebhookEndpointParams]) -> Flow[Response]:
     """GET /webhook-endpoints/{endpoint_id}/deliveries?limit=: the endpoint's recent messages, newest first, each
     with its attempts (status code, latency, error)."""
     endpoint = yield from _load(ctx)
@@ -278,7 +281,7 @@ def list_webhook_deliveries(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"items": [render_delivery(d) for d in deliveries], "is_paginated": False})
 
 
-def replay_webhook_delivery(ctx: RequestContext) -> Flow[Response]:
+def replay_webhook_delivery(ctx: RequestContext[None, None, WebhookMessageParams]) -> Flow[Response]:
     """POST /webhook-endpoints/{endpoint_id}/deliveries/{message_id}/replay: the message is due again now (same
     id, attempts kept, the retry schedule restarted) -> 200, the delivery."""
     endpoint = yield from _load(ctx)
@@ -293,7 +296,7 @@ def _test_event_data(endpoint: WebhookEndpoint) -> dict[str, Any]:
     return {"message": TEST_EVENT_MESSAGE, "endpointUrl": endpoint.url}
 
 
-def send_endpoint_test_event(ctx: RequestContext) -> Flow[Response]:
+def send_endpoint_test_event(ctx: RequestContext[None, None, WebhookEndpointParams]) -> Flow[Response]:
     """POST /webhook-endpoints/{endpoint_id}/test: a `stack.test` event for this endpoint only, due now -> 200
     `{message_id, type, data}` (its delivery shows in the endpoint's deliveries)."""
     endpoint = yield from _load(ctx)
@@ -304,7 +307,7 @@ def send_endpoint_test_event(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, {"message_id": event.id, "type": TEST_EVENT_TYPE, "data": data})
 
 
-def send_test_webhook(ctx: RequestContext) -> Flow[Response]:
+def send_test_webhook(ctx: RequestContext[SendTestWebhookBody]) -> Flow[Response]:
     """POST /internal/send-test-webhook `{endpoint_id}` (the original's dashboard route) -> always 200 `{success,
     error_message?}`: an unknown endpoint is "Endpoint not found. Make sure it still exists."; else a `stack.test`
     event is recorded for it and `success` says whether a delivery of it has succeeded."""

@@ -13,10 +13,9 @@ The models are split by resource (`base` holds the bases, the validation and the
 `problems` what validating gives and its wording, free of pydantic). Import from this package: it re-exports every
 name.
 
-Built on first use: each name below `_LAZY` is loaded the first time something asks the package for it (PEP 562),
-which imports the module defining it and so builds that module's models. Importing the core therefore imports no
-pydantic and builds no model; a route's models are built by its first request (routes name their models, see
-`identity_proto.routes`), or by `Service.prepare` when a serving host starts.
+Each name below `_LAZY` is loaded the first time something asks the package for it (PEP 562). The route table
+imports its models (and so pydantic); each model's validator is built by its first use (`defer_build`), or by
+`Service.prepare` when a serving host starts.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from identity_proto.schemas.problems import Validated, schema_error, validate_nothing
 
 if TYPE_CHECKING:
-    # API keys
     from identity_proto.schemas.api_keys import (
         MAX_EXPIRES_AT_MILLIS,
         ApiKeyCheckBody,
@@ -47,8 +45,6 @@ if TYPE_CHECKING:
         is_uuid,
         validate_model,
     )
-
-    # --- contact channels ---
     from identity_proto.schemas.contact_channels import (
         ClientContactChannelCreateBody,
         ClientContactChannelUpdateBody,
@@ -60,21 +56,13 @@ if TYPE_CHECKING:
         ServerContactChannelUpdateBody,
         VerificationCodeBody,
     )
-
-    # --- end OAuth accounts ---
     from identity_proto.schemas.meta import HealthQuery
-
-    # --- end contact channels ---
-    # --- mock OAuth provider (dev/test mode only) ---
     from identity_proto.schemas.mock_oauth import (
         MockAuthorizeParams,
         MockFailNextBody,
         MockRevokeBody,
         MockTokenForm,
     )
-
-    # --- end mock OAuth provider ---
-    # --- OAuth sign-in ---
     from identity_proto.schemas.oauth import (
         OAuthAuthorizeQuery,
         OAuthCallbackForm,
@@ -82,9 +70,6 @@ if TYPE_CHECKING:
         OAuthProviderIdParams,
         OAuthTokenGrantBody,
     )
-
-    # --- end OAuth sign-in ---
-    # --- OAuth accounts ---
     from identity_proto.schemas.oauth_accounts import (
         ClientOAuthProviderUpdateBody,
         ConnectedAccessTokenBody,
@@ -101,8 +86,6 @@ if TYPE_CHECKING:
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
-
-    # passwords (reference part 2 §1)
     from identity_proto.schemas.passwords import (
         ResetCodeBody,
         ResetPasswordBody,
@@ -133,7 +116,6 @@ if TYPE_CHECKING:
         MAX_SESSION_LIFETIME_MS,
         CreateSessionBody,
         ListSessionsQuery,
-        OAuthTokenBody,
         SessionIdParams,
     )
     from identity_proto.schemas.sign_in import (
@@ -176,8 +158,6 @@ if TYPE_CHECKING:
         UserCreateBody,
         UserIdParams,
     )
-
-    # --- webhook endpoints ---
     from identity_proto.schemas.webhooks import (
         SendTestWebhookBody,
         WebhookDeliveriesQuery,
@@ -187,11 +167,9 @@ if TYPE_CHECKING:
         WebhookMessageParams,
     )
 
-    # --- end webhook endpoints ---
 
 #: module of this package -> the names it defines that the package re-exports, loaded on first use.
 _LAZY: dict[str, tuple[str, ...]] = {
-    # API keys
     "api_keys": (
         "MAX_EXPIRES_AT_MILLIS",
         "ApiKeyCheckBody",
@@ -203,12 +181,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "UserApiKeysQuery",
     ),
     "base": ("MAX_METADATA_BYTES", "MAX_PROFILE_IMAGE_BYTES", "Body", "M", "Query", "is_uuid", "validate_model"),
-    # --- mock OAuth provider (dev/test mode only) ---
     "mock_oauth": ("MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"),
-    # --- end mock OAuth provider ---
     "meta": ("HealthQuery",),
     "outbox": ("OutboxQuery",),
-    # --- OAuth sign-in ---
     "oauth": (
         "OAuthAuthorizeQuery",
         "OAuthCallbackForm",
@@ -216,7 +191,6 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "OAuthProviderIdParams",
         "OAuthTokenGrantBody",
     ),
-    # --- end OAuth sign-in ---
     "permissions": (
         "ListProjectPermissionsQuery",
         "ListTeamPermissionsQuery",
@@ -226,9 +200,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ProjectPermissionParams",
         "TeamPermissionParams",
     ),
-    # passwords
     "passwords": ("ResetCodeBody", "ResetPasswordBody", "SendResetCodeBody", "SetPasswordBody", "UpdatePasswordBody"),
-    # --- contact channels ---
     "contact_channels": (
         "ClientContactChannelCreateBody",
         "ClientContactChannelUpdateBody",
@@ -240,7 +212,6 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ServerContactChannelUpdateBody",
         "VerificationCodeBody",
     ),
-    # --- OAuth accounts ---
     "oauth_accounts": (
         "ClientOAuthProviderUpdateBody",
         "ConnectedAccessTokenBody",
@@ -254,8 +225,6 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "OAuthProviderParams",
         "ServerOAuthProviderUpdateBody",
     ),
-    # --- end OAuth accounts ---
-    # --- webhook endpoints ---
     "webhooks": (
         "SendTestWebhookBody",
         "WebhookDeliveriesQuery",
@@ -264,7 +233,6 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "WebhookEndpointUpdateBody",
         "WebhookMessageParams",
     ),
-    # --- end webhook endpoints ---
     "projects": (
         "AnyProjectIdParams",
         "DomainIn",
@@ -279,7 +247,6 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "MAX_SESSION_LIFETIME_MS",
         "CreateSessionBody",
         "ListSessionsQuery",
-        "OAuthTokenBody",
         "SessionIdParams",
     ),
     "sign_in": ("CodeBody", "MfaSignInBody", "PasswordSignInBody", "PasswordSignUpBody", "SendSignInCodeBody"),
@@ -344,7 +311,6 @@ __all__ = [
     "MemberProfileUpdateBody",
     "MembershipParams",
     "MfaSignInBody",
-    "OAuthTokenBody",
     "OutboxQuery",
     "PasswordSignInBody",
     "PasswordSignUpBody",
@@ -385,7 +351,6 @@ __all__ = [
     "validate_model",
     "validate_nothing",
 ]
-# API keys
 __all__ += [
     "MAX_EXPIRES_AT_MILLIS",
     "ApiKeyCheckBody",
@@ -396,7 +361,6 @@ __all__ += [
     "UserApiKeyCreateBody",
     "UserApiKeysQuery",
 ]
-# --- contact channels ---
 __all__ += [
     "ClientContactChannelCreateBody",
     "ClientContactChannelUpdateBody",
@@ -408,11 +372,7 @@ __all__ += [
     "ServerContactChannelUpdateBody",
     "VerificationCodeBody",
 ]
-# --- end contact channels ---
-# --- mock OAuth provider (dev/test mode only) ---
 __all__ += ["MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"]
-# --- end mock OAuth provider ---
-# --- OAuth sign-in ---
 __all__ += [
     "OAuthAuthorizeQuery",
     "OAuthCallbackForm",
@@ -420,8 +380,6 @@ __all__ += [
     "OAuthProviderIdParams",
     "OAuthTokenGrantBody",
 ]
-# --- end OAuth sign-in ---
-# --- OAuth accounts ---
 __all__ += [
     "ClientOAuthProviderUpdateBody",
     "ConnectedAccessTokenBody",
@@ -435,8 +393,6 @@ __all__ += [
     "OAuthProviderParams",
     "ServerOAuthProviderUpdateBody",
 ]
-# --- end OAuth accounts ---
-# --- webhook endpoints ---
 __all__ += [
     "SendTestWebhookBody",
     "WebhookDeliveriesQuery",
@@ -445,7 +401,6 @@ __all__ += [
     "WebhookEndpointUpdateBody",
     "WebhookMessageParams",
 ]
-# --- end webhook endpoints ---
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is still an error

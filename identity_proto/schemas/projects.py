@@ -66,11 +66,10 @@ class ProjectConfigPatch(Body):
     # API keys (reference part 2 §5)
     allow_user_api_keys: bool | None = None
     allow_team_api_keys: bool | None = None
-    # --- OAuth accounts: providers (the whole list; a secret left out is kept) and the account merge strategy ---
+    # OAuth accounts: providers (the whole list; a secret left out is kept) and the account merge strategy
     oauth_providers: list[OAuthProviderIn] | None = Field(default=None, max_length=64)
     oauth_account_merge_strategy: MergeStrategy | None = None
     _oauth_ids = field_validator("oauth_providers")(unique_provider_ids)
-    # --- end OAuth accounts ---
 
     @field_validator("rate_limits")
     @classmethod

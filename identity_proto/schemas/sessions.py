@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, field_validator
 
 from identity_proto.schemas.base import Body, Query, _uuid_or_me, is_uuid
 
 #: reference §1.4: at most 367 days.
 MAX_SESSION_LIFETIME_MS = 31_708_800_000
-
-
-class OAuthTokenBody(Body):
-    """POST /auth/oauth/token, form-encoded (official-sdk §3.8): the refresh grant only."""
-
-    grant_type: Literal["refresh_token"]
-    refresh_token: str = Field(min_length=1, max_length=256)
-    client_id: str = Field(min_length=1, max_length=64)
-    client_secret: str = Field(min_length=1, max_length=256)
-    scope: str | None = None
 
 
 class CreateSessionBody(Body):

@@ -135,13 +135,11 @@ NO_IO_SCRIPT = textwrap.dedent(
     from identity_proto import Request, SeededEntropy, Service
     from identity_proto.effects import HitRateLimits, LoadProject
     from identity_proto.flows.projects import new_project
-    import identity_proto.schemas as schemas
 
-    # A route's models are built on its first use, and importing their module reads files: load them all first, as
-    # importing the core used to.
-    for name in schemas.__all__:
-        getattr(schemas, name)
+    # A route's models are built on its first use, which imports modules (reads files): build them all first, as
+    # a serving host does at start-up.
     service = Service()
+    service.prepare()
     project, keys = new_project(SeededEntropy(1), 1, "P", project_id="00000000-0000-4000-8000-00000000000b")
     headers = (("x-service-access-type", "admin"), ("x-service-project-id", project.id),
                ("x-service-super-secret-admin-key", keys.super_secret_admin_key))

@@ -35,7 +35,7 @@ def test_every_model_a_route_names_exists_and_is_of_its_kind(route: Any) -> None
     for access in (None, *AccessType):
         body = route.body_model(access)
         assert body is None or issubclass(body, Body)
-    for model in (route.query_model(), route.params_model()):
+    for model in (route.query, route.params):
         assert model is None or issubclass(model, Query)
 
 
