@@ -61,7 +61,6 @@ __all__ = [
     "delete_team_permission_definition",
     "grant_project_permission",
     "grant_project_permissions",
-    "grant_sign_up_permissions",
     "grant_team_permission",
     "list_project_permission_definitions",
     "list_project_permissions",
@@ -391,15 +390,6 @@ def revoke_project_permission(ctx: RequestContext[None, None, ProjectPermissionP
     if not defined or not (yield from revoke_project_permission_of(project_id, user_id, permission_id, held)):
         raise KnownError(ErrorCode.PERMISSION_NOT_FOUND, details={"permission_id": permission_id})
     return json_response(200, {"success": True})
-
-
-def grant_sign_up_permissions(project: Project, user_id: str) -> Flow[None]:
-    """A new user's default project permissions (`user_default_permissions`), as direct grants; ids that are not
-    project definitions (any more) are skipped rather than failing the sign-up."""
-    known = definitions_by_id(project.config, "project")
-    granted = tuple(p for p in project.config.user_default_permissions if p in known)
-    if granted:
-        yield from grant_project_permissions(project.id, user_id, granted)
 
 
 def grant_project_permissions(
