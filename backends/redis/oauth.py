@@ -22,6 +22,7 @@ from backends.redis.commit import Ops, writes
 from backends.redis.keys import OAUTH_GRACE_MS, KeySpace
 from backends.redis.lua import _CREATE_TEAM, _EMIT_EVENT, _EMIT_TEAM_EVENT, _EMIT_USER_EVENT, _RECORD_JSON, _SEQ
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
+from backends.redis.read import by_index, first
 from backends.redis.teams import personal_team_parts
 from identity_proto.effects import (
     AccountsWrite,
@@ -121,14 +122,9 @@ def _consume_outer_code(keys: KeySpace, effect: ConsumeOuterCode) -> Plan[OuterC
 
 @_plans(FindUserByOAuthAccount)
 def _find_user_by_oauth_account(keys: KeySpace, effect: FindUserByOAuthAccount) -> Plan[User | None]:
-    # The e-mail index's script follows any "hash field -> user id" index to the user's record.
     p = effect.project_id
-    reply = yield Script(
-        "find_user_by_email",
-        (keys.oauth_index(p),),
-        (oauth_index_key(effect.provider_config_id, effect.account_id), keys.user(p)),
-    )
-    return _user(reply)
+    key = oauth_index_key(effect.provider_config_id, effect.account_id)
+    return _user(first((yield by_index(keys.oauth_index(p), key, keys.user(p), "r"))))
 
 
 #: Lua: whether one of the OAuth index keys `list` (from `first` to `last`) is held by an existing user other than
