@@ -1,9 +1,8 @@
 """User and team API keys: records by id, an index by key hash, and one index per owner.
 
 Writes are a commit's (`backends.redis.commit`): a key put (its record, the hash index, the owner's index) guarded
-on its owner existing, a change of its changeable fields guarded on them as read. Each read script sits right
-above the plan that runs it (`Script("<name>", ...)`); `script` registers it in `SCRIPTS` under that name.
-Deleting a user or a team deletes its keys in the deletion's own script (`delete_api_keys` in
+on its owner existing, a change of its changeable fields guarded on them as read. Reads are one `read` each
+(`backends.redis.read`). Deleting a user or a team deletes its keys in the deletion's own script (`delete_api_keys` in
 `backends.redis.lua`). Key names are in `backends.redis.keys`.
 """
 

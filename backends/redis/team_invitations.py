@@ -2,8 +2,7 @@
 address (two ZSETs scored by expiry): reads, and how a `Commit`'s guards and writes of them become the commit
 script's ops.
 
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
+Reads are one `read` each (`backends.redis.read`); key names are in `backends.redis.keys`.
 """
 
 from __future__ import annotations
