@@ -40,19 +40,6 @@ script(
     _RECORD_JSON
     + """
 local function empty(v) return not v or (type(v) == 'table' and #v == 0) end
-local function operand(o, vals, member, bounds)
-  if type(o) ~= 'table' then return o end
-  if o.k then return KEYS[o.k] end
-  if o.r then return vals[o.r] end
-  if o.m then return member[o.m] end
-  if o.i then return bounds[o.i + 1] end
-  local parts = {}
-  for i, part in ipairs(o.p) do
-    parts[i] = operand(part, vals, member, bounds)
-    if not parts[i] then return false end
-  end
-  return table.concat(parts)
-end
 local function spread(v, into)
   if type(v) == 'table' then
     for _, x in ipairs(v) do into[#into + 1] = x end
@@ -60,20 +47,36 @@ local function spread(v, into)
     into[#into + 1] = v
   end
 end
-local function args(list, vals, member, bounds)
-  local out = {}
-  for _, o in ipairs(list) do
-    if type(o) == 'table' and o.s then
-      local before = #out
-      spread(vals[o.s], out)
-      if #out == before then return nil end
+-- The operands of `s` (types at s[at], values after): a list, or nil when one is false or a spread adds nothing
+-- (`lenient`: those are left out); and where the values end.
+local function operands(s, at, vals, member, bounds, lenient)
+  local types, out, j, joined, failed = {string.byte(s[at], 1, -1)}, {}, at + 1, false, false
+  for c = 1, #types do
+    local t, o, v = types[c], s[j], nil
+    if t == 43 then
+      joined = true
     else
-      local v = operand(o, vals, member, bounds)
-      if not v then return nil end
-      out[#out + 1] = v
+      j = j + 1
+      if t == 115 then
+        local before = #out
+        spread(vals[o], out)
+        failed = failed or (#out == before and not lenient)
+      else
+        if t == 108 then v = o elseif t == 107 then v = KEYS[o] elseif t == 114 then v = vals[o]
+        elseif t == 109 then v = member[o] else v = bounds[o + 1] end
+        if not v then
+          failed = failed or not lenient
+        elseif joined then
+          out[#out] = out[#out] .. v
+        else
+          out[#out + 1] = v
+        end
+        joined = false
+      end
     end
   end
-  return out
+  if failed then return nil, j end
+  return out, j
 end
 local function decode(text, field)
   if not text then return false end
@@ -82,36 +85,35 @@ local function decode(text, field)
   if d == cjson.null or d == nil then return false end
   return d
 end
-local function shape(s, v)
-  if s.t == 'r' then
+local function shape(t, x, v)
+  if t == 'r' then
     if empty(v) then return false end
     return record_json(v)
-  elseif s.t == 'j' then
-    if type(v) ~= 'table' then return decode(v, s.f) end
+  elseif t == 'j' then
+    if type(v) ~= 'table' then return decode(v, x.f) end
     local out = {}
-    for _, x in ipairs(v) do
-      local d = decode(x, s.f)
+    for _, item in ipairs(v) do
+      local d = decode(item, x.f)
       if d then out[#out + 1] = d end
     end
     return out
-  elseif s.t == 'i' then
+  elseif t == 'i' then
     return v and string.format('%.0f', tonumber(v))
   end
-  if s.pre and not (type(v) == 'string' and string.sub(v, 1, #s.pre) == s.pre) then return false end
+  if x.pre and not (type(v) == 'string' and string.sub(v, 1, #x.pre) == x.pre) then return false end
   return v
 end
 local run
-local function each(s, vals, member, out)
-  local limit, paged = s.limit or -1, s.limit or s.page
-  local start, kept, width = 0, 0, s.pairs and 2 or 1
-  if s.from then start = tonumber(operand(s.from, vals, member)) end
+local function each(s, x, vals, member, out)
+  local limit, paged = x.limit or -1, x.limit or x.page
+  local start, kept, width = 0, 0, x.pairs and 2 or 1
+  if x.from then start = tonumber(operands(x.from, 1, vals, member)[1]) end
   while true do
-    local want = s.page or (limit - kept)
-    local call = args(s.each, vals, member, {start, start + want - 1})
-    local members = redis.call(unpack(call))
+    local want = x.page or (limit - kept)
+    local members = redis.call(unpack((operands(s, 4, vals, member, {start, start + want - 1}))))
     for i = 1, #members, width do
       local found = {}
-      if run(s['do'], {members[i], members[i + 1]}, found) then
+      if run(x['do'], {members[i], members[i + 1]}, found) then
         for _, v in ipairs(found) do out[#out + 1] = v end
         kept = kept + 1
         if kept == limit then return end
@@ -121,31 +123,30 @@ local function each(s, vals, member, out)
     start = start + want
   end
 end
+local none = {}
 run = function(steps, member, out)
   local vals = {}
   for i, s in ipairs(steps) do
-    local v = false
-    if s.each then
+    local kind, mode, v = s[1], s[3], false
+    local a, after = operands(s, 4, vals, member, none, kind == 'L')
+    local x = s[after] or none
+    if kind == 'e' then
       v = {}
-      each(s, vals, member, v)
-    elseif s.v ~= nil then
-      v = operand(s.v, vals, member)
-    elseif s.list then
-      v = {}
-      for _, o in ipairs(s.list) do
-        if type(o) == 'table' and o.s then spread(vals[o.s], v) else spread(operand(o, vals, member), v) end
-      end
-    else
-      local a = args(s.a, vals, member)
-      if a then v = redis.call(s.c, unpack(a)) end
+      each(s, x, vals, member, v)
+    elseif kind == 'v' then
+      v = a and a[1] or false
+    elseif kind == 'L' then
+      v = a
+    elseif a then
+      v = redis.call(unpack(a))
     end
-    v = shape(s, v)
-    if s.need and empty(v) then
-      if s.miss then redis.call(unpack(args(s.miss, vals, member))) end
+    if s[2] ~= '' or x.pre then v = shape(s[2], x, v) end
+    if mode >= 2 and empty(v) then
+      if x.miss then redis.call(unpack((operands(x.miss, 1, vals, member)))) end
       return false
     end
     vals[i] = v
-    if s.out then out[#out + 1] = v end
+    if mode % 2 == 1 then out[#out + 1] = v end
   end
   return true
 end
@@ -154,6 +155,7 @@ if not run(cjson.decode(ARGV[1]), {}, out) then return false end
 return out
 """,
 )
+
 
 #: The member of an `each` (``SCORE``: its score, with ``pairs``).
 MEMBER: Final = {"m": 1}
@@ -186,9 +188,46 @@ def each(command: str, *args: Any, do: list[dict[str, Any]], **options: Any) -> 
     return {"each": [command, *args], "do": do, **options}
 
 
+def _operands(items: list[Any]) -> list[Any]:
+    types, values = [], []
+    for item in items:
+        for n, part in enumerate(item["p"] if isinstance(item, dict) and "p" in item else [item]):
+            types.append("+" if n else "")
+            ((kind, value),) = part.items() if isinstance(part, dict) else (("l", part),)
+            types.append(kind)
+            values.append(value)
+    return ["".join(types), *values]
+
+
+def _wire(step: dict[str, Any]) -> list[Any]:
+    if "c" in step:
+        kind, items = "", [step["c"], *step["a"]]
+    else:
+        kind = next(k for k in ("each", "list", "v") if k in step)
+        items = [step["v"]] if kind == "v" else step[kind]
+    mode = (2 if step.get("need") else 0) + (1 if step.get("out") else 0)
+    extra: dict[str, Any] = {name: step[name] for name in ("f", "pre", "limit", "page", "pairs") if name in step}
+    if "miss" in step:
+        extra["miss"] = _operands(step["miss"])
+    if "from" in step:
+        extra["from"] = _operands([step["from"]])
+    if "do" in step:
+        extra["do"] = [_wire(inner) for inner in step["do"]]
+    kind = {"each": "e", "list": "L", "v": "v"}.get(kind, "c")
+    return [kind, step.get("t", ""), mode, *_operands(items), *([extra] if extra else [])]
+
+
+def encode(steps: list[dict[str, Any]]) -> str:
+    """`steps` as the script reads them: arrays of strings and numbers (cjson decodes those far faster than
+    objects): ``[kind, t, mode, types, operand, ..., options]``: kind ``c`` (a command), ``v``, ``L`` or ``e``;
+    mode 2 for need plus 1 for out; types one character per operand (``l`` a literal, ``k``, ``r``, ``m``, ``i``,
+    ``s`` as above, ``+`` joining two into one); options an object, only when there are others."""
+    return orjson.dumps([_wire(step) for step in steps]).decode()
+
+
 def read(keys: tuple[str, ...], steps: list[dict[str, Any]]) -> Script:
     """The `read` script running `steps` (`KEYS` is `keys`: declared, so a cluster routes it to their slot)."""
-    return Script("read", keys, (orjson.dumps(steps).decode(),))
+    return Script("read", keys, (encode(steps),))
 
 
 def by_index(index: str, field: str, prefix: str, shape: str | None = None) -> Script:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 
-import orjson
-
 from backends.redis.codecs import _change_fields, _flat, _json_fields, _required, _team, _text, _user
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
@@ -20,7 +18,7 @@ from backends.redis.lua import (
     _RECORD_JSON,
 )
 from backends.redis.plan import Call, Plan, Script, _plans, script
-from backends.redis.read import FIRST, LAST, MEMBER, by_index, call, cat, each, first, key, read, ref
+from backends.redis.read import FIRST, LAST, MEMBER, by_index, call, cat, each, encode, first, key, read, ref
 from identity_proto.effects import (
     CreateUser,
     DropUser,
@@ -49,7 +47,7 @@ def _user_with_team_steps(keys: KeySpace, project_id: str) -> str:
         call("HGET", key(1), "selected_team_id", t="j"),
         call("HGETALL", cat(keys.team(project_id), ref(2)), out=1),
     ]
-    return orjson.dumps(steps).decode()
+    return encode(steps)
 
 
 @_plans(LoadUserWithTeam)
