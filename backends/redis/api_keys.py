@@ -1,9 +1,8 @@
 """User and team API keys: records by id, an index by key hash, and one index per owner.
 
 Writes are a commit's (`backends.redis.commit`): a key put (its record, the hash index, the owner's index) guarded
-on its owner existing, a change of its changeable fields guarded on them as read. Each read script sits right
-above the plan that runs it (`Script("<name>", ...)`); `script` registers it in `SCRIPTS` under that name.
-Deleting a user or a team deletes its keys in the deletion's own script (`delete_api_keys` in
+on its owner existing, a change of its changeable fields guarded on them as read. Reads are one `read` each
+(`backends.redis.read`). Deleting a user or a team deletes its keys in the deletion's own script (`delete_api_keys` in
 `backends.redis.lua`). Key names are in `backends.redis.keys`.
 """
 
@@ -14,7 +13,8 @@ import dataclasses
 from backends.redis.codecs import _api_key, _flat, _json, _json_fields, _required
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
-from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.plan import Call, Plan, _plans
+from backends.redis.read import MEMBER, by_index, call, cat, each, first, key, read
 from identity_proto.effects import (
     ApiKeyIs,
     ApiKeyOwnerExists,
@@ -34,50 +34,20 @@ def _load_api_key(keys: KeySpace, effect: LoadApiKey) -> Plan[ApiKey | None]:
     return _api_key((yield Call("HGETALL", keys.api_key(effect.project_id, effect.key_id))))
 
 
-# KEYS: the hash index. ARGV: key hash, key record prefix. Returns the key's record, or nil.
-script(
-    "find_api_key_by_hash",
-    """
-local id = redis.call('HGET', KEYS[1], ARGV[1])
-if not id then return false end
-return redis.call('HGETALL', ARGV[2] .. id)
-""",
-)
-
-
 @_plans(FindApiKeyByHash)
 def _find_api_key_by_hash(keys: KeySpace, effect: FindApiKeyByHash) -> Plan[ApiKey | None]:
-    project_id = effect.project_id
-    reply = yield Script(
-        "find_api_key_by_hash", (keys.api_key_by_hash(project_id),), (effect.key_hash, keys.api_key(project_id))
-    )
-    return _api_key(reply)
-
-
-# KEYS: the owner's key index. ARGV: key record prefix. Returns the records newest first (by score, then by id,
-# both descending).
-script(
-    "list_api_keys",
-    """
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1, 'REV')) do
-  local key = redis.call('HGETALL', ARGV[1] .. id)
-  if #key > 0 then out[#out + 1] = key end
-end
-return out
-""",
-)
+    p = effect.project_id
+    return _api_key(first((yield by_index(keys.api_key_by_hash(p), effect.key_hash, keys.api_key(p)))))
 
 
 @_plans(ListApiKeys)
 def _list_api_keys(keys: KeySpace, effect: ListApiKeys) -> Plan[tuple[ApiKey, ...]]:
-    project_id = effect.project_id
-    reply = yield Script(
-        "list_api_keys",
-        (keys.owner_api_keys(project_id, effect.type.value, effect.owner_id),),
-        (keys.api_key(project_id),),
-    )
-    return tuple(_required(_api_key(item)) for item in reply)
+    # Newest first (by score, then by id, both descending).
+    p = effect.project_id
+    found = call("HGETALL", cat(keys.api_key(p), MEMBER), need=1, out=1)
+    index = keys.owner_api_keys(p, effect.type.value, effect.owner_id)
+    reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, "REV", do=[found], out=1)])
+    return tuple(_required(_api_key(item)) for item in reply[0])
 
 
 @guards(ApiKeyOwnerExists)

@@ -2,7 +2,7 @@
 is the user's ``primary_email*`` fields, the others one hash per user (``user-channels``: channel id -> JSON), their
 auth addresses in the e-mail index.
 
-Reads are scripts (a consistent view: the user, their channels and the index entries of their addresses in one
+Reads are one `read` each (a consistent view: the user, their channels and the index entries of their addresses in one
 step). Writes are a commit's (`backends.redis.commit`): a stored channel put (HSET) or dropped (HDEL), the user's
 stored channels guarded as read (HLEN and each entry's text), a one-time code used. No Lua here decides anything.
 Every key is one of the project's (hash tag ``{p:<id>}``).
@@ -14,11 +14,11 @@ from typing import Any
 
 import orjson
 
-from backends.redis.codecs import _pairs, _text, _user
+from backends.redis.codecs import _pairs, _required, _text, _user
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _RECORD_JSON
-from backends.redis.plan import Plan, Script, _plans, script
+from backends.redis.plan import Plan, _plans
+from backends.redis.read import MEMBER, call, cat, each, key, read
 from identity_proto.effects import (
     ChannelsAre,
     CodeIsUnused,
@@ -43,84 +43,51 @@ def channel_text(channel: ContactChannel) -> str:
     return orjson.dumps(contact_channel_to_json(channel)).decode()
 
 
-#: Lua: the user at `user_key`, their channels (`channels_key`) and the e-mail index entries of `addresses` and of
-#: their channels' addresses: {'ok', user as JSON, channels hash, addresses, their index entries}, or {'none'}.
-#: Needs `_RECORD_JSON`.
-_LIST_CHANNELS = """
-local function list_channels(user_key, channels_key, index_key, addresses)
-  if redis.call('EXISTS', user_key) == 0 then return {'none'} end
-  local channels = redis.call('HGETALL', channels_key)
-  local primary = redis.call('HGET', user_key, 'primary_email')
-  if primary and primary ~= 'null' then addresses[#addresses + 1] = cjson.decode(primary) end
-  for i = 2, #channels, 2 do addresses[#addresses + 1] = cjson.decode(channels[i]).value end
-  local holders = {}
-  if #addresses > 0 then holders = redis.call('HMGET', index_key, unpack(addresses)) end
-  return {'ok', record_json(redis.call('HGETALL', user_key)), channels, addresses, holders}
-end
-"""
-
-# KEYS: user, user's channels, e-mail index. ARGV: addresses. Returns what `list_channels` does.
-script(
-    "list_contact_channels",
-    _RECORD_JSON
-    + _LIST_CHANNELS
-    + """
-local addresses = {}
-for _, a in ipairs(ARGV) do addresses[#addresses + 1] = a end
-return list_channels(KEYS[1], KEYS[2], KEYS[3], addresses)
-""",
-)
+def channel_steps(user: Any, channels: Any, index: Any, addresses: list[Any], n: int = 0) -> list[dict[str, Any]]:
+    """Read steps (after `n` others): the user (needed), their channels, the addresses (`addresses`, the primary,
+    the channels'), and the index entries of those addresses (false when none). What `user_channels` reads."""
+    return [
+        call("HGETALL", user, t="r", need=1, out=1),
+        call("HGETALL", channels, out=1),
+        call("HGET", user, "primary_email", t="j"),
+        call("HVALS", channels, t="j", f="value"),
+        {"list": [*addresses, {"s": n + 3}, {"s": n + 4}], "out": 1},
+        call("HMGET", index, {"s": n + 5}, out=1),
+    ]
 
 
 def user_channels(reply: Any) -> UserChannels | None:
-    """A `list_channels` reply, read."""
-    if _text(reply[0]) != "ok":
-        return None
-    user = _user(reply[1])
+    """A `channel_steps` reply, read."""
+    user = _user(reply[0]) if reply else None
     if user is None:
         return None
-    holders = {_text(a): (None if h is None else _text(h)) for a, h in zip(reply[3], reply[4], strict=True)}
-    return UserChannels(user, _stored_channels(user.id, reply[2]), dict(sorted(holders.items())))
+    holders = {_text(a): (None if h is None else _text(h)) for a, h in zip(reply[2], reply[3] or (), strict=True)}
+    return UserChannels(user, _stored_channels(user.id, reply[1]), dict(sorted(holders.items())))
 
 
 @_plans(ListContactChannels)
 def _list_contact_channels(keys: KeySpace, effect: ListContactChannels) -> Plan[UserChannels | None]:
     p, user_id = effect.project_id, effect.user_id
-    reply = yield Script(
-        "list_contact_channels",
-        (keys.user(p, user_id), keys.user_channels(p, user_id), keys.users_by_email(p)),
-        effect.addresses,
+    steps = channel_steps(key(1), key(2), key(3), list(effect.addresses))
+    return user_channels(
+        (yield read((keys.user(p, user_id), keys.user_channels(p, user_id), keys.users_by_email(p)), steps))
     )
-    return user_channels(reply)
-
-
-# KEYS: user order. ARGV: user key prefix, channels key prefix. Returns {user as JSON, channels hash} per user, in
-# ListUsers order (one script: a consistent view of the whole project).
-script(
-    "list_project_contact_channels",
-    _RECORD_JSON
-    + """
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local user = redis.call('HGETALL', ARGV[1] .. id)
-  if #user > 0 then out[#out + 1] = {record_json(user), redis.call('HGETALL', ARGV[2] .. id)} end
-end
-return out
-""",
-)
 
 
 @_plans(ListProjectContactChannels)
 def _list_project_contact_channels(
     keys: KeySpace, effect: ListProjectContactChannels
 ) -> Plan[tuple[ContactChannel, ...]]:
+    # Every user in ListUsers order with their stored channels (one script: a consistent view of the project).
     p = effect.project_id
-    reply = yield Script("list_project_contact_channels", (keys.user_order(p),), (keys.user(p), keys.user_channels(p)))
+    user = call("HGETALL", cat(keys.user(p), MEMBER), t="r", need=1, out=1)
+    channels = call("HGETALL", cat(keys.user_channels(p), MEMBER), out=1)
+    reply = yield read((keys.user_order(p),), [each("ZRANGE", key(1), 0, -1, do=[user, channels], out=1)])
     out: list[ContactChannel] = []
-    for item in reply:
-        user = _user(item[0])
-        if user is not None:
-            out.extend(channels_of(user, _stored_channels(user.id, item[1])))
+    items = iter(reply[0])
+    for user_json, stored in zip(items, items, strict=True):
+        found = _required(_user(user_json))
+        out.extend(channels_of(found, _stored_channels(found.id, stored)))
     return tuple(out)
 
 

@@ -11,7 +11,8 @@ import dataclasses
 from backends.redis.codecs import _json, _text, _user
 from backends.redis.commit import Ops, writes
 from backends.redis.keys import OAUTH_GRACE_MS, KeySpace
-from backends.redis.plan import Arg, Call, Plan, Script, _plans
+from backends.redis.plan import Arg, Call, Plan, _plans
+from backends.redis.read import by_index, first
 from identity_proto.effects import (
     FindUserByOAuthAccount,
     LoadProviderTokens,
@@ -62,14 +63,9 @@ def _take_short_lived(keys: KeySpace, effect: TakeShortLived) -> Plan[str | None
 
 @_plans(FindUserByOAuthAccount)
 def _find_user_by_oauth_account(keys: KeySpace, effect: FindUserByOAuthAccount) -> Plan[User | None]:
-    # The e-mail index's script follows any "hash field -> user id" index to the user's record.
     p = effect.project_id
-    reply = yield Script(
-        "find_user_by_email",
-        (keys.oauth_index(p),),
-        (oauth_index_key(effect.provider_config_id, effect.account_id), keys.user(p)),
-    )
-    return _user(reply)
+    key = oauth_index_key(effect.provider_config_id, effect.account_id)
+    return _user(first((yield by_index(keys.oauth_index(p), key, keys.user(p), "r"))))
 
 
 @_plans(LoadProviderTokens)

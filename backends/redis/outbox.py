@@ -9,6 +9,7 @@ from __future__ import annotations
 from backends.redis.codecs import _email, _email_json, _outbox_prefix
 from backends.redis.keys import KeySpace
 from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.read import FIRST, LAST, MEMBER, each, key, read
 from identity_proto.effects import AppendOutbox, ListOutbox
 from identity_proto.records import Email
 
@@ -29,29 +30,6 @@ def _append_outbox(keys: KeySpace, effect: AppendOutbox) -> Plan[None]:
     yield Script("append_outbox", (keys.outbox(effect.project_id),), (_email_json(effect.email), effect.keep))
 
 
-# KEYS: outbox. ARGV: item prefix ('{"to":<JSON address>,'), limit (> 0). Returns the first `limit` items
-# (newest first) that start with the prefix, reading the list 200 items at a time.
-script(
-    "list_outbox_to",
-    """
-local prefix, limit = ARGV[1], tonumber(ARGV[2])
-local out, start = {}, 0
-while #out < limit do
-  local page = redis.call('LRANGE', KEYS[1], start, start + 199)
-  if #page == 0 then break end
-  for _, item in ipairs(page) do
-    if string.sub(item, 1, #prefix) == prefix then
-      out[#out + 1] = item
-      if #out >= limit then break end
-    end
-  end
-  start = start + 200
-end
-return out
-""",
-)
-
-
 @_plans(ListOutbox)
 def _list_outbox(keys: KeySpace, effect: ListOutbox) -> Plan[tuple[Email, ...]]:
     if effect.limit <= 0:
@@ -60,5 +38,10 @@ def _list_outbox(keys: KeySpace, effect: ListOutbox) -> Plan[tuple[Email, ...]]:
     if effect.to is None:
         items = yield Call("LRANGE", outbox, 0, effect.limit - 1)
     else:
-        items = yield Script("list_outbox_to", (outbox,), (_outbox_prefix(effect.to), effect.limit))
+        # The first `limit` items (newest first) that start with the address's prefix, 200 read at a time.
+        item = {"v": MEMBER, "pre": _outbox_prefix(effect.to), "need": 1, "out": 1}
+        reply = yield read(
+            (outbox,), [each("LRANGE", key(1), FIRST, LAST, do=[item], page=200, limit=effect.limit, out=1)]
+        )
+        items = reply[0]
     return tuple(_email(item) for item in items)

@@ -1,7 +1,7 @@
 """What the password flows read and commit (the core decides: `identity_proto.flows.passwords`): the holder of an
-address with their channels, in one script; a commit's guard on a user's sessions (SCARD and SISMEMBER), a one-time
-code stored (the code with its TTL, its nonce counter created once) and a mail appended to the outbox (LPUSH,
-LTRIM). No Lua here decides anything.
+address with their channels, in one read; a commit's guard on a user's sessions (SCARD and SISMEMBER), a one-time
+code stored (the code with its TTL, its nonce counter created once) and a
+mail appended to the outbox (LPUSH, LTRIM). No Lua here decides anything.
 """
 
 from __future__ import annotations
@@ -10,35 +10,20 @@ import dataclasses
 
 from backends.redis.codecs import _email_json, _flat, _json_fields
 from backends.redis.commit import Ops, writes
-from backends.redis.contact_channels import _LIST_CHANNELS, user_channels
+from backends.redis.contact_channels import channel_steps, user_channels
 from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.lua import _RECORD_JSON
-from backends.redis.plan import Plan, Script, _plans, script
+from backends.redis.plan import Plan, _plans
+from backends.redis.read import call, cat, key, read, ref
 from identity_proto.effects import FindAuthAddressHolder, PutCode, PutMail, UserChannels
-
-# KEYS: e-mail index. ARGV: the address, user key prefix, channels key prefix. Returns what `list_channels` does
-# for the user the index gives the address to ({'none'}: nobody, or a user who is gone).
-script(
-    "find_auth_address_holder",
-    _RECORD_JSON
-    + _LIST_CHANNELS
-    + """
-local id = redis.call('HGET', KEYS[1], ARGV[1])
-if not id then return {'none'} end
-return list_channels(ARGV[2] .. id, ARGV[3] .. id, KEYS[1], {ARGV[1]})
-""",
-)
 
 
 @_plans(FindAuthAddressHolder)
 def _find_auth_address_holder(keys: KeySpace, effect: FindAuthAddressHolder) -> Plan[UserChannels | None]:
-    p = effect.project_id
-    reply = yield Script(
-        "find_auth_address_holder",
-        (keys.users_by_email(p),),
-        (effect.email, keys.user(p), keys.user_channels(p)),
-    )
-    return user_channels(reply)
+    # The user the index gives the address to, with their channels (None: nobody, or a user who is gone).
+    p, holder = effect.project_id, ref(1)
+    user, channels = cat(keys.user(p), holder), cat(keys.user_channels(p), holder)
+    steps = [call("HGET", key(1), effect.email, need=1), *channel_steps(user, channels, key(1), [effect.email], 1)]
+    return user_channels((yield read((keys.users_by_email(p),), steps)))
 
 
 @writes(PutCode)

@@ -14,6 +14,7 @@ from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.lua import _BYTE_LESS, _SEQ
 from backends.redis.plan import Arg, Call, Plan, Script, _plans, script
+from backends.redis.read import MEMBER, call, cat, each, key, read
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects import (
     ChangePermissionDefinitions,
@@ -41,21 +42,6 @@ def _revoke_permission(ops: Ops, write: RevokePermission) -> None:
         ops.writes.append(["srem", ops.key(space.permission_users(p)), write.user_id])
 
 
-# KEYS: permission users. ARGV: the users' permission-set prefix. Returns {user id, {permission ids}} per user
-# holding any.
-script(
-    "list_project_permissions",
-    """
-local out = {}
-for _, uid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local held = redis.call('SMEMBERS', ARGV[1] .. uid)
-  if #held > 0 then out[#out + 1] = {uid, held} end
-end
-return out
-""",
-)
-
-
 @_plans(ListProjectPermissions)
 def _list_project_permissions(
     keys: KeySpace, effect: ListProjectPermissions
@@ -64,10 +50,13 @@ def _list_project_permissions(
     if user_id is not None:
         held = yield Call("SMEMBERS", keys.user_permissions(project_id, user_id))
         return ((user_id, tuple(sorted(map(_text, held)))),) if held else ()
-    reply = yield Script(
-        "list_project_permissions", (keys.permission_users(project_id),), (keys.user_permissions(project_id),)
+    # {user id, their permission ids} per user holding any.
+    held = call("SMEMBERS", cat(keys.user_permissions(project_id), MEMBER), need=1, out=1)
+    reply = yield read(
+        (keys.permission_users(project_id),), [each("SMEMBERS", key(1), do=[{"v": MEMBER, "out": 1}, held], out=1)]
     )
-    found = [(_text(uid), tuple(sorted(map(_text, held)))) for uid, held in reply]
+    items = iter(reply[0])
+    found = [(_text(uid), tuple(sorted(map(_text, held)))) for uid, held in zip(items, items, strict=True)]
     return tuple(sorted(found))
 
 

@@ -10,6 +10,7 @@ from backends.redis.codecs import _required, _session, _user
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.read import MEMBER, call, cat, each, key, read
 from identity_proto.effects import (
     DropSession,
     EndSession,
@@ -62,28 +63,16 @@ def _load_session(keys: KeySpace, effect: LoadSession) -> Plan[Session | None]:
     return _session((yield Call("HGETALL", keys.session(effect.project_id, effect.session_id))))
 
 
-# KEYS: user's session set. ARGV: session key prefix. Returns the sessions' records (unordered); removes
-# the ids of sessions gone (by TTL) from the set.
-script(
-    "list_sessions",
-    """
-local out = {}
-for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local s = redis.call('HGETALL', ARGV[1] .. sid)
-  if #s == 0 then redis.call('SREM', KEYS[1], sid) else out[#out + 1] = s end
-end
-return out
-""",
-)
-
-
 @_plans(ListSessions)
 def _list_sessions(keys: KeySpace, effect: ListSessions) -> Plan[tuple[Session, ...]]:
     project_id = effect.project_id
-    reply = yield Script(
-        "list_sessions", (keys.user_sessions(project_id, effect.user_id),), (keys.session(project_id),)
+    # The ids of sessions gone (by TTL) are removed from the set.
+    gone = ["SREM", key(1), MEMBER]
+    session = call("HGETALL", cat(keys.session(project_id), MEMBER), need=1, miss=gone, out=1)
+    reply = yield read(
+        (keys.user_sessions(project_id, effect.user_id),), [each("SMEMBERS", key(1), do=[session], out=1)]
     )
-    sessions = [_required(_session(item)) for item in reply]
+    sessions = [_required(_session(item)) for item in reply[0]]
     return tuple(sorted(sessions, key=lambda s: (-s.created_at_millis, s.id)))
 
 

@@ -2,8 +2,7 @@
 address (two ZSETs scored by expiry): reads, and how a `Commit`'s guards and writes of them become the commit
 script's ops.
 
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
+Reads are one `read` each (`backends.redis.read`); key names are in `backends.redis.keys`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,8 @@ import dataclasses
 from backends.redis.codecs import _code, _flat, _json_fields
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import GRACE_MS, KeySpace
-from backends.redis.plan import Plan, Script, _plans, script
+from backends.redis.plan import Plan, _plans
+from backends.redis.read import MEMBER, call, cat, each, first, key, read, ref
 from identity_proto.effects import (
     DropInvitation,
     InvitationIsStored,
@@ -31,47 +31,12 @@ def _invitation(reply: object) -> VerificationCode | None:
     return code if code is not None and code.purpose == CodePurpose.TEAM_INVITATION else None
 
 
-# KEYS: invitation. ARGV: code key prefix. Returns the code's record, or nil.
-script(
-    "load_team_invitation",
-    """
-local code_hash = redis.call('GET', KEYS[1])
-if not code_hash then return false end
-return redis.call('HGETALL', ARGV[1] .. code_hash)
-""",
-)
-
-
 @_plans(LoadTeamInvitation)
 def _load_team_invitation(keys: KeySpace, effect: LoadTeamInvitation) -> Plan[VerificationCode | None]:
-    project_id = effect.project_id
-    reply = yield Script(
-        "load_team_invitation", (keys.invitation(project_id, effect.invitation_id),), (keys.code(project_id, ""),)
-    )
-    return _invitation(reply)
-
-
-# KEYS: invitation indexes (a team's, or addresses'). ARGV: invitation key prefix, code key prefix. Returns the
-# records of the invitations they list (each once; those whose keys are gone skipped).
-script(
-    "list_team_invitations",
-    """
-local out, seen = {}, {}
-for _, index in ipairs(KEYS) do
-  for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do
-    if not seen[id] then
-      seen[id] = true
-      local code_hash = redis.call('GET', ARGV[1] .. id)
-      if code_hash then
-        local code = redis.call('HGETALL', ARGV[2] .. code_hash)
-        if #code > 0 then out[#out + 1] = code end
-      end
-    end
-  end
-end
-return out
-""",
-)
+    # The invitation's key holds its code's hash.
+    p = effect.project_id
+    steps = [call("GET", key(1), need=1), call("HGETALL", cat(keys.code(p, ""), ref(1)), out=1)]
+    return _invitation(first((yield read((keys.invitation(p, effect.invitation_id),), steps))))
 
 
 @_plans(ListTeamInvitations)
@@ -84,8 +49,12 @@ def _list_team_invitations(keys: KeySpace, effect: ListTeamInvitations) -> Plan[
         indexes = tuple(keys.invitations_to(project_id, email) for email in dict.fromkeys(effect.emails))
     if not indexes:
         return ()
-    reply = yield Script("list_team_invitations", indexes, (keys.invitation(project_id), keys.code(project_id, "")))
-    found = [code for code in map(_invitation, reply) if code is not None]
+    # The invitations the indexes list (ZUNION: each once), those whose keys are gone skipped.
+    code_hash = call("GET", cat(keys.invitation(project_id), MEMBER), need=1)
+    code = call("HGETALL", cat(keys.code(project_id, ""), ref(1)), need=1, out=1)
+    union = each("ZUNION", len(indexes), *(key(i + 1) for i in range(len(indexes))), do=[code_hash, code], out=1)
+    reply = yield read(indexes, [union])
+    found = [code for code in map(_invitation, reply[0]) if code is not None]
     if team_id is not None:
         found = [code for code in found if code.team_id == team_id]
     else:

@@ -1,8 +1,7 @@
 """Teams and memberships (memberships keyed by their sequence number, indexed three ways): reads, and how a
 `Commit`'s guards and writes of them become the commit script's ops.
 
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
+Reads are one `read` each (`backends.redis.read`); key names are in `backends.redis.keys`.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from typing import Any
 from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _membership, _required, _team
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
-from backends.redis.lua import _SEQ
-from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.plan import Call, Plan, _plans
+from backends.redis.read import MEMBER, SCORE, call, cat, each, first, key, read, ref
 from identity_proto.effects import (
     DropMembership,
     DropTeam,
@@ -38,68 +37,25 @@ def _load_team(keys: KeySpace, effect: LoadTeam) -> Plan[Team | None]:
     return _team((yield Call("HGETALL", keys.team(effect.project_id, effect.team_id))))
 
 
-# KEYS: a team index (team order, or a user's team index). ARGV: team key prefix. Returns the teams' records
-# (in index order; the caller sorts).
-script(
-    "list_teams",
-    """
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local team = redis.call('HGETALL', ARGV[1] .. id)
-  if #team > 0 then out[#out + 1] = team end
-end
-return out
-""",
-)
-
-
 @_plans(ListTeams)
 def _list_teams(keys: KeySpace, effect: ListTeams) -> Plan[tuple[Team, ...]]:
-    project_id = effect.project_id
-    index = keys.team_order(project_id) if effect.user_id is None else keys.user_teams(project_id, effect.user_id)
-    reply = yield Script("list_teams", (index,), (keys.team(project_id),))
-    teams = [_required(_team(item)) for item in reply]
+    p = effect.project_id
+    index = keys.team_order(p) if effect.user_id is None else keys.user_teams(p, effect.user_id)
+    team = call("HGETALL", cat(keys.team(p), MEMBER), need=1, out=1)
+    reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, do=[team], out=1)])
+    teams = [_required(_team(item)) for item in reply[0]]
     return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
-
-
-# KEYS: the team's member index. ARGV: user id, membership key prefix. Returns the record, or nil.
-script(
-    "load_membership",
-    _SEQ
-    + """
-local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not seq then return false end
-return redis.call('HGETALL', ARGV[2] .. seq_text(seq))
-""",
-)
 
 
 @_plans(LoadMembership)
 def _load_membership(keys: KeySpace, effect: LoadMembership) -> Plan[Membership | None]:
-    project_id = effect.project_id
-    reply = yield Script(
-        "load_membership",
-        (keys.team_members(project_id, effect.team_id),),
-        (effect.user_id, keys.membership(project_id)),
-    )
-    return _membership(reply)
-
-
-# KEYS: a membership index scored by sequence (membership order, a team's members, a user's teams).
-# ARGV: membership key prefix. Returns the records in creation order.
-script(
-    "list_memberships",
-    _SEQ
-    + """
-local out = {}
-local index = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-for i = 2, #index, 2 do
-  local membership = redis.call('HGETALL', ARGV[1] .. seq_text(index[i]))
-  if #membership > 0 then out[#out + 1] = membership end
-end
-return out
-""",
-)
+    # A membership's record is keyed by its sequence number: its user's score in the team's member index.
+    p = effect.project_id
+    steps = [
+        call("ZSCORE", key(1), effect.user_id, t="i", need=1),
+        call("HGETALL", cat(keys.membership(p), ref(1)), out=1),
+    ]
+    return _membership(first((yield read((keys.team_members(p, effect.team_id),), steps))))
 
 
 @_plans(ListMemberships)
@@ -114,8 +70,11 @@ def _list_memberships(keys: KeySpace, effect: ListMemberships) -> Plan[tuple[Mem
         index = keys.user_teams(project_id, user_id)
     else:
         index = keys.membership_order(project_id)
-    reply = yield Script("list_memberships", (index,), (keys.membership(project_id),))
-    return tuple(_required(_membership(item)) for item in reply)
+    # Each index is scored by sequence number: creation order.
+    seq = {"v": SCORE, "t": "i"}
+    found = call("HGETALL", cat(keys.membership(project_id), ref(1)), need=1, out=1)
+    reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, "WITHSCORES", do=[seq, found], pairs=1, out=1)])
+    return tuple(_required(_membership(item)) for item in reply[0])
 
 
 # ---------------------------------------------------------------------------------------------------------------

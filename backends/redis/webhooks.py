@@ -40,6 +40,7 @@ from backends.redis.lua import (
     _WEBHOOK_SETTLE,
 )
 from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.read import FIRST, LAST, MEMBER, call, cat, each, key, read
 from identity_proto.effects import (
     RETRY_SCHEDULE_MS,
     TEST_EVENT_TYPE,
@@ -513,40 +514,16 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
     return bool(current)
 
 
-# KEYS: the endpoint's delivery index. ARGV: limit, delivery key prefix, endpoint id. Returns the HGETALL of its
-# deliveries, newest first, at most `limit` (skipping those gone by TTL).
-script(
-    "list_deliveries",
-    """
-local limit, out, start = tonumber(ARGV[1]), {}, 0
-while #out < limit do
-  local page = redis.call('ZREVRANGE', KEYS[1], start, start + limit - 1)
-  if #page == 0 then break end
-  for _, sortable in ipairs(page) do
-    local d = redis.call('HGETALL', ARGV[2] .. sortable .. ':' .. ARGV[3])
-    if #d > 0 then
-      out[#out + 1] = d
-      if #out >= limit then break end
-    end
-  end
-  start = start + #page
-end
-return out
-""",
-)
-
-
 @_plans(ListDeliveries)
 def _list_deliveries(keys: KeySpace, effect: ListDeliveries) -> Plan[tuple[Delivery, ...]]:
     if effect.limit <= 0:
         return ()
-    project_id = effect.project_id
-    reply = yield Script(
-        "list_deliveries",
-        (keys.webhook_deliveries(project_id, effect.endpoint_id),),
-        (effect.limit, keys.webhook_delivery(project_id), effect.endpoint_id),
-    )
-    return tuple(_delivery(fields) for fields in reply or ())
+    # Newest first, at most `limit`, skipping those gone by TTL.
+    p = effect.project_id
+    found = call("HGETALL", cat(keys.webhook_delivery(p), MEMBER, ":" + effect.endpoint_id), need=1, out=1)
+    steps = [each("ZRANGE", key(1), FIRST, LAST, "REV", do=[found], limit=effect.limit, out=1)]
+    reply = yield read((keys.webhook_deliveries(p, effect.endpoint_id),), steps)
+    return tuple(_delivery(fields) for fields in reply[0])
 
 
 # KEYS: the delivery, due, pending, settled, events stream. ARGV: delivery id, now, the event's entry id. Returns

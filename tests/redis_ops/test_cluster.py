@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import redis
 import redis.cluster
@@ -212,9 +213,19 @@ def url(cluster: list[RedisProcess]) -> str:
     return f"redis://127.0.0.1:{cluster[0].port}/0"
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON document (the op list of `commit` and `read`: the key prefixes it builds keys from)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _strings(item)
+
+
 class SlotCheckedStore(RedisStore):
     """A RedisStore that, before running a script, checks that every key it declares is in one slot and every key
-    prefix it passes in ARGV (what it builds pointed-to keys from) hashes to that slot too; it notes which ran."""
+    prefix it passes in ARGV, or in an op list there (what it builds pointed-to keys from), hashes to that slot
+    too; it notes which ran."""
 
     def __init__(self, client: redis.cluster.RedisCluster, *, namespace: str) -> None:
         super().__init__(client, namespace=namespace)
@@ -224,7 +235,9 @@ class SlotCheckedStore(RedisStore):
         if isinstance(op, Script):
             declared = {key_slot(key.encode()) for key in op.keys}
             assert len(declared) == 1, f"script {op.name} declares keys of {len(declared)} slots: {op.keys}"
-            prefixes = [arg for arg in op.args if isinstance(arg, str) and arg.startswith(self.keys.namespace)]
+            texts = [arg for arg in op.args if isinstance(arg, str)]
+            texts += [t for arg in texts if arg[:1] in ("[", "{") for t in _strings(orjson.loads(arg))]  # an op list
+            prefixes = [text for text in texts if text.startswith(self.keys.namespace)]
             built = {key_slot(prefix.encode()) for prefix in prefixes}
             assert built <= declared, f"script {op.name} builds keys in another slot from {prefixes}"
             self.ran.add(op.name)
