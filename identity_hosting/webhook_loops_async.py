@@ -1,0 +1,93 @@
+"""The asyncio delivery loop's passes, `AsyncDeliveryPasses` (the ASGI host's task), and the source of the sync
+ones, `DeliveryPasses` (the WSGI host's thread: `identity_hosting.webhook_loops_sync`, which `scripts/generate_sync`
+writes from this module). What they do is told in `identity_hosting.webhook_loops`, which starts and stops each (a
+task, a thread: hand-written there); what they share that is no I/O, and the pairs of primitives where they differ,
+is in `identity_hosting.webhook_common`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from identity_hosting.webhook_common import (
+    _DEFER_STEP_S,
+    BUSY_CLAIM_LIMIT,
+    MAX_DEFER_S,
+    AsyncLock,
+    AsyncSignal,
+    _FailureLog,
+    _found_work,
+)
+from identity_proto import AsyncStore, Entropy, Service, arun
+from identity_proto.drivers import AsyncWebhookSender
+from identity_proto.flows.webhook_delivery import PassReport, WebhookDelivery
+
+__all__ = ["AsyncDeliveryPasses"]
+
+
+class AsyncDeliveryPasses:
+    """Delivery passes, one after another until `halt()`: `_run` is the loop."""
+
+    def __init__(
+        self,
+        service: Service,
+        store: AsyncStore,
+        sender: AsyncWebhookSender,
+        *,
+        clock: Callable[[], int],
+        entropy: Entropy,
+        poll_s: float = 1.0,
+        busy: Callable[[], int] = lambda: 0,
+        max_defer_s: float = MAX_DEFER_S,
+    ) -> None:
+        self.delivery = WebhookDelivery(service.options)
+        self._store = store
+        self._sender = sender
+        self._clock = clock
+        self._entropy = entropy
+        self._poll_s = poll_s
+        self._busy = busy
+        self._max_defer_s = max_defer_s
+        self._failures = _FailureLog()
+        self._stopping = AsyncSignal()
+        self._wake = AsyncSignal()
+        # One pass at a time: `run_pass` may be called from a test while the loop runs.
+        self._pass_lock = AsyncLock()
+
+    def wake(self) -> None:
+        """Run the next pass now rather than after the poll interval."""
+        self._wake.set()
+
+    def halt(self) -> None:
+        """End the loop after the pass under way."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run_pass(self, claim_limit: int | None = None) -> PassReport:
+        """One pass, now."""
+        async with self._pass_lock:
+            flow = self.delivery.run_pass(self._clock(), self._entropy, claim_limit=claim_limit)
+            return await arun(flow, self._store, webhooks=self._sender)
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            deadline = time.monotonic() + self._max_defer_s
+            while self._busy() > 0 and time.monotonic() < deadline and not self._stopping.is_set():
+                await self._stopping.wait(_DEFER_STEP_S)
+            if self._stopping.is_set():
+                return
+            try:
+                report = await self.run_pass(BUSY_CLAIM_LIMIT if self._busy() > 0 else None)
+                self._failures.succeeded()
+            except Exception as exc:
+                self._failures.failed(exc, self._poll_s)
+                report = PassReport()
+            if _found_work(report):
+                # async-only: begin
+                await asyncio.sleep(0)  # the requests waiting on the event loop first
+                # async-only: end
+                continue
+            await self._wake.wait(self._poll_s)
+            self._wake.clear()
