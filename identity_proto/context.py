@@ -16,6 +16,7 @@ from identity_proto.quickinit import quick_init
 from identity_proto.tokens import Entropy
 
 if TYPE_CHECKING:
+    from identity_proto.effects.commit import CommitGuard
     from identity_proto.routing import Route
 
 __all__ = ["RequestContext", "ServiceOptions", "client_address", "public_base_url"]
@@ -104,6 +105,10 @@ class RequestContext(Generic[BodyT, QueryT, ParamsT]):
     projects: ProjectCache | None = None
     #: The route table serving this request (what the OpenAPI document describes).
     routes: tuple[Route, ...] = ()
+    #: The guard that the access token's session is live, as the service's precondition checks it (None without an
+    #: access token, or on a route that checks its own session): a flow's commit carries this very object, so the
+    #: precondition rides inside the commit (`identity_proto.preconditions.guarded`) without a second build.
+    live_session: CommitGuard | None = None
 
     def forget_project(self, project_id: str) -> None:
         """This worker changed or deleted `project_id`: its next request reads it afresh."""

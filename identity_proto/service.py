@@ -175,6 +175,7 @@ class Service:
             body=parsed_body,
             projects=self.projects,
             routes=self._router.routes,
+            live_session=None if live_session is None else live_session.guard,
         )
         return (yield from guarded(_rerun_on_conflict(route, ctx), preconditions))
 

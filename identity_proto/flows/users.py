@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import identity_proto.schemas as schemas
-from identity_proto.auth import AccessType, live_session_guard
+from identity_proto.auth import AccessType
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
@@ -53,7 +53,6 @@ from identity_proto.effects.commit import (
     PatchUser,
     RecordKind,
     ReferencedBy,
-    SessionIsLive,
     SetIndex,
     commit,
 )
@@ -289,7 +288,7 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     # 9. one commit (and, after a password change, no session survives), answering what the response renders:
     #    the user and their selected team (no second read); only while the caller's session lives
     #    (webhooks: every PATCH records `user.updated`, even one that changes nothing)
-    live = live_session_guard(auth, now_ms=ctx.now_ms)
+    live = ctx.live_session
     user_changes = UserChanges.of(changes.items())
     try:
         updated, team = yield from save_user(
@@ -313,7 +312,7 @@ def save_user(
     current: User | None,
     read: _Read,
     read_fields: tuple[str, ...] = (),
-    live: SessionIsLive | None = None,
+    live: CommitGuard | None = None,
 ) -> Flow[tuple[User, Team | None]]:
     """Commit an update decided on `current` (None: decided without reading the user; then its e-mail fields must
     not change): the changed fields, the e-mail index moves, the end of the sessions `read` holds (a password
@@ -353,7 +352,7 @@ def patch_user(
     changes: UserChanges,
     *,
     revoke_sessions: bool = False,
-    live: SessionIsLive | None = None,
+    live: CommitGuard | None = None,
 ) -> Flow[tuple[User, Team | None] | None]:
     """An update of `changes` as they are (no body rules): read what the e-mail index rules and the end of the
     user's sessions need, then `save_user`. None when there is no such user; `email_taken` when refused."""
