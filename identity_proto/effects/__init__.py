@@ -133,7 +133,7 @@ from identity_proto.effects.oauth_provider import (  # talking to OAuth provider
     ProviderFailure,
     RefreshProviderToken,
 )
-from identity_proto.effects.outbox import AppendOutbox, ListOutbox, SendEmail
+from identity_proto.effects.outbox import ListOutbox, SendEmail, append_outbox
 
 # --- end permissions ---
 from identity_proto.effects.passwords import (  # with the password flows' reads, guards and writes (part 2 §1)
@@ -254,7 +254,6 @@ __all__ = [
     "READ_EFFECTS",
     "AcceptTotp",
     "AddressHolder",
-    "AppendOutbox",
     "AttemptVerificationCode",
     "ChangePermissionDefinitions",
     "CodeAttempt",
@@ -359,6 +358,7 @@ __all__ += [
     "UseCode",
     "UserChannels",
     "address_taken",
+    "append_outbox",
     "auth_address_verified",
     "channel_commit",
     "channels_of",

@@ -4,9 +4,8 @@ over every store."""
 from __future__ import annotations
 
 from identity_proto import SeededEntropy
-from identity_proto.drivers import Store
+from identity_proto.drivers import Store, run
 from identity_proto.effects import (
-    AppendOutbox,
     CreateProject,
     CreateUser,
     CreateVerificationCode,
@@ -21,6 +20,7 @@ from identity_proto.effects import (
     ResetProjectData,
     SetClockOverride,
     UserWrite,
+    append_outbox,
 )
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ClockOverride
@@ -56,7 +56,7 @@ def _filled(store: Store, seed: int) -> str:
     create_team(store, pid, make_team("t1"), make_membership("t1", "u1"))
     put_session(store, pid, make_session("s1", "u1"))
     store.apply(CreateVerificationCode(pid, make_code("c1")))
-    store.apply(AppendOutbox(pid, make_email(1, "a@example.com")))
+    run(append_outbox(pid, make_email(1, "a@example.com")), store)
     return pid
 
 

@@ -25,7 +25,6 @@ from identity_proto import effects
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     AcceptTotp,
-    AppendOutbox,
     AttemptVerificationCode,
     ChangePermissionDefinitions,
     CodeOutcome,
@@ -68,6 +67,7 @@ from identity_proto.effects import (
     UpdateProject,
     UpdateUser,
     UseRefreshToken,
+    append_outbox,
 )
 from identity_proto.effects.mock_oauth import (  # mock OAuth provider: test_mock_oauth_contract.py
     EnsureMockSigningKeys,
@@ -341,7 +341,7 @@ def _fill(store: Store, project_id: str) -> None:
     put_session(store, project_id, make_session("s-1", "user-1"))
     store.apply(CreateVerificationCode(project_id, make_code("c-1")))
     store.apply(AttemptVerificationCode(project_id, "code-wrong", "nonce-c-1", "sign_in", T0, consume=False))
-    store.apply(AppendOutbox(project_id, make_email(1, "a@example.com")))
+    run(append_outbox(project_id, make_email(1, "a@example.com")), store)
     create_team(store, project_id, Team("team-1", "Team", T0), Membership("team-1", "user-1", T0))
 
 
@@ -557,7 +557,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     UseRefreshToken,
     LoadSession,
     ListSessions,
-    AppendOutbox,
     ListOutbox,
     ListUsers,
     LoadTeam,

@@ -38,7 +38,6 @@ from identity_proto.effects import (
     AcceptTotp,
     AccountsWrite,
     ApiKeyWrite,
-    AppendOutbox,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
     ChangePermissionDefinitions,
@@ -98,6 +97,7 @@ from identity_proto.effects import (
     UserChannels,
     UseRefreshToken,
     UserWrite,
+    append_outbox,
     password_fingerprint,
 )
 from identity_proto.effects.mock_oauth import (
@@ -462,7 +462,7 @@ def _anonymous_users(store: RedisStore, p: str) -> None:
 def _outbox(store: RedisStore, p: str) -> None:
     mails = [make_email(n, "ada@example.com" if n % 2 else "bob@example.com") for n in range(1, 5)]
     for mail in mails:
-        store.apply(AppendOutbox(p, mail, keep=3))
+        run(append_outbox(p, mail, keep=3), store)
     assert store.apply(ListOutbox(p)) == (mails[3], mails[2], mails[1])
     assert store.apply(ListOutbox(p, to="ada@example.com")) == (mails[2],)
 
@@ -729,7 +729,7 @@ def test_projects_spread_over_the_nodes_are_listed_reset_and_deleted_one_by_one(
     for n, project_id in enumerate(ids):
         assert store.apply(CreateProject(dataclasses.replace(project_record(project_id), created_at_millis=T0 + n)))
         store.apply(CreateUser(project_id, make_user("u", f"u@{project_id}.example")))
-        store.apply(AppendOutbox(project_id, make_email(n, "u@example.com")))
+        run(append_outbox(project_id, make_email(n, "u@example.com")), store)
     nodes = {node_of(store, store.keys.project(project_id)) for project_id in ids}
     assert len(nodes) >= 2, "the projects should live on several nodes"
     assert [project.id for project in store.apply(ListProjects())] == ids  # the {projects} index, then a pipeline
