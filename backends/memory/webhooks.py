@@ -22,6 +22,7 @@ import bisect
 import dataclasses
 from dataclasses import dataclass
 
+from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     RETRY_SCHEDULE_MS,
@@ -29,20 +30,21 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    CreateWebhookEndpoint,
     DeleteWebhookEndpoint,
     Delivery,
     DeliveryState,
+    EndpointCountIs,
+    EndpointIs,
     FanOutEvents,
     ListDeliveries,
     ListEvents,
     ListWebhookEndpoints,
     ListWebhookProjects,
     LoadWebhookEndpoint,
+    PutWebhookEndpoint,
     RecordAttempt,
     ReplayDelivery,
     TrimWebhookData,
-    UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
 from identity_proto.effects.webhooks import MESSAGE_TAG_LENGTH, message_position
@@ -101,14 +103,25 @@ def _settled(row: DeliveryRow, state: DeliveryState, failures: int, at: int | No
 # Endpoints
 
 
-@_performs(CreateWebhookEndpoint)
-def _create_endpoint(store: MemoryStore, effect: CreateWebhookEndpoint) -> None:
-    tenant = store.tenant(effect.project_id)
-    if not tenant.webhook_endpoints:  # the project's first endpoint: its history is not for it
+@checks(EndpointIs)
+def _endpoint_is(tenant: Tenant, guard: EndpointIs) -> bool:
+    return tenant.webhook_endpoints.get(guard.endpoint_id) == guard.endpoint
+
+
+@checks(EndpointCountIs)
+def _endpoint_count_is(tenant: Tenant, guard: EndpointCountIs) -> bool:
+    return len(tenant.webhook_endpoints) == guard.count
+
+
+@applies(PutWebhookEndpoint)
+def _put_endpoint(tenant: Tenant, write: PutWebhookEndpoint) -> None:
+    endpoint = write.endpoint
+    tenant.webhook_endpoints[endpoint.id] = endpoint
+    if write.new:
+        tenant.webhook_endpoint_from[endpoint.id] = tenant.event_seq
+        tenant.store.webhook_projects.add(tenant.project_id)
+    if write.skip_history:
         tenant.fanout_seq = max(tenant.fanout_seq, tenant.event_seq)
-    tenant.webhook_endpoints[effect.endpoint.id] = effect.endpoint
-    tenant.webhook_endpoint_from[effect.endpoint.id] = tenant.event_seq
-    store.webhook_projects.add(effect.project_id)
 
 
 @_performs(LoadWebhookEndpoint)
@@ -123,15 +136,6 @@ def _list_endpoints(store: MemoryStore, effect: ListWebhookEndpoints) -> tuple[W
     if tenant is None:
         return ()
     return tuple(sorted(tenant.webhook_endpoints.values(), key=lambda e: (e.created_at_millis, e.id)))
-
-
-@_performs(UpdateWebhookEndpoint)
-def _update_endpoint(store: MemoryStore, effect: UpdateWebhookEndpoint) -> WebhookEndpoint | None:
-    tenant = store.tenants.get(effect.project_id)
-    if tenant is None or effect.endpoint.id not in tenant.webhook_endpoints:
-        return None
-    tenant.webhook_endpoints[effect.endpoint.id] = effect.endpoint
-    return effect.endpoint
 
 
 @_performs(DeleteWebhookEndpoint)

@@ -3,10 +3,11 @@ deliveries, their claims, attempts and retries, and retention; `identity_proto.e
 
 Every write is one script on keys of the project's slot, but for the set of projects with endpoints
 (``<ns>{webhooks}:projects``, its own hash tag), which is never in a script with a project's keys, like the projects
-index. CreateWebhookEndpoint adds the project to it before its script and again after it; DeleteWebhookEndpoint
-removes it after a script that left no endpoint, then looks again (HLEN) and adds it back if an endpoint was created
-meanwhile. Whatever the interleaving, a project with an endpoint is in the set once its creation has returned; a
-crash can at worst leave a project without endpoints in it (harmless: its fan-out finds nothing), never the reverse.
+index. A new endpoint (a commit's `PutWebhookEndpoint`) adds the project to it before the commit and again after;
+DeleteWebhookEndpoint removes it after a script that left no endpoint, then looks again (HLEN) and adds it back if
+an endpoint was created meanwhile. Whatever the interleaving, a project with an endpoint is in the set once its
+creation has returned; a crash can at worst leave a project without endpoints in it (harmless: its fan-out finds
+nothing), never the reverse.
 
 Keys (the table in `keys`): the endpoints hash (id -> JSON, made in Python), the hash of where each endpoint's events
 start (the last stream id at its creation: it gets later events only), the fan-out cursor (the last stream id fanned
@@ -32,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from backends.redis.codecs import _pairs, _text
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import SETTLED_DELIVERY_TTL_MS, KeySpace, webhook_delivery_id
 from backends.redis.lua import (
     _FIELDS,
@@ -46,21 +48,22 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    CreateWebhookEndpoint,
     DeleteWebhookEndpoint,
     Delivery,
     DeliveryAttempt,
     DeliveryState,
+    EndpointCountIs,
+    EndpointIs,
     FanOutEvents,
     ListDeliveries,
     ListEvents,
     ListWebhookEndpoints,
     ListWebhookProjects,
     LoadWebhookEndpoint,
+    PutWebhookEndpoint,
     RecordAttempt,
     ReplayDelivery,
     TrimWebhookData,
-    UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
 from identity_proto.effects.webhooks import EVENTS_HARD_CAP, message_id
@@ -119,42 +122,37 @@ def _token_hash(token: str) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # Endpoints
 
-# KEYS: endpoints, endpoint starts, cursor, events stream. ARGV: endpoint id, endpoint JSON. The endpoint starts
-# after the stream's last entry; the project's first endpoint moves the cursor there too (its history is nobody's).
-script(
-    "create_webhook_endpoint",
-    _WEBHOOK_IDS
-    + """
-local had = redis.call('HLEN', KEYS[1])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
-local last_id = '0-0'
-if #last > 0 then last_id = last[1][1] end
-redis.call('HSET', KEYS[2], ARGV[1], last_id)
-if had == 0 then
-  local cursor = redis.call('GET', KEYS[3])
-  if not cursor or wh_less(cursor, last_id) then redis.call('SET', KEYS[3], last_id) end
-end
-return 1
-""",
-)
 
-
-@_plans(CreateWebhookEndpoint)
-def _create_endpoint(keys: KeySpace, effect: CreateWebhookEndpoint) -> Plan[None]:
-    project_id, endpoint = effect.project_id, effect.endpoint
-    yield Call("SADD", keys.webhook_projects, project_id)  # before: a crash after the script leaves it listed
-    yield Script(
-        "create_webhook_endpoint",
-        (
-            keys.webhook_endpoints(project_id),
-            keys.webhook_endpoint_from(project_id),
-            keys.webhook_cursor(project_id),
-            keys.events(project_id),
-        ),
-        (endpoint.id, _endpoint_json(endpoint)),
+@guards(EndpointIs)
+def _endpoint_is(ops: Ops, position: int, guard: EndpointIs) -> None:
+    stored = False if guard.endpoint is None else _endpoint_json(guard.endpoint)
+    ops.guards.append(
+        [position, "hget", ops.key(ops.space.webhook_endpoints(ops.project_id)), guard.endpoint_id, stored]
     )
-    yield Call("SADD", keys.webhook_projects, project_id)  # after: a concurrent deletion of the last one removed it
+
+
+@guards(EndpointCountIs)
+def _endpoint_count_is(ops: Ops, position: int, guard: EndpointCountIs) -> None:
+    ops.guards.append([position, "hlen", ops.key(ops.space.webhook_endpoints(ops.project_id)), guard.count])
+
+
+@writes(PutWebhookEndpoint)
+def _put_endpoint(ops: Ops, write: PutWebhookEndpoint) -> None:
+    space, p, endpoint = ops.space, ops.project_id, write.endpoint
+    ops.writes.append(["hset", ops.key(space.webhook_endpoints(p)), endpoint.id, _endpoint_json(endpoint)])
+    if write.new:  # it starts after the stream's last entry
+        ops.writes.append(["xlast", ops.key(space.events(p)), "last"])
+        ops.writes.append(["hset", ops.key(space.webhook_endpoint_from(p)), endpoint.id, {"v": "last"}])
+        # The set of projects with endpoints is in its own slot: added before (a crash after the commit leaves
+        # it listed) and after (a concurrent deletion of the last endpoint removed it).
+        ops.before.append(Call("SADD", space.webhook_projects, p))
+        ops.after.append(_call(Call("SADD", space.webhook_projects, p)))
+    if write.skip_history:
+        ops.writes.append(["set", ops.key(space.webhook_cursor(p)), {"v": "last"}])
+
+
+def _call(call: Call) -> Plan[None]:
+    yield call
 
 
 @_plans(LoadWebhookEndpoint)
@@ -166,25 +164,6 @@ def _load_endpoint(keys: KeySpace, effect: LoadWebhookEndpoint) -> Plan[WebhookE
 def _list_endpoints(keys: KeySpace, effect: ListWebhookEndpoints) -> Plan[tuple[WebhookEndpoint, ...]]:
     found = [_endpoint(raw) for raw in (yield Call("HVALS", keys.webhook_endpoints(effect.project_id)))]
     return tuple(sorted((e for e in found if e is not None), key=lambda e: (e.created_at_millis, e.id)))
-
-
-# KEYS: endpoints. ARGV: endpoint id, endpoint JSON. Returns 1 if replaced, 0 if there is no such endpoint.
-script(
-    "update_webhook_endpoint",
-    """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
-""",
-)
-
-
-@_plans(UpdateWebhookEndpoint)
-def _update_endpoint(keys: KeySpace, effect: UpdateWebhookEndpoint) -> Plan[WebhookEndpoint | None]:
-    endpoint = effect.endpoint
-    args = (endpoint.id, _endpoint_json(endpoint))
-    updated = yield Script("update_webhook_endpoint", (keys.webhook_endpoints(effect.project_id),), args)
-    return endpoint if updated else None
 
 
 # KEYS: endpoints, endpoint starts, the endpoint's delivery index, due, pending, settled. ARGV: endpoint id, the

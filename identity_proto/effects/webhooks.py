@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from identity_proto.effects.base import Effect, StorageEffect
+from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import CROCKFORD_ALPHABET, Entropy, random_string
 
@@ -72,22 +73,23 @@ __all__ = [
     "AddTestEvent",
     "ClaimDeliveries",
     "ClaimedDelivery",
-    "CreateWebhookEndpoint",
     "DeleteWebhookEndpoint",
     "Delivery",
     "DeliveryAttempt",
     "DeliveryState",
+    "EndpointCountIs",
+    "EndpointIs",
     "FanOutEvents",
     "ListDeliveries",
     "ListEvents",
     "ListWebhookEndpoints",
     "ListWebhookProjects",
     "LoadWebhookEndpoint",
+    "PutWebhookEndpoint",
     "RecordAttempt",
     "ReplayDelivery",
     "SendWebhooks",
     "TrimWebhookData",
-    "UpdateWebhookEndpoint",
     "WebhookEndpoint",
     "WebhookRequest",
     "WebhookResult",
@@ -178,11 +180,29 @@ class ClaimedDelivery:
 
 
 @dataclass(frozen=True, slots=True)
-class CreateWebhookEndpoint(StorageEffect[None]):
-    """Store a new endpoint, and add the project to the set `ListWebhookProjects` reads."""
+class EndpointIs(CommitGuard):
+    """The endpoint `endpoint_id` is stored as `endpoint` (None: there is none)."""
 
-    project_id: str
+    endpoint_id: str
+    endpoint: WebhookEndpoint | None
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointCountIs(CommitGuard):
+    """The project has `count` endpoints."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutWebhookEndpoint(CommitWrite):
+    """Store the endpoint. `new`: it gets the events recorded from now on, and the project is one of those
+    `ListWebhookProjects` reads; `skip_history` (the project's first): the fan-out cursor moves past every event
+    recorded so far too."""
+
     endpoint: WebhookEndpoint
+    new: bool = False
+    skip_history: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,15 +216,6 @@ class ListWebhookEndpoints(StorageEffect[tuple[WebhookEndpoint, ...]]):
     """The project's endpoints, in creation order."""
 
     project_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateWebhookEndpoint(StorageEffect["WebhookEndpoint | None"]):
-    """Replace the endpoint `endpoint.id` by `endpoint` (a compare-free write: the flow read it in the same request;
-    endpoints are admin-edited); None when it does not exist (nothing written)."""
-
-    project_id: str
-    endpoint: WebhookEndpoint
 
 
 @dataclass(frozen=True, slots=True)

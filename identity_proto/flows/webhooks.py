@@ -30,17 +30,19 @@ import orjson
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow, perform
+from identity_proto.effects.commit import commit
 from identity_proto.effects.webhooks import (
     AddTestEvent,
-    CreateWebhookEndpoint,
     DeleteWebhookEndpoint,
     Delivery,
     DeliveryState,
+    EndpointCountIs,
+    EndpointIs,
     ListDeliveries,
     ListWebhookEndpoints,
     LoadWebhookEndpoint,
+    PutWebhookEndpoint,
     ReplayDelivery,
-    UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
 from identity_proto.egress import ALLOW_PRIVATE_SETTING, IPAddress, host_refusal, ip_literal
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PREVIOUS_SECRET_OVERLAP_MS",
     "TEST_EVENT_MESSAGE",
+    "add_webhook_endpoint",
     "check_endpoint_url",
     "create_webhook_endpoint",
     "delete_webhook_endpoint",
@@ -70,6 +73,7 @@ __all__ = [
     "new_webhook_secret",
     "render_delivery",
     "render_webhook_endpoint",
+    "replace_webhook_endpoint",
     "replay_webhook_delivery",
     "rotate_webhook_secret",
     "send_endpoint_test_event",
@@ -209,7 +213,7 @@ def create_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
         event_types=None if body.event_types is None else tuple(body.event_types),
         created_at_millis=ctx.now_ms,
     )
-    yield from perform(CreateWebhookEndpoint(ctx.require_auth().project.id, endpoint))
+    yield from add_webhook_endpoint(ctx.require_auth().project.id, endpoint)
     return json_response(201, render_webhook_endpoint(endpoint, ctx.now_ms, with_secret=True))
 
 
@@ -240,10 +244,26 @@ def update_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
     if "event_types" in given:
         changes["event_types"] = None if body.event_types is None else tuple(body.event_types)
     updated = dataclasses.replace(endpoint, **changes)
-    stored = yield from perform(UpdateWebhookEndpoint(ctx.require_auth().project.id, updated))
-    if stored is None:  # deleted since it was read
-        raise KnownError(ErrorCode.WEBHOOK_ENDPOINT_NOT_FOUND)
-    return json_response(200, render_webhook_endpoint(stored, ctx.now_ms))
+    yield from replace_webhook_endpoint(ctx.require_auth().project.id, updated, endpoint)
+    return json_response(200, render_webhook_endpoint(updated, ctx.now_ms))
+
+
+def add_webhook_endpoint(project_id: str, endpoint: WebhookEndpoint) -> Flow[None]:
+    """Store a new endpoint; the project's first skips the events recorded before it (nobody's)."""
+    first = not (yield from perform(ListWebhookEndpoints(project_id)))
+    guards = (EndpointCountIs(0),) if first else ()
+    yield from commit(project_id, guards, (PutWebhookEndpoint(endpoint, new=True, skip_history=first),))
+
+
+def replace_webhook_endpoint(
+    project_id: str, endpoint: WebhookEndpoint, stored: WebhookEndpoint | None = None
+) -> Flow[WebhookEndpoint | None]:
+    """Store `endpoint` in place of the one of its id, guarded on that one as read (`stored`; read here when not
+    given: None when there is none)."""
+    if stored is None and (stored := (yield from perform(LoadWebhookEndpoint(project_id, endpoint.id)))) is None:
+        return None
+    yield from commit(project_id, (EndpointIs(endpoint.id, stored),), (PutWebhookEndpoint(endpoint),))
+    return endpoint
 
 
 def delete_webhook_endpoint(ctx: RequestContext) -> Flow[Response]:
@@ -264,10 +284,8 @@ def rotate_webhook_secret(ctx: RequestContext) -> Flow[Response]:
         previous_secret=endpoint.secret,
         previous_until_millis=ctx.now_ms + PREVIOUS_SECRET_OVERLAP_MS,
     )
-    stored = yield from perform(UpdateWebhookEndpoint(ctx.require_auth().project.id, rotated))
-    if stored is None:
-        raise KnownError(ErrorCode.WEBHOOK_ENDPOINT_NOT_FOUND)
-    return json_response(200, render_webhook_endpoint(stored, ctx.now_ms, with_secret=True))
+    yield from replace_webhook_endpoint(ctx.require_auth().project.id, rotated, endpoint)
+    return json_response(200, render_webhook_endpoint(rotated, ctx.now_ms, with_secret=True))
 
 
 def list_webhook_deliveries(ctx: RequestContext) -> Flow[Response]:

@@ -610,10 +610,8 @@ CONTRACT_TESTED: set[type[Any]] = {
     effects.SignUpWithOAuth,
     # --- end OAuth storage ---
     # --- webhooks: test_webhook_store.py ---
-    effects.CreateWebhookEndpoint,
     effects.LoadWebhookEndpoint,
     effects.ListWebhookEndpoints,
-    effects.UpdateWebhookEndpoint,
     effects.DeleteWebhookEndpoint,
     effects.ListEvents,
     effects.AddTestEvent,

@@ -22,14 +22,13 @@ from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from backends.redis.keys import SETTLED_DELIVERY_TTL_MS
 from backends.redis.lua import _EMIT_EVENT
-from identity_proto.drivers import Store
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     RETRY_SCHEDULE_MS,
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
     CreateProject,
-    CreateWebhookEndpoint,
     DeleteProject,
     DeleteWebhookEndpoint,
     Delivery,
@@ -45,11 +44,11 @@ from identity_proto.effects import (
     ReplayDelivery,
     ResetProjectData,
     TrimWebhookData,
-    UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
 from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.flows.projects import new_project
+from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
@@ -73,7 +72,7 @@ def endpoint(endpoint_id: str = "ep-1", **fields: Any) -> WebhookEndpoint:
 
 def add_endpoint(store: Store, endpoint_id: str = "ep-1", project: str = PROJECT, **fields: Any) -> WebhookEndpoint:
     made = endpoint(endpoint_id, **fields)
-    store.apply(CreateWebhookEndpoint(project, made))
+    run(add_webhook_endpoint(project, made), store)
     return made
 
 
@@ -128,7 +127,7 @@ def test_an_endpoint_round_trips_every_field(store: Store) -> None:
         previous_secret="whsec_b2xkIHNlY3JldA==",
         previous_until_millis=NOW + 86_400_000,
     )
-    store.apply(CreateWebhookEndpoint(PROJECT, full))
+    run(add_webhook_endpoint(PROJECT, full), store)
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-full")) == full
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-none")) is None
     assert store.apply(LoadWebhookEndpoint(OTHER_PROJECT, "ep-full")) is None
@@ -145,9 +144,9 @@ def test_endpoints_are_listed_in_creation_order(store: Store) -> None:
 def test_update_replaces_an_endpoint_and_refuses_a_missing_one(store: Store) -> None:
     add_endpoint(store)
     changed = endpoint("ep-1", url="https://new.example.com/h", disabled=True, event_types=("user.updated",))
-    assert store.apply(UpdateWebhookEndpoint(PROJECT, changed)) == changed
+    assert run(replace_webhook_endpoint(PROJECT, changed), store) == changed
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-1")) == changed
-    assert store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-none"))) is None
+    assert run(replace_webhook_endpoint(PROJECT, endpoint("ep-none")), store) is None
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-none")) is None
     assert store.apply(ListWebhookEndpoints(PROJECT)) == (changed,)
 
@@ -256,7 +255,7 @@ def test_a_disabled_endpoint_gets_no_new_deliveries_and_enabled_again_gets_later
     record_events(store, "user.created")
     store.apply(FanOutEvents(PROJECT, NOW))
     assert deliveries(store) == ()
-    store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-1")))
+    run(replace_webhook_endpoint(PROJECT, endpoint("ep-1")), store)
     record_events(store, "user.updated")
     store.apply(FanOutEvents(PROJECT, NOW))
     assert [d.event_type for d in deliveries(store)] == ["user.updated"]
@@ -412,10 +411,10 @@ def test_a_claim_meeting_a_disabled_endpoint_fails_its_delivery_without_an_attem
     add_endpoint(store)
     record_events(store, "user.created", "user.updated")
     store.apply(FanOutEvents(PROJECT, NOW))
-    store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-1", disabled=True)))
+    run(replace_webhook_endpoint(PROJECT, endpoint("ep-1", disabled=True)), store)
     assert claim(store) == ()
     assert [(d.state, d.attempts) for d in deliveries(store)] == [(DeliveryState.FAILED, ())] * 2
-    store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-1")))
+    run(replace_webhook_endpoint(PROJECT, endpoint("ep-1")), store)
     assert claim(store, NOW + 10**9) == ()
 
 
@@ -667,7 +666,7 @@ def test_the_stores_test_event_type_is_the_events_one() -> None:
 
 def test_async_stores_list_events_and_run_the_delivery_steps(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> None:
-        await store.apply(CreateWebhookEndpoint(PROJECT, endpoint("ep-1")))
+        await arun(add_webhook_endpoint(PROJECT, endpoint("ep-1")), store)
         first = await store.apply(AddTestEvent(PROJECT, "ep-1", '{"n":1}', NOW))
         second = await store.apply(AddTestEvent(PROJECT, "ep-1", '{"n":2}', NOW))
         assert await store.apply(ListEvents(PROJECT)) == (first, second)

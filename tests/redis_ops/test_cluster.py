@@ -659,11 +659,12 @@ def _mock_oauth(store: RedisStore) -> None:
 # --- webhooks (the set of projects with endpoints under the hash tag {webhooks}) ---
 def _webhooks(store: RedisStore, p: str) -> None:
     from identity_proto import effects as wh
+    from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint
 
     endpoint = wh.WebhookEndpoint("ep-1", "https://hooks.example.com/h", "whsec_c2VjcmV0", created_at_millis=T0)
-    store.apply(wh.CreateWebhookEndpoint(p, endpoint))
+    run(add_webhook_endpoint(p, endpoint), store)
     assert store.apply(wh.ListWebhookProjects()) == (p,)
-    assert store.apply(wh.UpdateWebhookEndpoint(p, endpoint)) == endpoint
+    assert run(replace_webhook_endpoint(p, endpoint), store) == endpoint
     event = store.apply(wh.AddTestEvent(p, "ep-1", '{"n":1}', T0))
     assert store.apply(wh.ListEvents(p)) == (event,)
     assert store.apply(wh.FanOutEvents(p, T0)) == 1
@@ -674,7 +675,7 @@ def _webhooks(store: RedisStore, p: str) -> None:
     assert [d.attempts for d in store.apply(wh.ListDeliveries(p, "ep-1"))] == [(failed,)]
     store.apply(wh.TrimWebhookData(p, 0, 10))
     assert claimed.event == event
-    store.apply(wh.CreateWebhookEndpoint(p, wh.WebhookEndpoint("ep-2", "https://h.example.com", "whsec_eA==")))
+    run(add_webhook_endpoint(p, wh.WebhookEndpoint("ep-2", "https://h.example.com", "whsec_eA==")), store)
     assert store.apply(wh.DeleteWebhookEndpoint(p, "ep-2")) is True
 
 

@@ -118,6 +118,7 @@ from identity_proto.flows.teams import (
     store_team,
 )
 from identity_proto.flows.users import drop_user, patch_user
+from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -1143,8 +1144,8 @@ class StoresAgree(RuleBasedStateMachine):
                 disabled=self.random.random() < 0.2,
                 created_at_millis=self.random.choice(TIMES),
             )
-            made = _effects.CreateWebhookEndpoint if op == "endpoint" else _effects.UpdateWebhookEndpoint
-            self.both(made(project_id, endpoint))
+            made = add_webhook_endpoint if op == "endpoint" else replace_webhook_endpoint
+            self.both_flow(lambda: made(project_id, endpoint))
         elif op == "delete":
             self.both(_effects.DeleteWebhookEndpoint(project_id, endpoint_id))
         elif op == "event":
