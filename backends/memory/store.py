@@ -188,6 +188,9 @@ class MemoryStore:
         self.webhook_projects: set[str] = set()
         # --- end webhooks ---
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> MemoryStore:
+        return self  # a copy of a project's data (`Tenant.store`) is still this store's
+
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""
         found = self.tenants.get(project_id)

@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from backends.redis.codecs import _change_fields, _json, _json_fields, _team, _user
+from backends.redis.codecs import _change_fields, _json, _json_fields, _project, _team, _user
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _EMIT_EVENT, _RECORD_JSON
 from backends.redis.plan import Call, Plan, Script, _plans, script
@@ -259,6 +259,8 @@ class Ops:
 
     def record_key(self, kind: RecordKind, record_id: str) -> int:
         p = self.project_id
+        if kind is RecordKind.PROJECT:
+            return self.key(self.space.project(record_id))
         return self.key(self.space.user(p, record_id) if kind is RecordKind.USER else self.space.team(p, record_id))
 
     def record_prefix(self, kind: RecordKind) -> str:
@@ -472,5 +474,5 @@ def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | Committed]:
         yield from after
     if not isinstance(reply, list):
         return Committed()
-    decode = {RecordKind.USER: _user, RecordKind.TEAM: _team}
+    decode = {RecordKind.USER: _user, RecordKind.TEAM: _team, RecordKind.PROJECT: _project}
     return Committed(tuple(decode[kind](fields) for kind, fields in zip(kinds, reply[1:], strict=True)))

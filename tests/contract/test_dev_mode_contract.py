@@ -6,7 +6,6 @@ from __future__ import annotations
 from identity_proto import SeededEntropy
 from identity_proto.drivers import Store, run
 from identity_proto.effects import (
-    CreateProject,
     CreateUser,
     CreateVerificationCode,
     FindUserByAuthEmail,
@@ -21,6 +20,7 @@ from identity_proto.effects import (
     SetClockOverride,
     UserWrite,
     append_outbox,
+    create_project,
 )
 from identity_proto.flows.projects import new_project
 from identity_proto.records import ClockOverride
@@ -50,7 +50,7 @@ def test_the_clock_override_round_trips_and_clears(store: Store) -> None:
 
 def _filled(store: Store, seed: int) -> str:
     project, _ = new_project(SeededEntropy(seed), T0, f"P{seed}")
-    assert store.apply(CreateProject(project))
+    assert run(create_project(project), store)
     pid = project.id
     store.apply(CreateUser(pid, make_user("u1", "a@example.com")))
     create_team(store, pid, make_team("t1"), make_membership("t1", "u1"))

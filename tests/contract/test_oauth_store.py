@@ -22,7 +22,6 @@ from identity_proto.effects import (
     AccountsWrite,
     ChangeOAuthAccounts,
     ConsumeOuterCode,
-    CreateProject,
     CreateUser,
     DeleteProject,
     FindUserByAuthEmail,
@@ -44,6 +43,7 @@ from identity_proto.effects import (
     TakeOAuthState,
     UpdateUser,
     UpgradeRefusal,
+    create_project,
     perform,
 )
 from identity_proto.flows.projects import new_project
@@ -656,7 +656,7 @@ def _project(project_id: str) -> Any:
 def test_a_state_outlives_its_projects_reset_until_it_is_taken(store: Store) -> None:
     # The callback knows no project (Redis keeps states under their own hash tag): a reset leaves them to be taken
     # (the flow then finds the project's data gone) or to expire, on every store alike.
-    store.apply(CreateProject(_project(PROJECT)))
+    run(create_project(_project(PROJECT)), store)
     store.apply(SaveOAuthState("kept", make_state()))
     assert store.apply(ResetProjectData(PROJECT)) is True
     assert store.apply(TakeOAuthState("kept")) == make_state()
@@ -665,7 +665,7 @@ def test_a_state_outlives_its_projects_reset_until_it_is_taken(store: Store) -> 
 @pytest.mark.parametrize("effect", [ResetProjectData, DeleteProject])
 def test_a_project_reset_or_deletion_clears_its_oauth_data_only(store: Store, effect: type[Any]) -> None:
     for project_id in (PROJECT, OTHER_PROJECT):
-        store.apply(CreateProject(_project(project_id)))
+        run(create_project(_project(project_id)), store)
         store.apply(SignUpWithOAuth(project_id, oauth_user()))
         store.apply(SaveProviderTokens(project_id, "ada", "row-1", "sealed"))
         store.apply(SaveOuterCode(f"code-{project_id}", make_code(project_id=project_id)))

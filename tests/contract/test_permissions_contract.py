@@ -10,15 +10,15 @@ from redis.crc import key_slot
 
 from backends.redis import RedisStore
 from identity_proto.changes import ProjectConfigChanges
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     ChangePermissionDefinitions,
-    CreateProject,
     CreateUser,
     DefinitionsWrite,
     ListMemberships,
     ListProjectPermissions,
     LoadProject,
+    create_project,
     perform,
 )
 from identity_proto.flows.permissions import grant_project_permissions as grant_project_permissions_of
@@ -48,7 +48,7 @@ EDITOR = PermissionDefinition("editor", "team", None, ("$update_team",))
 
 def _project(store: Store, config: ProjectConfig | None = None) -> Project:
     project, _ = new_project(SeededEntropy(3), T0, "Permissions", config)
-    assert store.apply(CreateProject(project))
+    assert run(create_project(project), store)
     return project
 
 
@@ -275,7 +275,7 @@ def test_async_permissions_through_arun(async_store: AsyncBackend) -> None:
         async def do(effect: Any) -> Any:
             return await arun(perform(effect), store)
 
-        await do(CreateProject(project))
+        assert await arun(create_project(project), store)
         await do(CreateUser(project.id, make_user("alice")))
         changed = await do(_change(project, _definitions(READ)))
         return [

@@ -28,7 +28,6 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    CreateProject,
     DeleteProject,
     DeleteWebhookEndpoint,
     Delivery,
@@ -45,6 +44,7 @@ from identity_proto.effects import (
     ResetProjectData,
     TrimWebhookData,
     WebhookEndpoint,
+    create_project,
 )
 from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.flows.projects import new_project
@@ -562,7 +562,7 @@ def _project(project_id: str) -> Any:
 @pytest.mark.parametrize("effect", [ResetProjectData, DeleteProject], ids=lambda e: e.__name__)
 def test_a_project_reset_or_deletion_takes_its_webhook_data_and_only_its(store: Store, effect: Any) -> None:
     for project_id in (PROJECT, OTHER_PROJECT):
-        store.apply(CreateProject(_project(project_id)))
+        run(create_project(_project(project_id)), store)
         add_endpoint(store, project=project_id)
         record_events(store, "user.created", project=project_id)
         store.apply(FanOutEvents(project_id, NOW))

@@ -33,7 +33,7 @@ import redis.cluster
 from redis.crc import key_slot
 
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
-from identity_proto.drivers import run
+from identity_proto.drivers import arun, run
 from identity_proto.effects import (
     AcceptTotp,
     AccountsWrite,
@@ -44,14 +44,12 @@ from identity_proto.effects import (
     CodeOutcome,
     ConsumeOuterCode,
     ConsumeVerificationCode,
-    CreateProject,
     CreateSignInCode,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
     EmailRefusal,
     EmailSignInOutcome,
-    EnsureProject,
     FindApiKeyByHash,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
@@ -92,13 +90,15 @@ from identity_proto.effects import (
     TeamWrite,
     Together,
     TotpAcceptance,
-    UpdateProject,
     UpdateUser,
     UserChannels,
     UseRefreshToken,
     UserWrite,
     append_outbox,
+    create_project,
+    ensure_project,
     password_fingerprint,
+    update_project,
 )
 from identity_proto.effects.mock_oauth import (
     EnsureMockSigningKeys,
@@ -684,8 +684,8 @@ def _webhooks(store: RedisStore, p: str) -> None:
 
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
-    assert checked.apply(CreateProject(project_record(p))) is True
-    assert checked.apply(CreateProject(project_record(p, "again"))) is False
+    assert run(create_project(project_record(p)), checked) is True
+    assert run(create_project(project_record(p, "again")), checked) is False
     _users_and_their_email_index(checked, p)
     _codes(checked, p)
     _sessions(checked, p)
@@ -702,13 +702,13 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _oauth(checked, p)  # OAuth storage
     _mock_oauth(checked)  # the mock OAuth provider
     # webhooks: in a project of their own (the writes above recorded events of theirs in `p`)
-    assert checked.apply(CreateProject(project_record("webhooks"))) is True
+    assert run(create_project(project_record("webhooks")), checked) is True
     _webhooks(checked, "webhooks")
     # Project record scripts, then ResetProjectData and DeleteProject.
-    updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
+    updated = run(update_project(p, "Renamed", (("sign_up_enabled", False),)), checked)
     assert updated is not None
     assert (updated.display_name, updated.config.sign_up_enabled) == ("Renamed", False)
-    ensured = checked.apply(EnsureProject(project_record(p, "ignored")))
+    ensured = run(ensure_project(project_record(p, "ignored")), checked)
     assert (ensured.display_name, ensured.keys) == ("Renamed", ProjectKeys(secret_server_key_hash="hash-of-ssk"))
     assert checked.apply(ResetProjectData(p)) is True
     assert keys_of_project(checked, p) == [checked.keys.project(p)]
@@ -728,7 +728,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
 def test_projects_spread_over_the_nodes_are_listed_reset_and_deleted_one_by_one(store: RedisStore) -> None:
     ids = [f"spread-{n:02d}" for n in range(12)]
     for n, project_id in enumerate(ids):
-        assert store.apply(CreateProject(dataclasses.replace(project_record(project_id), created_at_millis=T0 + n)))
+        assert run(create_project(dataclasses.replace(project_record(project_id), created_at_millis=T0 + n)), store)
         store.apply(CreateUser(project_id, make_user("u", f"u@{project_id}.example")))
         run(append_outbox(project_id, make_email(n, "u@example.com")), store)
     nodes = {node_of(store, store.keys.project(project_id)) for project_id in ids}
@@ -769,7 +769,7 @@ def test_the_asyncio_store_on_a_cluster(cluster: list[RedisProcess]) -> None:
         try:
             ids = [f"async-{n}" for n in range(6)]
             for project_id in ids:
-                assert await store.apply(CreateProject(project_record(project_id))) is True
+                assert await arun(create_project(project_record(project_id)), store) is True
                 await store.apply(CreateUser(project_id, make_user("u", "u@example.com")))
             assert sorted(p.id for p in await store.apply(ListProjects())) == ids
             hits = (RateLimitHit("a:1", T0), RateLimitHit("b:1", T0))
@@ -901,7 +901,7 @@ def test_a_node_down_fails_its_projects_fast_and_the_store_serves_them_again(
         by_node.setdefault(node_of(store, store.keys.project(project_id)), project_id)
     assert len(by_node) == 3
     for project_id in by_node.values():
-        assert store.apply(CreateProject(project_record(project_id))) is True
+        assert run(create_project(project_record(project_id)), store) is True
     victim = next(node for node in cluster if f"127.0.0.1:{node.port}" in by_node)
     down, up = by_node[f"127.0.0.1:{victim.port}"], [p for n, p in by_node.items() if n != f"127.0.0.1:{victim.port}"]
 
@@ -923,6 +923,6 @@ def test_a_node_down_fails_its_projects_fast_and_the_store_serves_them_again(
         assert time.monotonic() < deadline, "the store did not reach the restarted node"
         time.sleep(0.05)
     assert store.apply(LoadProject(down)) is None  # no persistence on these nodes
-    assert store.apply(CreateProject(project_record(down))) is True
+    assert run(create_project(project_record(down)), store) is True
     assert store.apply(CreateUser(down, make_user("u"))) == make_user("u")
     assert [u.id for u in store.apply(ListUsers(down))] == ["u"]

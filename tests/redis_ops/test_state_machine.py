@@ -51,12 +51,10 @@ from identity_proto.effects import (
     CodeOutcome,
     ConsumeOuterCode,
     ConsumeVerificationCode,
-    CreateProject,
     CreateSignInCode,
     CreateUser,
     CreateVerificationCode,
     DeleteProject,
-    EnsureProject,
     FindApiKeyByHash,
     FindAuthAddressHolder,
     FindUserByAuthEmail,
@@ -89,12 +87,14 @@ from identity_proto.effects import (
     StorageEffect,
     TakeOAuthState,
     Together,
-    UpdateProject,
     UpdateUser,
     UseRefreshToken,
     append_outbox,
+    create_project,
+    ensure_project,
     password_fingerprint,
     perform,
+    update_project,
 )
 from identity_proto.events import event_data
 from identity_proto.flows.api_keys import change_api_key, store_api_key
@@ -424,18 +424,18 @@ class StoresAgree(RuleBasedStateMachine):
         # choice heavily in short runs; values (metadata, names, e-mails) are still Hypothesis's.
         self.random = rng
         for project_id in PROJECTS:
-            assert self.both(CreateProject(_project_record(project_id, 0))) == "True"
+            assert self.both_flow(lambda p=project_id: create_project(_project_record(p, 0))) == "True"
 
     def projects(self, data: st.DataObject) -> None:
         project_id = self.random.choice((*PROJECTS, MISSING_PROJECT))
         n, op = self.step(("create", "ensure", "update", "update", "clock", "clock", "delete", "reset"))
         if op in {"create", "ensure"}:
             record = _project_record(project_id, n)
-            self.both(CreateProject(record) if op == "create" else EnsureProject(record))
+            self.both_flow(lambda: (create_project if op == "create" else ensure_project)(record))
         elif op == "update":
             name = data.draw(st.none() | SHORT_TEXT, label="display_name")
             config = data.draw(PROJECT_CONFIG_CHANGES, label="config")
-            self.both(UpdateProject(project_id, name, tuple(config.items())))
+            self.both_flow(lambda: update_project(project_id, name, tuple(config.items())))
         elif op == "clock":
             frozen = st.builds(
                 ClockOverride, frozen_ms=st.none() | st.sampled_from(TIMES), offset_ms=st.integers(-5, 5)
@@ -444,7 +444,7 @@ class StoresAgree(RuleBasedStateMachine):
         elif op == "delete":
             self.both(DeleteProject(project_id))
             if data.draw(st.booleans(), label="create it again"):
-                self.both(CreateProject(_project_record(project_id, n)))
+                self.both_flow(lambda: create_project(_project_record(project_id, n)))
         else:
             self.both(ResetProjectData(project_id))
 

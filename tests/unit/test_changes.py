@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from identity_proto.changes import MembershipChanges, ProjectConfigChanges, TeamChanges, UserChanges
-from identity_proto.effects import PatchMembership, UpdateProject, UpdateUser
+from identity_proto.effects import PatchMembership, PatchProject, UpdateUser
 from identity_proto.records import Membership, ProjectConfig, Team, User
 
 
@@ -42,7 +42,7 @@ def test_effects_carry_typed_change_sets_even_when_given_pairs() -> None:
     assert isinstance(update.changes, UserChanges)
     assert dict(update.changes) == {"display_name": "Ada"}
     assert isinstance(PatchMembership("t", "u", ()).changes, MembershipChanges)
-    assert isinstance(UpdateProject("p").config, ProjectConfigChanges)
+    assert isinstance(PatchProject("p").config, ProjectConfigChanges)
     with pytest.raises(TypeError, match="id"):
         UpdateUser("p", "u", (("id", "other"),))
 
