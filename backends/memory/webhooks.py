@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    RETRY_SCHEDULE_MS,
     TEST_EVENT_TYPE,
     AddTestEvent,
     ClaimDeliveries,
@@ -230,7 +229,7 @@ def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery
         token = effect.claim_tokens[len(claimed)]
         delivery = dataclasses.replace(row.delivery, next_attempt_at_millis=effect.now_ms + effect.lease_ms)
         tenant.deliveries[key] = dataclasses.replace(row, delivery=delivery, claim_token=token)
-        claimed.append(ClaimedDelivery(delivery, event, endpoint, token))
+        claimed.append(ClaimedDelivery(delivery, event, endpoint, token, row.failures))
     return tuple(claimed)
 
 
@@ -249,15 +248,13 @@ def _record_attempt(store: MemoryStore, effect: RecordAttempt) -> bool:
         tenant.deliveries[key] = row
         return False
     at = attempt.at_millis
-    if attempt.status_code is not None and 200 <= attempt.status_code < 300:
-        tenant.deliveries[key] = _settled(row, DeliveryState.SUCCEEDED, row.failures, at)
-    elif row.failures < len(RETRY_SCHEDULE_MS):
-        delivery = dataclasses.replace(delivery, next_attempt_at_millis=at + RETRY_SCHEDULE_MS[row.failures])
+    if effect.state is DeliveryState.PENDING:
+        delivery = dataclasses.replace(delivery, next_attempt_at_millis=effect.next_attempt_at_millis)
         tenant.deliveries[key] = dataclasses.replace(
-            row, delivery=delivery, claim_token=None, failures=row.failures + 1, last_attempt_at_millis=at
+            row, delivery=delivery, claim_token=None, failures=effect.failures, last_attempt_at_millis=at
         )
     else:
-        tenant.deliveries[key] = _settled(row, DeliveryState.FAILED, row.failures + 1, at)
+        tenant.deliveries[key] = _settled(row, effect.state, effect.failures, at)
     return True
 
 

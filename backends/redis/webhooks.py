@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
@@ -43,7 +43,6 @@ from backends.redis.lua import (
 )
 from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.effects import (
-    RETRY_SCHEDULE_MS,
     TEST_EVENT_TYPE,
     AddTestEvent,
     ClaimDeliveries,
@@ -68,8 +67,6 @@ from identity_proto.effects import (
 )
 from identity_proto.effects.webhooks import EVENTS_HARD_CAP, message_id
 from identity_proto.records import StoredEvent
-
-_SCHEDULE: Final = ",".join(str(ms) for ms in RETRY_SCHEDULE_MS)
 
 
 def _endpoint_json(endpoint: WebhookEndpoint) -> str:
@@ -422,13 +419,13 @@ def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDeliver
         delivery = _delivery(fields)
         # The event under the id its delivery was made with (a delivery older than tagged ids keeps its id).
         event = dataclasses.replace(_event(entry[0], entry[1], ""), id=delivery.message_id)
-        claimed.append(ClaimedDelivery(delivery, event, made, token))
+        claimed.append(ClaimedDelivery(delivery, event, made, token, int(_pairs(fields)["failures"])))
     return tuple(claimed)
 
 
-# KEYS: the delivery, due, pending, settled. ARGV: delivery id, claim token hash, attempt JSON, attempt time, 1 if
-# it succeeded (2xx) else 0, settled TTL (ms), the retry schedule (ms, comma-separated). The attempt is appended;
-# only under the current claim is the delivery settled or rescheduled. Returns 1 if the claim was current, else 0.
+# KEYS: the delivery, due, pending, settled. ARGV: delivery id, claim token hash, attempt JSON, attempt time, the
+# state it settles in, its failures, settled TTL (ms), when it is due again (pending). The attempt is appended; only
+# under the current claim is the delivery settled or rescheduled. Returns 1 if the claim was current, else 0.
 script(
     "record_attempt",
     _WEBHOOK_SETTLE
@@ -441,23 +438,15 @@ else
   attempts = string.sub(attempts, 1, -2) .. ',' .. ARGV[3] .. ']'
 end
 redis.call('HSET', KEYS[1], 'attempts', attempts)
-local d = redis.call('HMGET', KEYS[1], 'claim', 'state', 'failures')
+local d = redis.call('HMGET', KEYS[1], 'claim', 'state')
 if d[1] == '' or d[1] ~= ARGV[2] or d[2] ~= 'pending' then return 0 end
-if ARGV[5] == '1' then
-  wh_settle(KEYS[1], ARGV[1], 'succeeded', ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[6])
+redis.call('HSET', KEYS[1], 'failures', ARGV[6])
+if ARGV[5] ~= 'pending' then
+  wh_settle(KEYS[1], ARGV[1], ARGV[5], ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[7])
   return 1
 end
-local failures = tonumber(d[3])
-local schedule = {}
-for wait in string.gmatch(ARGV[7], '%d+') do schedule[#schedule + 1] = tonumber(wait) end
-redis.call('HSET', KEYS[1], 'failures', failures + 1)
-if failures < #schedule then
-  local next_at = string.format('%.0f', tonumber(ARGV[4]) + schedule[failures + 1])
-  redis.call('HSET', KEYS[1], 'next_attempt_at_millis', next_at, 'claim', '', 'last_attempt_at_millis', ARGV[4])
-  redis.call('ZADD', KEYS[2], next_at, ARGV[1])
-else
-  wh_settle(KEYS[1], ARGV[1], 'failed', ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[6])
-end
+redis.call('HSET', KEYS[1], 'next_attempt_at_millis', ARGV[8], 'claim', '', 'last_attempt_at_millis', ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[8], ARGV[1])
 return 1
 """,
 )
@@ -469,8 +458,6 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
     if entry_id is None:
         return False
     project_id, attempt = effect.project_id, effect.attempt
-    delivery_id = webhook_delivery_id(entry_id, effect.endpoint_id)
-    succeeded = attempt.status_code is not None and 200 <= attempt.status_code < 300
     current = yield Script(
         "record_attempt",
         (
@@ -480,13 +467,14 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
             keys.webhook_settled(project_id),
         ),
         (
-            delivery_id,
+            webhook_delivery_id(entry_id, effect.endpoint_id),
             _token_hash(effect.claim_token),
             orjson.dumps(dataclasses.asdict(attempt)).decode(),
             attempt.at_millis,
-            1 if succeeded else 0,
+            effect.state.value,
+            effect.failures,
             SETTLED_DELIVERY_TTL_MS,
-            _SCHEDULE,
+            effect.next_attempt_at_millis or 0,
         ),
     )
     return bool(current)

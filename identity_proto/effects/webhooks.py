@@ -173,6 +173,8 @@ class ClaimedDelivery:
     endpoint: WebhookEndpoint
     #: Proves the claim to `RecordAttempt` (random, from the claimer's entropy).
     claim_token: str
+    #: The failed attempts since the retry schedule (re)started.
+    failures: int = 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -280,16 +282,31 @@ class ClaimDeliveries(StorageEffect[tuple[ClaimedDelivery, ...]]):
 
 @dataclass(frozen=True, slots=True)
 class RecordAttempt(StorageEffect[bool]):
-    """Step 5: append `attempt` to the delivery and settle it: succeeded on a 2xx, else due again at
-    `attempt.at_millis + RETRY_SCHEDULE_MS[n]` (n = failed attempts before this one), else failed. Only while
-    `claim_token` is the delivery's current claim; else (the lease ended and another worker claimed it) the attempt
-    is appended and nothing else changes. Returns whether the claim was current."""
+    """Step 5: append `attempt` to the delivery and, only while `claim_token` is its current claim, make it `state`
+    with `failures` failed attempts (pending: due again at `next_attempt_at_millis`, unclaimed); else (the lease
+    ended and another worker claimed it) the attempt is appended and nothing else changes. Returns whether the
+    claim was current. The core decides the outcome (`after`)."""
 
     project_id: str
     endpoint_id: str
     message_id: str
     claim_token: str = field(repr=False)
     attempt: DeliveryAttempt
+    state: DeliveryState
+    failures: int = 0
+    next_attempt_at_millis: int | None = None
+
+    @classmethod
+    def after(cls, project_id: str, claimed: ClaimedDelivery, attempt: DeliveryAttempt) -> RecordAttempt:
+        """The attempt of a claimed delivery, settled: succeeded on a 2xx, else due again at `attempt.at_millis +
+        RETRY_SCHEDULE_MS[n]` (n: failed attempts before this one), else (after the last) failed."""
+        delivery, failures = claimed.delivery, claimed.failures
+        ids = (project_id, delivery.endpoint_id, delivery.message_id, claimed.claim_token, attempt)
+        if attempt.status_code is not None and 200 <= attempt.status_code < 300:
+            return cls(*ids, DeliveryState.SUCCEEDED, failures)
+        if failures < len(RETRY_SCHEDULE_MS):
+            return cls(*ids, DeliveryState.PENDING, failures + 1, attempt.at_millis + RETRY_SCHEDULE_MS[failures])
+        return cls(*ids, DeliveryState.FAILED, failures + 1)
 
 
 @dataclass(frozen=True, slots=True)

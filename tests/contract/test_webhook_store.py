@@ -102,8 +102,7 @@ def attempt(at: int, status: int | None = 500, error: str | None = "HTTP 500") -
 
 
 def record(store: Store, claimed: ClaimedDelivery, result: DeliveryAttempt, project: str = PROJECT) -> bool:
-    delivery = claimed.delivery
-    return store.apply(RecordAttempt(project, delivery.endpoint_id, delivery.message_id, claimed.claim_token, result))
+    return store.apply(RecordAttempt.after(project, claimed, result))
 
 
 def deliveries(store: Store, endpoint_id: str = "ep-1", project: str = PROJECT) -> tuple[Delivery, ...]:
@@ -402,8 +401,9 @@ def test_failures_follow_the_retry_schedule_then_the_delivery_fails(store: Store
 
 def test_recording_an_attempt_for_no_delivery_writes_nothing(store: Store) -> None:
     add_endpoint(store)
-    assert store.apply(RecordAttempt(PROJECT, "ep-1", "msg_none", "t", attempt(NOW))) is False
-    assert store.apply(RecordAttempt(OTHER_PROJECT, "ep-1", "msg_none", "t", attempt(NOW))) is False
+    failed = DeliveryState.FAILED
+    assert store.apply(RecordAttempt(PROJECT, "ep-1", "msg_none", "t", attempt(NOW), failed)) is False
+    assert store.apply(RecordAttempt(OTHER_PROJECT, "ep-1", "msg_none", "t", attempt(NOW), failed)) is False
     assert deliveries(store) == ()
 
 
@@ -676,9 +676,7 @@ def test_async_stores_list_events_and_run_the_delivery_steps(async_store: AsyncB
         claimed = await store.apply(ClaimDeliveries(PROJECT, NOW, LEASE_MS, 5, tokens(5)))
         assert [c.event for c in claimed] == [first, second]
         for one in claimed:
-            delivery = one.delivery
-            ok = attempt(NOW + 1, 200, None)
-            assert await store.apply(RecordAttempt(PROJECT, "ep-1", delivery.message_id, one.claim_token, ok))
+            assert await store.apply(RecordAttempt.after(PROJECT, one, attempt(NOW + 1, 200, None)))
         listed = await store.apply(ListDeliveries(PROJECT, "ep-1"))
         assert [(d.message_id, d.state) for d in listed] == [
             (second.id, DeliveryState.SUCCEEDED),

@@ -670,7 +670,7 @@ def _webhooks(store: RedisStore, p: str) -> None:
     assert store.apply(wh.FanOutEvents(p, T0)) == 1
     (claimed,) = store.apply(wh.ClaimDeliveries(p, T0, 1_000, 1, ("token",)))
     failed = wh.DeliveryAttempt(T0, 500, 3, "HTTP 500")
-    assert store.apply(wh.RecordAttempt(p, "ep-1", event.id, "token", failed)) is True
+    assert store.apply(wh.RecordAttempt.after(p, claimed, failed)) is True
     assert store.apply(wh.ReplayDelivery(p, "ep-1", event.id, T0 + 1)) is not None
     assert [d.attempts for d in store.apply(wh.ListDeliveries(p, "ep-1"))] == [(failed,)]
     store.apply(wh.TrimWebhookData(p, 0, 10))

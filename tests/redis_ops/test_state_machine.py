@@ -1197,11 +1197,12 @@ class StoresAgree(RuleBasedStateMachine):
         redis_id = {label: i for i, label in redis_ids.items()}.get(memory_ids.get(message_id, ""), "msg_0-0")
         status = self.random.choice((200, 204, 500, 500, None))
         attempt = _effects.DeliveryAttempt(now, status, 5, None if status in (200, 204) else "failed")
-        self.both_events(
-            project_id,
-            _effects.RecordAttempt(project_id, endpoint_id, message_id, token, attempt),
-            _effects.RecordAttempt(project_id, endpoint_id, redis_id, token, attempt),
-        )
+        # The core decides the outcome from the delivery as claimed (its failures so far: the memory store's row).
+        row = self._tenant(project_id).deliveries.get((endpoint_id, message_id))
+        delivery = _effects.Delivery(endpoint_id, message_id, "", _effects.DeliveryState.PENDING, now)
+        claimed = _effects.ClaimedDelivery(delivery, None, None, token, row.failures if row else 0)  # type: ignore[arg-type]
+        decided = _effects.RecordAttempt.after(project_id, claimed, attempt)
+        self.both_events(project_id, decided, dataclasses.replace(decided, message_id=redis_id))
 
     def _memory_claims(self, project_id: str, tokens: tuple[str, ...]) -> list[tuple[str, str, str]]:
         """(endpoint id, message id, token) of the memory store's deliveries claimed with one of `tokens`."""
