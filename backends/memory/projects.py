@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.memory.commit import applies
+from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
-from identity_proto.effects import DeleteProject, ListProjects, LoadProject, PatchProject, PutProject
+from identity_proto.effects import DeleteProject, ListProjects, LoadProject, PatchProject, ProjectConfigIs, PutProject
 from identity_proto.records import Project, replaced
 
 
 @_performs(LoadProject)
 def _load_project(store: MemoryStore, effect: LoadProject) -> Project | None:
     return store.projects.get(effect.project_id)
+
+
+@checks(ProjectConfigIs)
+def _project_config_is(tenant: Tenant, guard: ProjectConfigIs) -> bool:
+    stored = tenant.store.projects.get(tenant.project_id)
+    return stored is not None and all(getattr(stored.config, name) == value for name, value in guard.expected)
 
 
 @applies(PutProject)

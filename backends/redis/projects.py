@@ -20,17 +20,28 @@ from __future__ import annotations
 import dataclasses
 
 from backends.redis.codecs import _config_fields, _flat, _json, _project, _record_fields, _text
-from backends.redis.commit import Ops, writes
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.plan import Batch, Call, Plan, Scan, _plans
-from identity_proto.effects import DeleteProject, ListProjects, LoadProject, PatchProject, PutProject
+from identity_proto.changes import ProjectConfigChanges
+from identity_proto.effects import DeleteProject, ListProjects, LoadProject, PatchProject, ProjectConfigIs, PutProject
 from identity_proto.effects.commit import RecordKind
-from identity_proto.records import Project
+from identity_proto.records import Project, ProjectConfig
+
+_DEFAULTS = ProjectConfig()  # what a record without a config field holds
 
 
 @_plans(LoadProject)
 def _load_project(keys: KeySpace, effect: LoadProject) -> Plan[Project | None]:
     return _project((yield Call("HGETALL", keys.project(effect.project_id))))
+
+
+@guards(ProjectConfigIs)
+def _project_config_is(ops: Ops, position: int, guard: ProjectConfigIs) -> None:
+    record = ops.record_key(RecordKind.PROJECT, ops.project_id)
+    defaults = _config_fields(ProjectConfigChanges.of((name, getattr(_DEFAULTS, name)) for name, _ in guard.expected))
+    for (field, text), (_, default) in zip(_config_fields(guard.expected), defaults, strict=True):
+        ops.guards.append([position, "hget", record, field, [text, False] if text == default else text])
 
 
 @writes(PutProject)

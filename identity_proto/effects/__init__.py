@@ -151,7 +151,6 @@ from identity_proto.effects.passwords import (  # with the password flows' reads
 
 # --- permissions ---
 from identity_proto.effects.permissions import (
-    ChangePermissionDefinitions,
     DefinitionsWrite,
     ListProjectPermissions,
     ProjectGrantIs,
@@ -162,6 +161,7 @@ from identity_proto.effects.projects import (
     ListProjects,
     LoadProject,
     PatchProject,
+    ProjectConfigIs,
     PutProject,
     create_project,
     delete_project,
@@ -255,7 +255,6 @@ __all__ = [
     "AcceptTotp",
     "AddressHolder",
     "AttemptVerificationCode",
-    "ChangePermissionDefinitions",
     "CodeAttempt",
     "CodeOutcome",
     "ComputeEffect",
@@ -306,6 +305,7 @@ __all__ = [
     "PasswordWrite",
     "PatchMembership",
     "PatchProject",
+    "ProjectConfigIs",
     "ProjectGrantIs",
     "PutCode",
     "PutInvitation",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from identity_proto.changes import Pairs, ProjectConfigChanges
 from identity_proto.effects.base import Flow, StorageEffect, perform
-from identity_proto.effects.commit import CommitConflict, CommitWrite, IsAbsent, RecordKind, commit
+from identity_proto.effects.commit import CommitConflict, CommitGuard, CommitWrite, IsAbsent, RecordKind, commit
 from identity_proto.effects.teams import RecordExists
 from identity_proto.records import Project, ProjectKeys
 
@@ -17,6 +17,17 @@ class LoadProject(StorageEffect["Project | None"]):
     """The project with this id, or None."""
 
     project_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectConfigIs(CommitGuard):
+    """The project's config fields named in `expected` hold the values there (a compare-and-set on what a change
+    was decided on). Guard the project's existence first (`RecordExists`)."""
+
+    expected: ProjectConfigChanges
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "expected", ProjectConfigChanges.of(self.expected))
 
 
 @dataclass(frozen=True, slots=True)

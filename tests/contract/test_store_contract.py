@@ -26,7 +26,6 @@ from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     AcceptTotp,
     AttemptVerificationCode,
-    ChangePermissionDefinitions,
     CodeOutcome,
     Commit,
     ConsumeVerificationCode,
@@ -572,7 +571,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     AcceptTotp,  # test_totp_contract.py
     # --- permissions: test_permissions_contract.py ---
     ListProjectPermissions,
-    ChangePermissionDefinitions,
     # --- end permissions ---
     # API keys: test_api_keys_contract.py
     LoadApiKey,

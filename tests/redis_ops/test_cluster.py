@@ -40,7 +40,6 @@ from identity_proto.effects import (
     ApiKeyWrite,
     AttemptVerificationCode,
     ChangeOAuthAccounts,
-    ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeOuterCode,
     ConsumeVerificationCode,
@@ -112,6 +111,7 @@ from identity_proto.effects.mock_oauth import (
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.api_keys import change_api_key, store_api_key
 from identity_proto.flows.contact_channels import create_channel, delete_channel, update_channel, verify_with_code
+from identity_proto.flows.permissions import change_definitions
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -477,8 +477,8 @@ def _permissions(store: RedisStore, p: str) -> None:
     assert project is not None
     definitions = (*project.config.permission_definitions, PermissionDefinition("reader", "project"))
     expected = (("permission_definitions", project.config.permission_definitions),)
-    changed = store.apply(
-        ChangePermissionDefinitions(p, expected, (("permission_definitions", definitions),), renamed=("read", "reader"))
+    changed = run(
+        change_definitions(p, expected, (("permission_definitions", definitions),), ("read", "reader")), store
     )
     assert isinstance(changed, Project)
     assert store.apply(ListProjectPermissions(p, "g1")) == (("g1", ("reader",)),)

@@ -47,7 +47,6 @@ from identity_proto.drivers import run
 from identity_proto.effects import (
     AttemptVerificationCode,
     ChangeOAuthAccounts,
-    ChangePermissionDefinitions,
     CodeOutcome,
     ConsumeOuterCode,
     ConsumeVerificationCode,
@@ -106,7 +105,7 @@ from identity_proto.flows.passwords import (
     reset_with_code,
     store_reset_code,
 )
-from identity_proto.flows.permissions import grant_project_permissions, revoke_project_permission_of
+from identity_proto.flows.permissions import change_definitions, grant_project_permissions, revoke_project_permission_of
 from identity_proto.flows.team_invitations import accept_code, drop_invitation, store_invitation
 from identity_proto.flows.teams import (
     add_member,
@@ -755,8 +754,8 @@ class StoresAgree(RuleBasedStateMachine):
             definitions = (PermissionDefinition(f"d{n}", "project", None, (permission,)),)
             expected = definitions if op == "stale" else current  # stale: a read that another change overtook
             new = data.draw(st.sampled_from(PERMISSIONS), label="new id")
-            self.both(
-                ChangePermissionDefinitions(
+            self.both_flow(
+                lambda: change_definitions(
                     project_id,
                     (("permission_definitions", expected),),
                     (("permission_definitions", definitions), ("user_default_permissions", (new,))),
