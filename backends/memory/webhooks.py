@@ -31,6 +31,7 @@ from identity_proto.effects import (
     ClaimedDelivery,
     DeleteWebhookEndpoint,
     Delivery,
+    DeliveryIs,
     DeliveryState,
     EndpointCountIs,
     EndpointIs,
@@ -39,10 +40,11 @@ from identity_proto.effects import (
     ListEvents,
     ListWebhookEndpoints,
     ListWebhookProjects,
+    LoadDelivery,
     LoadWebhookEndpoint,
     PutWebhookEndpoint,
     RecordAttempt,
-    ReplayDelivery,
+    RestartDelivery,
     TrimWebhookData,
     WebhookEndpoint,
 )
@@ -272,16 +274,28 @@ def _list_deliveries(store: MemoryStore, effect: ListDeliveries) -> tuple[Delive
     return tuple(delivery for _, delivery in rows[: effect.limit])
 
 
-@_performs(ReplayDelivery)
-def _replay(store: MemoryStore, effect: ReplayDelivery) -> Delivery | None:
+@_performs(LoadDelivery)
+def _load_delivery(store: MemoryStore, effect: LoadDelivery) -> Delivery | None:
     tenant = store.tenants.get(effect.project_id)
-    key = (effect.endpoint_id, effect.message_id)
-    row = None if tenant is None else tenant.deliveries.get(key)
+    row = None if tenant is None else tenant.deliveries.get((effect.endpoint_id, effect.message_id))
     if tenant is None or row is None or _find_event(tenant, effect.message_id) is None:
         return None
-    delivery = dataclasses.replace(row.delivery, state=DeliveryState.PENDING, next_attempt_at_millis=effect.now_ms)
+    return row.delivery
+
+
+@checks(DeliveryIs)
+def _delivery_is(tenant: Tenant, guard: DeliveryIs) -> bool:
+    read = guard.delivery
+    row = tenant.deliveries.get((read.endpoint_id, read.message_id))
+    return row is not None and (row.delivery.state, row.delivery.attempts) == (read.state, read.attempts)
+
+
+@applies(RestartDelivery)
+def _restart_delivery(tenant: Tenant, write: RestartDelivery) -> None:
+    key = (write.endpoint_id, write.message_id)
+    row = tenant.deliveries[key]
+    delivery = dataclasses.replace(row.delivery, state=DeliveryState.PENDING, next_attempt_at_millis=write.now_ms)
     tenant.deliveries[key] = dataclasses.replace(row, delivery=delivery, claim_token=None, failures=0)
-    return delivery
 
 
 @_performs(TrimWebhookData)

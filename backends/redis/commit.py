@@ -27,7 +27,8 @@ max]``, and three that make values: ``["zscore", key, member, name]`` (an error 
 ``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing). ``["hget", key, field, name, "json"]``
 makes the field's value JSON-decoded (a string field, as `codecs` stores every field: a stored id that names a key).
 
-``["xlast", key, name]`` makes the stream's last entry id ('0-0' when empty) the value `name`.
+``["persist", key]`` removes the key's expiry; ``["xlast", key, name]`` makes the stream's last entry id ('0-0'
+when empty) the value `name`.
 
 For values with a lifetime and lists: ``["setnx", key, value]`` (SET NX: a counter created once), ``["lpush", key,
 value]`` and ``["ltrim", key, start, stop]``.
@@ -177,6 +178,8 @@ for _, w in ipairs(ops.w) do
     redis.call('LPUSH', key(w[2]), arg(w[3]))
   elseif kind == 'ltrim' then
     redis.call('LTRIM', key(w[2]), arg(w[3]), arg(w[4]))
+  elseif kind == 'persist' then
+    redis.call('PERSIST', key(w[2]))
   elseif kind == 'pexpireat' then
     redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
   elseif kind == 'extend' then

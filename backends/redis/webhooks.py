@@ -41,7 +41,7 @@ from backends.redis.lua import (
     _WEBHOOK_NEW_DELIVERY,
     _WEBHOOK_SETTLE,
 )
-from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.plan import Batch, Call, Plan, Script, _plans, script
 from identity_proto.effects import (
     TEST_EVENT_TYPE,
     AddTestEvent,
@@ -50,6 +50,7 @@ from identity_proto.effects import (
     DeleteWebhookEndpoint,
     Delivery,
     DeliveryAttempt,
+    DeliveryIs,
     DeliveryState,
     EndpointCountIs,
     EndpointIs,
@@ -58,10 +59,11 @@ from identity_proto.effects import (
     ListEvents,
     ListWebhookEndpoints,
     ListWebhookProjects,
+    LoadDelivery,
     LoadWebhookEndpoint,
     PutWebhookEndpoint,
     RecordAttempt,
-    ReplayDelivery,
+    RestartDelivery,
     TrimWebhookData,
     WebhookEndpoint,
 )
@@ -516,42 +518,38 @@ def _list_deliveries(keys: KeySpace, effect: ListDeliveries) -> Plan[tuple[Deliv
     return tuple(_delivery(fields) for fields in reply or ())
 
 
-# KEYS: the delivery, due, pending, settled, events stream. ARGV: delivery id, now, the event's entry id. Returns
-# the delivery's HGETALL once it is pending and due now again (claim dropped, schedule restarted, no TTL), or nil
-# when there is no such delivery or its event is no longer kept.
-script(
-    "replay_delivery",
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if #redis.call('XRANGE', KEYS[5], ARGV[3], ARGV[3]) == 0 then return false end
-redis.call('HSET', KEYS[1], 'state', 'pending', 'next_attempt_at_millis', ARGV[2], 'claim', '', 'failures', '0')
-redis.call('PERSIST', KEYS[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-redis.call('ZADD', KEYS[3], 0, ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
-return redis.call('HGETALL', KEYS[1])
-""",
-)
-
-
-@_plans(ReplayDelivery)
-def _replay(keys: KeySpace, effect: ReplayDelivery) -> Plan[Delivery | None]:
+@_plans(LoadDelivery)
+def _load_delivery(keys: KeySpace, effect: LoadDelivery) -> Plan[Delivery | None]:
     entry_id = keys.webhook_entry_id(effect.project_id, effect.message_id)
     if entry_id is None:
         return None
-    project_id = effect.project_id
-    reply = yield Script(
-        "replay_delivery",
-        (
-            keys.webhook_delivery(project_id, effect.message_id, effect.endpoint_id),
-            keys.webhook_due(project_id),
-            keys.webhook_pending(project_id),
-            keys.webhook_settled(project_id),
-            keys.events(project_id),
-        ),
-        (webhook_delivery_id(entry_id, effect.endpoint_id), effect.now_ms, entry_id),
-    )
-    return _delivery(reply) if reply else None
+    delivery = keys.webhook_delivery(effect.project_id, effect.message_id, effect.endpoint_id)
+    kept = Call("XRANGE", keys.events(effect.project_id), entry_id, entry_id)
+    fields, entry = yield Batch((Call("HGETALL", delivery), kept))
+    return _delivery(fields) if fields and entry else None
+
+
+@guards(DeliveryIs)
+def _delivery_is(ops: Ops, position: int, guard: DeliveryIs) -> None:
+    read = guard.delivery
+    delivery = ops.key(ops.space.webhook_delivery(ops.project_id, read.message_id, read.endpoint_id))
+    attempts = orjson.dumps([dataclasses.asdict(attempt) for attempt in read.attempts]).decode()
+    ops.guards.append([position, "hget", delivery, "state", read.state.value])
+    ops.guards.append([position, "hget", delivery, "attempts", attempts])
+
+
+@writes(RestartDelivery)
+def _restart_delivery(ops: Ops, write: RestartDelivery) -> None:
+    space, p, now = ops.space, ops.project_id, str(write.now_ms)
+    entry_id = space.webhook_entry_id(p, write.message_id)
+    assert entry_id is not None  # guarded: the flow read the delivery
+    did = webhook_delivery_id(entry_id, write.endpoint_id)
+    delivery = ops.key(space.webhook_delivery(p, write.message_id, write.endpoint_id))
+    fields = ["state", "pending", "next_attempt_at_millis", now, "claim", "", "failures", "0"]
+    ops.writes += [["hset", delivery, *fields], ["persist", delivery]]
+    ops.writes.append(["zadd", ops.key(space.webhook_due(p)), now, did])
+    ops.writes.append(["zadd", ops.key(space.webhook_pending(p)), "0", did])
+    ops.writes.append(["zrem", ops.key(space.webhook_settled(p)), did])
 
 
 # KEYS: events stream, cursor, endpoints, pending, settled. ARGV: before (ms), keep (events), delivery key prefix,

@@ -76,6 +76,7 @@ __all__ = [
     "DeleteWebhookEndpoint",
     "Delivery",
     "DeliveryAttempt",
+    "DeliveryIs",
     "DeliveryState",
     "EndpointCountIs",
     "EndpointIs",
@@ -84,10 +85,11 @@ __all__ = [
     "ListEvents",
     "ListWebhookEndpoints",
     "ListWebhookProjects",
+    "LoadDelivery",
     "LoadWebhookEndpoint",
     "PutWebhookEndpoint",
     "RecordAttempt",
-    "ReplayDelivery",
+    "RestartDelivery",
     "SendWebhooks",
     "TrimWebhookData",
     "WebhookEndpoint",
@@ -319,11 +321,26 @@ class ListDeliveries(StorageEffect[tuple[Delivery, ...]]):
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayDelivery(StorageEffect["Delivery | None"]):
-    """Make the delivery of `message_id` to the endpoint pending and due at `now_ms` again (its attempts kept, the
-    retry schedule restarted); None when there is no such delivery (or its event is no longer kept)."""
+class LoadDelivery(StorageEffect["Delivery | None"]):
+    """The delivery of `message_id` to the endpoint; None when there is none (or its event is no longer kept)."""
 
     project_id: str
+    endpoint_id: str
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryIs(CommitGuard):
+    """The delivery is stored in the state and with the attempts of `delivery` (as the flow read it)."""
+
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class RestartDelivery(CommitWrite):
+    """Make the delivery pending and due at `now_ms` again, unclaimed, its attempts kept and its retry schedule
+    restarted (a replay)."""
+
     endpoint_id: str
     message_id: str
     now_ms: int

@@ -35,14 +35,16 @@ from identity_proto.effects.webhooks import (
     AddTestEvent,
     DeleteWebhookEndpoint,
     Delivery,
+    DeliveryIs,
     DeliveryState,
     EndpointCountIs,
     EndpointIs,
     ListDeliveries,
     ListWebhookEndpoints,
+    LoadDelivery,
     LoadWebhookEndpoint,
     PutWebhookEndpoint,
-    ReplayDelivery,
+    RestartDelivery,
     WebhookEndpoint,
 )
 from identity_proto.egress import ALLOW_PRIVATE_SETTING, IPAddress, host_refusal, ip_literal
@@ -74,6 +76,7 @@ __all__ = [
     "render_delivery",
     "render_webhook_endpoint",
     "replace_webhook_endpoint",
+    "replay_delivery",
     "replay_webhook_delivery",
     "rotate_webhook_secret",
     "send_endpoint_test_event",
@@ -301,10 +304,20 @@ def replay_webhook_delivery(ctx: RequestContext) -> Flow[Response]:
     id, attempts kept, the retry schedule restarted) -> 200, the delivery."""
     endpoint = yield from _load(ctx)
     message_id = ctx.params.message_id
-    replayed = yield from perform(ReplayDelivery(ctx.require_auth().project.id, endpoint.id, message_id, ctx.now_ms))
+    replayed = yield from replay_delivery(ctx.require_auth().project.id, endpoint.id, message_id, ctx.now_ms)
     if replayed is None:
         raise KnownError(ErrorCode.WEBHOOK_MESSAGE_NOT_FOUND, details={"message_id": message_id})
     return json_response(200, render_delivery(replayed))
+
+
+def replay_delivery(project_id: str, endpoint_id: str, message_id: str, now_ms: int) -> Flow[Delivery | None]:
+    """Make the delivery of `message_id` to the endpoint pending and due at `now_ms` again (its attempts kept, the
+    retry schedule restarted), guarded on it as read; None when there is none (or its event is no longer kept)."""
+    delivery = yield from perform(LoadDelivery(project_id, endpoint_id, message_id))
+    if delivery is None:
+        return None
+    yield from commit(project_id, (DeliveryIs(delivery),), (RestartDelivery(endpoint_id, message_id, now_ms),))
+    return dataclasses.replace(delivery, state=DeliveryState.PENDING, next_attempt_at_millis=now_ms)
 
 
 def _test_event_data(endpoint: WebhookEndpoint) -> dict[str, Any]:

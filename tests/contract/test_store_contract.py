@@ -616,7 +616,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     effects.ClaimDeliveries,
     effects.RecordAttempt,
     effects.ListDeliveries,
-    effects.ReplayDelivery,
+    effects.LoadDelivery,
     effects.TrimWebhookData,
     # --- end webhooks ---
 }

@@ -40,7 +40,6 @@ from identity_proto.effects import (
     ListWebhookProjects,
     LoadWebhookEndpoint,
     RecordAttempt,
-    ReplayDelivery,
     ResetProjectData,
     TrimWebhookData,
     WebhookEndpoint,
@@ -48,7 +47,7 @@ from identity_proto.effects import (
 )
 from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.flows.projects import new_project
-from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint
+from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
@@ -430,7 +429,7 @@ def test_replay_makes_a_settled_delivery_due_again_with_its_attempts_and_a_fresh
     first = attempt(NOW + 1, 200, None)
     record(store, claimed, first)
     message_id = claimed.delivery.message_id
-    replayed = store.apply(ReplayDelivery(PROJECT, "ep-1", message_id, NOW + 1000))
+    replayed = run(replay_delivery(PROJECT, "ep-1", message_id, NOW + 1000), store)
     expected = Delivery("ep-1", message_id, "user.created", DeliveryState.PENDING, NOW + 1000, (first,), NOW)
     assert replayed == expected
     assert deliveries(store) == (expected,)
@@ -453,7 +452,7 @@ def test_replay_restarts_the_schedule_of_a_failed_delivery(store: Store) -> None
         now = deliveries(store)[0].next_attempt_at_millis or now
     assert deliveries(store)[0].state is DeliveryState.FAILED
     message_id = claimed.delivery.message_id
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", message_id, now + 5)) is not None
+    assert run(replay_delivery(PROJECT, "ep-1", message_id, now + 5), store) is not None
     (claimed,) = claim(store, now + 5)
     record(store, claimed, attempt(now + 6))
     (delivery,) = deliveries(store)
@@ -466,9 +465,9 @@ def test_replay_of_no_delivery_is_none(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
     (event,) = events(store)
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", event.id, NOW)) is None  # not fanned out yet
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", "msg_nothing", NOW)) is None
-    assert store.apply(ReplayDelivery(PROJECT, "ep-2", event.id, NOW)) is None
+    assert run(replay_delivery(PROJECT, "ep-1", event.id, NOW), store) is None  # not fanned out yet
+    assert run(replay_delivery(PROJECT, "ep-1", "msg_nothing", NOW), store) is None
+    assert run(replay_delivery(PROJECT, "ep-2", event.id, NOW), store) is None
     assert deliveries(store) == ()
 
 
@@ -477,7 +476,7 @@ def test_replay_makes_a_claimed_delivery_due_now_and_its_claim_stale(store: Stor
     record_events(store, "user.created")
     store.apply(FanOutEvents(PROJECT, NOW))
     (claimed,) = claim(store)
-    store.apply(ReplayDelivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 1))
+    run(replay_delivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 1), store)
     assert record(store, claimed, attempt(NOW + 2, 200, None)) is False
     (again,) = claim(store, NOW + 2)
     assert again.delivery.attempts == (attempt(NOW + 2, 200, None),)
@@ -547,7 +546,7 @@ def test_a_replay_of_a_delivery_whose_event_is_gone_is_none(store: Store) -> Non
     store.apply(TrimWebhookData(PROJECT, 0, 0))
     assert events(store) == ()
     assert len(deliveries(store)) == 1  # the delivery is kept for its own retention
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 2)) is None
+    assert run(replay_delivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 2), store) is None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -628,7 +627,7 @@ def test_redis_settled_deliveries_expire_after_their_retention_and_pending_ones_
     ttl_a = client.pttl(keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1"))
     assert SETTLED_DELIVERY_TTL_MS - 60_000 < ttl_a <= SETTLED_DELIVERY_TTL_MS
     assert client.pttl(keys.webhook_delivery(PROJECT, b.delivery.message_id, "ep-1")) == -1
-    redis_store.apply(ReplayDelivery(PROJECT, "ep-1", a.delivery.message_id, NOW))
+    run(replay_delivery(PROJECT, "ep-1", a.delivery.message_id, NOW), redis_store)
     assert client.pttl(keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1")) == -1
 
 
@@ -640,7 +639,7 @@ def test_redis_a_delivery_gone_by_ttl_is_skipped_by_every_reader(redis_store: Re
     record(redis_store, a, attempt(NOW, 200, None))
     redis_store.client.delete(redis_store.keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1"))
     assert [d.event_type for d in deliveries(redis_store)] == ["b"]
-    assert redis_store.apply(ReplayDelivery(PROJECT, "ep-1", a.delivery.message_id, NOW)) is None
+    assert run(replay_delivery(PROJECT, "ep-1", a.delivery.message_id, NOW), redis_store) is None
     redis_store.apply(TrimWebhookData(PROJECT, NOW + 1, 1000))
     assert [d.event_type for d in deliveries(redis_store)] == ["b"]
 

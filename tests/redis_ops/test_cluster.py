@@ -659,7 +659,7 @@ def _mock_oauth(store: RedisStore) -> None:
 # --- webhooks (the set of projects with endpoints under the hash tag {webhooks}) ---
 def _webhooks(store: RedisStore, p: str) -> None:
     from identity_proto import effects as wh
-    from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint
+    from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
 
     endpoint = wh.WebhookEndpoint("ep-1", "https://hooks.example.com/h", "whsec_c2VjcmV0", created_at_millis=T0)
     run(add_webhook_endpoint(p, endpoint), store)
@@ -671,7 +671,7 @@ def _webhooks(store: RedisStore, p: str) -> None:
     (claimed,) = store.apply(wh.ClaimDeliveries(p, T0, 1_000, 1, ("token",)))
     failed = wh.DeliveryAttempt(T0, 500, 3, "HTTP 500")
     assert store.apply(wh.RecordAttempt.after(p, claimed, failed)) is True
-    assert store.apply(wh.ReplayDelivery(p, "ep-1", event.id, T0 + 1)) is not None
+    assert run(replay_delivery(p, "ep-1", event.id, T0 + 1), store) is not None
     assert [d.attempts for d in store.apply(wh.ListDeliveries(p, "ep-1"))] == [(failed,)]
     store.apply(wh.TrimWebhookData(p, 0, 10))
     assert claimed.event == event

@@ -117,7 +117,7 @@ from identity_proto.flows.teams import (
     store_team,
 )
 from identity_proto.flows.users import drop_user, patch_user
-from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint
+from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -292,9 +292,10 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def _outcome(store: Any, effect: StorageEffect[Any]) -> tuple[str, str]:
+def _outcome(store: Any, effect: StorageEffect[Any] | Callable[[], Flow[Any]]) -> tuple[str, str]:
+    """The answer of an effect, or of a flow (made by a callable) run on the store."""
     try:
-        return "returned", repr(_comparable(store.apply(effect)))
+        return "returned", repr(_comparable(run(effect(), store) if callable(effect) else store.apply(effect)))
     except Exception as exc:  # a store that raises is compared too: both must raise the same way
         return "raised", type(exc).__name__
 
@@ -1173,8 +1174,8 @@ class StoresAgree(RuleBasedStateMachine):
             redis_id = {label: i for i, label in redis_ids.items()}.get(memory_ids.get(message_id, ""), "msg_0-0")
             self.both_events(
                 project_id,
-                _effects.ReplayDelivery(project_id, endpoint_id, message_id, now),
-                _effects.ReplayDelivery(project_id, endpoint_id, redis_id, now),
+                lambda: replay_delivery(project_id, endpoint_id, message_id, now),
+                lambda: replay_delivery(project_id, endpoint_id, redis_id, now),
             )
         else:
             self._labels(project_id)
