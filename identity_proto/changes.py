@@ -1,6 +1,6 @@
 """Change sets: which fields of one stored record a write sets, validated once, where the change is built.
 
-A field-level write (a commit's `PatchUser` / `PatchTeam` / `PatchMembership`, `UpdateProject`)
+A field-level write (a commit's `PatchUser` / `PatchTeam` / `PatchMembership`, `PatchProject`)
 carries one of these rather than loose (name, value) pairs, so a store never has to ask whether a name is a field it
 may set: a change set that exists names only settable fields of its record, each once (an unknown or fixed field is
 a `TypeError` when it is built, in the core). Stores iterate it as (field, value) pairs, in the order given.

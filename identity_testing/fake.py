@@ -25,15 +25,15 @@ from identity_proto import Entropy, IssuedKeys, SeededEntropy, Service, run
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects import (
     ApiKeyWrite,
-    CreateProject,
     DeleteProject,
     LoadClockOverride,
     LoadProject,
     LoadUser,
     ResetProjectData,
     SetClockOverride,
-    UpdateProject,
+    create_project,
     perform,
+    update_project,
 )
 from identity_proto.effects.webhooks import ListDeliveries, ListEvents, ListWebhookEndpoints  # webhooks
 from identity_proto.events import event_data  # webhooks
@@ -255,7 +255,7 @@ class IdentityFake:
             if isinstance(value, list):
                 config[name] = tuple(value)
         project, keys = new_project(self.entropy, self.clock.now_ms(), display_name, ProjectConfig(**config))
-        assert run(perform(CreateProject(project)), self.store)
+        assert run(create_project(project), self.store)
         return TestProject(self, project.id, keys)
 
     def transport(self) -> httpx.WSGITransport:
@@ -547,7 +547,7 @@ class TestProject:
             raise LookupError(f"no project {self.id}")
         providers = (*(p for p in project.config.oauth_providers if p.id != provider_id), config)
         changes = ProjectConfigChanges.of([("oauth_providers", providers)])
-        run(perform(UpdateProject(self.id, config=changes)), self.fake.store)
+        run(update_project(self.id, config=changes), self.fake.store)
         self.fake.service.projects.forget(self.id)  # the service reads the new config at once
 
     def oauth_authorize_url(

@@ -90,6 +90,8 @@ def _returned(tenant: Tenant, named: Returned) -> Any:
 
 def records(tenant: Tenant, kind: RecordKind) -> dict[str, Any]:
     """The records of one kind, by id."""
+    if kind is RecordKind.PROJECT:
+        return tenant.store.projects  # type: ignore[no-any-return]
     return tenant.users if kind is RecordKind.USER else tenant.teams
 
 

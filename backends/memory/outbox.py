@@ -3,16 +3,8 @@
 from __future__ import annotations
 
 from backends.memory.store import MemoryStore, _performs
-from identity_proto.effects import AppendOutbox, ListOutbox
+from identity_proto.effects import ListOutbox
 from identity_proto.records import Email
-
-
-@_performs(AppendOutbox)
-def _append_outbox(store: MemoryStore, effect: AppendOutbox) -> None:
-    outbox = store.tenant(effect.project_id).outbox
-    outbox.appendleft(effect.email)
-    while len(outbox) > effect.keep:
-        outbox.pop()
 
 
 @_performs(ListOutbox)

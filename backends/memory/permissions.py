@@ -1,19 +1,15 @@
-"""The memory store: project permission grants (reads, and the guard and write a `Commit` of them uses) and
-permission definition changes."""
+"""The memory store: project permission grants (reads, and the guard and write a `Commit` of them uses)."""
 
 from __future__ import annotations
 
 from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    ChangePermissionDefinitions,
-    DefinitionsWrite,
     ListProjectPermissions,
     ProjectGrantIs,
     RevokePermission,
 )
 from identity_proto.effects.permissions import DropProjectGrants
-from identity_proto.records import Project, replaced
 
 
 @checks(ProjectGrantIs)
@@ -37,36 +33,6 @@ def _list_project_permissions(
     grants = store.tenant(effect.project_id).project_grants
     users = sorted(grants) if effect.user_id is None else [effect.user_id] if effect.user_id in grants else []
     return tuple((user_id, tuple(sorted(grants[user_id]))) for user_id in users)
-
-
-@_performs(ChangePermissionDefinitions)
-def _change_permission_definitions(
-    store: MemoryStore, effect: ChangePermissionDefinitions
-) -> Project | DefinitionsWrite:
-    stored = store.projects.get(effect.project_id)
-    if stored is None:
-        return DefinitionsWrite.PROJECT_NOT_FOUND
-    if any(getattr(stored.config, name) != value for name, value in effect.expected):
-        return DefinitionsWrite.CONFLICT
-    updated = replaced(stored, {"config": effect.config.apply(stored.config)})
-    store.projects[updated.id] = updated
-    tenant = store.tenant(effect.project_id)
-    old, new = effect.renamed if effect.renamed is not None else (effect.removed, None)
-    if old is None:
-        return updated
-    for user_id in list(tenant.project_grants):
-        held = tenant.project_grants[user_id]
-        if old in held:
-            held.discard(old)
-            if new is not None:
-                held.add(new)
-            if not held:
-                del tenant.project_grants[user_id]
-    for key, membership in tenant.memberships.items():
-        if old in membership.permissions:
-            kept = {p for p in membership.permissions if p != old} | ({new} if new is not None else set())
-            tenant.memberships[key] = replaced(membership, {"permissions": tuple(sorted(kept))})
-    return updated
 
 
 @applies(DropProjectGrants)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.memory.store import MemoryStore, _performs
-from identity_proto.effects import CreateProject, DeleteProject, EnsureProject, ListProjects, LoadProject, UpdateProject
+from backends.memory.commit import applies, checks
+from backends.memory.store import MemoryStore, Tenant, _performs
+from identity_proto.effects import DeleteProject, ListProjects, LoadProject, PatchProject, ProjectConfigIs, PutProject
 from identity_proto.records import Project, replaced
 
 
@@ -14,35 +15,26 @@ def _load_project(store: MemoryStore, effect: LoadProject) -> Project | None:
     return store.projects.get(effect.project_id)
 
 
-@_performs(CreateProject)
-def _create_project(store: MemoryStore, effect: CreateProject) -> bool:
-    if effect.project.id in store.projects:
-        return False
-    store.projects[effect.project.id] = effect.project
-    return True
+@checks(ProjectConfigIs)
+def _project_config_is(tenant: Tenant, guard: ProjectConfigIs) -> bool:
+    stored = tenant.store.projects.get(tenant.project_id)
+    return stored is not None and all(getattr(stored.config, name) == value for name, value in guard.expected)
 
 
-@_performs(EnsureProject)
-def _ensure_project(store: MemoryStore, effect: EnsureProject) -> Project:
-    stored = store.projects.get(effect.project.id)
-    result = effect.project if stored is None else replaced(stored, {"keys": effect.project.keys})
-    store.projects[result.id] = result
-    return result
+@applies(PutProject)
+def _put_project(tenant: Tenant, write: PutProject) -> None:
+    tenant.store.projects[write.project.id] = write.project
 
 
-@_performs(UpdateProject)
-def _update_project(store: MemoryStore, effect: UpdateProject) -> Project | None:
-    stored = store.projects.get(effect.project_id)
-    if stored is None:
-        return None
-    changes: dict[str, Any] = {}
-    if effect.display_name is not None:
-        changes["display_name"] = effect.display_name
-    if effect.config:
-        changes["config"] = effect.config.apply(stored.config)
-    updated = replaced(stored, changes)
-    store.projects[updated.id] = updated
-    return updated
+@applies(PatchProject)
+def _patch_project(tenant: Tenant, write: PatchProject) -> None:
+    stored = tenant.store.projects[write.project_id]
+    changes: dict[str, Any] = {"config": write.config.apply(stored.config)}
+    if write.display_name is not None:
+        changes["display_name"] = write.display_name
+    if write.keys is not None:
+        changes["keys"] = write.keys
+    tenant.store.projects[write.project_id] = replaced(stored, changes)
 
 
 @_performs(ListProjects)

@@ -149,6 +149,10 @@ class Tenant:
     #: The fan-out cursor: the `event_seq` of the last event fanned out.
     fanout_seq: int = 0
     # --- end webhooks ---
+    #: The store this project's data is in (a commit's writes of what is not one project's: its record, the set of
+    #: projects with webhook endpoints).
+    store: Any = field(default=None, compare=False, repr=False)
+    project_id: str = field(default="", compare=False, repr=False)
 
 
 def _wall_ms() -> int:
@@ -179,11 +183,14 @@ class MemoryStore:
         self.webhook_projects: set[str] = set()
         # --- end webhooks ---
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> MemoryStore:
+        return self  # a copy of a project's data (`Tenant.store`) is still this store's
+
     def tenant(self, project_id: str) -> Tenant:
         """The data of one project (created empty on first use)."""
         found = self.tenants.get(project_id)
         if found is None:
-            found = self.tenants[project_id] = Tenant()
+            found = self.tenants[project_id] = Tenant(store=self, project_id=project_id)
         return found
 
     def apply(self, effect: StorageEffect[T]) -> T:

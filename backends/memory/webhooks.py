@@ -22,27 +22,30 @@ import bisect
 import dataclasses
 from dataclasses import dataclass
 
+from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    RETRY_SCHEDULE_MS,
     TEST_EVENT_TYPE,
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    CreateWebhookEndpoint,
     DeleteWebhookEndpoint,
     Delivery,
+    DeliveryIs,
     DeliveryState,
+    EndpointCountIs,
+    EndpointIs,
     FanOutEvents,
     ListDeliveries,
     ListEvents,
     ListWebhookEndpoints,
     ListWebhookProjects,
+    LoadDelivery,
     LoadWebhookEndpoint,
+    PutWebhookEndpoint,
     RecordAttempt,
-    ReplayDelivery,
+    RestartDelivery,
     TrimWebhookData,
-    UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
 from identity_proto.effects.webhooks import MESSAGE_TAG_LENGTH, message_position
@@ -101,14 +104,25 @@ def _settled(row: DeliveryRow, state: DeliveryState, failures: int, at: int | No
 # Endpoints
 
 
-@_performs(CreateWebhookEndpoint)
-def _create_endpoint(store: MemoryStore, effect: CreateWebhookEndpoint) -> None:
-    tenant = store.tenant(effect.project_id)
-    if not tenant.webhook_endpoints:  # the project's first endpoint: its history is not for it
+@checks(EndpointIs)
+def _endpoint_is(tenant: Tenant, guard: EndpointIs) -> bool:
+    return tenant.webhook_endpoints.get(guard.endpoint_id) == guard.endpoint
+
+
+@checks(EndpointCountIs)
+def _endpoint_count_is(tenant: Tenant, guard: EndpointCountIs) -> bool:
+    return len(tenant.webhook_endpoints) == guard.count
+
+
+@applies(PutWebhookEndpoint)
+def _put_endpoint(tenant: Tenant, write: PutWebhookEndpoint) -> None:
+    endpoint = write.endpoint
+    tenant.webhook_endpoints[endpoint.id] = endpoint
+    if write.new:
+        tenant.webhook_endpoint_from[endpoint.id] = tenant.event_seq
+        tenant.store.webhook_projects.add(tenant.project_id)
+    if write.skip_history:
         tenant.fanout_seq = max(tenant.fanout_seq, tenant.event_seq)
-    tenant.webhook_endpoints[effect.endpoint.id] = effect.endpoint
-    tenant.webhook_endpoint_from[effect.endpoint.id] = tenant.event_seq
-    store.webhook_projects.add(effect.project_id)
 
 
 @_performs(LoadWebhookEndpoint)
@@ -123,15 +137,6 @@ def _list_endpoints(store: MemoryStore, effect: ListWebhookEndpoints) -> tuple[W
     if tenant is None:
         return ()
     return tuple(sorted(tenant.webhook_endpoints.values(), key=lambda e: (e.created_at_millis, e.id)))
-
-
-@_performs(UpdateWebhookEndpoint)
-def _update_endpoint(store: MemoryStore, effect: UpdateWebhookEndpoint) -> WebhookEndpoint | None:
-    tenant = store.tenants.get(effect.project_id)
-    if tenant is None or effect.endpoint.id not in tenant.webhook_endpoints:
-        return None
-    tenant.webhook_endpoints[effect.endpoint.id] = effect.endpoint
-    return effect.endpoint
 
 
 @_performs(DeleteWebhookEndpoint)
@@ -226,7 +231,7 @@ def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery
         token = effect.claim_tokens[len(claimed)]
         delivery = dataclasses.replace(row.delivery, next_attempt_at_millis=effect.now_ms + effect.lease_ms)
         tenant.deliveries[key] = dataclasses.replace(row, delivery=delivery, claim_token=token)
-        claimed.append(ClaimedDelivery(delivery, event, endpoint, token))
+        claimed.append(ClaimedDelivery(delivery, event, endpoint, token, row.failures))
     return tuple(claimed)
 
 
@@ -245,15 +250,13 @@ def _record_attempt(store: MemoryStore, effect: RecordAttempt) -> bool:
         tenant.deliveries[key] = row
         return False
     at = attempt.at_millis
-    if attempt.status_code is not None and 200 <= attempt.status_code < 300:
-        tenant.deliveries[key] = _settled(row, DeliveryState.SUCCEEDED, row.failures, at)
-    elif row.failures < len(RETRY_SCHEDULE_MS):
-        delivery = dataclasses.replace(delivery, next_attempt_at_millis=at + RETRY_SCHEDULE_MS[row.failures])
+    if effect.state is DeliveryState.PENDING:
+        delivery = dataclasses.replace(delivery, next_attempt_at_millis=effect.next_attempt_at_millis)
         tenant.deliveries[key] = dataclasses.replace(
-            row, delivery=delivery, claim_token=None, failures=row.failures + 1, last_attempt_at_millis=at
+            row, delivery=delivery, claim_token=None, failures=effect.failures, last_attempt_at_millis=at
         )
     else:
-        tenant.deliveries[key] = _settled(row, DeliveryState.FAILED, row.failures + 1, at)
+        tenant.deliveries[key] = _settled(row, effect.state, effect.failures, at)
     return True
 
 
@@ -271,16 +274,28 @@ def _list_deliveries(store: MemoryStore, effect: ListDeliveries) -> tuple[Delive
     return tuple(delivery for _, delivery in rows[: effect.limit])
 
 
-@_performs(ReplayDelivery)
-def _replay(store: MemoryStore, effect: ReplayDelivery) -> Delivery | None:
+@_performs(LoadDelivery)
+def _load_delivery(store: MemoryStore, effect: LoadDelivery) -> Delivery | None:
     tenant = store.tenants.get(effect.project_id)
-    key = (effect.endpoint_id, effect.message_id)
-    row = None if tenant is None else tenant.deliveries.get(key)
+    row = None if tenant is None else tenant.deliveries.get((effect.endpoint_id, effect.message_id))
     if tenant is None or row is None or _find_event(tenant, effect.message_id) is None:
         return None
-    delivery = dataclasses.replace(row.delivery, state=DeliveryState.PENDING, next_attempt_at_millis=effect.now_ms)
+    return row.delivery
+
+
+@checks(DeliveryIs)
+def _delivery_is(tenant: Tenant, guard: DeliveryIs) -> bool:
+    read = guard.delivery
+    row = tenant.deliveries.get((read.endpoint_id, read.message_id))
+    return row is not None and (row.delivery.state, row.delivery.attempts) == (read.state, read.attempts)
+
+
+@applies(RestartDelivery)
+def _restart_delivery(tenant: Tenant, write: RestartDelivery) -> None:
+    key = (write.endpoint_id, write.message_id)
+    row = tenant.deliveries[key]
+    delivery = dataclasses.replace(row.delivery, state=DeliveryState.PENDING, next_attempt_at_millis=write.now_ms)
     tenant.deliveries[key] = dataclasses.replace(row, delivery=delivery, claim_token=None, failures=0)
-    return delivery
 
 
 @_performs(TrimWebhookData)

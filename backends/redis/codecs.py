@@ -56,7 +56,7 @@ def _record_fields(project: Project) -> list[tuple[str, str]]:
 
 
 def _config_fields(changes: ProjectConfigChanges) -> list[tuple[str, str]]:
-    """The hash fields an UpdateProject sets (the change set names only config fields: checked where it was made)."""
+    """The hash fields a PatchProject sets (the change set names only config fields: checked where it was made)."""
     changed = changes.as_dict()
     plain = config_to_json(changes.apply(ProjectConfig()))
     return [(f"config.{name}", _json(plain[name])) for name in changed]

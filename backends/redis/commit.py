@@ -27,6 +27,9 @@ max]``, and three that make values: ``["zscore", key, member, name]`` (an error 
 ``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing). ``["hget", key, field, name, "json"]``
 makes the field's value JSON-decoded (a string field, as `codecs` stores every field: a stored id that names a key).
 
+``["persist", key]`` removes the key's expiry; ``["xlast", key, name]`` makes the stream's last entry id ('0-0'
+when empty) the value `name`.
+
 For values with a lifetime and lists: ``["setnx", key, value]`` (SET NX: a counter created once), ``["lpush", key,
 value]`` and ``["ltrim", key, start, stop]``.
 
@@ -53,10 +56,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from backends.redis.codecs import _change_fields, _json, _json_fields, _team, _user
+from backends.redis.codecs import _change_fields, _json, _json_fields, _project, _team, _user
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _EMIT_EVENT, _RECORD_JSON
-from backends.redis.plan import Plan, Script, _plans, script
+from backends.redis.plan import Call, Plan, Script, _plans, script
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.effects.commit import (
     Announce,
@@ -175,6 +178,8 @@ for _, w in ipairs(ops.w) do
     redis.call('LPUSH', key(w[2]), arg(w[3]))
   elseif kind == 'ltrim' then
     redis.call('LTRIM', key(w[2]), arg(w[3]), arg(w[4]))
+  elseif kind == 'persist' then
+    redis.call('PERSIST', key(w[2]))
   elseif kind == 'pexpireat' then
     redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
   elseif kind == 'extend' then
@@ -183,6 +188,9 @@ for _, w in ipairs(ops.w) do
     else
       redis.call('PEXPIREAT', key(w[2]), arg(w[3]), 'GT')
     end
+  elseif kind == 'xlast' then
+    local last = redis.call('XREVRANGE', key(w[2]), '+', '-', 'COUNT', 1)
+    vars[w[3]] = (#last > 0 and last[1][1]) or '0-0'
   elseif kind == 'incr' then
     vars[w[3]] = string.format('%.0f', redis.call('INCR', key(w[2])))
   elseif kind == 'event' then
@@ -239,6 +247,10 @@ class Ops:
         self.guards: list[list[Any]] = []
         self.writes: list[list[Any]] = []
         self.returns: list[int | dict[str, Any]] = []
+        #: Commands on keys outside the project's slot (the sets of projects): sent before the script, and, once it
+        #: committed, after it (plans, each run to its end).
+        self.before: list[Call] = []
+        self.after: list[Plan[Any]] = []
 
     def key(self, name: str) -> int:
         """The number that stands for key `name` in the op list (its place in `KEYS`)."""
@@ -250,6 +262,8 @@ class Ops:
 
     def record_key(self, kind: RecordKind, record_id: str) -> int:
         p = self.project_id
+        if kind is RecordKind.PROJECT:
+            return self.key(self.space.project(record_id))
         return self.key(self.space.user(p, record_id) if kind is RecordKind.USER else self.space.team(p, record_id))
 
     def record_prefix(self, kind: RecordKind) -> str:
@@ -457,9 +471,14 @@ def _commit(keys: KeySpace, effect: Commit) -> Plan[Conflict | Committed]:
         else:
             ops.returns.append(ops.record_key(*named))
             kinds.append(named[0])
+    for call in ops.before:  # noqa: UP028 (a plan is sent replies: a list's iterator takes none)
+        yield call
     reply = yield Script("commit", tuple(ops.keys), (ops.document(),))
+    if not isinstance(reply, list) and int(reply) >= 0:
+        return Conflict(int(reply))
+    for after in ops.after:
+        yield from after
     if not isinstance(reply, list):
-        refused = int(reply)
-        return Committed() if refused < 0 else Conflict(refused)
-    decode = {RecordKind.USER: _user, RecordKind.TEAM: _team}
+        return Committed()
+    decode = {RecordKind.USER: _user, RecordKind.TEAM: _team, RecordKind.PROJECT: _project}
     return Committed(tuple(decode[kind](fields) for kind, fields in zip(kinds, reply[1:], strict=True)))

@@ -54,18 +54,6 @@ local function seq_text(n)
 end
 """
 
-#: Lua: byte-wise string order (Python's order of str, as UTF-8 byte order is code point order). Lua's own `<` on
-#: strings follows the server's LC_COLLATE, which Redis takes from its environment.
-_BYTE_LESS = """
-local function byte_less(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-"""
-
 # --- webhooks ---
 #: Lua: record an event of the project in its events stream (`KeySpace.events`), in the same script as the change
 #: it describes (the transactional outbox: `identity_proto.events`). `record` and `team` are JSON texts of stored

@@ -6,28 +6,12 @@ Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`)
 
 from __future__ import annotations
 
-from backends.redis.codecs import _email, _email_json, _outbox_prefix
+from backends.redis.codecs import _email, _outbox_prefix
 from backends.redis.keys import KeySpace
-from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.plan import Call, Plan, _plans
 from backends.redis.read import FIRST, LAST, MEMBER, each, key, read
-from identity_proto.effects import AppendOutbox, ListOutbox
+from identity_proto.effects import ListOutbox
 from identity_proto.records import Email
-
-# KEYS: outbox. ARGV: e-mail JSON, keep.
-script(
-    "append_outbox",
-    """
-redis.call('LPUSH', KEYS[1], ARGV[1])
-local keep = tonumber(ARGV[2])
-if keep <= 0 then redis.call('DEL', KEYS[1]) else redis.call('LTRIM', KEYS[1], 0, keep - 1) end
-return 1
-""",
-)
-
-
-@_plans(AppendOutbox)
-def _append_outbox(keys: KeySpace, effect: AppendOutbox) -> Plan[None]:
-    yield Script("append_outbox", (keys.outbox(effect.project_id),), (_email_json(effect.email), effect.keep))
 
 
 @_plans(ListOutbox)

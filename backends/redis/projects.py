@@ -1,12 +1,11 @@
 """Projects: the project record and the index of every project (`{projects}`).
 
-The project index is in another slot, so it cannot be written in the same script as a record. The order makes
-every crash safe: *create* writes the record first and the index entry second; *delete* removes the index entry
-first and the record second. A crash therefore never leaves an index entry pointing at nothing, only (at worst) a
-record missing from the index; CreateProject and EnsureProject add the id to the index whatever the script found
-(SADD is idempotent), so retrying either repairs it. A create racing a delete of the same id can still leave a
-dangling entry, so ListProjects (SMEMBERS, then HGETALL of each in one pipeline) skips ids whose record is
-missing, and sorts by (created_at_millis, id) like the memory store.
+The project index is in another slot, so it cannot be written in the commit that writes a record: a commit's
+`PutProject`, and a `PatchProject` of its key hashes (start-up's), add the id to it before the commit, whatever
+the commit then finds (SADD is idempotent), so a retried create or the next start repairs an entry a crash lost.
+A crash (or a create racing a delete of the same id) may leave a dangling entry, so ListProjects (SMEMBERS, then
+HGETALL of each in one pipeline) skips ids whose record is missing, and sorts by (created_at_millis, id) like the
+memory store.
 
 DeleteProject removes the index entry, then the record (its reply says whether the project existed), then every
 other key matching ``<p>*``, found with SCAN (MATCH, COUNT 1000; on a cluster, on every primary node in turn) and
@@ -14,18 +13,22 @@ removed page by page with UNLINK. Cost: SCAN walks the whole keyspace of the dat
 keys (O(all keys) on the server, about all keys / 1000 round trips); fine for a rare administrative operation, to
 be replaced by a per-project key registry if databases grow large. This part is not atomic: a write racing the
 delete may leave a key behind, and a repeated DeleteProject (which always scans) removes it.
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
 """
 
 from __future__ import annotations
 
-from backends.redis.codecs import _config_fields, _flat, _json, _project, _record_fields, _stored, _text
+import dataclasses
+
+from backends.redis.codecs import _config_fields, _flat, _json, _project, _record_fields, _text
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
-from backends.redis.plan import Batch, Call, Plan, Scan, Script, _plans, script
-from identity_proto.effects import CreateProject, DeleteProject, EnsureProject, ListProjects, LoadProject, UpdateProject
-from identity_proto.records import Project, project_to_json
+from backends.redis.plan import Batch, Call, Plan, Scan, _plans
+from identity_proto.changes import ProjectConfigChanges
+from identity_proto.effects import DeleteProject, ListProjects, LoadProject, PatchProject, ProjectConfigIs, PutProject
+from identity_proto.effects.commit import RecordKind
+from identity_proto.records import Project, ProjectConfig
+
+_DEFAULTS = ProjectConfig()  # what a record without a config field holds
 
 
 @_plans(LoadProject)
@@ -33,67 +36,32 @@ def _load_project(keys: KeySpace, effect: LoadProject) -> Plan[Project | None]:
     return _project((yield Call("HGETALL", keys.project(effect.project_id))))
 
 
-# KEYS: record. ARGV: field, value, ... Returns 1 if stored, 0 if the id was taken.
-script(
-    "create_project",
-    """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
-""",
-)
+@guards(ProjectConfigIs)
+def _project_config_is(ops: Ops, position: int, guard: ProjectConfigIs) -> None:
+    record = ops.record_key(RecordKind.PROJECT, ops.project_id)
+    defaults = _config_fields(ProjectConfigChanges.of((name, getattr(_DEFAULTS, name)) for name, _ in guard.expected))
+    for (field, text), (_, default) in zip(_config_fields(guard.expected), defaults, strict=True):
+        ops.guards.append([position, "hget", record, field, [text, False] if text == default else text])
 
 
-@_plans(CreateProject)
-def _create_project(keys: KeySpace, effect: CreateProject) -> Plan[bool]:
-    project = effect.project
-    created = yield Script("create_project", (keys.project(project.id),), _flat(_record_fields(project)))
-    # Record first, then index. Also when the id was taken: its entry may be the one a crash (or a lost reply
-    # and a retry) kept from being added, and adding an existing member changes nothing.
-    yield Call("SADD", keys.index, project.id)
-    return bool(created)
+@writes(PutProject)
+def _put_project(ops: Ops, write: PutProject) -> None:
+    project = write.project
+    record = ops.record_key(RecordKind.PROJECT, project.id)
+    ops.writes += [["del", record], ["hset", record, *_flat(_record_fields(project))]]
+    ops.before.append(Call("SADD", ops.space.index, project.id))  # also when its id is taken: a repair
 
 
-# KEYS: record. ARGV: keys JSON, then field, value, ... of the whole record. Returns the stored record.
-script(
-    "ensure_project",
-    """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'keys', ARGV[1])
-else
-  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-end
-return redis.call('HGETALL', KEYS[1])
-""",
-)
-
-
-@_plans(EnsureProject)
-def _ensure_project(keys: KeySpace, effect: EnsureProject) -> Plan[Project]:
-    project = effect.project
-    args = (_json(project_to_json(project)["keys"]), *_flat(_record_fields(project)))
-    stored = _stored((yield Script("ensure_project", (keys.project(project.id),), args)))
-    yield Call("SADD", keys.index, project.id)  # record first, then index (idempotent: repairs a lost entry)
-    return stored
-
-
-# KEYS: record. ARGV: field, value, ... (maybe none). Returns the record, or nil when there is none.
-script(
-    "update_project",
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
-return redis.call('HGETALL', KEYS[1])
-""",
-)
-
-
-@_plans(UpdateProject)
-def _update_project(keys: KeySpace, effect: UpdateProject) -> Plan[Project | None]:
-    fields = _config_fields(effect.config)
-    if effect.display_name is not None:
-        fields.insert(0, ("display_name", effect.display_name))
-    return _project((yield Script("update_project", (keys.project(effect.project_id),), _flat(fields))))
+@writes(PatchProject)
+def _patch_project(ops: Ops, write: PatchProject) -> None:
+    fields = _config_fields(write.config)
+    if write.display_name is not None:
+        fields.insert(0, ("display_name", write.display_name))
+    if write.keys is not None:
+        fields.append(("keys", _json(dataclasses.asdict(write.keys))))
+        ops.before.append(Call("SADD", ops.space.index, write.project_id))
+    if fields:
+        ops.writes.append(["hset", ops.record_key(RecordKind.PROJECT, write.project_id), *_flat(fields)])
 
 
 @_plans(ListProjects)

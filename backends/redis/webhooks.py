@@ -3,10 +3,11 @@ deliveries, their claims, attempts and retries, and retention; `identity_proto.e
 
 Every write is one script on keys of the project's slot, but for the set of projects with endpoints
 (``<ns>{webhooks}:projects``, its own hash tag), which is never in a script with a project's keys, like the projects
-index. CreateWebhookEndpoint adds the project to it before its script and again after it; DeleteWebhookEndpoint
-removes it after a script that left no endpoint, then looks again (HLEN) and adds it back if an endpoint was created
-meanwhile. Whatever the interleaving, a project with an endpoint is in the set once its creation has returned; a
-crash can at worst leave a project without endpoints in it (harmless: its fan-out finds nothing), never the reverse.
+index. A new endpoint (a commit's `PutWebhookEndpoint`) adds the project to it before the commit and again after;
+DeleteWebhookEndpoint removes it after a script that left no endpoint, then looks again (HLEN) and adds it back if
+an endpoint was created meanwhile. Whatever the interleaving, a project with an endpoint is in the set once its
+creation has returned; a crash can at worst leave a project without endpoints in it (harmless: its fan-out finds
+nothing), never the reverse.
 
 Keys (the table in `keys`): the endpoints hash (id -> JSON, made in Python), the hash of where each endpoint's events
 start (the last stream id at its creation: it gets later events only), the fan-out cursor (the last stream id fanned
@@ -27,11 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
 from backends.redis.codecs import _pairs, _text
+from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import SETTLED_DELIVERY_TTL_MS, KeySpace, webhook_delivery_id
 from backends.redis.lua import (
     _FIELDS,
@@ -39,35 +41,35 @@ from backends.redis.lua import (
     _WEBHOOK_NEW_DELIVERY,
     _WEBHOOK_SETTLE,
 )
-from backends.redis.plan import Call, Plan, Script, _plans, script
+from backends.redis.plan import Batch, Call, Plan, Script, _plans, script
 from backends.redis.read import FIRST, LAST, MEMBER, call, cat, each, key, read
 from identity_proto.effects import (
-    RETRY_SCHEDULE_MS,
     TEST_EVENT_TYPE,
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    CreateWebhookEndpoint,
     DeleteWebhookEndpoint,
     Delivery,
     DeliveryAttempt,
+    DeliveryIs,
     DeliveryState,
+    EndpointCountIs,
+    EndpointIs,
     FanOutEvents,
     ListDeliveries,
     ListEvents,
     ListWebhookEndpoints,
     ListWebhookProjects,
+    LoadDelivery,
     LoadWebhookEndpoint,
+    PutWebhookEndpoint,
     RecordAttempt,
-    ReplayDelivery,
+    RestartDelivery,
     TrimWebhookData,
-    UpdateWebhookEndpoint,
     WebhookEndpoint,
 )
 from identity_proto.effects.webhooks import EVENTS_HARD_CAP, message_id
 from identity_proto.records import StoredEvent
-
-_SCHEDULE: Final = ",".join(str(ms) for ms in RETRY_SCHEDULE_MS)
 
 
 def _endpoint_json(endpoint: WebhookEndpoint) -> str:
@@ -120,42 +122,37 @@ def _token_hash(token: str) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # Endpoints
 
-# KEYS: endpoints, endpoint starts, cursor, events stream. ARGV: endpoint id, endpoint JSON. The endpoint starts
-# after the stream's last entry; the project's first endpoint moves the cursor there too (its history is nobody's).
-script(
-    "create_webhook_endpoint",
-    _WEBHOOK_IDS
-    + """
-local had = redis.call('HLEN', KEYS[1])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
-local last_id = '0-0'
-if #last > 0 then last_id = last[1][1] end
-redis.call('HSET', KEYS[2], ARGV[1], last_id)
-if had == 0 then
-  local cursor = redis.call('GET', KEYS[3])
-  if not cursor or wh_less(cursor, last_id) then redis.call('SET', KEYS[3], last_id) end
-end
-return 1
-""",
-)
 
-
-@_plans(CreateWebhookEndpoint)
-def _create_endpoint(keys: KeySpace, effect: CreateWebhookEndpoint) -> Plan[None]:
-    project_id, endpoint = effect.project_id, effect.endpoint
-    yield Call("SADD", keys.webhook_projects, project_id)  # before: a crash after the script leaves it listed
-    yield Script(
-        "create_webhook_endpoint",
-        (
-            keys.webhook_endpoints(project_id),
-            keys.webhook_endpoint_from(project_id),
-            keys.webhook_cursor(project_id),
-            keys.events(project_id),
-        ),
-        (endpoint.id, _endpoint_json(endpoint)),
+@guards(EndpointIs)
+def _endpoint_is(ops: Ops, position: int, guard: EndpointIs) -> None:
+    stored = False if guard.endpoint is None else _endpoint_json(guard.endpoint)
+    ops.guards.append(
+        [position, "hget", ops.key(ops.space.webhook_endpoints(ops.project_id)), guard.endpoint_id, stored]
     )
-    yield Call("SADD", keys.webhook_projects, project_id)  # after: a concurrent deletion of the last one removed it
+
+
+@guards(EndpointCountIs)
+def _endpoint_count_is(ops: Ops, position: int, guard: EndpointCountIs) -> None:
+    ops.guards.append([position, "hlen", ops.key(ops.space.webhook_endpoints(ops.project_id)), guard.count])
+
+
+@writes(PutWebhookEndpoint)
+def _put_endpoint(ops: Ops, write: PutWebhookEndpoint) -> None:
+    space, p, endpoint = ops.space, ops.project_id, write.endpoint
+    ops.writes.append(["hset", ops.key(space.webhook_endpoints(p)), endpoint.id, _endpoint_json(endpoint)])
+    if write.new:  # it starts after the stream's last entry
+        ops.writes.append(["xlast", ops.key(space.events(p)), "last"])
+        ops.writes.append(["hset", ops.key(space.webhook_endpoint_from(p)), endpoint.id, {"v": "last"}])
+        # The set of projects with endpoints is in its own slot: added before (a crash after the commit leaves
+        # it listed) and after (a concurrent deletion of the last endpoint removed it).
+        ops.before.append(Call("SADD", space.webhook_projects, p))
+        ops.after.append(_call(Call("SADD", space.webhook_projects, p)))
+    if write.skip_history:
+        ops.writes.append(["set", ops.key(space.webhook_cursor(p)), {"v": "last"}])
+
+
+def _call(call: Call) -> Plan[None]:
+    yield call
 
 
 @_plans(LoadWebhookEndpoint)
@@ -167,25 +164,6 @@ def _load_endpoint(keys: KeySpace, effect: LoadWebhookEndpoint) -> Plan[WebhookE
 def _list_endpoints(keys: KeySpace, effect: ListWebhookEndpoints) -> Plan[tuple[WebhookEndpoint, ...]]:
     found = [_endpoint(raw) for raw in (yield Call("HVALS", keys.webhook_endpoints(effect.project_id)))]
     return tuple(sorted((e for e in found if e is not None), key=lambda e: (e.created_at_millis, e.id)))
-
-
-# KEYS: endpoints. ARGV: endpoint id, endpoint JSON. Returns 1 if replaced, 0 if there is no such endpoint.
-script(
-    "update_webhook_endpoint",
-    """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
-""",
-)
-
-
-@_plans(UpdateWebhookEndpoint)
-def _update_endpoint(keys: KeySpace, effect: UpdateWebhookEndpoint) -> Plan[WebhookEndpoint | None]:
-    endpoint = effect.endpoint
-    args = (endpoint.id, _endpoint_json(endpoint))
-    updated = yield Script("update_webhook_endpoint", (keys.webhook_endpoints(effect.project_id),), args)
-    return endpoint if updated else None
 
 
 # KEYS: endpoints, endpoint starts, the endpoint's delivery index, due, pending, settled. ARGV: endpoint id, the
@@ -444,13 +422,13 @@ def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDeliver
         delivery = _delivery(fields)
         # The event under the id its delivery was made with (a delivery older than tagged ids keeps its id).
         event = dataclasses.replace(_event(entry[0], entry[1], ""), id=delivery.message_id)
-        claimed.append(ClaimedDelivery(delivery, event, made, token))
+        claimed.append(ClaimedDelivery(delivery, event, made, token, int(_pairs(fields)["failures"])))
     return tuple(claimed)
 
 
-# KEYS: the delivery, due, pending, settled. ARGV: delivery id, claim token hash, attempt JSON, attempt time, 1 if
-# it succeeded (2xx) else 0, settled TTL (ms), the retry schedule (ms, comma-separated). The attempt is appended;
-# only under the current claim is the delivery settled or rescheduled. Returns 1 if the claim was current, else 0.
+# KEYS: the delivery, due, pending, settled. ARGV: delivery id, claim token hash, attempt JSON, attempt time, the
+# state it settles in, its failures, settled TTL (ms), when it is due again (pending). The attempt is appended; only
+# under the current claim is the delivery settled or rescheduled. Returns 1 if the claim was current, else 0.
 script(
     "record_attempt",
     _WEBHOOK_SETTLE
@@ -463,23 +441,15 @@ else
   attempts = string.sub(attempts, 1, -2) .. ',' .. ARGV[3] .. ']'
 end
 redis.call('HSET', KEYS[1], 'attempts', attempts)
-local d = redis.call('HMGET', KEYS[1], 'claim', 'state', 'failures')
+local d = redis.call('HMGET', KEYS[1], 'claim', 'state')
 if d[1] == '' or d[1] ~= ARGV[2] or d[2] ~= 'pending' then return 0 end
-if ARGV[5] == '1' then
-  wh_settle(KEYS[1], ARGV[1], 'succeeded', ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[6])
+redis.call('HSET', KEYS[1], 'failures', ARGV[6])
+if ARGV[5] ~= 'pending' then
+  wh_settle(KEYS[1], ARGV[1], ARGV[5], ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[7])
   return 1
 end
-local failures = tonumber(d[3])
-local schedule = {}
-for wait in string.gmatch(ARGV[7], '%d+') do schedule[#schedule + 1] = tonumber(wait) end
-redis.call('HSET', KEYS[1], 'failures', failures + 1)
-if failures < #schedule then
-  local next_at = string.format('%.0f', tonumber(ARGV[4]) + schedule[failures + 1])
-  redis.call('HSET', KEYS[1], 'next_attempt_at_millis', next_at, 'claim', '', 'last_attempt_at_millis', ARGV[4])
-  redis.call('ZADD', KEYS[2], next_at, ARGV[1])
-else
-  wh_settle(KEYS[1], ARGV[1], 'failed', ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[6])
-end
+redis.call('HSET', KEYS[1], 'next_attempt_at_millis', ARGV[8], 'claim', '', 'last_attempt_at_millis', ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[8], ARGV[1])
 return 1
 """,
 )
@@ -491,8 +461,6 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
     if entry_id is None:
         return False
     project_id, attempt = effect.project_id, effect.attempt
-    delivery_id = webhook_delivery_id(entry_id, effect.endpoint_id)
-    succeeded = attempt.status_code is not None and 200 <= attempt.status_code < 300
     current = yield Script(
         "record_attempt",
         (
@@ -502,13 +470,14 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
             keys.webhook_settled(project_id),
         ),
         (
-            delivery_id,
+            webhook_delivery_id(entry_id, effect.endpoint_id),
             _token_hash(effect.claim_token),
             orjson.dumps(dataclasses.asdict(attempt)).decode(),
             attempt.at_millis,
-            1 if succeeded else 0,
+            effect.state.value,
+            effect.failures,
             SETTLED_DELIVERY_TTL_MS,
-            _SCHEDULE,
+            effect.next_attempt_at_millis or 0,
         ),
     )
     return bool(current)
@@ -526,42 +495,38 @@ def _list_deliveries(keys: KeySpace, effect: ListDeliveries) -> Plan[tuple[Deliv
     return tuple(_delivery(fields) for fields in reply[0])
 
 
-# KEYS: the delivery, due, pending, settled, events stream. ARGV: delivery id, now, the event's entry id. Returns
-# the delivery's HGETALL once it is pending and due now again (claim dropped, schedule restarted, no TTL), or nil
-# when there is no such delivery or its event is no longer kept.
-script(
-    "replay_delivery",
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if #redis.call('XRANGE', KEYS[5], ARGV[3], ARGV[3]) == 0 then return false end
-redis.call('HSET', KEYS[1], 'state', 'pending', 'next_attempt_at_millis', ARGV[2], 'claim', '', 'failures', '0')
-redis.call('PERSIST', KEYS[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-redis.call('ZADD', KEYS[3], 0, ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
-return redis.call('HGETALL', KEYS[1])
-""",
-)
-
-
-@_plans(ReplayDelivery)
-def _replay(keys: KeySpace, effect: ReplayDelivery) -> Plan[Delivery | None]:
+@_plans(LoadDelivery)
+def _load_delivery(keys: KeySpace, effect: LoadDelivery) -> Plan[Delivery | None]:
     entry_id = keys.webhook_entry_id(effect.project_id, effect.message_id)
     if entry_id is None:
         return None
-    project_id = effect.project_id
-    reply = yield Script(
-        "replay_delivery",
-        (
-            keys.webhook_delivery(project_id, effect.message_id, effect.endpoint_id),
-            keys.webhook_due(project_id),
-            keys.webhook_pending(project_id),
-            keys.webhook_settled(project_id),
-            keys.events(project_id),
-        ),
-        (webhook_delivery_id(entry_id, effect.endpoint_id), effect.now_ms, entry_id),
-    )
-    return _delivery(reply) if reply else None
+    delivery = keys.webhook_delivery(effect.project_id, effect.message_id, effect.endpoint_id)
+    kept = Call("XRANGE", keys.events(effect.project_id), entry_id, entry_id)
+    fields, entry = yield Batch((Call("HGETALL", delivery), kept))
+    return _delivery(fields) if fields and entry else None
+
+
+@guards(DeliveryIs)
+def _delivery_is(ops: Ops, position: int, guard: DeliveryIs) -> None:
+    read = guard.delivery
+    delivery = ops.key(ops.space.webhook_delivery(ops.project_id, read.message_id, read.endpoint_id))
+    attempts = orjson.dumps([dataclasses.asdict(attempt) for attempt in read.attempts]).decode()
+    ops.guards.append([position, "hget", delivery, "state", read.state.value])
+    ops.guards.append([position, "hget", delivery, "attempts", attempts])
+
+
+@writes(RestartDelivery)
+def _restart_delivery(ops: Ops, write: RestartDelivery) -> None:
+    space, p, now = ops.space, ops.project_id, str(write.now_ms)
+    entry_id = space.webhook_entry_id(p, write.message_id)
+    assert entry_id is not None  # guarded: the flow read the delivery
+    did = webhook_delivery_id(entry_id, write.endpoint_id)
+    delivery = ops.key(space.webhook_delivery(p, write.message_id, write.endpoint_id))
+    fields = ["state", "pending", "next_attempt_at_millis", now, "claim", "", "failures", "0"]
+    ops.writes += [["hset", delivery, *fields], ["persist", delivery]]
+    ops.writes.append(["zadd", ops.key(space.webhook_due(p)), now, did])
+    ops.writes.append(["zadd", ops.key(space.webhook_pending(p)), "0", did])
+    ops.writes.append(["zrem", ops.key(space.webhook_settled(p)), did])
 
 
 # KEYS: events stream, cursor, endpoints, pending, settled. ARGV: before (ms), keep (events), delivery key prefix,

@@ -83,6 +83,7 @@ class RecordKind(StrEnum):
 
     USER = "user"
     TEAM = "team"
+    PROJECT = "project"
 
 
 class IndexName(StrEnum):

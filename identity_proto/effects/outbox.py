@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from identity_proto.effects.base import MailEffect, StorageEffect
+from identity_proto.effects.base import Flow, MailEffect, StorageEffect
+from identity_proto.effects.commit import commit
+from identity_proto.effects.passwords import PutMail
 from identity_proto.records import Email
 
 
-@dataclass(frozen=True, slots=True)
-class AppendOutbox(StorageEffect[None]):
-    """Keep a sent e-mail in the project's outbox (the oldest go once a project holds `keep` of them)."""
-
-    project_id: str
-    email: Email
-    keep: int = 1000
+def append_outbox(project_id: str, email: Email, keep: int = 1000) -> Flow[None]:
+    """Keep a sent e-mail in the project's outbox (the oldest go once a project holds `keep` of them): a commit's
+    `PutMail`."""
+    yield from commit(project_id, writes=(PutMail(email, keep),))
 
 
 @dataclass(frozen=True, slots=True)

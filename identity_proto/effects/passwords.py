@@ -135,7 +135,7 @@ class PutCode(CommitWrite):
 
 @dataclass(frozen=True, slots=True)
 class PutMail(CommitWrite):
-    """Append a mail to the project's outbox, keeping the newest `keep`, as `AppendOutbox` does."""
+    """Append a mail to the project's outbox, keeping the newest `keep` (`effects.outbox.append_outbox`)."""
 
     mail: Email = field(repr=False)
     keep: int = 1000

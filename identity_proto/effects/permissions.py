@@ -3,17 +3,16 @@
 
 Project grants are written by a `Commit` the core builds (`identity_proto.flows.permissions`): a grant with
 `GrantPermissions` (guarded on the user existing), a revoke with `RevokePermission` (guarded by `ProjectGrantIs` on the
-grant being held, among how many: a user holding none leaves the set of holders)."""
+grant being held, among how many: a user holding none leaves the set of holders). A change of the definitions is a
+commit too (`flows.permissions.change_definitions`: the config compare-and-set, and the grants it rewrites)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects.base import StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite
-from identity_proto.records import Project
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,38 +25,13 @@ class ListProjectPermissions(StorageEffect[tuple[tuple[str, tuple[str, ...]], ..
 
 
 class DefinitionsWrite(Enum):
-    """Why `ChangePermissionDefinitions` wrote nothing."""
+    """Why a change of the permission definitions (`flows.permissions.change_definitions`) wrote nothing."""
 
     #: There is no such project.
     PROJECT_NOT_FOUND = "project_not_found"
     #: A config field named in `expected` no longer holds the value given there (someone changed it since it was
     #: read): read again and retry.
     CONFLICT = "conflict"
-
-
-@dataclass(frozen=True, slots=True)
-class ChangePermissionDefinitions(StorageEffect[Project | DefinitionsWrite]):
-    """One change of the permission definitions, with everything it implies, as one atomic step.
-
-    Compare-and-set: when every config field of `expected` still holds its value there, set the config fields of
-    `config` (the new definitions, and the default-permission lists the change rewrote); then, with `renamed`
-    (old id, new id), rename that id in every direct grant (team memberships and project grants: ids are unique
-    across scopes), or with `removed`, strip that id from every direct grant. Returns the updated project, else
-    CONFLICT or PROJECT_NOT_FOUND (nothing written). The core decides what the change is (`flows.permissions`);
-    stores only compare, set and rewrite."""
-
-    project_id: str
-    expected: ProjectConfigChanges
-    config: ProjectConfigChanges
-    renamed: tuple[str, str] | None = None
-    removed: str | None = None
-
-    def __post_init__(self) -> None:
-        # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
-        object.__setattr__(self, "expected", ProjectConfigChanges.of(self.expected))
-        object.__setattr__(self, "config", ProjectConfigChanges.of(self.config))
-        if self.renamed is not None and self.removed is not None:
-            raise ValueError("a definition change renames or removes one id, not both")
 
 
 @dataclass(frozen=True, slots=True)

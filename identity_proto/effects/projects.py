@@ -1,12 +1,15 @@
-"""Projects: their effects, and the typed helpers flows call."""
+"""Projects: their effects, and the typed helpers flows call. Writes are a `Commit`: a new project (`PutProject`,
+guarded by `IsAbsent`), a change of some of its fields (`PatchProject`, guarded by `RecordExists`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from identity_proto.changes import ProjectConfigChanges
+from identity_proto.changes import Pairs, ProjectConfigChanges
 from identity_proto.effects.base import Flow, StorageEffect, perform
-from identity_proto.records import Project
+from identity_proto.effects.commit import CommitConflict, CommitGuard, CommitWrite, IsAbsent, RecordKind, commit
+from identity_proto.effects.teams import RecordExists
+from identity_proto.records import Project, ProjectKeys
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,30 +20,33 @@ class LoadProject(StorageEffect["Project | None"]):
 
 
 @dataclass(frozen=True, slots=True)
-class CreateProject(StorageEffect[bool]):
-    """Store a new project. False (and nothing changes) when a project with its id exists."""
+class ProjectConfigIs(CommitGuard):
+    """The project's config fields named in `expected` hold the values there (a compare-and-set on what a change
+    was decided on). Guard the project's existence first (`RecordExists`)."""
+
+    expected: ProjectConfigChanges
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "expected", ProjectConfigChanges.of(self.expected))
+
+
+@dataclass(frozen=True, slots=True)
+class PutProject(CommitWrite):
+    """Store a project (guard its id with `IsAbsent`) and list it with every project."""
 
     project: Project
 
 
 @dataclass(frozen=True, slots=True)
-class EnsureProject(StorageEffect[Project]):
-    """Store `project` if its id is free; otherwise keep the stored record but replace its key hashes with
-    `project.keys` (keys configured at start-up are authoritative; config edits made since are kept).
-    Returns the record as stored afterwards."""
-
-    project: Project
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateProject(StorageEffect["Project | None"]):
-    """Field-level update: set `display_name` if not None, and each (config field, value) of `config`, leaving
-    every other field as stored (so two concurrent updates of different fields both survive).
-    Returns the updated project, or None when it does not exist."""
+class PatchProject(CommitWrite):
+    """Set `display_name` if not None, each (config field, value) of `config`, and the key hashes if not None,
+    leaving every other field as stored (two concurrent changes of different fields both survive). New key hashes
+    (start-up's configuration) list the project again too (repairing an entry a crash lost)."""
 
     project_id: str
     display_name: str | None = None
     config: ProjectConfigChanges = field(default_factory=ProjectConfigChanges)
+    keys: ProjectKeys | None = None
 
     def __post_init__(self) -> None:
         # Loose (field, value) pairs are accepted and validated here, once (stores never check names again).
@@ -65,20 +71,38 @@ def load_project(project_id: str) -> Flow[Project | None]:
 
 
 def create_project(project: Project) -> Flow[bool]:
-    """Implements `CreateProject`."""
-    return (yield from perform(CreateProject(project)))
+    """Store a new project. False (and nothing changes) when a project with its id exists."""
+    try:
+        yield from commit(project.id, (IsAbsent(RecordKind.PROJECT, project.id),), (PutProject(project),))
+    except CommitConflict:
+        return False
+    return True
 
 
 def ensure_project(project: Project) -> Flow[Project]:
-    """Implements `EnsureProject`."""
-    return (yield from perform(EnsureProject(project)))
+    """Store `project` if its id is free; otherwise keep the stored record but replace its key hashes with
+    `project.keys` (keys configured at start-up are authoritative; config edits made since are kept).
+    Returns the record as stored afterwards."""
+    if (yield from create_project(project)):
+        return project
+    ensured = yield from update_project(project.id, keys=project.keys)
+    return ensured if ensured is not None else (yield from ensure_project(project))  # deleted meanwhile
 
 
 def update_project(
-    project_id: str, *, display_name: str | None = None, config: ProjectConfigChanges | None = None
+    project_id: str,
+    display_name: str | None = None,
+    config: ProjectConfigChanges | Pairs | None = None,
+    keys: ProjectKeys | None = None,
 ) -> Flow[Project | None]:
-    """Implements `UpdateProject`."""
-    return (yield from perform(UpdateProject(project_id, display_name, config or ProjectConfigChanges())))
+    """Set the fields given (`PatchProject`). Returns the updated project, or None when it does not exist."""
+    change = PatchProject(project_id, display_name, ProjectConfigChanges.of(config or ()), keys)
+    project = (RecordKind.PROJECT, project_id)
+    try:
+        (updated,) = yield from commit(project_id, (RecordExists(*project),), (change,), returns=(project,))
+    except CommitConflict:
+        return None
+    return updated  # type: ignore[no-any-return]
 
 
 def list_projects() -> Flow[tuple[Project, ...]]:

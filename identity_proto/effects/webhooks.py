@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from identity_proto.effects.base import Effect, StorageEffect
+from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import CROCKFORD_ALPHABET, Entropy, random_string
 
@@ -72,22 +73,25 @@ __all__ = [
     "AddTestEvent",
     "ClaimDeliveries",
     "ClaimedDelivery",
-    "CreateWebhookEndpoint",
     "DeleteWebhookEndpoint",
     "Delivery",
     "DeliveryAttempt",
+    "DeliveryIs",
     "DeliveryState",
+    "EndpointCountIs",
+    "EndpointIs",
     "FanOutEvents",
     "ListDeliveries",
     "ListEvents",
     "ListWebhookEndpoints",
     "ListWebhookProjects",
+    "LoadDelivery",
     "LoadWebhookEndpoint",
+    "PutWebhookEndpoint",
     "RecordAttempt",
-    "ReplayDelivery",
+    "RestartDelivery",
     "SendWebhooks",
     "TrimWebhookData",
-    "UpdateWebhookEndpoint",
     "WebhookEndpoint",
     "WebhookRequest",
     "WebhookResult",
@@ -171,6 +175,8 @@ class ClaimedDelivery:
     endpoint: WebhookEndpoint
     #: Proves the claim to `RecordAttempt` (random, from the claimer's entropy).
     claim_token: str
+    #: The failed attempts since the retry schedule (re)started.
+    failures: int = 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -178,11 +184,29 @@ class ClaimedDelivery:
 
 
 @dataclass(frozen=True, slots=True)
-class CreateWebhookEndpoint(StorageEffect[None]):
-    """Store a new endpoint, and add the project to the set `ListWebhookProjects` reads."""
+class EndpointIs(CommitGuard):
+    """The endpoint `endpoint_id` is stored as `endpoint` (None: there is none)."""
 
-    project_id: str
+    endpoint_id: str
+    endpoint: WebhookEndpoint | None
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointCountIs(CommitGuard):
+    """The project has `count` endpoints."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutWebhookEndpoint(CommitWrite):
+    """Store the endpoint. `new`: it gets the events recorded from now on, and the project is one of those
+    `ListWebhookProjects` reads; `skip_history` (the project's first): the fan-out cursor moves past every event
+    recorded so far too."""
+
     endpoint: WebhookEndpoint
+    new: bool = False
+    skip_history: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,15 +220,6 @@ class ListWebhookEndpoints(StorageEffect[tuple[WebhookEndpoint, ...]]):
     """The project's endpoints, in creation order."""
 
     project_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateWebhookEndpoint(StorageEffect["WebhookEndpoint | None"]):
-    """Replace the endpoint `endpoint.id` by `endpoint` (a compare-free write: the flow read it in the same request;
-    endpoints are admin-edited); None when it does not exist (nothing written)."""
-
-    project_id: str
-    endpoint: WebhookEndpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,16 +284,31 @@ class ClaimDeliveries(StorageEffect[tuple[ClaimedDelivery, ...]]):
 
 @dataclass(frozen=True, slots=True)
 class RecordAttempt(StorageEffect[bool]):
-    """Step 5: append `attempt` to the delivery and settle it: succeeded on a 2xx, else due again at
-    `attempt.at_millis + RETRY_SCHEDULE_MS[n]` (n = failed attempts before this one), else failed. Only while
-    `claim_token` is the delivery's current claim; else (the lease ended and another worker claimed it) the attempt
-    is appended and nothing else changes. Returns whether the claim was current."""
+    """Step 5: append `attempt` to the delivery and, only while `claim_token` is its current claim, make it `state`
+    with `failures` failed attempts (pending: due again at `next_attempt_at_millis`, unclaimed); else (the lease
+    ended and another worker claimed it) the attempt is appended and nothing else changes. Returns whether the
+    claim was current. The core decides the outcome (`after`)."""
 
     project_id: str
     endpoint_id: str
     message_id: str
     claim_token: str = field(repr=False)
     attempt: DeliveryAttempt
+    state: DeliveryState
+    failures: int = 0
+    next_attempt_at_millis: int | None = None
+
+    @classmethod
+    def after(cls, project_id: str, claimed: ClaimedDelivery, attempt: DeliveryAttempt) -> RecordAttempt:
+        """The attempt of a claimed delivery, settled: succeeded on a 2xx, else due again at `attempt.at_millis +
+        RETRY_SCHEDULE_MS[n]` (n: failed attempts before this one), else (after the last) failed."""
+        delivery, failures = claimed.delivery, claimed.failures
+        ids = (project_id, delivery.endpoint_id, delivery.message_id, claimed.claim_token, attempt)
+        if attempt.status_code is not None and 200 <= attempt.status_code < 300:
+            return cls(*ids, DeliveryState.SUCCEEDED, failures)
+        if failures < len(RETRY_SCHEDULE_MS):
+            return cls(*ids, DeliveryState.PENDING, failures + 1, attempt.at_millis + RETRY_SCHEDULE_MS[failures])
+        return cls(*ids, DeliveryState.FAILED, failures + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,11 +321,26 @@ class ListDeliveries(StorageEffect[tuple[Delivery, ...]]):
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayDelivery(StorageEffect["Delivery | None"]):
-    """Make the delivery of `message_id` to the endpoint pending and due at `now_ms` again (its attempts kept, the
-    retry schedule restarted); None when there is no such delivery (or its event is no longer kept)."""
+class LoadDelivery(StorageEffect["Delivery | None"]):
+    """The delivery of `message_id` to the endpoint; None when there is none (or its event is no longer kept)."""
 
     project_id: str
+    endpoint_id: str
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryIs(CommitGuard):
+    """The delivery is stored in the state and with the attempts of `delivery` (as the flow read it)."""
+
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class RestartDelivery(CommitWrite):
+    """Make the delivery pending and due at `now_ms` again, unclaimed, its attempts kept and its retry schedule
+    restarted (a replay)."""
+
     endpoint_id: str
     message_id: str
     now_ms: int

@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from identity_proto.context import RequestContext
-from identity_proto.effects import AppendOutbox, Flow, ListOutbox, SendEmail, perform
+from identity_proto.effects import Flow, ListOutbox, SendEmail, append_outbox, perform
 from identity_proto.errors import ErrorCode, KnownError, StorageUnavailable
 from identity_proto.http import Response
 from identity_proto.records import Email
@@ -41,7 +41,7 @@ def deliver(ctx: RequestContext, project_id: str, email: Email) -> Flow[None]:
     """Send `email` where the service is configured to: kept in the project's outbox, or handed to the mailer.
     A mailer failure is 502 EMAIL_DELIVERY_FAILED: the caller learns that no mail went out."""
     if ctx.options.mail_delivery == "outbox":
-        yield from perform(AppendOutbox(project_id, email))
+        yield from append_outbox(project_id, email)
         return
     try:
         yield from perform(SendEmail(email))

@@ -18,10 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from identity_proto.auth import AccessType
-from identity_proto.changes import ProjectConfigChanges
+from identity_proto.changes import MembershipChanges, Pairs, ProjectConfigChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    ChangePermissionDefinitions,
     DefinitionsWrite,
     Flow,
     ListMemberships,
@@ -29,13 +28,17 @@ from identity_proto.effects import (
     LoadMembership,
     LoadProject,
     LoadUser,
+    MembershipFieldsAre,
+    PatchMembership,
+    PatchProject,
+    ProjectConfigIs,
     ProjectGrantIs,
     RecordExists,
     RevokePermission,
     Together,
     perform,
 )
-from identity_proto.effects.commit import Announce, GrantPermissions, RecordKind, commit
+from identity_proto.effects.commit import Announce, CommitConflict, GrantPermissions, RecordKind, commit
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.teams import change_read_permission, refusal
 from identity_proto.http import Response
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "change_definitions",
     "create_project_permission_definition",
     "create_team_permission_definition",
     "delete_project_permission_definition",
@@ -198,15 +202,7 @@ def _change_definitions(ctx: RequestContext, decide: Any) -> Flow[PermissionDefi
                     changes.append((name, tuple(kept)))
         expected = [("permission_definitions", config.permission_definitions)]
         expected += [(name, getattr(config, name)) for name in _DEFAULT_LISTS]
-        written = yield from perform(
-            ChangePermissionDefinitions(
-                project_id,
-                ProjectConfigChanges.of(expected),
-                ProjectConfigChanges.of(changes),
-                renamed=change.renamed,
-                removed=change.removed,
-            )
-        )
+        written = yield from change_definitions(project_id, expected, changes, change.renamed, change.removed)
         if written is DefinitionsWrite.CONFLICT:
             continue
         ctx.forget_project(project_id)
@@ -214,6 +210,43 @@ def _change_definitions(ctx: RequestContext, decide: Any) -> Flow[PermissionDefi
             raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, context={"project_id": project_id})
         return change.definition
     raise RuntimeError(f"permission definitions of {project_id}: {_MAX_ATTEMPTS} concurrent changes won in a row")
+
+
+def change_definitions(
+    project_id: str,
+    expected: Pairs,
+    config: Pairs,
+    renamed: tuple[str, str] | None = None,
+    removed: str | None = None,
+) -> Flow[Project | DefinitionsWrite]:
+    """One change of the permission definitions, committed with what it implies: when the config fields of
+    `expected` still hold their values there, set those of `config`; with `renamed` (old id, new id) or `removed`,
+    every direct grant of that id (memberships and project grants: ids are unique across scopes) is rewritten in
+    the same commit, each guarded on the grants as read. Returns the updated project, else CONFLICT or
+    PROJECT_NOT_FOUND (nothing written)."""
+    old, new = renamed if renamed is not None else (removed, None)
+    project = (RecordKind.PROJECT, project_id)
+    guards: list[Any] = [RecordExists(*project), ProjectConfigIs(ProjectConfigChanges.of(expected))]
+    writes: list[Any] = [PatchProject(project_id, config=ProjectConfigChanges.of(config))]
+    if old is not None:
+        reads = Together((ListMemberships(project_id), ListProjectPermissions(project_id)))
+        memberships, grants = yield from perform(reads)
+        for membership in memberships:
+            if old in membership.permissions:
+                kept = tuple(sorted({p for p in membership.permissions if p != old} | ({new} if new else set())))
+                guards.append(MembershipFieldsAre(membership, ("permissions",)))
+                changes = MembershipChanges.of(permissions=kept)
+                writes.append(PatchMembership(membership.team_id, membership.user_id, changes))
+        for user_id, held in grants:
+            if old in held:
+                guards.append(ProjectGrantIs(user_id, old, len(held)))
+                writes.append(RevokePermission(user_id, old, last=len(held) == 1))
+                writes += [GrantPermissions(user_id, (new,))] if new is not None else []
+    try:
+        (updated,) = yield from commit(project_id, tuple(guards), tuple(writes), returns=(project,))
+    except CommitConflict as conflict:
+        return DefinitionsWrite.PROJECT_NOT_FOUND if conflict.guard is guards[0] else DefinitionsWrite.CONFLICT
+    return updated  # type: ignore[no-any-return]
 
 
 def _checked_contained(config: ProjectConfig, scope: str, contained: list[str] | None) -> tuple[str, ...]:

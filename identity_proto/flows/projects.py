@@ -139,11 +139,8 @@ def disable_project(project_id: str) -> Flow[bool]:
     OAuth refresh grant) authenticates with it; its data is kept. Starting again with it configured gives it its
     configured keys again (clients then keep needing theirs: `require_publishable_client_key` stays on, as any
     config edit does). False when no such project is stored (nothing is created then)."""
-    updated = yield from update_project(project_id, config=ProjectConfigChanges.of(require_publishable_client_key=True))
-    if updated is None:
-        return False
-    yield from ensure_project(dataclasses.replace(updated, keys=ProjectKeys()))
-    return True
+    changes = ProjectConfigChanges.of(require_publishable_client_key=True)
+    return (yield from update_project(project_id, config=changes, keys=ProjectKeys())) is not None
 
 
 def get_current_project(ctx: RequestContext) -> Flow[Response]:

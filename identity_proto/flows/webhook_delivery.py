@@ -140,11 +140,7 @@ class WebhookDelivery:
             attempt = DeliveryAttempt(
                 at_millis=now_ms, status_code=result.status_code, latency_ms=result.latency_ms, error=result.error
             )
-            yield from perform(
-                RecordAttempt(
-                    project_id, item.delivery.endpoint_id, item.delivery.message_id, item.claim_token, attempt
-                )
-            )
+            yield from perform(RecordAttempt.after(project_id, item, attempt))
             if result.status_code is not None and 200 <= result.status_code < 300:
                 succeeded += 1
         return PassReport(fanned_out=fanned, attempted=len(claimed), succeeded=succeeded, more=more)

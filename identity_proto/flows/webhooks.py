@@ -30,17 +30,21 @@ import orjson
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow, perform
+from identity_proto.effects.commit import commit
 from identity_proto.effects.webhooks import (
     AddTestEvent,
-    CreateWebhookEndpoint,
     DeleteWebhookEndpoint,
     Delivery,
+    DeliveryIs,
     DeliveryState,
+    EndpointCountIs,
+    EndpointIs,
     ListDeliveries,
     ListWebhookEndpoints,
+    LoadDelivery,
     LoadWebhookEndpoint,
-    ReplayDelivery,
-    UpdateWebhookEndpoint,
+    PutWebhookEndpoint,
+    RestartDelivery,
     WebhookEndpoint,
 )
 from identity_proto.egress import ALLOW_PRIVATE_SETTING, IPAddress, host_refusal, ip_literal
@@ -62,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PREVIOUS_SECRET_OVERLAP_MS",
     "TEST_EVENT_MESSAGE",
+    "add_webhook_endpoint",
     "check_endpoint_url",
     "create_webhook_endpoint",
     "delete_webhook_endpoint",
@@ -71,6 +76,8 @@ __all__ = [
     "new_webhook_secret",
     "render_delivery",
     "render_webhook_endpoint",
+    "replace_webhook_endpoint",
+    "replay_delivery",
     "replay_webhook_delivery",
     "rotate_webhook_secret",
     "send_endpoint_test_event",
@@ -210,7 +217,7 @@ def create_webhook_endpoint(ctx: RequestContext[WebhookEndpointCreateBody]) -> F
         event_types=None if body.event_types is None else tuple(body.event_types),
         created_at_millis=ctx.now_ms,
     )
-    yield from perform(CreateWebhookEndpoint(ctx.require_auth().project.id, endpoint))
+    yield from add_webhook_endpoint(ctx.require_auth().project.id, endpoint)
     return json_response(201, render_webhook_endpoint(endpoint, ctx.now_ms, with_secret=True))
 
 
@@ -243,10 +250,26 @@ def update_webhook_endpoint(
     if "event_types" in given:
         changes["event_types"] = None if body.event_types is None else tuple(body.event_types)
     updated = dataclasses.replace(endpoint, **changes)
-    stored = yield from perform(UpdateWebhookEndpoint(ctx.require_auth().project.id, updated))
-    if stored is None:  # deleted since it was read
-        raise KnownError(ErrorCode.WEBHOOK_ENDPOINT_NOT_FOUND)
-    return json_response(200, render_webhook_endpoint(stored, ctx.now_ms))
+    yield from replace_webhook_endpoint(ctx.require_auth().project.id, updated, endpoint)
+    return json_response(200, render_webhook_endpoint(updated, ctx.now_ms))
+
+
+def add_webhook_endpoint(project_id: str, endpoint: WebhookEndpoint) -> Flow[None]:
+    """Store a new endpoint; the project's first skips the events recorded before it (nobody's)."""
+    first = not (yield from perform(ListWebhookEndpoints(project_id)))
+    guards = (EndpointCountIs(0),) if first else ()
+    yield from commit(project_id, guards, (PutWebhookEndpoint(endpoint, new=True, skip_history=first),))
+
+
+def replace_webhook_endpoint(
+    project_id: str, endpoint: WebhookEndpoint, stored: WebhookEndpoint | None = None
+) -> Flow[WebhookEndpoint | None]:
+    """Store `endpoint` in place of the one of its id, guarded on that one as read (`stored`; read here when not
+    given: None when there is none)."""
+    if stored is None and (stored := (yield from perform(LoadWebhookEndpoint(project_id, endpoint.id)))) is None:
+        return None
+    yield from commit(project_id, (EndpointIs(endpoint.id, stored),), (PutWebhookEndpoint(endpoint),))
+    return endpoint
 
 
 def delete_webhook_endpoint(ctx: RequestContext[None, None, WebhookEndpointParams]) -> Flow[Response]:
@@ -267,10 +290,8 @@ def rotate_webhook_secret(ctx: RequestContext[None, None, WebhookEndpointParams]
         previous_secret=endpoint.secret,
         previous_until_millis=ctx.now_ms + PREVIOUS_SECRET_OVERLAP_MS,
     )
-    stored = yield from perform(UpdateWebhookEndpoint(ctx.require_auth().project.id, rotated))
-    if stored is None:
-        raise KnownError(ErrorCode.WEBHOOK_ENDPOINT_NOT_FOUND)
-    return json_response(200, render_webhook_endpoint(stored, ctx.now_ms, with_secret=True))
+    yield from replace_webhook_endpoint(ctx.require_auth().project.id, rotated, endpoint)
+    return json_response(200, render_webhook_endpoint(rotated, ctx.now_ms, with_secret=True))
 
 
 def list_webhook_deliveries(ctx: RequestContext[None, WebhookDeliveriesQuery, WebhookEndpointParams]) -> Flow[Response]:
@@ -286,10 +307,20 @@ def replay_webhook_delivery(ctx: RequestContext[None, None, WebhookMessageParams
     id, attempts kept, the retry schedule restarted) -> 200, the delivery."""
     endpoint = yield from _load(ctx)
     message_id = ctx.params.message_id
-    replayed = yield from perform(ReplayDelivery(ctx.require_auth().project.id, endpoint.id, message_id, ctx.now_ms))
+    replayed = yield from replay_delivery(ctx.require_auth().project.id, endpoint.id, message_id, ctx.now_ms)
     if replayed is None:
         raise KnownError(ErrorCode.WEBHOOK_MESSAGE_NOT_FOUND, details={"message_id": message_id})
     return json_response(200, render_delivery(replayed))
+
+
+def replay_delivery(project_id: str, endpoint_id: str, message_id: str, now_ms: int) -> Flow[Delivery | None]:
+    """Make the delivery of `message_id` to the endpoint pending and due at `now_ms` again (its attempts kept, the
+    retry schedule restarted), guarded on it as read; None when there is none (or its event is no longer kept)."""
+    delivery = yield from perform(LoadDelivery(project_id, endpoint_id, message_id))
+    if delivery is None:
+        return None
+    yield from commit(project_id, (DeliveryIs(delivery),), (RestartDelivery(endpoint_id, message_id, now_ms),))
+    return dataclasses.replace(delivery, state=DeliveryState.PENDING, next_attempt_at_millis=now_ms)
 
 
 def _test_event_data(endpoint: WebhookEndpoint) -> dict[str, Any]:

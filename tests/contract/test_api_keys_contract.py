@@ -10,14 +10,14 @@ from typing import Any
 from redis.crc import key_slot
 
 from backends.redis import RedisStore
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     ApiKeyWrite,
-    CreateProject,
     FindApiKeyByHash,
     ListApiKeys,
     LoadApiKey,
     ResetProjectData,
+    create_project,
     perform,
 )
 from identity_proto.effects.commit import Committed
@@ -231,7 +231,7 @@ def test_a_recreated_owner_with_the_same_id_has_no_keys(store: Store) -> None:
 
 def test_resetting_the_project_removes_its_keys(store: Store) -> None:
     project, _ = new_project(SeededEntropy(1), T0, "P")
-    assert store.apply(CreateProject(project))
+    assert run(create_project(project), store)
     _owners(store, project.id)
     create_key(store, project.id, make_key("k1"))
 

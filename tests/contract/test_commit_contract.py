@@ -20,6 +20,7 @@ from identity_proto.effects import (
     ListUsers,
     LoadTeam,
     LoadUser,
+    PutProject,
 )
 from identity_proto.effects.commit import (
     Announce,
@@ -41,7 +42,7 @@ from identity_proto.effects.commit import (
     SessionIsLive,
     SetIndex,
 )
-from identity_proto.records import Membership, Team, User, replaced
+from identity_proto.records import Membership, Project, Team, User, replaced
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import (
     OTHER_PROJECT,
@@ -217,9 +218,14 @@ def test_the_async_stores_commit_alike(async_store: AsyncBackend) -> None:
 
 @pytest.mark.parametrize("kind", list(RecordKind))
 def test_is_absent_names_each_record_kind(store: Store, kind: RecordKind) -> None:
-    put = PutUser(make_user("x1")) if kind is RecordKind.USER else PutTeam(make_team("x1"))
-    assert store.apply(Commit(PROJECT, (IsAbsent(kind, "x1"),), (put,))) == Committed()
-    assert store.apply(Commit(PROJECT, (IsAbsent(kind, "x1"),), (put,))) == Conflict(0)
+    puts = {
+        RecordKind.USER: PutUser(make_user("x1")),
+        RecordKind.TEAM: PutTeam(make_team("x1")),
+        RecordKind.PROJECT: PutProject(Project("x1", "X", 1, "00" * 32)),  # a commit's project is its own
+    }
+    project_id = "x1" if kind is RecordKind.PROJECT else PROJECT
+    assert store.apply(Commit(project_id, (IsAbsent(kind, "x1"),), (puts[kind],))) == Committed()
+    assert store.apply(Commit(project_id, (IsAbsent(kind, "x1"),), (puts[kind],))) == Conflict(0)
 
 
 def test_a_commit_answers_with_the_records_it_was_asked_for_as_stored_now(store: Store) -> None:

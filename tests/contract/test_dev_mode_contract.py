@@ -4,10 +4,8 @@ over every store."""
 from __future__ import annotations
 
 from identity_proto import SeededEntropy
-from identity_proto.drivers import Store
+from identity_proto.drivers import Store, run
 from identity_proto.effects import (
-    AppendOutbox,
-    CreateProject,
     FindUserByAuthEmail,
     ListMemberships,
     ListOutbox,
@@ -18,6 +16,8 @@ from identity_proto.effects import (
     LoadUser,
     ResetProjectData,
     SetClockOverride,
+    append_outbox,
+    create_project,
 )
 from identity_proto.effects.commit import Committed
 from identity_proto.flows.projects import new_project
@@ -52,13 +52,13 @@ def test_the_clock_override_round_trips_and_clears(store: Store) -> None:
 
 def _filled(store: Store, seed: int) -> str:
     project, _ = new_project(SeededEntropy(seed), T0, f"P{seed}")
-    assert store.apply(CreateProject(project))
+    assert run(create_project(project), store)
     pid = project.id
     store.apply(add_user(pid, make_user("u1", "a@example.com")))
     create_team(store, pid, make_team("t1"), make_membership("t1", "u1"))
     put_session(store, pid, make_session("s1", "u1"))
     store.apply(put_code(pid, make_code("c1")))
-    store.apply(AppendOutbox(pid, make_email(1, "a@example.com")))
+    run(append_outbox(pid, make_email(1, "a@example.com")), store)
     return pid
 
 

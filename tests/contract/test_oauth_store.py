@@ -19,7 +19,6 @@ from backends.redis.keys import OAUTH_GRACE_MS
 from identity_proto.changes import UserChanges
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    CreateProject,
     DeleteProject,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
@@ -34,6 +33,7 @@ from identity_proto.effects import (
     ResetProjectData,
     ShortLived,
     UpgradeRefusal,
+    create_project,
     perform,
 )
 from identity_proto.effects.commit import (
@@ -710,7 +710,7 @@ def _project(project_id: str) -> Any:
 def test_a_state_outlives_its_projects_reset_until_it_is_taken(store: Store) -> None:
     # The callback knows no project (Redis keeps states under their own hash tag): a reset leaves them to be taken
     # (the flow then finds the project's data gone) or to expire, on every store alike.
-    store.apply(CreateProject(_project(PROJECT)))
+    run(create_project(_project(PROJECT)), store)
     save_state(store, "kept", make_state())
     assert store.apply(ResetProjectData(PROJECT)) is True
     assert take_state(store, "kept") == make_state()
@@ -719,7 +719,7 @@ def test_a_state_outlives_its_projects_reset_until_it_is_taken(store: Store) -> 
 @pytest.mark.parametrize("effect", [ResetProjectData, DeleteProject])
 def test_a_project_reset_or_deletion_clears_its_oauth_data_only(store: Store, effect: type[Any]) -> None:
     for project_id in (PROJECT, OTHER_PROJECT):
-        store.apply(CreateProject(_project(project_id)))
+        run(create_project(_project(project_id)), store)
         run(signing_up(project_id=project_id), store)
         save_tokens(store, "ada", "row-1", "sealed", project_id)
         save_code(store, f"code-{project_id}", make_code(project_id=project_id))

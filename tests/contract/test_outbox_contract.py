@@ -1,4 +1,4 @@
-"""The outbox contract (AppendOutbox, ListOutbox) over every store."""
+"""The outbox contract (append_outbox: a commit's PutMail; ListOutbox) over every store."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from backends.redis import RedisStore
 from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
 from identity_proto import Request, SeededEntropy, Service, ServiceOptions, run
 from identity_proto.drivers import Store, arun
-from identity_proto.effects import AppendOutbox, ListOutbox, perform
+from identity_proto.effects import ListOutbox, append_outbox, perform
 from identity_proto.records import Email
 from tests.contract.conftest import AsyncBackend
 from tests.contract.factories import OTHER_PROJECT, PROJECT, T0, in_threads, make_email
@@ -21,7 +21,7 @@ from tests.support import client_headers
 
 def _append(store: Store, *emails: Email, keep: int = 1000, project_id: str = PROJECT) -> None:
     for email in emails:
-        store.apply(AppendOutbox(project_id, email, keep))
+        run(append_outbox(project_id, email, keep), store)
 
 
 def test_an_empty_outbox_lists_nothing(store: Store) -> None:
@@ -120,7 +120,7 @@ def test_outboxes_are_per_project(store: Store) -> None:
 def test_concurrent_appends_are_all_kept_up_to_keep(store: Store) -> None:
     def writer(offset: int) -> None:
         for i in range(25):
-            store.apply(AppendOutbox(PROJECT, make_email(offset + i, f"w{offset}@example.com"), keep=40))
+            run(append_outbox(PROJECT, make_email(offset + i, f"w{offset}@example.com"), keep=40), store)
 
     in_threads(lambda: writer(0), lambda: writer(100))
 
@@ -134,7 +134,7 @@ def test_async_outbox_through_arun(async_store: AsyncBackend) -> None:
 
     async def scenario(store: Any) -> list[Any]:
         for email in emails:
-            await arun(perform(AppendOutbox(PROJECT, email, keep=3)), store)
+            await arun(append_outbox(PROJECT, email, keep=3), store)
         return [
             await arun(perform(ListOutbox(PROJECT)), store),
             await arun(perform(ListOutbox(PROJECT, to="user0@example.com", limit=5)), store),
@@ -145,7 +145,7 @@ def test_async_outbox_through_arun(async_store: AsyncBackend) -> None:
 
 def test_redis_outbox_layout(redis_store: RedisStore) -> None:
     email = make_email(1, "a@example.com")
-    redis_store.apply(AppendOutbox(PROJECT, email))
+    run(append_outbox(PROJECT, email), redis_store)
     key = f"{redis_store.keys.namespace}{{p:{PROJECT}}}:outbox"
 
     assert redis_store.keys.outbox(PROJECT) == key

@@ -1,5 +1,5 @@
 """The permissions contract (the core's commits granting and revoking project permissions, ListProjectPermissions,
-ChangePermissionDefinitions, and a user's deletion taking their grants) over every store."""
+a change of the definitions (`change_definitions`), and a user's deletion taking their grants) over every store."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from redis.crc import key_slot
 
 from backends.redis import RedisStore
 from identity_proto.changes import ProjectConfigChanges
-from identity_proto.drivers import Store, arun
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
-    ChangePermissionDefinitions,
-    CreateProject,
     DefinitionsWrite,
+    Flow,
     ListMemberships,
     ListProjectPermissions,
     LoadProject,
+    create_project,
     perform,
 )
+from identity_proto.flows.permissions import change_definitions, revoke_project_permission_of
 from identity_proto.flows.permissions import grant_project_permissions as grant_project_permissions_of
-from identity_proto.flows.permissions import revoke_project_permission_of
 from identity_proto.flows.projects import new_project
 from identity_proto.records import BUILT_IN_PERMISSION_DEFINITIONS, PermissionDefinition, Project, ProjectConfig
 from identity_proto.tokens import SeededEntropy
@@ -48,7 +48,7 @@ EDITOR = PermissionDefinition("editor", "team", None, ("$update_team",))
 
 def _project(store: Store, config: ProjectConfig | None = None) -> Project:
     project, _ = new_project(SeededEntropy(3), T0, "Permissions", config)
-    assert store.apply(CreateProject(project))
+    assert run(create_project(project), store)
     return project
 
 
@@ -68,10 +68,10 @@ def _change(
     also: tuple[tuple[str, Any], ...] = (),
     renamed: tuple[str, str] | None = None,
     removed: str | None = None,
-) -> ChangePermissionDefinitions:
+) -> Flow[Project | DefinitionsWrite]:
     expected = ProjectConfigChanges.of((("permission_definitions", project.config.permission_definitions),))
     config = ProjectConfigChanges.of((("permission_definitions", definitions), *also))
-    return ChangePermissionDefinitions(project.id, expected, config, renamed=renamed, removed=removed)
+    return change_definitions(project.id, expected, config, renamed=renamed, removed=removed)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def test_grants_are_per_project(store: Store) -> None:
 
 def test_a_definition_change_sets_the_config_fields_it_names(store: Store) -> None:
     project = _project(store)
-    changed = store.apply(_change(project, _definitions(READ), also=(("user_default_permissions", ("read",)),)))
+    changed = run(_change(project, _definitions(READ), also=(("user_default_permissions", ("read",)),)), store)
     assert isinstance(changed, Project)
     assert changed.config.permission_definitions == _definitions(READ)
     assert changed.config.user_default_permissions == ("read",)
@@ -142,8 +142,8 @@ def test_a_definition_change_sets_the_config_fields_it_names(store: Store) -> No
 
 def test_a_definition_change_based_on_an_older_read_is_a_conflict_and_writes_nothing(store: Store) -> None:
     project = _project(store)
-    assert isinstance(store.apply(_change(project, _definitions(READ))), Project)
-    stale = store.apply(_change(project, _definitions(WRITE), also=(("user_default_permissions", ("x",)),)))
+    assert isinstance(run(_change(project, _definitions(READ)), store), Project)
+    stale = run(_change(project, _definitions(WRITE), also=(("user_default_permissions", ("x",)),)), store)
     assert stale is DefinitionsWrite.CONFLICT
     stored = store.apply(LoadProject(project.id))
     assert stored is not None
@@ -153,7 +153,7 @@ def test_a_definition_change_based_on_an_older_read_is_a_conflict_and_writes_not
 
 def test_a_definition_change_of_a_missing_project_says_so(store: Store) -> None:
     project, _ = new_project(SeededEntropy(4), T0, "Never stored")
-    assert store.apply(_change(project, _definitions(READ))) is DefinitionsWrite.PROJECT_NOT_FOUND
+    assert run(_change(project, _definitions(READ)), store) is DefinitionsWrite.PROJECT_NOT_FOUND
     assert store.apply(LoadProject(project.id)) is None
 
 
@@ -166,7 +166,7 @@ def test_a_rename_rewrites_every_grant_of_the_id_in_the_same_step(store: Store) 
     grant_project_permissions(store, project.id, "alice", ("editor", "read"))
     grant_project_permissions(store, project.id, "bob", ("read",))
     renamed = PermissionDefinition("a_editor", "team", None, ("$update_team",))
-    changed = store.apply(_change(project, _definitions(READ, renamed), renamed=("editor", "a_editor")))
+    changed = run(_change(project, _definitions(READ, renamed), renamed=("editor", "a_editor")), store)
     assert isinstance(changed, Project)
     memberships = store.apply(ListMemberships(project.id, team_id=team.id))
     assert [m.permissions for m in memberships] == [("a_editor", "team_admin"), ("team_member",)]  # sorted
@@ -178,7 +178,7 @@ def test_a_rename_onto_an_id_held_already_leaves_it_once(store: Store) -> None:
     _users(store, project.id, "alice")
     team = make_team("team-1")
     create_team(store, project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin")))
-    store.apply(_change(project, _definitions(), renamed=("editor", "team_admin")))
+    run(_change(project, _definitions(), renamed=("editor", "team_admin")), store)
     [membership] = store.apply(ListMemberships(project.id, team_id=team.id))
     assert membership.permissions == ("team_admin",)
 
@@ -194,7 +194,7 @@ def test_after_a_rename_a_grant_of_a_membership_holding_awkward_ids_still_lands(
     _users(store, project.id, "alice")
     team = make_team("team-1")
     create_team(store, project.id, team, make_membership(team.id, "alice", permissions=("editor", *AWKWARD_IDS)))
-    store.apply(_change(project, _definitions(), renamed=("editor", "a_editor")))
+    run(_change(project, _definitions(), renamed=("editor", "a_editor")), store)
     granted = change_permission(store, project.id, team.id, "alice", "team_admin", True)
     expected = tuple(sorted(("a_editor", "team_admin", *AWKWARD_IDS)))
     assert granted is not None
@@ -214,7 +214,7 @@ def test_a_removal_strips_the_id_from_every_grant(store: Store) -> None:
     create_team(store, project.id, team, make_membership(team.id, "alice", permissions=("editor", "team_admin")))
     grant_project_permissions(store, project.id, "alice", ("editor",))
     grant_project_permissions(store, project.id, "bob", ("read",))
-    assert isinstance(store.apply(_change(project, _definitions(READ), removed="editor")), Project)
+    assert isinstance(run(_change(project, _definitions(READ), removed="editor"), store), Project)
     [membership] = store.apply(ListMemberships(project.id, team_id=team.id))
     assert membership.permissions == ("team_admin",)
     assert store.apply(ListProjectPermissions(project.id)) == (("bob", ("read",)),)
@@ -230,7 +230,7 @@ def test_concurrent_definition_changes_all_land_when_each_retries_its_conflicts(
             assert stored is not None
             definitions = (*stored.config.permission_definitions, PermissionDefinition(permission_id, "project"))
             ordered = tuple(sorted(definitions, key=lambda d: d.id))
-            if isinstance(store.apply(_change(stored, ordered)), Project):
+            if isinstance(run(_change(stored, ordered), store), Project):
                 return attempt
         raise AssertionError("never landed")
 
@@ -275,9 +275,9 @@ def test_async_permissions_through_arun(async_store: AsyncBackend) -> None:
         async def do(effect: Any) -> Any:
             return await arun(perform(effect), store)
 
-        await do(CreateProject(project))
+        assert await arun(create_project(project), store)
         await do(add_user(project.id, make_user("alice")))
-        changed = await do(_change(project, _definitions(READ)))
+        changed = await arun(_change(project, _definitions(READ)), store)
         return [
             changed.config.permission_definitions,
             await arun(grant_project_permissions_of(project.id, "alice", ("read",)), store),
@@ -315,6 +315,6 @@ def test_redis_a_record_without_the_definitions_field_compares_as_the_built_ins(
     loaded = redis_store.apply(LoadProject(project.id))
     assert loaded is not None
     assert loaded.config.permission_definitions == BUILT_IN_PERMISSION_DEFINITIONS
-    changed = redis_store.apply(_change(loaded, _definitions(READ)))
+    changed = run(_change(loaded, _definitions(READ)), redis_store)
     assert isinstance(changed, Project)
     assert changed.config.permission_definitions == _definitions(READ)

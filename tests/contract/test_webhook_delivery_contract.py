@@ -18,13 +18,13 @@ from identity_proto import ServiceOptions, run
 from identity_proto.drivers import Store
 from identity_proto.effects import (
     RETRY_SCHEDULE_MS,
-    CreateProject,
     DeliveryState,
     ListDeliveries,
     ListEvents,
     SendWebhooks,
     SetClockOverride,
     WebhookResult,
+    create_project,
 )
 from identity_proto.flows.projects import new_project
 from identity_proto.flows.webhook_delivery import PassReport, WebhookDelivery
@@ -61,7 +61,7 @@ def failing(status: int | None = 500) -> ScriptedSender:
 @pytest.fixture
 def project_store(store: Store) -> Store:
     project, _ = new_project(ENTROPY, T0, "Hooks", project_id=PROJECT)
-    store.apply(CreateProject(project))
+    run(create_project(project), store)
     return store
 
 

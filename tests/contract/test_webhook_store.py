@@ -22,14 +22,12 @@ from backends.memory import MemoryStore
 from backends.redis import RedisStore
 from backends.redis.keys import SETTLED_DELIVERY_TTL_MS
 from backends.redis.lua import _EMIT_EVENT
-from identity_proto.drivers import Store
+from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     RETRY_SCHEDULE_MS,
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    CreateProject,
-    CreateWebhookEndpoint,
     DeleteProject,
     DeleteWebhookEndpoint,
     Delivery,
@@ -42,14 +40,14 @@ from identity_proto.effects import (
     ListWebhookProjects,
     LoadWebhookEndpoint,
     RecordAttempt,
-    ReplayDelivery,
     ResetProjectData,
     TrimWebhookData,
-    UpdateWebhookEndpoint,
     WebhookEndpoint,
+    create_project,
 )
 from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.flows.projects import new_project
+from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
@@ -73,7 +71,7 @@ def endpoint(endpoint_id: str = "ep-1", **fields: Any) -> WebhookEndpoint:
 
 def add_endpoint(store: Store, endpoint_id: str = "ep-1", project: str = PROJECT, **fields: Any) -> WebhookEndpoint:
     made = endpoint(endpoint_id, **fields)
-    store.apply(CreateWebhookEndpoint(project, made))
+    run(add_webhook_endpoint(project, made), store)
     return made
 
 
@@ -103,8 +101,7 @@ def attempt(at: int, status: int | None = 500, error: str | None = "HTTP 500") -
 
 
 def record(store: Store, claimed: ClaimedDelivery, result: DeliveryAttempt, project: str = PROJECT) -> bool:
-    delivery = claimed.delivery
-    return store.apply(RecordAttempt(project, delivery.endpoint_id, delivery.message_id, claimed.claim_token, result))
+    return store.apply(RecordAttempt.after(project, claimed, result))
 
 
 def deliveries(store: Store, endpoint_id: str = "ep-1", project: str = PROJECT) -> tuple[Delivery, ...]:
@@ -128,7 +125,7 @@ def test_an_endpoint_round_trips_every_field(store: Store) -> None:
         previous_secret="whsec_b2xkIHNlY3JldA==",
         previous_until_millis=NOW + 86_400_000,
     )
-    store.apply(CreateWebhookEndpoint(PROJECT, full))
+    run(add_webhook_endpoint(PROJECT, full), store)
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-full")) == full
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-none")) is None
     assert store.apply(LoadWebhookEndpoint(OTHER_PROJECT, "ep-full")) is None
@@ -145,9 +142,9 @@ def test_endpoints_are_listed_in_creation_order(store: Store) -> None:
 def test_update_replaces_an_endpoint_and_refuses_a_missing_one(store: Store) -> None:
     add_endpoint(store)
     changed = endpoint("ep-1", url="https://new.example.com/h", disabled=True, event_types=("user.updated",))
-    assert store.apply(UpdateWebhookEndpoint(PROJECT, changed)) == changed
+    assert run(replace_webhook_endpoint(PROJECT, changed), store) == changed
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-1")) == changed
-    assert store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-none"))) is None
+    assert run(replace_webhook_endpoint(PROJECT, endpoint("ep-none")), store) is None
     assert store.apply(LoadWebhookEndpoint(PROJECT, "ep-none")) is None
     assert store.apply(ListWebhookEndpoints(PROJECT)) == (changed,)
 
@@ -256,7 +253,7 @@ def test_a_disabled_endpoint_gets_no_new_deliveries_and_enabled_again_gets_later
     record_events(store, "user.created")
     store.apply(FanOutEvents(PROJECT, NOW))
     assert deliveries(store) == ()
-    store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-1")))
+    run(replace_webhook_endpoint(PROJECT, endpoint("ep-1")), store)
     record_events(store, "user.updated")
     store.apply(FanOutEvents(PROJECT, NOW))
     assert [d.event_type for d in deliveries(store)] == ["user.updated"]
@@ -403,8 +400,9 @@ def test_failures_follow_the_retry_schedule_then_the_delivery_fails(store: Store
 
 def test_recording_an_attempt_for_no_delivery_writes_nothing(store: Store) -> None:
     add_endpoint(store)
-    assert store.apply(RecordAttempt(PROJECT, "ep-1", "msg_none", "t", attempt(NOW))) is False
-    assert store.apply(RecordAttempt(OTHER_PROJECT, "ep-1", "msg_none", "t", attempt(NOW))) is False
+    failed = DeliveryState.FAILED
+    assert store.apply(RecordAttempt(PROJECT, "ep-1", "msg_none", "t", attempt(NOW), failed)) is False
+    assert store.apply(RecordAttempt(OTHER_PROJECT, "ep-1", "msg_none", "t", attempt(NOW), failed)) is False
     assert deliveries(store) == ()
 
 
@@ -412,10 +410,10 @@ def test_a_claim_meeting_a_disabled_endpoint_fails_its_delivery_without_an_attem
     add_endpoint(store)
     record_events(store, "user.created", "user.updated")
     store.apply(FanOutEvents(PROJECT, NOW))
-    store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-1", disabled=True)))
+    run(replace_webhook_endpoint(PROJECT, endpoint("ep-1", disabled=True)), store)
     assert claim(store) == ()
     assert [(d.state, d.attempts) for d in deliveries(store)] == [(DeliveryState.FAILED, ())] * 2
-    store.apply(UpdateWebhookEndpoint(PROJECT, endpoint("ep-1")))
+    run(replace_webhook_endpoint(PROJECT, endpoint("ep-1")), store)
     assert claim(store, NOW + 10**9) == ()
 
 
@@ -431,7 +429,7 @@ def test_replay_makes_a_settled_delivery_due_again_with_its_attempts_and_a_fresh
     first = attempt(NOW + 1, 200, None)
     record(store, claimed, first)
     message_id = claimed.delivery.message_id
-    replayed = store.apply(ReplayDelivery(PROJECT, "ep-1", message_id, NOW + 1000))
+    replayed = run(replay_delivery(PROJECT, "ep-1", message_id, NOW + 1000), store)
     expected = Delivery("ep-1", message_id, "user.created", DeliveryState.PENDING, NOW + 1000, (first,), NOW)
     assert replayed == expected
     assert deliveries(store) == (expected,)
@@ -454,7 +452,7 @@ def test_replay_restarts_the_schedule_of_a_failed_delivery(store: Store) -> None
         now = deliveries(store)[0].next_attempt_at_millis or now
     assert deliveries(store)[0].state is DeliveryState.FAILED
     message_id = claimed.delivery.message_id
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", message_id, now + 5)) is not None
+    assert run(replay_delivery(PROJECT, "ep-1", message_id, now + 5), store) is not None
     (claimed,) = claim(store, now + 5)
     record(store, claimed, attempt(now + 6))
     (delivery,) = deliveries(store)
@@ -467,9 +465,9 @@ def test_replay_of_no_delivery_is_none(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
     (event,) = events(store)
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", event.id, NOW)) is None  # not fanned out yet
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", "msg_nothing", NOW)) is None
-    assert store.apply(ReplayDelivery(PROJECT, "ep-2", event.id, NOW)) is None
+    assert run(replay_delivery(PROJECT, "ep-1", event.id, NOW), store) is None  # not fanned out yet
+    assert run(replay_delivery(PROJECT, "ep-1", "msg_nothing", NOW), store) is None
+    assert run(replay_delivery(PROJECT, "ep-2", event.id, NOW), store) is None
     assert deliveries(store) == ()
 
 
@@ -478,7 +476,7 @@ def test_replay_makes_a_claimed_delivery_due_now_and_its_claim_stale(store: Stor
     record_events(store, "user.created")
     store.apply(FanOutEvents(PROJECT, NOW))
     (claimed,) = claim(store)
-    store.apply(ReplayDelivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 1))
+    run(replay_delivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 1), store)
     assert record(store, claimed, attempt(NOW + 2, 200, None)) is False
     (again,) = claim(store, NOW + 2)
     assert again.delivery.attempts == (attempt(NOW + 2, 200, None),)
@@ -548,7 +546,7 @@ def test_a_replay_of_a_delivery_whose_event_is_gone_is_none(store: Store) -> Non
     store.apply(TrimWebhookData(PROJECT, 0, 0))
     assert events(store) == ()
     assert len(deliveries(store)) == 1  # the delivery is kept for its own retention
-    assert store.apply(ReplayDelivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 2)) is None
+    assert run(replay_delivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 2), store) is None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -563,7 +561,7 @@ def _project(project_id: str) -> Any:
 @pytest.mark.parametrize("effect", [ResetProjectData, DeleteProject], ids=lambda e: e.__name__)
 def test_a_project_reset_or_deletion_takes_its_webhook_data_and_only_its(store: Store, effect: Any) -> None:
     for project_id in (PROJECT, OTHER_PROJECT):
-        store.apply(CreateProject(_project(project_id)))
+        run(create_project(_project(project_id)), store)
         add_endpoint(store, project=project_id)
         record_events(store, "user.created", project=project_id)
         store.apply(FanOutEvents(project_id, NOW))
@@ -629,7 +627,7 @@ def test_redis_settled_deliveries_expire_after_their_retention_and_pending_ones_
     ttl_a = client.pttl(keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1"))
     assert SETTLED_DELIVERY_TTL_MS - 60_000 < ttl_a <= SETTLED_DELIVERY_TTL_MS
     assert client.pttl(keys.webhook_delivery(PROJECT, b.delivery.message_id, "ep-1")) == -1
-    redis_store.apply(ReplayDelivery(PROJECT, "ep-1", a.delivery.message_id, NOW))
+    run(replay_delivery(PROJECT, "ep-1", a.delivery.message_id, NOW), redis_store)
     assert client.pttl(keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1")) == -1
 
 
@@ -641,7 +639,7 @@ def test_redis_a_delivery_gone_by_ttl_is_skipped_by_every_reader(redis_store: Re
     record(redis_store, a, attempt(NOW, 200, None))
     redis_store.client.delete(redis_store.keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1"))
     assert [d.event_type for d in deliveries(redis_store)] == ["b"]
-    assert redis_store.apply(ReplayDelivery(PROJECT, "ep-1", a.delivery.message_id, NOW)) is None
+    assert run(replay_delivery(PROJECT, "ep-1", a.delivery.message_id, NOW), redis_store) is None
     redis_store.apply(TrimWebhookData(PROJECT, NOW + 1, 1000))
     assert [d.event_type for d in deliveries(redis_store)] == ["b"]
 
@@ -667,7 +665,7 @@ def test_the_stores_test_event_type_is_the_events_one() -> None:
 
 def test_async_stores_list_events_and_run_the_delivery_steps(async_store: AsyncBackend) -> None:
     async def scenario(store: Any) -> None:
-        await store.apply(CreateWebhookEndpoint(PROJECT, endpoint("ep-1")))
+        await arun(add_webhook_endpoint(PROJECT, endpoint("ep-1")), store)
         first = await store.apply(AddTestEvent(PROJECT, "ep-1", '{"n":1}', NOW))
         second = await store.apply(AddTestEvent(PROJECT, "ep-1", '{"n":2}', NOW))
         assert await store.apply(ListEvents(PROJECT)) == (first, second)
@@ -677,9 +675,7 @@ def test_async_stores_list_events_and_run_the_delivery_steps(async_store: AsyncB
         claimed = await store.apply(ClaimDeliveries(PROJECT, NOW, LEASE_MS, 5, tokens(5)))
         assert [c.event for c in claimed] == [first, second]
         for one in claimed:
-            delivery = one.delivery
-            ok = attempt(NOW + 1, 200, None)
-            assert await store.apply(RecordAttempt(PROJECT, "ep-1", delivery.message_id, one.claim_token, ok))
+            assert await store.apply(RecordAttempt.after(PROJECT, one, attempt(NOW + 1, 200, None)))
         listed = await store.apply(ListDeliveries(PROJECT, "ep-1"))
         assert [(d.message_id, d.state) for d in listed] == [
             (second.id, DeliveryState.SUCCEEDED),

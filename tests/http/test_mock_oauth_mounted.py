@@ -21,7 +21,7 @@ from identity_hosting.settings import Settings
 from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import arun, run
 from identity_proto.changes import ProjectConfigChanges
-from identity_proto.effects import UpdateProject, perform
+from identity_proto.effects import update_project
 from identity_proto.records import OAuthProviderConfig
 from tests.downstream.mounted_apps import MOUNT_POINT, create_flask_app, create_starlette_app
 from tests.support import KEYS, PROJECT_ID
@@ -81,7 +81,7 @@ def test_the_flow_runs_under_a_wsgi_mount_point() -> None:
     store = MemoryStore()
     identity = IdentityWSGI(Settings(), store=store)
     identity.startup()
-    run(perform(UpdateProject(PROJECT_ID, config=PROVIDERS)), store)
+    run(update_project(PROJECT_ID, config=PROVIDERS), store)
     with httpx.Client(transport=httpx.WSGITransport(app=create_flask_app(identity)), base_url=ORIGIN) as browser:
         to_provider = browser.get(AUTHORIZE)
         assert to_provider.status_code == 307, to_provider.text
@@ -106,7 +106,7 @@ def test_the_flow_runs_under_an_asgi_mount_point() -> None:
 
     async def flow() -> httpx.Response:
         await identity.startup()
-        await arun(perform(UpdateProject(PROJECT_ID, config=PROVIDERS)), AsyncMemoryStore(store))
+        await arun(update_project(PROJECT_ID, config=PROVIDERS), AsyncMemoryStore(store))
         transport = httpx.ASGITransport(app=create_starlette_app(identity))
         async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as browser:
             to_provider = await browser.get(AUTHORIZE)

@@ -10,7 +10,7 @@ import httpx
 
 from identity_proto import run
 from identity_proto.changes import ProjectConfigChanges
-from identity_proto.effects import ListEvents, LoadProject, UpdateProject, perform
+from identity_proto.effects import ListEvents, LoadProject, perform, update_project
 from identity_proto.events import event_data
 from identity_testing import IdentityFake
 from identity_testing.fake import TestProject
@@ -291,7 +291,7 @@ def test_permission_routes_record_explicit_grants_and_revokes_but_not_sign_up_de
     project.define_permission("read_reports")
     project.define_permission("edit_crew", scope="team")
     changes = ProjectConfigChanges.of([("user_default_permissions", ("read_reports",))])
-    run(perform(UpdateProject(project.id, config=changes)), project.fake.store)
+    run(update_project(project.id, config=changes), project.fake.store)
     project.fake.service.projects.forget(project.id)
     ada = project.create_user("ada@example.com")
     assert types(recorded(project)) == ["user.created"]  # the default grant is not announced

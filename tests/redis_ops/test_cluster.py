@@ -34,20 +34,16 @@ import redis.cluster
 from redis.crc import key_slot
 
 from backends.redis import SCRIPTS, AsyncRedisStore, Op, RedisStore, Script
-from identity_proto.drivers import run
+from identity_proto.drivers import arun, run
 from identity_proto.effects import (
     ApiKeyWrite,
-    AppendOutbox,
     AttemptVerificationCode,
-    ChangePermissionDefinitions,
     CodeOutcome,
     Committed,
     Conflict,
-    CreateProject,
     DeleteProject,
     EmailRefusal,
     EmailSignInOutcome,
-    EnsureProject,
     FindApiKeyByHash,
     FindUserByAuthEmail,
     FindUserByOAuthAccount,
@@ -82,10 +78,13 @@ from identity_proto.effects import (
     StorageEffect,
     TeamWrite,
     Together,
-    UpdateProject,
     UserChannels,
     UseRefreshToken,
+    append_outbox,
+    create_project,
+    ensure_project,
     password_fingerprint,
+    update_project,
 )
 from identity_proto.effects.mock_oauth import MockSigningKeys, MockToken
 from identity_proto.effects.oauth import ShortLived, put_record, take_record
@@ -96,6 +95,7 @@ from identity_proto.flows.mock_oauth import MockFailure, signing_keys, take_fail
 from identity_proto.flows.oauth import store_oauth_user
 from identity_proto.flows.oauth_accounts import commit_accounts, save_provider_tokens
 from identity_proto.flows.otp import store_sign_in_code
+from identity_proto.flows.permissions import change_definitions
 from identity_proto.flows.signin import NewUser
 from identity_proto.records import (
     ApiKey,
@@ -460,7 +460,7 @@ def _anonymous_users(store: RedisStore, p: str) -> None:
 def _outbox(store: RedisStore, p: str) -> None:
     mails = [make_email(n, "ada@example.com" if n % 2 else "bob@example.com") for n in range(1, 5)]
     for mail in mails:
-        store.apply(AppendOutbox(p, mail, keep=3))
+        run(append_outbox(p, mail, keep=3), store)
     assert store.apply(ListOutbox(p)) == (mails[3], mails[2], mails[1])
     assert store.apply(ListOutbox(p, to="ada@example.com")) == (mails[2],)
 
@@ -475,8 +475,8 @@ def _permissions(store: RedisStore, p: str) -> None:
     assert project is not None
     definitions = (*project.config.permission_definitions, PermissionDefinition("reader", "project"))
     expected = (("permission_definitions", project.config.permission_definitions),)
-    changed = store.apply(
-        ChangePermissionDefinitions(p, expected, (("permission_definitions", definitions),), renamed=("read", "reader"))
+    changed = run(
+        change_definitions(p, expected, (("permission_definitions", definitions),), ("read", "reader")), store
     )
     assert isinstance(changed, Project)
     assert store.apply(ListProjectPermissions(p, "g1")) == (("g1", ("reader",)),)
@@ -658,22 +658,23 @@ def _mock_oauth(store: RedisStore) -> None:
 # --- webhooks (the set of projects with endpoints under the hash tag {webhooks}) ---
 def _webhooks(store: RedisStore, p: str) -> None:
     from identity_proto import effects as wh
+    from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
 
     endpoint = wh.WebhookEndpoint("ep-1", "https://hooks.example.com/h", "whsec_c2VjcmV0", created_at_millis=T0)
-    store.apply(wh.CreateWebhookEndpoint(p, endpoint))
+    run(add_webhook_endpoint(p, endpoint), store)
     assert store.apply(wh.ListWebhookProjects()) == (p,)
-    assert store.apply(wh.UpdateWebhookEndpoint(p, endpoint)) == endpoint
+    assert run(replace_webhook_endpoint(p, endpoint), store) == endpoint
     event = store.apply(wh.AddTestEvent(p, "ep-1", '{"n":1}', T0))
     assert store.apply(wh.ListEvents(p)) == (event,)
     assert store.apply(wh.FanOutEvents(p, T0)) == 1
     (claimed,) = store.apply(wh.ClaimDeliveries(p, T0, 1_000, 1, ("token",)))
     failed = wh.DeliveryAttempt(T0, 500, 3, "HTTP 500")
-    assert store.apply(wh.RecordAttempt(p, "ep-1", event.id, "token", failed)) is True
-    assert store.apply(wh.ReplayDelivery(p, "ep-1", event.id, T0 + 1)) is not None
+    assert store.apply(wh.RecordAttempt.after(p, claimed, failed)) is True
+    assert run(replay_delivery(p, "ep-1", event.id, T0 + 1), store) is not None
     assert [d.attempts for d in store.apply(wh.ListDeliveries(p, "ep-1"))] == [(failed,)]
     store.apply(wh.TrimWebhookData(p, 0, 10))
     assert claimed.event == event
-    store.apply(wh.CreateWebhookEndpoint(p, wh.WebhookEndpoint("ep-2", "https://h.example.com", "whsec_eA==")))
+    run(add_webhook_endpoint(p, wh.WebhookEndpoint("ep-2", "https://h.example.com", "whsec_eA==")), store)
     assert store.apply(wh.DeleteWebhookEndpoint(p, "ep-2")) is True
 
 
@@ -682,8 +683,8 @@ def _webhooks(store: RedisStore, p: str) -> None:
 
 def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: SlotCheckedStore) -> None:
     p = "contract"
-    assert checked.apply(CreateProject(project_record(p))) is True
-    assert checked.apply(CreateProject(project_record(p, "again"))) is False
+    assert run(create_project(project_record(p)), checked) is True
+    assert run(create_project(project_record(p, "again")), checked) is False
     _users_and_their_email_index(checked, p)
     _codes(checked, p)
     _sessions(checked, p)
@@ -700,13 +701,13 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _oauth(checked, p)  # OAuth storage
     _mock_oauth(checked)  # the mock OAuth provider
     # webhooks: in a project of their own (the writes above recorded events of theirs in `p`)
-    assert checked.apply(CreateProject(project_record("webhooks"))) is True
+    assert run(create_project(project_record("webhooks")), checked) is True
     _webhooks(checked, "webhooks")
     # Project record scripts, then ResetProjectData and DeleteProject.
-    updated = checked.apply(UpdateProject(p, "Renamed", (("sign_up_enabled", False),)))
+    updated = run(update_project(p, "Renamed", (("sign_up_enabled", False),)), checked)
     assert updated is not None
     assert (updated.display_name, updated.config.sign_up_enabled) == ("Renamed", False)
-    ensured = checked.apply(EnsureProject(project_record(p, "ignored")))
+    ensured = run(ensure_project(project_record(p, "ignored")), checked)
     assert (ensured.display_name, ensured.keys) == ("Renamed", ProjectKeys(secret_server_key_hash="hash-of-ssk"))
     assert checked.apply(ResetProjectData(p)) is True
     assert keys_of_project(checked, p) == [checked.keys.project(p)]
@@ -726,9 +727,9 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
 def test_projects_spread_over_the_nodes_are_listed_reset_and_deleted_one_by_one(store: RedisStore) -> None:
     ids = [f"spread-{n:02d}" for n in range(12)]
     for n, project_id in enumerate(ids):
-        assert store.apply(CreateProject(dataclasses.replace(project_record(project_id), created_at_millis=T0 + n)))
+        assert run(create_project(dataclasses.replace(project_record(project_id), created_at_millis=T0 + n)), store)
         store.apply(add_user(project_id, make_user("u", f"u@{project_id}.example")))
-        store.apply(AppendOutbox(project_id, make_email(n, "u@example.com")))
+        run(append_outbox(project_id, make_email(n, "u@example.com")), store)
     nodes = {node_of(store, store.keys.project(project_id)) for project_id in ids}
     assert len(nodes) >= 2, "the projects should live on several nodes"
     assert [project.id for project in store.apply(ListProjects())] == ids  # the {projects} index, then a pipeline
@@ -767,7 +768,7 @@ def test_the_asyncio_store_on_a_cluster(cluster: list[RedisProcess]) -> None:
         try:
             ids = [f"async-{n}" for n in range(6)]
             for project_id in ids:
-                assert await store.apply(CreateProject(project_record(project_id))) is True
+                assert await arun(create_project(project_record(project_id)), store) is True
                 await store.apply(add_user(project_id, make_user("u", "u@example.com")))
             assert sorted(p.id for p in await store.apply(ListProjects())) == ids
             hits = (RateLimitHit("a:1", T0), RateLimitHit("b:1", T0))
@@ -899,7 +900,7 @@ def test_a_node_down_fails_its_projects_fast_and_the_store_serves_them_again(
         by_node.setdefault(node_of(store, store.keys.project(project_id)), project_id)
     assert len(by_node) == 3
     for project_id in by_node.values():
-        assert store.apply(CreateProject(project_record(project_id))) is True
+        assert run(create_project(project_record(project_id)), store) is True
     victim = next(node for node in cluster if f"127.0.0.1:{node.port}" in by_node)
     down, up = by_node[f"127.0.0.1:{victim.port}"], [p for n, p in by_node.items() if n != f"127.0.0.1:{victim.port}"]
 
@@ -921,6 +922,6 @@ def test_a_node_down_fails_its_projects_fast_and_the_store_serves_them_again(
         assert time.monotonic() < deadline, "the store did not reach the restarted node"
         time.sleep(0.05)
     assert store.apply(LoadProject(down)) is None  # no persistence on these nodes
-    assert store.apply(CreateProject(project_record(down))) is True
+    assert run(create_project(project_record(down)), store) is True
     assert store.apply(add_user(down, make_user("u"))) == Committed((make_user("u"),))
     assert [u.id for u in store.apply(ListUsers(down))] == ["u"]

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from identity_proto.changes import MembershipChanges, ProjectConfigChanges, TeamChanges, UserChanges
-from identity_proto.effects import PatchMembership, UpdateProject
+from identity_proto.effects import PatchMembership, PatchProject
 from identity_proto.records import Membership, ProjectConfig, Team, User
 
 
@@ -41,7 +41,7 @@ def test_effects_carry_typed_change_sets_even_when_given_pairs() -> None:
     patch = PatchMembership("t", "u", (("display_name", "Ada"),))  # type: ignore[arg-type]
     assert isinstance(patch.changes, MembershipChanges)
     assert dict(patch.changes) == {"display_name": "Ada"}
-    assert isinstance(UpdateProject("p").config, ProjectConfigChanges)
+    assert isinstance(PatchProject("p").config, ProjectConfigChanges)
     with pytest.raises(TypeError, match="user_id"):
         PatchMembership("t", "u", (("user_id", "other"),))  # type: ignore[arg-type]
 

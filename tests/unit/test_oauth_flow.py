@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from identity_proto import Request, Service, ServiceOptions, run
-from identity_proto.effects import OuterCode, UpdateProject, perform
+from identity_proto.effects import OuterCode, update_project
 from identity_proto.effects.oauth_provider import (
     DiscoverProvider,
     ExchangeProviderCode,
@@ -62,7 +62,7 @@ class World:
 
     def configure(self, **config: Any) -> None:
         config.setdefault("oauth_providers", (GITHUB,))
-        run(perform(UpdateProject(PROJECT_ID, config=tuple(config.items()))), self.h.store)
+        run(update_project(PROJECT_ID, config=tuple(config.items())), self.h.store)
         self.h.service.projects.forget(PROJECT_ID)
 
     def call(self, method: str, path: str, query: dict[str, str] | None = None, **kw: Any) -> Reply:
