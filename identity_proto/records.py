@@ -8,6 +8,7 @@ to (de)serialise records; `to_json`/`from_json` here are the one mapping between
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -566,6 +567,7 @@ class ContactChannel:
 _PRIMARY_CHANNEL_NAMESPACE = uuid.UUID("7c0b6f2e-3f55-4d3e-9a43-6f1f6d1e2c51")
 
 
+@functools.lru_cache(maxsize=4096)  # a uuid5 per read of a user's channels otherwise (sending a sign-in code reads them)
 def derived_primary_channel_id(user_id: str) -> str:
     """The id of the primary channel of a user whose record names none (`User.primary_email_channel_id`)."""
     return str(uuid.uuid5(_PRIMARY_CHANNEL_NAMESPACE, user_id))
@@ -614,7 +616,7 @@ def contact_channel_from_json(user_id: str, data: dict[str, Any]) -> ContactChan
 
 
 # Records made on every request get the cheaper frozen `__init__` (identity_proto.quickinit).
-for _record in (RiskScores, User, VerificationCode, Session, Email, Team, Membership):
+for _record in (RiskScores, User, VerificationCode, Session, Email, Team, Membership, ContactChannel):
     quick_init(_record)
 
 
