@@ -567,7 +567,7 @@ class ContactChannel:
 _PRIMARY_CHANNEL_NAMESPACE = uuid.UUID("7c0b6f2e-3f55-4d3e-9a43-6f1f6d1e2c51")
 
 
-@functools.lru_cache(maxsize=4096)  # a uuid5 per read of a user's channels otherwise (sending a sign-in code reads them)
+@functools.lru_cache(maxsize=4096)  # else a uuid5 per read of a user's channels (sending a sign-in code reads them)
 def derived_primary_channel_id(user_id: str) -> str:
     """The id of the primary channel of a user whose record names none (`User.primary_email_channel_id`)."""
     return str(uuid.uuid5(_PRIMARY_CHANNEL_NAMESPACE, user_id))
