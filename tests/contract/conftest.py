@@ -8,11 +8,17 @@
   Popen handle. Without `redis-server` on PATH the real-Redis tests FAIL: CI must never silently skip them.
 
 Each test gets a fresh namespace (real Redis) or a fresh FakeServer (fakeredis), so tests are independent.
+
+A third store runs the same suite without editing it: `IDENTITY_CONTRACT_STORE=package.module:factory`, a callable
+answering a fresh, empty sync store (`identity_proto.drivers.Store`: `apply(effect)` and `close()`), adds it to
+`store` as `external` (`pytest tests/contract -k external`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -37,6 +43,11 @@ BACKENDS = [
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
 ]
 REDIS_BACKENDS = BACKENDS[1:]
+ASYNC_BACKENDS = list(BACKENDS)  # a third store joins the sync suite (its async twin is its own business)
+#: A third store's factory, `module:callable` (see the module docstring).
+EXTERNAL_STORE = os.environ.get("IDENTITY_CONTRACT_STORE", "")
+if EXTERNAL_STORE:
+    BACKENDS.append(pytest.param("external", id="external"))
 
 _START_TIMEOUT_S = 10.0
 
@@ -48,6 +59,10 @@ def _fresh_namespace() -> str:
 def _open_sync(kind: str, request: pytest.FixtureRequest) -> Store:
     if kind == "memory":
         return MemoryStore()
+    if kind == "external":
+        module, _, name = EXTERNAL_STORE.partition(":")
+        opened: Store = getattr(importlib.import_module(module), name)()
+        return opened
     if kind == "fakeredis":
         return RedisStore(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace=_fresh_namespace())
     server: RedisServer = request.getfixturevalue("redis_server")
@@ -108,7 +123,7 @@ def _async_backend(kind: str, request: pytest.FixtureRequest) -> AsyncBackend:
     return AsyncBackend(kind, open_real)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=ASYNC_BACKENDS)
 def async_store(request: pytest.FixtureRequest) -> AsyncBackend:
     """An async store of each backend (fresh and empty), used through `AsyncBackend.run`."""
     return _async_backend(request.param, request)
