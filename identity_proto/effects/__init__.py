@@ -94,13 +94,13 @@ from identity_proto.effects.mock_oauth import (
 # --- end mock OAuth provider ---
 # --- OAuth storage ---
 from identity_proto.effects.oauth import (
-    FindUserByOAuthAccount,
     LoadProviderTokens,
     OAuthState,
     OuterCode,
     PutShortLived,
     ShortLived,
     TakeShortLived,
+    find_user_by_oauth_account,
     oauth_index_key,
 )
 
@@ -188,10 +188,11 @@ from identity_proto.effects.testing import LoadClockOverride, ResetProjectData, 
 from identity_proto.effects.users import (
     DropUser,
     Exists,
-    FindUserByAuthEmail,
+    FindUserByIndex,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
+    find_user_by_email,
 )
 
 # --- webhooks ---
@@ -250,7 +251,7 @@ __all__ = [
     "EndSession",
     "Exists",
     "FindAuthAddressHolder",
-    "FindUserByAuthEmail",
+    "FindUserByIndex",
     "Flow",
     "HashPassword",
     "HitRateLimits",
@@ -306,6 +307,7 @@ __all__ = [
     "create_project",
     "delete_project",
     "ensure_project",
+    "find_user_by_email",
     "list_projects",
     "load_project",
     "perform",
@@ -358,13 +360,13 @@ __all__ += ["GenerateMockSigningKeys", "MockAuthorization", "MockFailureKind", "
 # --- end mock OAuth provider ---
 # --- OAuth storage ---
 __all__ += [
-    "FindUserByOAuthAccount",
     "LoadProviderTokens",
     "OAuthState",
     "OuterCode",
     "PutShortLived",
     "ShortLived",
     "TakeShortLived",
+    "find_user_by_oauth_account",
     "oauth_index_key",
 ]
 # --- end OAuth storage ---
@@ -409,7 +411,7 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListProjects,
         LoadUser,
         LoadUserWithTeam,
-        FindUserByAuthEmail,
+        FindUserByIndex,
         ListUsers,
         LoadSession,
         ListSessions,
@@ -432,7 +434,6 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListProjectContactChannels,
         FindAuthAddressHolder,  # passwords
         # --- OAuth storage ---
-        FindUserByOAuthAccount,
         LoadProviderTokens,
         # --- webhooks ---
         LoadWebhookEndpoint,

@@ -50,8 +50,6 @@ from identity_proto.effects import (
     DeleteProject,
     FindApiKeyByHash,
     FindAuthAddressHolder,
-    FindUserByAuthEmail,
-    FindUserByOAuthAccount,
     Flow,
     ListApiKeys,
     ListContactChannels,
@@ -79,6 +77,8 @@ from identity_proto.effects import (
     append_outbox,
     create_project,
     ensure_project,
+    find_user_by_email,
+    find_user_by_oauth_account,
     password_fingerprint,
     perform,
     update_project,
@@ -1224,7 +1224,7 @@ class StoresAgree(RuleBasedStateMachine):
             self.both(ListMemberships(project_id))
             self.both(ListOutbox(project_id, limit=10))
             for email in EMAILS:
-                self.both(FindUserByAuthEmail(project_id, email))
+                self.both(find_user_by_email(project_id, email))
             self.both(ListProjectPermissions(project_id))  # permissions
             self.both(ListProjectContactChannels(project_id))
             for user_id in USERS:
@@ -1235,7 +1235,7 @@ class StoresAgree(RuleBasedStateMachine):
         # rows made last (every row each step would double the run's time)
         for project_id in PROJECTS:
             for provider, account_id in OAUTH_ACCOUNTS:
-                self.both(FindUserByOAuthAccount(project_id, provider, account_id))
+                self.both(find_user_by_oauth_account(project_id, provider, account_id))
         for row in self.token_rows[-6:]:
             self.both(LoadProviderTokens(PROJECTS[0], row))
         # webhooks: the projects with endpoints; each project's endpoints, events and deliveries
