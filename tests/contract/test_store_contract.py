@@ -574,7 +574,6 @@ CONTRACT_TESTED: set[type[Any]] = {
     # --- webhooks: test_webhook_store.py ---
     effects.LoadWebhookEndpoint,
     effects.ListWebhookEndpoints,
-    effects.DeleteWebhookEndpoint,
     effects.ListEvents,
     effects.AddTestEvent,
     effects.ListWebhookProjects,

@@ -658,7 +658,12 @@ def _mock_oauth(store: RedisStore) -> None:
 # --- webhooks (the set of projects with endpoints under the hash tag {webhooks}) ---
 def _webhooks(store: RedisStore, p: str) -> None:
     from identity_proto import effects as wh
-    from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
+    from identity_proto.flows.webhooks import (
+        add_webhook_endpoint,
+        drop_webhook_endpoint,
+        replace_webhook_endpoint,
+        replay_delivery,
+    )
 
     endpoint = wh.WebhookEndpoint("ep-1", "https://hooks.example.com/h", "whsec_c2VjcmV0", created_at_millis=T0)
     run(add_webhook_endpoint(p, endpoint), store)
@@ -675,7 +680,9 @@ def _webhooks(store: RedisStore, p: str) -> None:
     store.apply(wh.TrimWebhookData(p, 0, 10))
     assert claimed.event == event
     run(add_webhook_endpoint(p, wh.WebhookEndpoint("ep-2", "https://h.example.com", "whsec_eA==")), store)
-    assert store.apply(wh.DeleteWebhookEndpoint(p, "ep-2")) is True
+    assert run(drop_webhook_endpoint(p, "ep-2"), store) is True
+    assert run(drop_webhook_endpoint(p, "ep-1"), store) is True
+    assert store.apply(wh.ListWebhookProjects()) == ()
 
 
 # --- end webhooks ---

@@ -110,7 +110,12 @@ from identity_proto.flows.teams import (
     store_team,
 )
 from identity_proto.flows.users import drop_user, patch_user
-from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
+from identity_proto.flows.webhooks import (
+    add_webhook_endpoint,
+    drop_webhook_endpoint,
+    replace_webhook_endpoint,
+    replay_delivery,
+)
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -1146,7 +1151,7 @@ class StoresAgree(RuleBasedStateMachine):
             made = add_webhook_endpoint if op == "endpoint" else replace_webhook_endpoint
             self.both_flow(lambda: made(project_id, endpoint))
         elif op == "delete":
-            self.both(_effects.DeleteWebhookEndpoint(project_id, endpoint_id))
+            self.both_flow(lambda: drop_webhook_endpoint(project_id, endpoint_id))
         elif op == "event":
             self.record_event(project_id)
         elif op == "test":
