@@ -1,19 +1,17 @@
-"""The memory store: short-lived values (OAuth states, outer codes, the mock provider's records), the OAuth index's
-reads and provider tokens (written by commits)."""
+"""The memory store: short-lived values (OAuth states, outer codes, the mock provider's records) and provider
+tokens (written by commits)."""
 
 from __future__ import annotations
 
 from backends.memory.commit import applies
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
-    FindUserByOAuthAccount,
     LoadProviderTokens,
     PutShortLived,
     TakeShortLived,
-    oauth_index_key,
 )
 from identity_proto.effects.oauth import DropProviderTokens, PutProviderTokens, SetOAuthAccounts
-from identity_proto.records import User, replaced
+from identity_proto.records import replaced
 
 #: Expired short-lived values are swept every this many puts (the core judges expiry; this only frees memory).
 _SWEEP_EVERY = 256
@@ -44,13 +42,6 @@ def _take_short_lived(store: MemoryStore, effect: TakeShortLived) -> str | None:
     values = _short_lived(store, effect.project_id)
     found = values.get((effect.kind, effect.key)) if effect.keep else values.pop((effect.kind, effect.key), None)
     return None if found is None else found[0]
-
-
-@_performs(FindUserByOAuthAccount)
-def _find_user_by_oauth_account(store: MemoryStore, effect: FindUserByOAuthAccount) -> User | None:
-    tenant = store.tenant(effect.project_id)
-    user_id = tenant.oauth_index.get(oauth_index_key(effect.provider_config_id, effect.account_id))
-    return None if user_id is None else tenant.users.get(user_id)
 
 
 @_performs(LoadProviderTokens)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import bisect
 
-from backends.memory.commit import applies, checks, records
+from backends.memory.commit import applies, checks, index, records
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     DropUser,
     Exists,
-    FindUserByAuthEmail,
+    FindUserByIndex,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
@@ -37,10 +37,10 @@ def _exists(tenant: Tenant, guard: Exists) -> bool:
     return guard.id in records(tenant, guard.kind)
 
 
-@_performs(FindUserByAuthEmail)
-def _find_user_by_auth_email(store: MemoryStore, effect: FindUserByAuthEmail) -> User | None:
+@_performs(FindUserByIndex)
+def _find_user_by_index(store: MemoryStore, effect: FindUserByIndex) -> User | None:
     tenant = store.tenant(effect.project_id)
-    user_id = tenant.email_index.get(effect.email)
+    user_id = index(tenant, effect.index).get(effect.key)
     return None if user_id is None else tenant.users.get(user_id)
 
 

@@ -29,10 +29,12 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    DeleteWebhookEndpoint,
+    DeliveriesAre,
     Delivery,
     DeliveryIs,
     DeliveryState,
+    DropDelivery,
+    DropWebhookEndpoint,
     EndpointCountIs,
     EndpointIs,
     FanOutEvents,
@@ -139,17 +141,12 @@ def _list_endpoints(store: MemoryStore, effect: ListWebhookEndpoints) -> tuple[W
     return tuple(sorted(tenant.webhook_endpoints.values(), key=lambda e: (e.created_at_millis, e.id)))
 
 
-@_performs(DeleteWebhookEndpoint)
-def _delete_endpoint(store: MemoryStore, effect: DeleteWebhookEndpoint) -> bool:
-    tenant = store.tenants.get(effect.project_id)
-    if tenant is None or tenant.webhook_endpoints.pop(effect.endpoint_id, None) is None:
-        return False
-    tenant.webhook_endpoint_from.pop(effect.endpoint_id, None)
-    for key in [key for key in tenant.deliveries if key[0] == effect.endpoint_id]:
-        del tenant.deliveries[key]
+@applies(DropWebhookEndpoint)
+def _drop_endpoint(tenant: Tenant, write: DropWebhookEndpoint) -> None:
+    del tenant.webhook_endpoints[write.endpoint_id]
+    tenant.webhook_endpoint_from.pop(write.endpoint_id, None)
     if not tenant.webhook_endpoints:
-        store.webhook_projects.discard(effect.project_id)
-    return True
+        tenant.store.webhook_projects.discard(tenant.project_id)
 
 
 @_performs(ListWebhookProjects)
@@ -263,7 +260,7 @@ def _record_attempt(store: MemoryStore, effect: RecordAttempt) -> bool:
 @_performs(ListDeliveries)
 def _list_deliveries(store: MemoryStore, effect: ListDeliveries) -> tuple[Delivery, ...]:
     tenant = store.tenants.get(effect.project_id)
-    if tenant is None or effect.limit <= 0:
+    if tenant is None or (effect.limit is not None and effect.limit <= 0):
         return ()
     rows = [
         ((_seq(message_id) or 0), row.delivery)
@@ -288,6 +285,17 @@ def _delivery_is(tenant: Tenant, guard: DeliveryIs) -> bool:
     read = guard.delivery
     row = tenant.deliveries.get((read.endpoint_id, read.message_id))
     return row is not None and (row.delivery.state, row.delivery.attempts) == (read.state, read.attempts)
+
+
+@checks(DeliveriesAre)
+def _deliveries_are(tenant: Tenant, guard: DeliveriesAre) -> bool:
+    stored = {message_id for endpoint_id, message_id in tenant.deliveries if endpoint_id == guard.endpoint_id}
+    return stored == set(guard.message_ids)
+
+
+@applies(DropDelivery)
+def _drop_delivery(tenant: Tenant, write: DropDelivery) -> None:
+    del tenant.deliveries[(write.endpoint_id, write.message_id)]
 
 
 @applies(RestartDelivery)

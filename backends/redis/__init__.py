@@ -28,7 +28,7 @@ Lua script checks every guard and, only if all hold, applies every write and rec
 and backends/README.md). The writes not yet moved onto `Commit` (projects, a code's attempts, the remaining user,
 session and password writes, webhook endpoints and deliveries) are one Lua script each, on
 keys of the project's slot, named after the effect (backends/README.md lists them). Reads of one key are one
-command (LoadUser, LoadSession, LoadTeam, ...); reads that follow a pointer (FindUserByAuthEmail, ListUsers,
+command (LoadUser, LoadSession, LoadTeam, ...); reads that follow a pointer (FindUserByIndex, ListUsers,
 ListSessions, ListOutbox with ``to``, ListTeams, LoadMembership, ListMemberships, ListContactChannels) are one script
 too, so none observes half of a write. Scripts that walk a whole team or user are O(its memberships), and ListUsers
 with no limit is O(users): they block the server for that long, like any script. DeleteProject and

@@ -272,8 +272,7 @@ class Ops:
         return self.space.user(p) if kind is RecordKind.USER else self.space.team(p)
 
     def index_key(self, index: IndexName) -> int:
-        p = self.project_id
-        return self.key(self.space.users_by_email(p) if index is IndexName.EMAIL else self.space.oauth_index(p))
+        return self.key(self.space.user_index(self.project_id, index))
 
     def document(self) -> str:
         return orjson.dumps({"g": self.guards, "w": self.writes, "r": self.returns}).decode()

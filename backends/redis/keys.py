@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from identity_proto.effects.commit import IndexName
 from identity_proto.effects.webhooks import message_tag_of
 
 DEFAULT_NAMESPACE: Final = "identity:"
@@ -288,6 +289,10 @@ class KeySpace:
     def oauth_index(self, project_id: str) -> str:
         """The OAuth index: `oauth_index_key(provider id, account id)` of each sign-in account -> user id."""
         return self.prefix(project_id) + "oauth-index"
+
+    def user_index(self, project_id: str, index: IndexName) -> str:
+        """One of the project's unique indexes (key -> user id)."""
+        return self.users_by_email(project_id) if index is IndexName.EMAIL else self.oauth_index(project_id)
 
     def provider_tokens(self, project_id: str) -> str:
         """Account row id -> the row's sealed provider tokens."""

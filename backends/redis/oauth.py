@@ -1,5 +1,5 @@
 """OAuth storage: short-lived values (OAuth states, outer codes, the mock provider's records: plain SET and GETDEL),
-the OAuth index's reads, linked accounts (the user's ``oauth_accounts`` field, one JSON array) and provider tokens,
+linked accounts (the user's ``oauth_accounts`` field, one JSON array) and provider tokens,
 written by commits (`backends.redis.commit`).
 
 The accounts' JSON is written here exactly as the user codec writes it, so `FieldsAre` compares the same text."""
@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from backends.redis.codecs import _json, _text, _user
+from backends.redis.codecs import _json, _text
 from backends.redis.commit import Ops, writes
 from backends.redis.keys import OAUTH_GRACE_MS, KeySpace
 from backends.redis.plan import Arg, Call, Plan, _plans
-from backends.redis.read import by_index, first
 from identity_proto.effects import (
-    FindUserByOAuthAccount,
     LoadProviderTokens,
     PutShortLived,
     ShortLived,
     TakeShortLived,
-    oauth_index_key,
 )
 from identity_proto.effects.oauth import DropProviderTokens, PutProviderTokens, SetOAuthAccounts
-from identity_proto.records import User
 
 #: The mock provider's keys (`KeySpace.mock_oauth`), by kind.
 _MOCK = {
@@ -59,13 +55,6 @@ def _take_short_lived(keys: KeySpace, effect: TakeShortLived) -> Plan[str | None
     key = _short_lived_key(keys, effect.kind, effect.project_id, effect.key)
     reply = yield Call("GET" if effect.keep else "GETDEL", key)
     return None if reply is None else _text(reply)
-
-
-@_plans(FindUserByOAuthAccount)
-def _find_user_by_oauth_account(keys: KeySpace, effect: FindUserByOAuthAccount) -> Plan[User | None]:
-    p = effect.project_id
-    key = oauth_index_key(effect.provider_config_id, effect.account_id)
-    return _user(first((yield by_index(keys.oauth_index(p), key, keys.user(p), "r"))))
 
 
 @_plans(LoadProviderTokens)

@@ -16,7 +16,7 @@ from backends.redis.read import FIRST, LAST, MEMBER, by_index, call, cat, each, 
 from identity_proto.effects import (
     DropUser,
     Exists,
-    FindUserByAuthEmail,
+    FindUserByIndex,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
@@ -50,10 +50,10 @@ def _load_user_with_team(keys: KeySpace, effect: LoadUserWithTeam) -> Plan[tuple
     return None if user is None else (user, _team(reply[1]) if reply[1] else None)
 
 
-@_plans(FindUserByAuthEmail)
-def _find_user_by_auth_email(keys: KeySpace, effect: FindUserByAuthEmail) -> Plan[User | None]:
+@_plans(FindUserByIndex)
+def _find_user_by_index(keys: KeySpace, effect: FindUserByIndex) -> Plan[User | None]:
     p = effect.project_id
-    return _user(first((yield by_index(keys.users_by_email(p), effect.email, keys.user(p), "r"))))
+    return _user(first((yield by_index(keys.user_index(p, effect.index), effect.key, keys.user(p), "r"))))
 
 
 @guards(Exists)

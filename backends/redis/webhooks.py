@@ -4,10 +4,10 @@ deliveries, their claims, attempts and retries, and retention; `identity_proto.e
 Every write is one script on keys of the project's slot, but for the set of projects with endpoints
 (``<ns>{webhooks}:projects``, its own hash tag), which is never in a script with a project's keys, like the projects
 index. A new endpoint (a commit's `PutWebhookEndpoint`) adds the project to it before the commit and again after;
-DeleteWebhookEndpoint removes it after a script that left no endpoint, then looks again (HLEN) and adds it back if
-an endpoint was created meanwhile. Whatever the interleaving, a project with an endpoint is in the set once its
-creation has returned; a crash can at worst leave a project without endpoints in it (harmless: its fan-out finds
-nothing), never the reverse.
+a commit's `DropWebhookEndpoint` removes it after the commit when no endpoint is left, then looks again (HLEN) and
+adds it back if an endpoint was created meanwhile. Whatever the interleaving, a project with an endpoint is in the
+set once its creation has returned; a crash can at worst leave a project without endpoints in it (harmless: its
+fan-out finds nothing), never the reverse.
 
 Keys (the table in `keys`): the endpoints hash (id -> JSON, made in Python), the hash of where each endpoint's events
 start (the last stream id at its creation: it gets later events only), the fan-out cursor (the last stream id fanned
@@ -34,7 +34,7 @@ import orjson
 
 from backends.redis.codecs import _pairs, _text
 from backends.redis.commit import Ops, guards, writes
-from backends.redis.keys import SETTLED_DELIVERY_TTL_MS, KeySpace, webhook_delivery_id
+from backends.redis.keys import SETTLED_DELIVERY_TTL_MS, KeySpace, webhook_delivery_id, webhook_sortable
 from backends.redis.lua import (
     _FIELDS,
     _WEBHOOK_IDS,
@@ -48,11 +48,13 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    DeleteWebhookEndpoint,
+    DeliveriesAre,
     Delivery,
     DeliveryAttempt,
     DeliveryIs,
     DeliveryState,
+    DropDelivery,
+    DropWebhookEndpoint,
     EndpointCountIs,
     EndpointIs,
     FanOutEvents,
@@ -166,49 +168,23 @@ def _list_endpoints(keys: KeySpace, effect: ListWebhookEndpoints) -> Plan[tuple[
     return tuple(sorted((e for e in found if e is not None), key=lambda e: (e.created_at_millis, e.id)))
 
 
-# KEYS: endpoints, endpoint starts, the endpoint's delivery index, due, pending, settled. ARGV: endpoint id, the
-# delivery key prefix. Returns -1 when there was no such endpoint, else how many endpoints are left.
-script(
-    "delete_webhook_endpoint",
-    """
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return -1 end
-redis.call('HDEL', KEYS[2], ARGV[1])
-for _, sortable in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  local did = sortable .. ':' .. ARGV[1]
-  redis.call('DEL', ARGV[2] .. did)
-  redis.call('ZREM', KEYS[4], did)
-  redis.call('ZREM', KEYS[5], did)
-  redis.call('ZREM', KEYS[6], did)
-end
-redis.call('DEL', KEYS[3])
-return redis.call('HLEN', KEYS[1])
-""",
-)
+@writes(DropWebhookEndpoint)
+def _drop_endpoint(ops: Ops, write: DropWebhookEndpoint) -> None:
+    space, p = ops.space, ops.project_id
+    ops.writes.append(["hdel", ops.key(space.webhook_endpoints(p)), write.endpoint_id])
+    ops.writes.append(["hdel", ops.key(space.webhook_endpoint_from(p)), write.endpoint_id])
+    ops.writes.append(["del", ops.key(space.webhook_deliveries(p, write.endpoint_id))])
+    ops.after.append(_unlist_project(space, p))
 
 
-@_plans(DeleteWebhookEndpoint)
-def _delete_endpoint(keys: KeySpace, effect: DeleteWebhookEndpoint) -> Plan[bool]:
-    project_id = effect.project_id
-    endpoints = keys.webhook_endpoints(project_id)
-    left = yield Script(
-        "delete_webhook_endpoint",
-        (
-            endpoints,
-            keys.webhook_endpoint_from(project_id),
-            keys.webhook_deliveries(project_id, effect.endpoint_id),
-            keys.webhook_due(project_id),
-            keys.webhook_pending(project_id),
-            keys.webhook_settled(project_id),
-        ),
-        (effect.endpoint_id, keys.webhook_delivery(project_id)),
-    )
-    if left == -1:
-        return False
-    if left == 0:
-        yield Call("SREM", keys.webhook_projects, project_id)
-        if (yield Call("HLEN", endpoints)):  # one was created meanwhile (its own SADD may have come before ours)
-            yield Call("SADD", keys.webhook_projects, project_id)
-    return True
+def _unlist_project(space: KeySpace, project_id: str) -> Plan[None]:
+    # Out of the set of projects with endpoints when none is left; back in when one was created meanwhile (its own
+    # SADD may have come before our SREM).
+    endpoints = space.webhook_endpoints(project_id)
+    if not (yield Call("HLEN", endpoints)):
+        yield Call("SREM", space.webhook_projects, project_id)
+        if (yield Call("HLEN", endpoints)):
+            yield Call("SADD", space.webhook_projects, project_id)
 
 
 @_plans(ListWebhookProjects)
@@ -485,12 +461,16 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
 
 @_plans(ListDeliveries)
 def _list_deliveries(keys: KeySpace, effect: ListDeliveries) -> Plan[tuple[Delivery, ...]]:
-    if effect.limit <= 0:
+    if effect.limit is not None and effect.limit <= 0:
         return ()
     # Newest first, at most `limit`, skipping those gone by TTL.
     p = effect.project_id
     found = call("HGETALL", cat(keys.webhook_delivery(p), MEMBER, ":" + effect.endpoint_id), need=1, out=1)
-    steps = [each("ZRANGE", key(1), FIRST, LAST, "REV", do=[found], limit=effect.limit, out=1)]
+    if effect.limit is None:  # all at once: the ids of those gone by TTL leave the index too (`DeliveriesAre`)
+        found["miss"] = ["ZREM", key(1), MEMBER]
+        steps = [each("ZRANGE", key(1), 0, -1, "REV", do=[found], out=1)]
+    else:
+        steps = [each("ZRANGE", key(1), FIRST, LAST, "REV", do=[found], limit=effect.limit, out=1)]
     reply = yield read((keys.webhook_deliveries(p, effect.endpoint_id),), steps)
     return tuple(_delivery(fields) for fields in reply[0])
 
@@ -513,6 +493,27 @@ def _delivery_is(ops: Ops, position: int, guard: DeliveryIs) -> None:
     attempts = orjson.dumps([dataclasses.asdict(attempt) for attempt in read.attempts]).decode()
     ops.guards.append([position, "hget", delivery, "state", read.state.value])
     ops.guards.append([position, "hget", delivery, "attempts", attempts])
+
+
+@guards(DeliveriesAre)
+def _deliveries_are(ops: Ops, position: int, guard: DeliveriesAre) -> None:
+    index = ops.key(ops.space.webhook_deliveries(ops.project_id, guard.endpoint_id))
+    entry_ids = {ops.space.webhook_entry_id(ops.project_id, message_id) for message_id in guard.message_ids}
+    members = {webhook_sortable(entry_id or "") for entry_id in entry_ids}  # ids the flow read: all of them valid
+    ops.guards.append([position, "zcard", index, len(members)])
+    ops.guards += [[position, "zscore", index, member, True] for member in members]
+
+
+@writes(DropDelivery)
+def _drop_delivery(ops: Ops, write: DropDelivery) -> None:
+    space, p = ops.space, ops.project_id
+    entry_id = space.webhook_entry_id(p, write.message_id)
+    assert entry_id is not None  # guarded: the flow read the delivery
+    did = webhook_delivery_id(entry_id, write.endpoint_id)
+    ops.writes.append(["del", ops.key(space.webhook_delivery(p, write.message_id, write.endpoint_id))])
+    ops.writes += [["zrem", ops.key(k), did] for k in (space.webhook_due(p), space.webhook_pending(p))]
+    ops.writes.append(["zrem", ops.key(space.webhook_settled(p)), did])
+    ops.writes.append(["zrem", ops.key(space.webhook_deliveries(p, write.endpoint_id)), webhook_sortable(entry_id)])
 
 
 @writes(RestartDelivery)

@@ -94,13 +94,13 @@ from identity_proto.effects.mock_oauth import (
 # --- end mock OAuth provider ---
 # --- OAuth storage ---
 from identity_proto.effects.oauth import (
-    FindUserByOAuthAccount,
     LoadProviderTokens,
     OAuthState,
     OuterCode,
     PutShortLived,
     ShortLived,
     TakeShortLived,
+    find_user_by_oauth_account,
     oauth_index_key,
 )
 
@@ -188,10 +188,11 @@ from identity_proto.effects.testing import LoadClockOverride, ResetProjectData, 
 from identity_proto.effects.users import (
     DropUser,
     Exists,
-    FindUserByAuthEmail,
+    FindUserByIndex,
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
+    find_user_by_email,
 )
 
 # --- webhooks ---
@@ -201,11 +202,13 @@ from identity_proto.effects.webhooks import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
-    DeleteWebhookEndpoint,
+    DeliveriesAre,
     Delivery,
     DeliveryAttempt,
     DeliveryIs,
     DeliveryState,
+    DropDelivery,
+    DropWebhookEndpoint,
     EndpointCountIs,
     EndpointIs,
     FanOutEvents,
@@ -250,7 +253,7 @@ __all__ = [
     "EndSession",
     "Exists",
     "FindAuthAddressHolder",
-    "FindUserByAuthEmail",
+    "FindUserByIndex",
     "Flow",
     "HashPassword",
     "HitRateLimits",
@@ -306,6 +309,7 @@ __all__ = [
     "create_project",
     "delete_project",
     "ensure_project",
+    "find_user_by_email",
     "list_projects",
     "load_project",
     "perform",
@@ -358,13 +362,13 @@ __all__ += ["GenerateMockSigningKeys", "MockAuthorization", "MockFailureKind", "
 # --- end mock OAuth provider ---
 # --- OAuth storage ---
 __all__ += [
-    "FindUserByOAuthAccount",
     "LoadProviderTokens",
     "OAuthState",
     "OuterCode",
     "PutShortLived",
     "ShortLived",
     "TakeShortLived",
+    "find_user_by_oauth_account",
     "oauth_index_key",
 ]
 # --- end OAuth storage ---
@@ -375,11 +379,13 @@ __all__ += [
     "AddTestEvent",
     "ClaimDeliveries",
     "ClaimedDelivery",
-    "DeleteWebhookEndpoint",
+    "DeliveriesAre",
     "Delivery",
     "DeliveryAttempt",
     "DeliveryIs",
     "DeliveryState",
+    "DropDelivery",
+    "DropWebhookEndpoint",
     "EndpointCountIs",
     "EndpointIs",
     "FanOutEvents",
@@ -409,7 +415,7 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListProjects,
         LoadUser,
         LoadUserWithTeam,
-        FindUserByAuthEmail,
+        FindUserByIndex,
         ListUsers,
         LoadSession,
         ListSessions,
@@ -432,7 +438,6 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListProjectContactChannels,
         FindAuthAddressHolder,  # passwords
         # --- OAuth storage ---
-        FindUserByOAuthAccount,
         LoadProviderTokens,
         # --- webhooks ---
         LoadWebhookEndpoint,

@@ -25,7 +25,7 @@ Sign-in uniqueness: an address `used_for_auth` is unique across the project's us
 project's e-mail index (auth address -> user id) holds every auth channel's address, the primary's and the stored
 ones' (except unverified claims, below), and every write here reads it, decides (`address_taken`,
 `claims_address`), and changes it in a commit guarded on the entries it read (`channel_commit`).
-`FindUserByAuthEmail` (the one lookup of OTP, password sign-in and password reset) therefore finds a user by any
+`find_user_by_email` (the one lookup of OTP, password sign-in and password reset) therefore finds a user by any
 of their auth channels that the index gives them. Whether that
 address is verified (for the OTP rules) is the matched channel's `is_verified` (`auth_address_verified`, read by
 `matched_address_verified`), never the primary's when another channel matched.

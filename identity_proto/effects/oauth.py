@@ -25,12 +25,12 @@ from typing import Any, TypeVar
 import orjson
 
 from identity_proto.effects.base import Flow, StorageEffect, perform
-from identity_proto.effects.commit import CommitWrite
-from identity_proto.records import OAuthAccount, User
+from identity_proto.effects.commit import CommitWrite, IndexName
+from identity_proto.effects.users import FindUserByIndex
+from identity_proto.records import OAuthAccount
 
 __all__ = [
     "DropProviderTokens",
-    "FindUserByOAuthAccount",
     "LoadProviderTokens",
     "OAuthState",
     "OuterCode",
@@ -39,6 +39,7 @@ __all__ = [
     "SetOAuthAccounts",
     "ShortLived",
     "TakeShortLived",
+    "find_user_by_oauth_account",
     "oauth_index_key",
     "put_record",
     "record_put",
@@ -115,13 +116,9 @@ class OuterCode:
     sealed_tokens: str | None = field(default=None, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class FindUserByOAuthAccount(StorageEffect[User | None]):
+def find_user_by_oauth_account(project_id: str, provider_config_id: str, account_id: str) -> FindUserByIndex:
     """The user whose sign-in-enabled account (`provider_config_id`, `account_id`) is in the OAuth index."""
-
-    project_id: str
-    provider_config_id: str
-    account_id: str
+    return FindUserByIndex(project_id, IndexName.OAUTH, oauth_index_key(provider_config_id, account_id))
 
 
 @dataclass(frozen=True, slots=True)

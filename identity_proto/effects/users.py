@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from identity_proto.effects.base import StorageEffect
-from identity_proto.effects.commit import CommitGuard, CommitWrite, RecordKind
+from identity_proto.effects.commit import CommitGuard, CommitWrite, IndexName, RecordKind
 from identity_proto.records import Team, User  # noqa: F401 (Team is named only in quoted result types)
 
 
@@ -36,11 +36,17 @@ class LoadUserWithTeam(StorageEffect["tuple[User, Team | None] | None"]):
 
 
 @dataclass(frozen=True, slots=True)
-class FindUserByAuthEmail(StorageEffect["User | None"]):
-    """The user whose auth-enabled primary e-mail is exactly `email` (already normalised), or None."""
+class FindUserByIndex(StorageEffect["User | None"]):
+    """The user the unique index `index` names under `key`, or None."""
 
     project_id: str
-    email: str
+    index: IndexName
+    key: str
+
+
+def find_user_by_email(project_id: str, email: str) -> FindUserByIndex:
+    """The user whose auth-enabled primary e-mail is exactly `email` (already normalised)."""
+    return FindUserByIndex(project_id, IndexName.EMAIL, email)
 
 
 @dataclass(frozen=True, slots=True)

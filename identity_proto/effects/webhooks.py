@@ -73,11 +73,13 @@ __all__ = [
     "AddTestEvent",
     "ClaimDeliveries",
     "ClaimedDelivery",
-    "DeleteWebhookEndpoint",
+    "DeliveriesAre",
     "Delivery",
     "DeliveryAttempt",
     "DeliveryIs",
     "DeliveryState",
+    "DropDelivery",
+    "DropWebhookEndpoint",
     "EndpointCountIs",
     "EndpointIs",
     "FanOutEvents",
@@ -223,11 +225,10 @@ class ListWebhookEndpoints(StorageEffect[tuple[WebhookEndpoint, ...]]):
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteWebhookEndpoint(StorageEffect[bool]):
-    """Delete the endpoint and its deliveries (pending ones are dropped); remove the project from the webhook set
-    when it was its last endpoint. False when there was none."""
+class DropWebhookEndpoint(CommitWrite):
+    """Remove the endpoint (its deliveries: `DropDelivery`); the project leaves `ListWebhookProjects` when it was
+    its last."""
 
-    project_id: str
     endpoint_id: str
 
 
@@ -313,11 +314,11 @@ class RecordAttempt(StorageEffect[bool]):
 
 @dataclass(frozen=True, slots=True)
 class ListDeliveries(StorageEffect[tuple[Delivery, ...]]):
-    """The endpoint's deliveries still kept, newest first, at most `limit`."""
+    """The endpoint's deliveries still kept, newest first, at most `limit` (None: all)."""
 
     project_id: str
     endpoint_id: str
-    limit: int = 50
+    limit: int | None = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +335,22 @@ class DeliveryIs(CommitGuard):
     """The delivery is stored in the state and with the attempts of `delivery` (as the flow read it)."""
 
     delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveriesAre(CommitGuard):
+    """The endpoint's deliveries are those of `message_ids` (as `ListDeliveries` read them all), no other."""
+
+    endpoint_id: str
+    message_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DropDelivery(CommitWrite):
+    """Remove a delivery, whatever its state."""
+
+    endpoint_id: str
+    message_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,21 +36,21 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    FindUserByAuthEmail,
     Flow,
     ListContactChannels,
     LoadProject,
     LoadUser,
     UpgradeRefusal,
+    find_user_by_email,
     perform,
 )
 from identity_proto.effects.commit import CommitConflict, IndexIs
 from identity_proto.effects.contact_channels import auth_address_verified
 from identity_proto.effects.oauth import (
-    FindUserByOAuthAccount,
     OAuthState,
     OuterCode,
     ShortLived,
+    find_user_by_oauth_account,
     put_record,
     take_record,
 )
@@ -599,7 +599,7 @@ def _try_resolve_user(
     commit: bool,
 ) -> Flow[tuple[User, OAuthAccount, bool] | None]:
     """One attempt of `_resolve_user`; None when a concurrent write took what it was about to claim (retry)."""
-    holder = yield from perform(FindUserByOAuthAccount(project.id, config.id, identity.account_id))
+    holder = yield from perform(find_user_by_oauth_account(project.id, config.id, identity.account_id))
     holder_row = _row(holder, config.id, identity.account_id)
 
     if kind == "link":
@@ -629,7 +629,7 @@ def _try_resolve_user(
     email = normalize_email(identity.email) if identity.email else None
     email_auth = email is not None
     if email is not None:
-        existing = yield from perform(FindUserByAuthEmail(project.id, email))
+        existing = yield from perform(find_user_by_email(project.id, email))
         if existing is not None:
             channels = yield from perform(ListContactChannels(project.id, existing.id))
             stored = channels.stored if channels is not None else ()

@@ -45,9 +45,9 @@ from identity_proto.effects.commit import (
 )
 from identity_proto.effects.oauth import (
     DropProviderTokens,
-    FindUserByOAuthAccount,
     PutProviderTokens,
     SetOAuthAccounts,
+    find_user_by_oauth_account,
     oauth_index_key,
 )
 from identity_proto.errors import ErrorCode, KnownError, PlainError
@@ -226,7 +226,7 @@ def _check_accounts(
         raise PlainError(400, "The same provider type with the same account ID already exists for this user.")
     if sign_in_requested:
         holder = yield from perform(
-            FindUserByOAuthAccount(project_id, candidate.provider_config_id, candidate.account_id)
+            find_user_by_oauth_account(project_id, candidate.provider_config_id, candidate.account_id)
         )
         if holder is not None and holder.id != user.id:
             raise KnownError(ErrorCode.OAUTH_PROVIDER_ACCOUNT_ID_ALREADY_USED_FOR_SIGN_IN)

@@ -15,11 +15,11 @@ from identity_proto.effects import (
     EmailSignIn,
     EmailSignInOutcome,
     FindAuthAddressHolder,
-    FindUserByAuthEmail,
     Flow,
     ListContactChannels,
     PutCode,
     auth_address_verified,
+    find_user_by_email,
     perform,
 )
 from identity_proto.effects.commit import (
@@ -288,7 +288,7 @@ def sign_in_by_email(
     if newcomer.user.auth_email != email:
         raise ValueError("the user signing up holds the address as their auth e-mail")
     if holder is None:
-        found = yield from perform(FindUserByAuthEmail(project_id, email))
+        found = yield from perform(find_user_by_email(project_id, email))
         holder = AddressHolder(None if found is None else found.id, found)
     user = holder.user
     if user is not None:

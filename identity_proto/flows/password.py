@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    FindUserByAuthEmail,
     Flow,
     HashPassword,
     UpgradeRefusal,
     VerifyPassword,
+    find_user_by_email,
     perform,
 )
 from identity_proto.errors import ErrorCode, KnownError
@@ -60,7 +60,7 @@ def sign_up_with_password(ctx: RequestContext[PasswordSignUpBody]) -> Flow[Respo
     verify_at = body.verification_callback_url
     if verify_at is not None and not callback_is_trusted(verify_at, project.config):
         raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)  # before anything is created
-    if (yield from perform(FindUserByAuthEmail(project.id, email))) is not None:
+    if (yield from perform(find_user_by_email(project.id, email))) is not None:
         raise email_taken(email)
     password_hash = yield from perform(HashPassword(body.password, ctx.options.password_rounds))
     # anonymous users: an anonymous caller becomes this user, keeping its id (reference part 2 §4)
@@ -124,7 +124,7 @@ def sign_in_with_password(ctx: RequestContext[PasswordSignInBody]) -> Flow[Respo
     failures = FailureLimit.sign_in(
         ctx.options.rate_limits_enabled, project.config, f"{project.id}:{email}", now_ms=ctx.now_ms
     )
-    user = yield from failures.guard(perform(FindUserByAuthEmail(project.id, email)))
+    user = yield from failures.guard(perform(find_user_by_email(project.id, email)))
     real_hash = user.password_hash if user is not None else None
     stored_hash = real_hash or timing_decoy_hash(ctx.options.password_rounds)
     matches = yield from perform(VerifyPassword(body.password, stored_hash))

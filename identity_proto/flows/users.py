@@ -25,7 +25,6 @@ from identity_proto.effects import (
     DropSession,
     DropUser,
     Exists,
-    FindUserByAuthEmail,
     Flow,
     HashPassword,
     ListApiKeys,
@@ -39,6 +38,7 @@ from identity_proto.effects import (
     LoadUserWithTeam,
     StorageEffect,
     Together,
+    find_user_by_email,
     perform,
 )
 from identity_proto.effects.api_keys import DropApiKey, UserApiKeysAre
@@ -56,7 +56,7 @@ from identity_proto.effects.commit import (
     SetIndex,
     commit,
 )
-from identity_proto.effects.oauth import DropProviderTokens, FindUserByOAuthAccount, oauth_index_key
+from identity_proto.effects.oauth import DropProviderTokens, find_user_by_oauth_account, oauth_index_key
 from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.effects.teams import UserTeamsAre
@@ -396,7 +396,7 @@ def _read_current(
         ListContactChannels(project_id, user_id) if new_address is not None else LoadUser(project_id, user_id)
     ]
     if new_address is not None:
-        reads.append(FindUserByAuthEmail(project_id, new_address))
+        reads.append(find_user_by_email(project_id, new_address))
     if password:
         reads.append(ListSessions(project_id, user_id))
     if len(reads) > 1:
@@ -448,7 +448,7 @@ def _email_index_moves(
     if new is not None:
         holder = read.holder
         if not read.holder_read or new != new_primary:
-            found = yield from perform(FindUserByAuthEmail(project_id, new))
+            found = yield from perform(find_user_by_email(project_id, new))
             holder = None if found is None else found.id
         if holder not in (None, current.id):
             raise email_taken(taken)
@@ -595,7 +595,7 @@ def create_user(ctx: RequestContext[UserCreateBody]) -> Flow[Response]:
     changes["is_anonymous"] = bool(body.is_anonymous)
     changes.update(profile_changes(blank, body, given, auth.access_type))
     user = UserChanges.of(changes.items()).apply(blank)
-    if user.auth_email is not None and (yield from perform(FindUserByAuthEmail(project.id, user.auth_email))):
+    if user.auth_email is not None and (yield from perform(find_user_by_email(project.id, user.auth_email))):
         raise email_taken(user.auth_email)
     created = yield from store_new_user(ctx, project, user)  # a concurrent sign-up of the address: re-run, 409
     return json_response(201, (yield from load_rendered_user(ctx, project, created)))
@@ -650,7 +650,7 @@ def drop_user(project_id: str, user_id: str) -> Flow[bool]:
     holders: tuple[User | None, ...] = ()
     if sign_in:
         holders = yield from perform(
-            Together(tuple(FindUserByOAuthAccount(project_id, a.provider_config_id, a.account_id) for a in sign_in))
+            Together(tuple(find_user_by_oauth_account(project_id, a.provider_config_id, a.account_id) for a in sign_in))
         )
     team_ids = tuple(membership.team_id for membership in memberships)
     guards: list[CommitGuard] = [

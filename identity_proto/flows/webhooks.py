@@ -33,10 +33,12 @@ from identity_proto.effects import Flow, perform
 from identity_proto.effects.commit import commit
 from identity_proto.effects.webhooks import (
     AddTestEvent,
-    DeleteWebhookEndpoint,
+    DeliveriesAre,
     Delivery,
     DeliveryIs,
     DeliveryState,
+    DropDelivery,
+    DropWebhookEndpoint,
     EndpointCountIs,
     EndpointIs,
     ListDeliveries,
@@ -70,6 +72,7 @@ __all__ = [
     "check_endpoint_url",
     "create_webhook_endpoint",
     "delete_webhook_endpoint",
+    "drop_webhook_endpoint",
     "get_webhook_endpoint",
     "list_webhook_deliveries",
     "list_webhook_endpoints",
@@ -272,10 +275,21 @@ def replace_webhook_endpoint(
     return endpoint
 
 
+def drop_webhook_endpoint(project_id: str, endpoint_id: str) -> Flow[bool]:
+    """Drop the endpoint and its deliveries (pending ones too), guarded on them as read: a delivery made meanwhile
+    conflicts. False when there is no such endpoint."""
+    if (endpoint := (yield from perform(LoadWebhookEndpoint(project_id, endpoint_id)))) is None:
+        return False
+    ids = tuple(d.message_id for d in (yield from perform(ListDeliveries(project_id, endpoint_id, None))))
+    guards = (EndpointIs(endpoint_id, endpoint), DeliveriesAre(endpoint_id, ids))
+    drops = (*(DropDelivery(endpoint_id, message_id) for message_id in ids), DropWebhookEndpoint(endpoint_id))
+    yield from commit(project_id, guards, drops)
+    return True
+
+
 def delete_webhook_endpoint(ctx: RequestContext[None, None, WebhookEndpointParams]) -> Flow[Response]:
     """DELETE /webhook-endpoints/{endpoint_id}: the endpoint and its deliveries (pending ones are dropped)."""
-    deleted = yield from perform(DeleteWebhookEndpoint(ctx.require_auth().project.id, ctx.params.endpoint_id))
-    if not deleted:
+    if not (yield from drop_webhook_endpoint(ctx.require_auth().project.id, ctx.params.endpoint_id)):
         raise KnownError(ErrorCode.WEBHOOK_ENDPOINT_NOT_FOUND)
     return json_response(200, {"success": True})
 

@@ -16,7 +16,6 @@ from backends.redis import GRACE_MS, RedisStore
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     ChannelWrite,
-    FindUserByAuthEmail,
     ListMemberships,
     ListSessions,
     ListTeams,
@@ -27,6 +26,7 @@ from identity_proto.effects import (
     LoadUserWithTeam,
     UpgradeRefusal,
     UseRefreshToken,
+    find_user_by_email,
     perform,
 )
 from identity_proto.effects.base import Flow
@@ -206,7 +206,7 @@ def test_an_upgrade_makes_the_user_signed_up_in_place_and_gives_it_the_address(s
     )
     assert upgraded == expected
     assert store.apply(LoadUser(PROJECT, "anon")) == expected
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == expected
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == expected
     # Its new sign-up time moved it in the order of ListUsers (after a user who signed up in between).
     assert [u.id for u in store.apply(ListUsers(PROJECT))] == ["early", "anon"]
     assert store.apply(ListSessions(PROJECT, "anon")) == (make_session("s-anon", "anon"),)
@@ -246,7 +246,7 @@ def test_an_upgrade_to_a_taken_address_writes_nothing(store: Store) -> None:
     assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.EMAIL_TAKEN
 
     assert store.apply(LoadUser(PROJECT, "anon")) == anonymous(selected_team_id="team-anon")
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == holder
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == holder
     assert store.apply(LoadTeam(PROJECT, "team-anon")) == personal_team()[0]
     assert [u.id for u in store.apply(ListUsers(PROJECT))] == ["anon", "holder"]
 
@@ -256,7 +256,7 @@ def test_an_address_held_without_sign_in_is_free_to_take(store: Store) -> None:
     store.apply(add_user(PROJECT, make_user("other", EMAIL, auth=False)))
     upgraded = run_flow(store, lambda: upgrade())
     assert isinstance(upgraded, User)
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == upgraded
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == upgraded
 
 
 def test_an_upgrade_to_an_address_the_user_has_as_another_channel_writes_nothing(store: Store) -> None:
@@ -282,12 +282,12 @@ def test_an_upgrade_of_a_user_no_longer_anonymous_writes_nothing(store: Store) -
     assert run_flow(store, lambda: upgrade(email="other@example.com")) is UpgradeRefusal.NOT_ANONYMOUS
 
     assert store.apply(LoadUser(PROJECT, "anon")) == first
-    assert store.apply(FindUserByAuthEmail(PROJECT, "other@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "other@example.com")) is None
 
 
 def test_an_upgrade_of_a_missing_user_writes_nothing(store: Store) -> None:
     assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.NOT_FOUND
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) is None
     assert store.apply(ListUsers(PROJECT)) == ()
 
 
@@ -295,7 +295,7 @@ def test_an_upgrade_looks_at_its_own_project_only(store: Store) -> None:
     store.apply(add_user(OTHER_PROJECT, make_user("holder", EMAIL)))
     run_on(store, sign_up())
     assert isinstance(run_flow(store, lambda: upgrade()), User)
-    assert store.apply(FindUserByAuthEmail(OTHER_PROJECT, EMAIL)) == make_user("holder", EMAIL)
+    assert store.apply(find_user_by_email(OTHER_PROJECT, EMAIL)) == make_user("holder", EMAIL)
 
 
 def test_the_upgrade_makes_the_user_non_anonymous(store: Store) -> None:
@@ -320,7 +320,7 @@ def test_concurrent_upgrades_to_one_address_make_one_holder(store: Store) -> Non
     winners = [result for result in results if isinstance(result, User)]
     assert len(winners) == 1
     assert sorted(r.value for r in results if isinstance(r, UpgradeRefusal)) == ["email_taken"] * 11
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == winners[0]
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == winners[0]
     still_anonymous = [u.id for u in store.apply(ListUsers(PROJECT)) if u.is_anonymous]
     assert sorted(still_anonymous) == sorted(set(ids) - {winners[0].id})
 
@@ -331,7 +331,7 @@ def test_an_upgrade_racing_a_sign_up_of_the_address_makes_one_holder(store: Stor
         lambda: run_flow(store, lambda: upgrade()),
         lambda: store.apply(add_user(PROJECT, make_user("newcomer", EMAIL))),
     )
-    holder = store.apply(FindUserByAuthEmail(PROJECT, EMAIL))
+    holder = store.apply(find_user_by_email(PROJECT, EMAIL))
     assert holder is not None
     if holder.id == "anon":
         assert isinstance(results[0], User)

@@ -12,8 +12,6 @@ import pytest
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.drivers import Store
 from identity_proto.effects import (
-    FindUserByAuthEmail,
-    FindUserByOAuthAccount,
     ListMemberships,
     ListProjectPermissions,
     ListTeams,
@@ -21,6 +19,8 @@ from identity_proto.effects import (
     LoadTeam,
     LoadUser,
     PutProject,
+    find_user_by_email,
+    find_user_by_oauth_account,
 )
 from identity_proto.effects.commit import (
     Announce,
@@ -89,7 +89,7 @@ def test_a_commit_writes_what_the_reads_read_back(store: Store) -> None:
     assert store.apply(sign_up(user, team)) == Committed()
 
     assert store.apply(LoadUser(PROJECT, "u1")) == user
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == user
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == user
     assert [u.id for u in store.apply(ListUsers(PROJECT))] == ["u1"]
     assert store.apply(LoadTeam(PROJECT, "t1")) == team
     assert store.apply(ListTeams(PROJECT, user_id="u1")) == (team,)
@@ -117,11 +117,11 @@ def test_a_guard_that_does_not_hold_refuses_the_whole_commit(store: Store) -> No
     assert store.apply(LoadTeam(PROJECT, "t2")) is None
     assert store.apply(ListMemberships(PROJECT, team_id="t2")) == ()
     assert store.apply(ListProjectPermissions(PROJECT, "u2")) == ()
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)).id == "u1"  # type: ignore[union-attr]
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)).id == "u1"  # type: ignore[union-attr]
     assert events(store) == before
     # The id is taken (guard 0).
     assert store.apply(sign_up(make_user("u1", "other@example.com"), make_team("t3"))) == Conflict(0)
-    assert store.apply(FindUserByAuthEmail(PROJECT, "other@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "other@example.com")) is None
 
 
 def test_fields_are_compares_exactly_the_named_fields(store: Store) -> None:
@@ -157,8 +157,8 @@ def test_index_guards_and_writes(store: Store) -> None:
         (DropIndex(IndexName.EMAIL, EMAIL), SetIndex(IndexName.OAUTH, "github\n42", "u1")),
     )
     assert store.apply(moved) == Committed()
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
-    found = store.apply(FindUserByOAuthAccount(PROJECT, "github", "42"))
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) is None
+    found = store.apply(find_user_by_oauth_account(PROJECT, "github", "42"))
     assert found is not None
     assert found.id == "u1"
 

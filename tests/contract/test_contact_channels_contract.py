@@ -15,11 +15,11 @@ from identity_proto.effects import (
     ChannelWrite,
     CodeOutcome,
     EmailRefusal,
-    FindUserByAuthEmail,
     ListContactChannels,
     ListProjectContactChannels,
     LoadUser,
     UserChannels,
+    find_user_by_email,
 )
 from identity_proto.effects.commit import Committed
 from identity_proto.errors import ErrorCode
@@ -63,7 +63,7 @@ def summary(store: Store, user_id: str = "ada") -> list[tuple[str, str, bool, bo
 
 
 def owner(store: Store, email: str) -> str | None:
-    found = store.apply(FindUserByAuthEmail(PROJECT, email))
+    found = store.apply(find_user_by_email(PROJECT, email))
     return None if found is None else found.id
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from identity_proto import SeededEntropy
 from identity_proto.drivers import Store, run
 from identity_proto.effects import (
-    FindUserByAuthEmail,
     ListMemberships,
     ListOutbox,
     ListTeams,
@@ -18,6 +17,7 @@ from identity_proto.effects import (
     SetClockOverride,
     append_outbox,
     create_project,
+    find_user_by_email,
 )
 from identity_proto.effects.commit import Committed
 from identity_proto.flows.projects import new_project
@@ -72,7 +72,7 @@ def test_reset_removes_one_projects_data_and_keeps_the_project(store: Store) -> 
         assert (store.apply(ListTeams(pid)) == ()) is empty
         assert (store.apply(ListMemberships(pid)) == ()) is empty
         assert (store.apply(ListOutbox(pid)) == ()) is empty
-        assert (store.apply(FindUserByAuthEmail(pid, "a@example.com")) is None) is empty
+        assert (store.apply(find_user_by_email(pid, "a@example.com")) is None) is empty
     # the reset project works as new: the same address and user id can be created again
     assert store.apply(add_user(reset, make_user("u1", "a@example.com"))) == Committed(
         (make_user("u1", "a@example.com"),)
@@ -88,7 +88,7 @@ def test_create_user_refuses_a_taken_id_and_writes_nothing(store: Store) -> None
     assert store.apply(add_user("p", first)) == Committed((first,))
     assert store.apply(add_user("p", make_user("u1", "b@example.com"))) == ID_TAKEN
     assert store.apply(LoadUser("p", "u1")) == first
-    assert store.apply(FindUserByAuthEmail("p", "b@example.com")) is None
+    assert store.apply(find_user_by_email("p", "b@example.com")) is None
     assert [u.id for u in store.apply(ListUsers("p"))] == ["u1"]
 
 

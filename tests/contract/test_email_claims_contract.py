@@ -5,7 +5,7 @@ signs in (and up) by code over it."""
 from __future__ import annotations
 
 from identity_proto.drivers import Store
-from identity_proto.effects import FindUserByAuthEmail, LoadUser
+from identity_proto.effects import LoadUser, find_user_by_email
 from tests.contract.service import ServiceOver
 from tests.support import PROJECT_ID, server_headers
 
@@ -35,7 +35,7 @@ def test_client_email_change_is_unverified_and_not_for_sign_in(store: Store) -> 
         False,
         False,
     )
-    assert store.apply(FindUserByAuthEmail(PROJECT_ID, OWNER)) is None
+    assert store.apply(find_user_by_email(PROJECT_ID, OWNER)) is None
     as_owner = service.password("sign-in", OWNER, "mallory's password")
     assert (as_owner.status, as_owner.known_error) == (400, "EMAIL_PASSWORD_MISMATCH")
 
@@ -47,7 +47,7 @@ def test_real_owner_signs_in_over_an_unverified_claim(store: Store) -> None:
     assert owner.status == 200, owner.body
     assert owner.json["is_new_user"] is True
     assert owner.json["user_id"] != attacker_id
-    holder = store.apply(FindUserByAuthEmail(PROJECT_ID, OWNER))
+    holder = store.apply(find_user_by_email(PROJECT_ID, OWNER))
     assert holder is not None
     assert (holder.id, holder.primary_email_verified) == (owner.json["user_id"], True)
     again = service.code_sign_in(OWNER)

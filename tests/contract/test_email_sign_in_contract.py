@@ -21,7 +21,6 @@ from identity_proto.effects import (
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
-    FindUserByAuthEmail,
     ListMemberships,
     ListSessions,
     ListTeams,
@@ -30,6 +29,7 @@ from identity_proto.effects import (
     LoadUser,
     LoadUserWithTeam,
     UseRefreshToken,
+    find_user_by_email,
     perform,
 )
 from identity_proto.effects.base import Flow
@@ -294,7 +294,7 @@ def test_with_sign_up_disabled_nobody_is_created(store: Store) -> None:
     result = sign_in(store, session=session, sign_up_enabled=False)
     assert result == EmailSignIn(EmailSignInOutcome.SIGN_UP_DISABLED)
     assert store.apply(ListUsers(PROJECT)) == ()
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) is None
     nothing_stored_for_the_session(store, session)
 
 
@@ -307,7 +307,7 @@ def test_a_new_user_is_created_with_every_field_indexed_and_signed_in(store: Sto
 
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, user)
     assert store.apply(LoadUser(PROJECT, user.id)) == user
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == user
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == user
     assert store.apply(ListUsers(PROJECT)) == (user,)
     assert store.apply(ListSessions(PROJECT, user.id)) == (dataclasses.replace(session, user_id=user.id),)
     # Once signed up, the next sign-in finds them (and creates no one).
@@ -347,7 +347,7 @@ def test_a_dangling_index_entry_counts_as_nobody(store: Store) -> None:
     remove_user_behind_the_stores_back(store, PROJECT, "gone")
     result = sign_in(store)
     assert result == EmailSignIn(EmailSignInOutcome.SIGNED_UP, newcomer_user())
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == newcomer_user()
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == newcomer_user()
 
 
 def test_a_new_users_id_taken_writes_nothing(store: Store) -> None:
@@ -356,7 +356,7 @@ def test_a_new_users_id_taken_writes_nothing(store: Store) -> None:
     session = session_template()
     assert sign_in(store, new_user=newcomer_user("new"), session=session) == EmailSignIn(EmailSignInOutcome.ID_TAKEN)
     assert store.apply(ListUsers(PROJECT)) == (holder,)
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) is None
     nothing_stored_for_the_session(store, session)
 
 
@@ -418,7 +418,7 @@ def test_async_sign_in_by_email_through_arun(async_store: AsyncBackend) -> None:
             await arun(store_sign_in_code(PROJECT, code, sign_up_enabled=True), store),
             await arun(sign_in_flow(), store),
             await arun(sign_in_flow(new_user=newcomer_user("other"), session=session_template("s2")), store),
-            await arun(perform(FindUserByAuthEmail(PROJECT, EMAIL)), store),
+            await arun(perform(find_user_by_email(PROJECT, EMAIL)), store),
         ]
 
     user = newcomer_user()

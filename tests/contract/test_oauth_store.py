@@ -1,7 +1,7 @@
 """OAuth storage over every store: the authorize request kept for its callback and the outer code kept for the
 token exchange (short-lived values: `put_record` / `take_record`, taken once), linked accounts on the user record
 with the project's OAuth index (an OAuth sign-up's commit, `commit_accounts` guarded on the list as read, the
-anonymous upgrade's claim, FindUserByOAuthAccount), provider tokens (`save_provider_tokens` / LoadProviderTokens),
+anonymous upgrade's claim, FindUserByIndex), provider tokens (`save_provider_tokens` / LoadProviderTokens),
 and what a user's deletion and a project's reset take with them; races with exactly one winner, and the TTLs of the
 short-lived records on Redis."""
 
@@ -20,8 +20,7 @@ from identity_proto.changes import UserChanges
 from identity_proto.drivers import Store, arun, run
 from identity_proto.effects import (
     DeleteProject,
-    FindUserByAuthEmail,
-    FindUserByOAuthAccount,
+    FindUserByIndex,
     ListMemberships,
     ListTeams,
     ListUsers,
@@ -34,6 +33,8 @@ from identity_proto.effects import (
     ShortLived,
     UpgradeRefusal,
     create_project,
+    find_user_by_email,
+    find_user_by_oauth_account,
     perform,
 )
 from identity_proto.effects.commit import (
@@ -154,8 +155,8 @@ def consume_code(store: Store, project_id: str, code_hash: str) -> OuterCode | N
     return run(take_record(OuterCode, ShortLived.OUTER_CODE, code_hash, project_id=project_id), store)
 
 
-def find(provider: str = "github", account_id: str = "gh-1", project: str = PROJECT) -> FindUserByOAuthAccount:
-    return FindUserByOAuthAccount(project, provider, account_id)
+def find(provider: str = "github", account_id: str = "gh-1", project: str = PROJECT) -> FindUserByIndex:
+    return find_user_by_oauth_account(project, provider, account_id)
 
 
 def make_state(n: int = 1, *, created_at: int = T0, lifetime_ms: int = 600_000, **fields: Any) -> OAuthState:
@@ -320,7 +321,7 @@ def test_a_state_or_code_saved_after_its_expiry_is_not_kept(store: Store) -> Non
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The OAuth sign-up and FindUserByOAuthAccount
+# The OAuth sign-up and the OAuth index
 
 
 def test_an_oauth_sign_up_stores_the_user_with_both_index_entries_and_the_personal_team(store: Store) -> None:
@@ -332,7 +333,7 @@ def test_an_oauth_sign_up_stores_the_user_with_both_index_entries_and_the_person
     assert stored == expected
     assert store.apply(LoadUserWithTeam(PROJECT, "ada")) == (expected, team)
     assert store.apply(find()) == expected
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == expected
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == expected
     assert store.apply(ListUsers(PROJECT)) == (expected,)
     assert store.apply(ListTeams(PROJECT, user_id="ada")) == (team,)
     assert store.apply(ListMemberships(PROJECT, team_id=team.id)) == (creator,)
@@ -368,7 +369,7 @@ def test_an_oauth_sign_up_with_a_taken_id_writes_nothing(store: Store) -> None:
 
     assert store.apply(ListUsers(PROJECT)) == (holder,)
     assert store.apply(find()) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) is None
     assert store.apply(ListTeams(PROJECT)) == ()
 
 
@@ -380,7 +381,7 @@ def test_an_oauth_sign_up_with_a_taken_address_writes_nothing(store: Store) -> N
 
     assert store.apply(ListUsers(PROJECT)) == (holder,)
     assert store.apply(find()) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == holder
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == holder
     assert store.apply(ListTeams(PROJECT)) == ()
 
 
@@ -392,7 +393,7 @@ def test_an_oauth_sign_up_with_a_taken_account_writes_nothing(store: Store) -> N
 
     assert store.apply(ListUsers(PROJECT)) == (holder,)
     assert store.apply(find()) == holder
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) is None
     assert store.apply(ListTeams(PROJECT)) == ()
 
 
@@ -551,7 +552,7 @@ def test_rich_accounts_compare_and_round_trip(store: Store) -> None:
     user = oauth_user("ada", EMAIL, rich, no_email)
     assert sign_up(store, user) == user
     assert store.apply(LoadUser(PROJECT, "ada")) == user
-    assert store.apply(FindUserByOAuthAccount(PROJECT, "my-oidc_1", rich.account_id)) == user
+    assert store.apply(find_user_by_oauth_account(PROJECT, "my-oidc_1", rich.account_id)) == user
 
     outcome, changed = change(store, "ada", (rich, no_email), (no_email,))
     assert outcome == "done"
@@ -751,7 +752,7 @@ def test_an_oauth_upgrade_links_and_indexes_the_account(store: Store) -> None:
     assert upgraded.oauth_accounts == (account(),)
     assert store.apply(LoadUser(PROJECT, "anon")) == upgraded
     assert store.apply(find()) == upgraded
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == upgraded
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == upgraded
 
 
 def test_an_oauth_upgrade_with_an_account_without_sign_in_is_not_indexed(store: Store) -> None:
@@ -770,7 +771,7 @@ def test_an_oauth_upgrade_to_a_taken_account_writes_nothing(store: Store) -> Non
     assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.ACCOUNT_TAKEN
 
     assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) is None
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) is None
     assert store.apply(find()) == holder
 
 
@@ -782,7 +783,7 @@ def test_an_oauth_upgrade_to_a_taken_address_writes_nothing(store: Store) -> Non
     assert run_flow(store, lambda: upgrade()) is UpgradeRefusal.EMAIL_TAKEN
 
     assert store.apply(LoadUser(PROJECT, "anon")) == anonymous()
-    assert store.apply(FindUserByAuthEmail(PROJECT, EMAIL)) == holder
+    assert store.apply(find_user_by_email(PROJECT, EMAIL)) == holder
     assert store.apply(find()) is None
 
 

@@ -16,7 +16,6 @@ from identity_proto.effects import (
     CommitConflict,
     Exists,
     FindApiKeyByHash,
-    FindUserByAuthEmail,
     ListApiKeys,
     ListContactChannels,
     ListMemberships,
@@ -29,6 +28,7 @@ from identity_proto.effects import (
     LoadUser,
     TeamWrite,
     UseRefreshToken,
+    find_user_by_email,
     perform,
 )
 from identity_proto.effects.commit import Committed, PutSession, RecordKind, commit
@@ -255,7 +255,7 @@ def test_delete_removes_the_user_and_frees_the_address(store: Store) -> None:
     assert delete_user(store, PROJECT, user.id) is False
 
     assert store.apply(LoadUser(PROJECT, user.id)) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "a@example.com")) is None
     assert store.apply(ListUsers(PROJECT)) == ()
     successor = make_user("user-2", "a@example.com")
     assert store.apply(add_user(PROJECT, successor)) == Committed((successor,))
@@ -281,7 +281,7 @@ def test_delete_removes_the_address_entry_only_when_it_points_at_the_user(store:
 
     assert delete_user(store, PROJECT, stale.id) is True
 
-    assert store.apply(FindUserByAuthEmail(PROJECT, "shared@example.com")) == owner
+    assert store.apply(find_user_by_email(PROJECT, "shared@example.com")) == owner
 
 
 def test_delete_keeps_an_address_without_auth_out_of_it(store: Store) -> None:
@@ -292,7 +292,7 @@ def test_delete_keeps_an_address_without_auth_out_of_it(store: Store) -> None:
 
     assert delete_user(store, PROJECT, contact_only.id) is True
 
-    assert store.apply(FindUserByAuthEmail(PROJECT, "shared@example.com")) == signs_in
+    assert store.apply(find_user_by_email(PROJECT, "shared@example.com")) == signs_in
 
 
 def test_delete_removes_every_session_of_the_user_only(store: Store) -> None:
@@ -516,7 +516,7 @@ def test_a_deletion_whose_reads_miss_a_concurrent_addition_conflicts_then_takes_
     assert racing.done
     assert store.apply(LoadUser(PROJECT, user.id)) is not None
     assert store.apply(LoadSession(PROJECT, "early")) == make_session("early", user.id)
-    assert store.apply(FindUserByAuthEmail(PROJECT, "ada@example.com")) is not None
+    assert store.apply(find_user_by_email(PROJECT, "ada@example.com")) is not None
     assert delete_user(store, PROJECT, user.id) is True
     assert store.apply(LoadUser(PROJECT, user.id)) is None
     assert store.apply(ListSessions(PROJECT, user.id)) == ()
@@ -524,8 +524,8 @@ def test_a_deletion_whose_reads_miss_a_concurrent_addition_conflicts_then_takes_
     assert store.apply(LoadSession(PROJECT, "early")) is None
     assert store.apply(ListMemberships(PROJECT, user_id=user.id)) == ()
     assert store.apply(ListContactChannels(PROJECT, user.id)) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "late@example.com")) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "ada@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "late@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "ada@example.com")) is None
     assert store.apply(ListApiKeys(PROJECT, ApiKeyType.USER, user.id)) == ()
     assert store.apply(FindApiKeyByHash(PROJECT, "hash-of-late")) is None
 

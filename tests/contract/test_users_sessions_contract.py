@@ -1,4 +1,4 @@
-"""The user and session contract (LoadUser, FindUserByAuthEmail; a user stored by a sign-up's commit, its fields set
+"""The user and session contract (LoadUser, FindUserByIndex; a user stored by a sign-up's commit, its fields set
 by a PATCH (`patch_user`) or an internal write's commit (`PatchUser`); a session stored by a
 commit's PutSession, UseRefreshToken, LoadSession, ListSessions, ended by the core's `end_session` (SessionExists,
 EndSession) or all of a user's at once (DropSession each, guarded)) over every store."""
@@ -15,11 +15,11 @@ from backends.redis import GRACE_MS, RedisStore
 from identity_proto.changes import UserChanges
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
-    FindUserByAuthEmail,
     ListSessions,
     LoadSession,
     LoadUser,
     UseRefreshToken,
+    find_user_by_email,
     perform,
 )
 from identity_proto.effects.commit import Committed, Conflict
@@ -60,7 +60,7 @@ TAKEN = ErrorCode.USER_EMAIL_ALREADY_EXISTS
 
 def test_load_of_a_missing_user_is_none(store: Store) -> None:
     assert store.apply(LoadUser(PROJECT, "nobody")) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "nobody@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "nobody@example.com")) is None
 
 
 def test_create_then_load_and_find_round_trip_every_field(store: Store) -> None:
@@ -81,7 +81,7 @@ def test_create_then_load_and_find_round_trip_every_field(store: Store) -> None:
     assert loaded.risk_scores == RiskScores(bot=42, free_trial_abuse=99)
     assert loaded.display_name == "Zoë Ünïcode ✓ «rich» 🎉"
     assert loaded.restricted_by_admin_private_details == 'line one\nline "two"\ttab \\ backslash'
-    assert store.apply(FindUserByAuthEmail(PROJECT, "zoë@exämple.com")) == user
+    assert store.apply(find_user_by_email(PROJECT, "zoë@exämple.com")) == user
 
 
 def test_create_round_trips_a_user_with_every_default(store: Store) -> None:
@@ -105,7 +105,7 @@ def test_users_are_per_project(store: Store) -> None:
     store.apply(add_user(PROJECT, user))
 
     assert store.apply(LoadUser(OTHER_PROJECT, user.id)) is None
-    assert store.apply(FindUserByAuthEmail(OTHER_PROJECT, "a@example.com")) is None
+    assert store.apply(find_user_by_email(OTHER_PROJECT, "a@example.com")) is None
     # the same address signs a user in to another project
     elsewhere = make_user("user-2", "a@example.com")
     assert store.apply(add_user(OTHER_PROJECT, elsewhere)) == Committed((elsewhere,))
@@ -119,7 +119,7 @@ def test_create_with_a_taken_auth_email_is_refused_and_writes_nothing(store: Sto
     assert store.apply(add_user(PROJECT, second)) == EMAIL_TAKEN
 
     assert store.apply(LoadUser(PROJECT, second.id)) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) == first
+    assert store.apply(find_user_by_email(PROJECT, "a@example.com")) == first
 
 
 def test_an_address_without_auth_is_not_indexed_and_takes_nothing(store: Store) -> None:
@@ -127,9 +127,9 @@ def test_an_address_without_auth_is_not_indexed_and_takes_nothing(store: Store) 
     signs_in = make_user("user-2", "a@example.com")
 
     assert store.apply(add_user(PROJECT, contact_only)) == Committed((contact_only,))
-    assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "a@example.com")) is None
     assert store.apply(add_user(PROJECT, signs_in)) == Committed((signs_in,))
-    assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) == signs_in
+    assert store.apply(find_user_by_email(PROJECT, "a@example.com")) == signs_in
     # and a third user without auth on the same address is fine too
     third = make_user("user-3", "a@example.com", auth=False)
     assert store.apply(add_user(PROJECT, third)) == Committed((third,))
@@ -139,9 +139,9 @@ def test_find_matches_the_address_exactly(store: Store) -> None:
     user = make_user("user-1", "a@example.com")
     store.apply(add_user(PROJECT, user))
 
-    assert store.apply(FindUserByAuthEmail(PROJECT, "A@example.com")) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.co")) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "a@example.com")) == user
+    assert store.apply(find_user_by_email(PROJECT, "A@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "a@example.co")) is None
+    assert store.apply(find_user_by_email(PROJECT, "a@example.com")) == user
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_update_sets_the_given_fields_and_returns_the_user(store: Store) -> None
     expected = dataclasses.replace(user, **dict(changes))
     assert updated == Committed((expected,))
     assert store.apply(LoadUser(PROJECT, user.id)) == expected
-    assert store.apply(FindUserByAuthEmail(PROJECT, "zoë@exämple.com")) == expected
+    assert store.apply(find_user_by_email(PROJECT, "zoë@exämple.com")) == expected
 
 
 def test_update_without_changes_returns_the_stored_user(store: Store) -> None:
@@ -202,8 +202,8 @@ def test_update_to_a_taken_address_is_refused_and_writes_nothing(store: Store) -
 
     assert result is TAKEN
     assert store.apply(LoadUser(PROJECT, bob.id)) == bob  # display_name too
-    assert store.apply(FindUserByAuthEmail(PROJECT, "alice@example.com")) == alice
-    assert store.apply(FindUserByAuthEmail(PROJECT, "bob@example.com")) == bob
+    assert store.apply(find_user_by_email(PROJECT, "alice@example.com")) == alice
+    assert store.apply(find_user_by_email(PROJECT, "bob@example.com")) == bob
 
 
 def test_turning_auth_on_for_a_taken_address_is_refused(store: Store) -> None:
@@ -215,7 +215,7 @@ def test_turning_auth_on_for_a_taken_address_is_refused(store: Store) -> None:
     assert patched_user(store, PROJECT, bob.id, (("primary_email_auth_enabled", True),)) is TAKEN
 
     assert store.apply(LoadUser(PROJECT, bob.id)) == bob
-    assert store.apply(FindUserByAuthEmail(PROJECT, "shared@example.com")) == alice
+    assert store.apply(find_user_by_email(PROJECT, "shared@example.com")) == alice
 
 
 def test_turning_auth_off_frees_the_address(store: Store) -> None:
@@ -227,12 +227,12 @@ def test_turning_auth_off_frees_the_address(store: Store) -> None:
     off, _team = patched_user(store, PROJECT, alice.id, (("primary_email_auth_enabled", False),))
 
     assert off == dataclasses.replace(alice, primary_email_auth_enabled=False)
-    assert store.apply(FindUserByAuthEmail(PROJECT, "alice@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "alice@example.com")) is None
     # the address is free: bob can move to it, and alice can no longer turn auth back on
     moved, _team = patched_user(store, PROJECT, bob.id, (("primary_email", "alice@example.com"),))
     assert moved == dataclasses.replace(bob, primary_email="alice@example.com")
-    assert store.apply(FindUserByAuthEmail(PROJECT, "alice@example.com")) == moved
-    assert store.apply(FindUserByAuthEmail(PROJECT, "bob@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "alice@example.com")) == moved
+    assert store.apply(find_user_by_email(PROJECT, "bob@example.com")) is None
     assert patched_user(store, PROJECT, alice.id, (("primary_email_auth_enabled", True),)) is TAKEN
 
 
@@ -243,8 +243,8 @@ def test_changing_the_address_moves_the_index_entry(store: Store) -> None:
     updated, _team = patched_user(store, PROJECT, user.id, (("primary_email", "new@example.com"),))
 
     assert updated == dataclasses.replace(user, primary_email="new@example.com")
-    assert store.apply(FindUserByAuthEmail(PROJECT, "old@example.com")) is None
-    assert store.apply(FindUserByAuthEmail(PROJECT, "new@example.com")) == updated
+    assert store.apply(find_user_by_email(PROJECT, "old@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "new@example.com")) == updated
     # the old address is free for someone else
     second = make_user("user-2", "old@example.com")
     assert store.apply(add_user(PROJECT, second)) == Committed((second,))
@@ -258,7 +258,7 @@ def test_removing_the_address_frees_it(store: Store) -> None:
         dataclasses.replace(user, primary_email=None),
         None,
     )
-    assert store.apply(FindUserByAuthEmail(PROJECT, "gone@example.com")) is None
+    assert store.apply(find_user_by_email(PROJECT, "gone@example.com")) is None
 
 
 def test_turning_auth_on_and_setting_the_address_at_once_indexes_it(store: Store) -> None:
@@ -270,7 +270,7 @@ def test_turning_auth_on_and_setting_the_address_at_once_indexes_it(store: Store
 
     assert isinstance(updated, User)
     assert updated.auth_email == "fresh@example.com"
-    assert store.apply(FindUserByAuthEmail(PROJECT, "fresh@example.com")) == updated
+    assert store.apply(find_user_by_email(PROJECT, "fresh@example.com")) == updated
 
 
 def test_setting_ones_own_address_again_is_fine(store: Store) -> None:
@@ -280,7 +280,7 @@ def test_setting_ones_own_address_again_is_fine(store: Store) -> None:
     same, _team = patched_user(store, PROJECT, user.id, (("primary_email", "me@example.com"), ("display_name", "Me")))
 
     assert same == dataclasses.replace(user, display_name="Me")
-    assert store.apply(FindUserByAuthEmail(PROJECT, "me@example.com")) == same
+    assert store.apply(find_user_by_email(PROJECT, "me@example.com")) == same
 
 
 def test_update_with_revoke_sessions_removes_every_session_of_the_user_only(store: Store) -> None:
@@ -349,7 +349,7 @@ def test_of_concurrent_creates_with_one_address_exactly_one_wins(store: Store) -
     winners = [result.records[0] for result in results if isinstance(result, Committed)]
     assert len(winners) == 1
     assert results.count(EMAIL_TAKEN) == 9
-    assert store.apply(FindUserByAuthEmail(PROJECT, "race@example.com")) == winners[0]
+    assert store.apply(find_user_by_email(PROJECT, "race@example.com")) == winners[0]
     assert [store.apply(LoadUser(PROJECT, u.id)) is not None for u in users].count(True) == 1
 
 
@@ -365,9 +365,9 @@ def test_of_concurrent_moves_to_one_address_exactly_one_wins(store: Store) -> No
     winners = [result[0] for result in results if isinstance(result, tuple)]
     assert len(winners) == 1
     assert results.count(TAKEN) == 9
-    assert store.apply(FindUserByAuthEmail(PROJECT, "target@example.com")) == winners[0]
+    assert store.apply(find_user_by_email(PROJECT, "target@example.com")) == winners[0]
     for user in users:
-        still_indexed = store.apply(FindUserByAuthEmail(PROJECT, user.primary_email or ""))
+        still_indexed = store.apply(find_user_by_email(PROJECT, user.primary_email or ""))
         assert (still_indexed is None) == (user.id == winners[0].id)
 
 
@@ -384,7 +384,7 @@ def test_async_users_through_arun(async_store: AsyncBackend) -> None:
             await arun(perform(add_user(PROJECT, other)), store),
             await arun(_refused(patch_user(PROJECT, other.id, moved)), store),
             await arun(patch_user(PROJECT, user.id, UserChanges.of(display_name="Async")), store),
-            await arun(perform(FindUserByAuthEmail(PROJECT, user.primary_email or "")), store),
+            await arun(perform(find_user_by_email(PROJECT, user.primary_email or "")), store),
             await arun(perform(LoadUser(PROJECT, "missing")), store),
         ]
 

@@ -28,8 +28,8 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
+    CommitConflict,
     DeleteProject,
-    DeleteWebhookEndpoint,
     Delivery,
     DeliveryAttempt,
     DeliveryState,
@@ -47,7 +47,12 @@ from identity_proto.effects import (
 )
 from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.flows.projects import new_project
-from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
+from identity_proto.flows.webhooks import (
+    add_webhook_endpoint,
+    drop_webhook_endpoint,
+    replace_webhook_endpoint,
+    replay_delivery,
+)
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import SeededEntropy
 from tests.contract.conftest import AsyncBackend
@@ -155,12 +160,12 @@ def test_the_webhook_projects_are_those_with_an_endpoint(store: Store) -> None:
     add_endpoint(store, "ep-2")
     add_endpoint(store, "ep-x", project=OTHER_PROJECT)
     assert store.apply(ListWebhookProjects()) == (PROJECT, OTHER_PROJECT)
-    assert store.apply(DeleteWebhookEndpoint(PROJECT, "ep-1")) is True
+    assert run(drop_webhook_endpoint(PROJECT, "ep-1"), store) is True
     assert store.apply(ListWebhookProjects()) == (PROJECT, OTHER_PROJECT)
-    assert store.apply(DeleteWebhookEndpoint(PROJECT, "ep-2")) is True
+    assert run(drop_webhook_endpoint(PROJECT, "ep-2"), store) is True
     assert store.apply(ListWebhookProjects()) == (OTHER_PROJECT,)
-    assert store.apply(DeleteWebhookEndpoint(PROJECT, "ep-2")) is False
-    assert store.apply(DeleteWebhookEndpoint(OTHER_PROJECT, "ep-1")) is False
+    assert run(drop_webhook_endpoint(PROJECT, "ep-2"), store) is False
+    assert run(drop_webhook_endpoint(OTHER_PROJECT, "ep-1"), store) is False
     assert store.apply(ListWebhookEndpoints(OTHER_PROJECT)) == (endpoint("ep-x"),)
 
 
@@ -171,13 +176,26 @@ def test_deleting_an_endpoint_drops_its_deliveries_pending_or_not(store: Store) 
     assert store.apply(FanOutEvents(PROJECT, NOW)) == 2
     first = claim(store, limit=1)[0]
     assert record(store, first, attempt(NOW, 200, None))
-    assert store.apply(DeleteWebhookEndpoint(PROJECT, first.delivery.endpoint_id)) is True
+    assert run(drop_webhook_endpoint(PROJECT, first.delivery.endpoint_id), store) is True
     assert deliveries(store, first.delivery.endpoint_id) == ()
     claimed = claim(store, limit=10)
     assert {c.delivery.endpoint_id for c in claimed} == {"ep-1", "ep-2"} - {first.delivery.endpoint_id}
     # an endpoint created again with the same id starts empty
     add_endpoint(store, first.delivery.endpoint_id)
     assert deliveries(store, first.delivery.endpoint_id) == ()
+
+
+def test_deleting_an_endpoint_conflicts_with_a_delivery_made_meanwhile(store: Store) -> None:
+    add_endpoint(store)
+    record_events(store, "user.created")
+    flow = drop_webhook_endpoint(PROJECT, "ep-1")
+    the_commit = flow.send(store.apply(flow.send(store.apply(next(flow)))))  # its reads, then its commit
+    assert store.apply(FanOutEvents(PROJECT, NOW)) == 1
+    with pytest.raises(CommitConflict):
+        flow.send(store.apply(the_commit))
+    assert len(deliveries(store)) == 1
+    assert run(drop_webhook_endpoint(PROJECT, "ep-1"), store) is True
+    assert deliveries(store) == ()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -642,6 +660,20 @@ def test_redis_a_delivery_gone_by_ttl_is_skipped_by_every_reader(redis_store: Re
     assert run(replay_delivery(PROJECT, "ep-1", a.delivery.message_id, NOW), redis_store) is None
     redis_store.apply(TrimWebhookData(PROJECT, NOW + 1, 1000))
     assert [d.event_type for d in deliveries(redis_store)] == ["b"]
+
+
+def test_redis_deleting_an_endpoint_whose_delivery_is_gone_by_ttl(redis_store: RedisStore) -> None:
+    add_endpoint(redis_store)
+    record_events(redis_store, "a", "b")
+    redis_store.apply(FanOutEvents(PROJECT, NOW))
+    (a, b) = claim(redis_store, limit=2)
+    record(redis_store, a, attempt(NOW, 200, None))
+    client, keys = redis_store.client, redis_store.keys
+    client.delete(keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1"))
+    assert run(drop_webhook_endpoint(PROJECT, "ep-1"), redis_store) is True
+    left = (keys.webhook_deliveries(PROJECT, "ep-1"), keys.webhook_delivery(PROJECT, b.delivery.message_id, "ep-1"))
+    assert client.exists(*left) == 0
+    assert client.zcard(keys.webhook_due(PROJECT)) == client.zcard(keys.webhook_pending(PROJECT)) == 0
 
 
 def test_big_and_unicode_texts_round_trip_unchanged(store: Store) -> None:

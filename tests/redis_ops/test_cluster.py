@@ -45,8 +45,6 @@ from identity_proto.effects import (
     EmailRefusal,
     EmailSignInOutcome,
     FindApiKeyByHash,
-    FindUserByAuthEmail,
-    FindUserByOAuthAccount,
     HitRateLimits,
     InvitationAcceptance,
     ListApiKeys,
@@ -83,6 +81,8 @@ from identity_proto.effects import (
     append_outbox,
     create_project,
     ensure_project,
+    find_user_by_email,
+    find_user_by_oauth_account,
     password_fingerprint,
     update_project,
 )
@@ -294,18 +294,18 @@ def _users_and_their_email_index(store: RedisStore, p: str) -> None:
         assert store.apply(add_user(p, user)) == Committed((user,))
     assert store.apply(add_user(p, make_user("eve", "ada@example.com"))) == EMAIL_TAKEN
     assert store.apply(add_user(p, make_user("ada", "new@example.com"))) == ID_TAKEN
-    assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) == ada
+    assert store.apply(find_user_by_email(p, "ada@example.com")) == ada
     # Moving an e-mail: refused while another user holds it, then free once its holder moved away.
     taken = patched_user(store, p, "bob", (("primary_email", "ada@example.com"),))
     assert taken is ErrorCode.USER_EMAIL_ALREADY_EXISTS
     moved, _team = patched_user(store, p, "ada", (("primary_email", "ada@work.example"),))
     assert isinstance(moved, User)
     assert moved.primary_email == "ada@work.example"
-    assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) is None
-    assert store.apply(FindUserByAuthEmail(p, "ada@work.example")) == moved
+    assert store.apply(find_user_by_email(p, "ada@example.com")) is None
+    assert store.apply(find_user_by_email(p, "ada@work.example")) == moved
     bob_moved, _team = patched_user(store, p, "bob", (("primary_email", "ada@example.com"),))
     assert isinstance(bob_moved, User)
-    assert store.apply(FindUserByAuthEmail(p, "ada@example.com")) == bob_moved
+    assert store.apply(find_user_by_email(p, "ada@example.com")) == bob_moved
     # One read for a user and their selected team.
     assert store.apply(LoadUserWithTeam(p, "ada")) == (moved, None)
     # ListUsers: (signed_up_at_millis, id), the cursor inclusive, both directions.
@@ -450,7 +450,7 @@ def _anonymous_users(store: RedisStore, p: str) -> None:
     changes = (("primary_email", "anon@example.com"), ("primary_email_auth_enabled", True), ("is_anonymous", False))
     upgraded = upgrade_anonymous(store, p, anonymous.id, changes, "anon@example.com's Team")
     assert isinstance(upgraded, User)
-    assert store.apply(FindUserByAuthEmail(p, "anon@example.com")) == upgraded
+    assert store.apply(find_user_by_email(p, "anon@example.com")) == upgraded
     assert store.apply(LoadUserWithTeam(p, anonymous.id)) == (
         upgraded,
         dataclasses.replace(team, display_name="anon@example.com's Team"),
@@ -577,7 +577,7 @@ def _contact_channels(store: RedisStore, p: str) -> None:
     created = run_flow(store, lambda: create_channel(p, work, make_primary=True, next_primary_id="next"))
     assert isinstance(created, UserChannels)
     assert created.user.primary_email == "work@example.com"
-    assert store.apply(FindUserByAuthEmail(p, "chan@example.com")) == created.user
+    assert store.apply(find_user_by_email(p, "chan@example.com")) == created.user
     updated = run_flow(store, lambda: update_channel(p, "chan", "c-work", "next", is_primary=False))
     assert isinstance(updated, UserChannels)
     assert updated.user.primary_email is None
@@ -595,7 +595,7 @@ def _contact_channels(store: RedisStore, p: str) -> None:
         "c-work",
     ]
     assert isinstance(run_flow(store, lambda: delete_channel(p, "chan", "c-work", "next")), UserChannels)
-    assert store.apply(FindUserByAuthEmail(p, "work@example.com")) is None
+    assert store.apply(find_user_by_email(p, "work@example.com")) is None
 
 
 # --- OAuth storage ---
@@ -616,7 +616,7 @@ def _oauth(store: RedisStore, p: str) -> None:
     team = make_team("o-team")
     user = dataclasses.replace(make_user("o", "o@example.com"), oauth_accounts=(github,), selected_team_id=team.id)
     assert run(store_oauth_user(p, NewUser(user, (team, Membership(team.id, "o", T0)))), store) == user
-    assert store.apply(FindUserByOAuthAccount(p, "github", "gh-1")) == user
+    assert store.apply(find_user_by_oauth_account(p, "github", "gh-1")) == user
     assert run(save_provider_tokens(p, user, "row-gh", "sealed"), store) is True
     assert store.apply(LoadProviderTokens(p, "row-gh")) == "sealed"
     changed = run(commit_accounts(p, user, (github, google)), store)
@@ -628,9 +628,9 @@ def _oauth(store: RedisStore, p: str) -> None:
     upgraded = upgrade_anonymous(store, p, "o-anon", changes, "Team", oauth_account=claim)
     assert isinstance(upgraded, User)
     assert upgraded.oauth_accounts == (claim,)
-    assert store.apply(FindUserByOAuthAccount(p, "gitlab", "gl-1")) == upgraded
+    assert store.apply(find_user_by_oauth_account(p, "gitlab", "gl-1")) == upgraded
     assert delete_user(store, p, "o") is True
-    assert store.apply(FindUserByOAuthAccount(p, "github", "gh-1")) is None
+    assert store.apply(find_user_by_oauth_account(p, "github", "gh-1")) is None
     assert store.apply(LoadProviderTokens(p, "row-gh")) is None
 
 
@@ -658,7 +658,12 @@ def _mock_oauth(store: RedisStore) -> None:
 # --- webhooks (the set of projects with endpoints under the hash tag {webhooks}) ---
 def _webhooks(store: RedisStore, p: str) -> None:
     from identity_proto import effects as wh
-    from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
+    from identity_proto.flows.webhooks import (
+        add_webhook_endpoint,
+        drop_webhook_endpoint,
+        replace_webhook_endpoint,
+        replay_delivery,
+    )
 
     endpoint = wh.WebhookEndpoint("ep-1", "https://hooks.example.com/h", "whsec_c2VjcmV0", created_at_millis=T0)
     run(add_webhook_endpoint(p, endpoint), store)
@@ -675,7 +680,9 @@ def _webhooks(store: RedisStore, p: str) -> None:
     store.apply(wh.TrimWebhookData(p, 0, 10))
     assert claimed.event == event
     run(add_webhook_endpoint(p, wh.WebhookEndpoint("ep-2", "https://h.example.com", "whsec_eA==")), store)
-    assert store.apply(wh.DeleteWebhookEndpoint(p, "ep-2")) is True
+    assert run(drop_webhook_endpoint(p, "ep-2"), store) is True
+    assert run(drop_webhook_endpoint(p, "ep-1"), store) is True
+    assert store.apply(wh.ListWebhookProjects()) == ()
 
 
 # --- end webhooks ---
@@ -755,7 +762,7 @@ def test_the_clock_override_and_rate_limits_together_with_a_read(store: RedisSto
 
     store.apply(add_user("rl", make_user("ada", "ada@example.com")))
     hits = tuple(RateLimitHit(f"rule-{n}:window", T0) for n in range(6))  # each counter its own slot
-    first = store.apply(Together((HitRateLimits(hits, T0 - 1), FindUserByAuthEmail("rl", "ada@example.com"))))
+    first = store.apply(Together((HitRateLimits(hits, T0 - 1), find_user_by_email("rl", "ada@example.com"))))
     assert first[0] == (1,) * 6
     assert first[1] == make_user("ada", "ada@example.com")
     second = store.apply(Together((HitRateLimits(hits[:2], T0 - 1), ListUsers("rl", limit=1))))

@@ -50,8 +50,6 @@ from identity_proto.effects import (
     DeleteProject,
     FindApiKeyByHash,
     FindAuthAddressHolder,
-    FindUserByAuthEmail,
-    FindUserByOAuthAccount,
     Flow,
     ListApiKeys,
     ListContactChannels,
@@ -79,6 +77,8 @@ from identity_proto.effects import (
     append_outbox,
     create_project,
     ensure_project,
+    find_user_by_email,
+    find_user_by_oauth_account,
     password_fingerprint,
     perform,
     update_project,
@@ -110,7 +110,12 @@ from identity_proto.flows.teams import (
     store_team,
 )
 from identity_proto.flows.users import drop_user, patch_user
-from identity_proto.flows.webhooks import add_webhook_endpoint, replace_webhook_endpoint, replay_delivery
+from identity_proto.flows.webhooks import (
+    add_webhook_endpoint,
+    drop_webhook_endpoint,
+    replace_webhook_endpoint,
+    replay_delivery,
+)
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -1146,7 +1151,7 @@ class StoresAgree(RuleBasedStateMachine):
             made = add_webhook_endpoint if op == "endpoint" else replace_webhook_endpoint
             self.both_flow(lambda: made(project_id, endpoint))
         elif op == "delete":
-            self.both(_effects.DeleteWebhookEndpoint(project_id, endpoint_id))
+            self.both_flow(lambda: drop_webhook_endpoint(project_id, endpoint_id))
         elif op == "event":
             self.record_event(project_id)
         elif op == "test":
@@ -1224,7 +1229,7 @@ class StoresAgree(RuleBasedStateMachine):
             self.both(ListMemberships(project_id))
             self.both(ListOutbox(project_id, limit=10))
             for email in EMAILS:
-                self.both(FindUserByAuthEmail(project_id, email))
+                self.both(find_user_by_email(project_id, email))
             self.both(ListProjectPermissions(project_id))  # permissions
             self.both(ListProjectContactChannels(project_id))
             for user_id in USERS:
@@ -1235,7 +1240,7 @@ class StoresAgree(RuleBasedStateMachine):
         # rows made last (every row each step would double the run's time)
         for project_id in PROJECTS:
             for provider, account_id in OAUTH_ACCOUNTS:
-                self.both(FindUserByOAuthAccount(project_id, provider, account_id))
+                self.both(find_user_by_oauth_account(project_id, provider, account_id))
         for row in self.token_rows[-6:]:
             self.both(LoadProviderTokens(PROJECTS[0], row))
         # webhooks: the projects with endpoints; each project's endpoints, events and deliveries
