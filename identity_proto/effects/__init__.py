@@ -48,8 +48,6 @@ from identity_proto.effects.codes import (
     CodeOutcome,
 )
 from identity_proto.effects.commit import Commit, CommitConflict, Committed, Conflict
-
-# --- contact channels ---
 from identity_proto.effects.contact_channels import (
     PRIMARY_FIELDS,
     ChannelsAre,
@@ -74,15 +72,11 @@ from identity_proto.effects.contact_channels import (
     updated_channels,
     verified_channel,
 )
-
-# --- end contact channels ---
 from identity_proto.effects.email_sign_in import (
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
 )
-
-# --- mock OAuth provider (dev/test mode only) ---
 from identity_proto.effects.mock_oauth import (
     GenerateMockSigningKeys,
     MockAuthorization,
@@ -90,9 +84,6 @@ from identity_proto.effects.mock_oauth import (
     MockSigningKeys,
     MockToken,
 )
-
-# --- end mock OAuth provider ---
-# --- OAuth storage ---
 from identity_proto.effects.oauth import (
     FindUserByOAuthAccount,
     LoadProviderTokens,
@@ -103,8 +94,6 @@ from identity_proto.effects.oauth import (
     TakeShortLived,
     oauth_index_key,
 )
-
-# --- end OAuth storage ---
 from identity_proto.effects.oauth_provider import (  # talking to OAuth providers (performed by hosts)
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -114,9 +103,7 @@ from identity_proto.effects.oauth_provider import (  # talking to OAuth provider
     RefreshProviderToken,
 )
 from identity_proto.effects.outbox import ListOutbox, SendEmail, append_outbox
-
-# --- end permissions ---
-from identity_proto.effects.passwords import (  # with the password flows' reads, guards and writes (part 2 §1)
+from identity_proto.effects.passwords import (
     RESET_FIELDS,
     FindAuthAddressHolder,
     HashPassword,
@@ -128,8 +115,6 @@ from identity_proto.effects.passwords import (  # with the password flows' reads
     password_fingerprint,
     reset_code_holds,
 )
-
-# --- permissions ---
 from identity_proto.effects.permissions import (
     DefinitionsWrite,
     ListProjectPermissions,
@@ -193,8 +178,6 @@ from identity_proto.effects.users import (
     LoadUser,
     LoadUserWithTeam,
 )
-
-# --- webhooks ---
 from identity_proto.effects.webhooks import (
     RETRY_SCHEDULE_MS,
     TEST_EVENT_TYPE,
@@ -224,20 +207,45 @@ from identity_proto.effects.webhooks import (
     WebhookRequest,
     WebhookResult,
 )
-
-# --- end webhooks ---
 from identity_proto.quickinit import quick_init
 
 __all__ = [
     "ANONYMOUS_PERSONAL_TEAM_NAME",
+    "API_KEY_CHANGEABLE",
+    "PRIMARY_FIELDS",
     "READ_EFFECTS",
+    "RESET_FIELDS",
+    "RETRY_SCHEDULE_MS",
+    "TEST_EVENT_TYPE",
+    "AddTestEvent",
     "AddressHolder",
+    "ApiKeyIs",
+    "ApiKeyOwnerExists",
+    "ApiKeyWrite",
     "AttemptVerificationCode",
+    "ChannelVerification",
+    "ChannelWrite",
+    "ChannelsAre",
+    "CheckProviderAccessToken",
+    "ClaimDeliveries",
+    "ClaimedDelivery",
     "CodeAttempt",
+    "CodeIsUnused",
     "CodeOutcome",
+    "Commit",
+    "CommitConflict",
+    "Committed",
     "ComputeEffect",
+    "Conflict",
     "DefinitionsWrite",
     "DeleteProject",
+    "DeleteWebhookEndpoint",
+    "Delivery",
+    "DeliveryAttempt",
+    "DeliveryIs",
+    "DeliveryState",
+    "DiscoverProvider",
+    "DropChannel",
     "DropInvitation",
     "DropMembership",
     "DropSession",
@@ -248,85 +256,104 @@ __all__ = [
     "EmailSignIn",
     "EmailSignInOutcome",
     "EndSession",
+    "EndpointCountIs",
+    "EndpointIs",
+    "ExchangeProviderCode",
     "Exists",
+    "FanOutEvents",
+    "FindApiKeyByHash",
     "FindAuthAddressHolder",
     "FindUserByAuthEmail",
+    "FindUserByOAuthAccount",
     "Flow",
+    "GenerateMockSigningKeys",
     "HashPassword",
     "HitRateLimits",
     "InvitationAcceptance",
     "InvitationIsStored",
     "InvitationIsUnused",
+    "ListApiKeys",
+    "ListContactChannels",
+    "ListDeliveries",
+    "ListEvents",
     "ListMemberships",
     "ListOutbox",
+    "ListProjectContactChannels",
     "ListProjectPermissions",
     "ListProjects",
     "ListSessions",
     "ListTeamInvitations",
     "ListTeams",
     "ListUsers",
+    "ListWebhookEndpoints",
+    "ListWebhookProjects",
+    "LoadApiKey",
     "LoadClockOverride",
+    "LoadDelivery",
     "LoadMembership",
     "LoadProject",
+    "LoadProviderTokens",
     "LoadSession",
     "LoadTeam",
     "LoadTeamInvitation",
     "LoadUser",
     "LoadUserWithTeam",
+    "LoadWebhookEndpoint",
     "MailEffect",
     "MembershipFieldsAre",
     "MembershipIsAbsent",
+    "MockAuthorization",
+    "MockFailureKind",
+    "MockSigningKeys",
+    "MockToken",
+    "OAuthState",
+    "OuterCode",
     "PasswordWrite",
+    "PatchApiKey",
     "PatchMembership",
     "PatchProject",
     "ProjectConfigIs",
     "ProjectGrantIs",
+    "ProviderEffect",
+    "ProviderFailure",
+    "PutApiKey",
+    "PutChannel",
     "PutCode",
     "PutInvitation",
     "PutMail",
     "PutProject",
+    "PutShortLived",
+    "PutWebhookEndpoint",
     "R",
     "RateLimitHit",
+    "RecordAttempt",
     "RecordExists",
+    "RefreshProviderToken",
     "ResetProjectData",
+    "RestartDelivery",
     "RevokePermission",
     "SendEmail",
+    "SendWebhooks",
     "SessionExists",
     "SetClockOverride",
+    "ShortLived",
     "StorageEffect",
     "T",
+    "TakeShortLived",
     "TeamApiKeysAre",
     "TeamMembersAre",
     "TeamWrite",
     "Together",
+    "TrimWebhookData",
     "UpgradeRefusal",
+    "UseCode",
     "UseInvitation",
     "UseRefreshToken",
-    "VerifyPassword",
-    "create_project",
-    "delete_project",
-    "ensure_project",
-    "list_projects",
-    "load_project",
-    "perform",
-    "update_project",
-]
-# API keys
-__all__ += ["API_KEY_CHANGEABLE", "ApiKeyIs", "ApiKeyOwnerExists", "ApiKeyWrite", "FindApiKeyByHash"]
-__all__ += ["ListApiKeys", "LoadApiKey", "PatchApiKey", "PutApiKey"]
-# --- contact channels ---
-__all__ += [
-    "PRIMARY_FIELDS",
-    "ChannelVerification",
-    "ChannelWrite",
-    "ChannelsAre",
-    "CodeIsUnused",
-    "DropChannel",
-    "ListContactChannels",
-    "ListProjectContactChannels",
-    "PutChannel",
-    "UseCode",
     "UserChannels",
+    "VerifyPassword",
+    "WebhookEndpoint",
+    "WebhookRequest",
+    "WebhookResult",
     "address_taken",
     "append_outbox",
     "auth_address_verified",
@@ -334,72 +361,23 @@ __all__ += [
     "channels_of",
     "claimed",
     "claims_address",
+    "create_project",
     "created_channels",
+    "delete_project",
     "deleted_channels",
+    "ensure_project",
+    "list_projects",
+    "load_project",
     "matched_address_verified",
+    "may_reset_through",
+    "oauth_index_key",
+    "password_fingerprint",
+    "perform",
+    "reset_code_holds",
+    "update_project",
     "updated_channels",
     "verified_channel",
 ]
-# --- end contact channels ---
-# --- password resets: who may reset through an address ---
-__all__ += ["RESET_FIELDS", "may_reset_through", "password_fingerprint", "reset_code_holds"]
-# --- OAuth: talking to providers (performed by hosts) ---
-__all__ += [
-    "CheckProviderAccessToken",
-    "DiscoverProvider",
-    "ExchangeProviderCode",
-    "ProviderEffect",
-    "ProviderFailure",
-    "RefreshProviderToken",
-]
-
-# --- mock OAuth provider (dev/test mode only) ---
-__all__ += ["GenerateMockSigningKeys", "MockAuthorization", "MockFailureKind", "MockSigningKeys", "MockToken"]
-# --- end mock OAuth provider ---
-# --- OAuth storage ---
-__all__ += [
-    "FindUserByOAuthAccount",
-    "LoadProviderTokens",
-    "OAuthState",
-    "OuterCode",
-    "PutShortLived",
-    "ShortLived",
-    "TakeShortLived",
-    "oauth_index_key",
-]
-# --- end OAuth storage ---
-# --- webhooks ---
-__all__ += [
-    "RETRY_SCHEDULE_MS",
-    "TEST_EVENT_TYPE",
-    "AddTestEvent",
-    "ClaimDeliveries",
-    "ClaimedDelivery",
-    "DeleteWebhookEndpoint",
-    "Delivery",
-    "DeliveryAttempt",
-    "DeliveryIs",
-    "DeliveryState",
-    "EndpointCountIs",
-    "EndpointIs",
-    "FanOutEvents",
-    "ListDeliveries",
-    "ListEvents",
-    "ListWebhookEndpoints",
-    "ListWebhookProjects",
-    "LoadDelivery",
-    "LoadWebhookEndpoint",
-    "PutWebhookEndpoint",
-    "RecordAttempt",
-    "RestartDelivery",
-    "SendWebhooks",
-    "TrimWebhookData",
-    "WebhookEndpoint",
-    "WebhookRequest",
-    "WebhookResult",
-]
-# --- end webhooks ---
-__all__ += ["Commit", "CommitConflict", "Committed", "Conflict"]  # the one generic write (`effects.commit`)
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).
@@ -419,22 +397,17 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListMemberships,
         ListOutbox,
         LoadClockOverride,
-        ListProjectPermissions,  # permissions
-        # API keys
+        ListProjectPermissions,
         LoadApiKey,
         FindApiKeyByHash,
         ListApiKeys,
-        # --- team invitations ---
         LoadTeamInvitation,
         ListTeamInvitations,
-        # --- contact channels ---
         ListContactChannels,
         ListProjectContactChannels,
-        FindAuthAddressHolder,  # passwords
-        # --- OAuth storage ---
+        FindAuthAddressHolder,
         FindUserByOAuthAccount,
         LoadProviderTokens,
-        # --- webhooks ---
         LoadWebhookEndpoint,
         ListWebhookEndpoints,
         ListEvents,
