@@ -1,4 +1,4 @@
-"""Webhooks: endpoints, the fan-out of the events stream (`<p>events`, appended by the scripts of the changes) into
+"""Webhooks: endpoints, the fan-out of the events stream (`<p>events`, appended by the commits of the changes) into
 deliveries, their claims, attempts and retries, and retention; `identity_proto.effects.webhooks` is the contract.
 
 Every write is one script on keys of the project's slot, but for the set of projects with endpoints

@@ -4,8 +4,10 @@ A flow is a generator that *yields* effects and is resumed with their results (`
 (`identity_proto.drivers`) perform the effects:
 
 - `StorageEffect`: performed by a store (backends/). Each one is **atomic by contract**: a backend performs it
-  all or not at all, and no other effect observes it half done. Two writes that must happen together are one
-  effect. Backends raise only `StorageUnavailable`; domain outcomes are return values.
+  all or not at all, and no other effect observes it half done. Flows read with typed read effects and write with
+  one `Commit` (`effects.commit`: guards, writes, events); a few specific operations (rate-limit counters, a code's
+  attempts, webhook delivery) remain effects of their own. Backends raise only `StorageUnavailable`; domain
+  outcomes are return values. backends/README.md describes the contract.
 - `ComputeEffect`: CPU-heavy pure work (password hashing). `compute()` runs it; the async driver runs it in a
   worker thread so the event loop never stalls.
 - `MailEffect`: hand an e-mail to the host's mailer (SMTP, console). Mail kept in the outbox is a storage effect.
