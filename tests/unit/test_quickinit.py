@@ -63,8 +63,8 @@ def test_defaults_factories_post_init_and_frozenness_are_kept() -> None:
 
 
 def test_effects_made_by_flows_still_validate_their_inputs() -> None:
-    # UpdateProject's __post_init__ turns loose pairs into a validated change set, and refuses unknown fields.
-    update = effects.UpdateProject("p", config=(("magic_link_enabled", True),))  # type: ignore[arg-type]
+    # PatchProject's __post_init__ turns loose pairs into a validated change set, and refuses unknown fields.
+    update = effects.PatchProject("p", config=(("magic_link_enabled", True),))  # type: ignore[arg-type]
     assert update.config.as_dict() == {"magic_link_enabled": True}
     with pytest.raises(TypeError, match="cannot set"):
-        effects.UpdateProject("p", config=(("no_such_field", "x"),))  # type: ignore[arg-type]
+        effects.PatchProject("p", config=(("no_such_field", "x"),))  # type: ignore[arg-type]
