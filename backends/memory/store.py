@@ -119,8 +119,8 @@ class Tenant:
     event_tag: str = field(default_factory=lambda: new_message_tag(_SYSTEM_ENTROPY), compare=False)
 
     def record_event(self, event_type: str, *, record: Any = None, team: Any = None, ids: tuple[str, ...] = ()) -> None:
-        """Record an event of this project's (called by a write's handler, under the store's lock, in the same step
-        as the change: `identity_proto.events` says which writes record which events)."""
+        """Record an event of this project's (a commit's `Announce`, or a test event: under the store's lock, in the
+        same step as the change)."""
         self.event_seq += 1
         now = _wall_ms()
         events = self.events
