@@ -183,7 +183,7 @@ class ProjectConfig:
     #: Project permissions every new user is granted at sign-up (direct grants; reference: `user_default_permissions`).
     user_default_permissions: tuple[str, ...] = ()
     #: The project's permission definitions of both scopes, sorted by id (changed only through the definition
-    #: endpoints: one atomic effect each, `ChangePermissionDefinitions`).
+    #: endpoints: a commit of `flows.permissions.change_definitions`).
     permission_definitions: tuple[PermissionDefinition, ...] = BUILT_IN_PERMISSION_DEFINITIONS
     #: Rate-limit rules this project sets itself (the others keep their defaults).
     rate_limits: tuple[RateLimitSetting, ...] = ()

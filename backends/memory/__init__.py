@@ -7,10 +7,9 @@ done write. No effect does I/O or waits while holding the lock, so the async twi
 Records are immutable dataclasses: readers get the stored object itself, never a copy that could drift.
 Expiry is decided by the core against the request's clock; this store keeps what it is told to keep.
 
-Layout: `store` (`Tenant`, `MemoryStore`, `AsyncMemoryStore`, the handler registry), `commit` (the one generic
-write, `Commit`: guards checked and writes applied under the lock, through registries by type), and one module per
-resource holding its handlers and its commit guards and writes, named as in `backends.redis`. backends/README.md says
-how to find an effect's handler.
+Layout: `store` (`Tenant`, the stores, the handler registry), `commit` (`Commit`: guards checked and writes applied
+through registries by type), and one module per resource (its handlers, commit guards and writes), named as in
+`backends.redis`. backends/README.md describes the contract and how to find an effect's handler.
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ from __future__ import annotations
 from backends.memory import (  # noqa: F401
     api_keys,
     codes,
-    commit,  # the one generic write: guards, writes, events
+    commit,
     contact_channels,
-    oauth,  # OAuth: short-lived values (states, outer codes, the mock provider's), the OAuth index, tokens
+    oauth,
     outbox,
-    passwords,  # passwords: reset codes, resetting, changing and setting a password
+    passwords,
     permissions,
     projects,
     rate_limits,
@@ -32,7 +31,7 @@ from backends.memory import (  # noqa: F401
     teams,
     testing,
     users,
-    webhooks,  # webhooks: endpoints, deliveries, fan-out, retention
+    webhooks,
 )
 from backends.memory.store import AsyncMemoryStore, MemoryStore, Tenant
 

@@ -1,4 +1,4 @@
-"""The memory store: presenting a one-time code (a commit stores one: `put_code`)."""
+"""The memory store: presenting a one-time code (a commit stores one: `PutCode`)."""
 
 from __future__ import annotations
 

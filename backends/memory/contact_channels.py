@@ -18,10 +18,9 @@ from identity_proto.effects import (
     PutChannel,
     UseCode,
     UserChannels,
-    auth_address_verified,
     channels_of,
 )
-from identity_proto.records import ContactChannel, User, replaced
+from identity_proto.records import ContactChannel, replaced
 
 
 def _stored(tenant: Tenant, user_id: str) -> tuple[ContactChannel, ...]:
@@ -79,8 +78,3 @@ def _code_is_unused(tenant: Tenant, guard: CodeIsUnused) -> bool:
 @applies(UseCode)
 def _use_code(tenant: Tenant, write: UseCode) -> None:
     tenant.codes[write.code_hash] = replaced(tenant.codes[write.code_hash], {"used": True})
-
-
-def auth_address_is_verified(tenant: Tenant, user: User, address: str) -> bool:
-    """Whether the user's auth channel `address` (the one the index matched) is verified (sign-in by code)."""
-    return auth_address_verified(user, tenant.channels.get(user.id, {}).values(), address)

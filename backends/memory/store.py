@@ -84,11 +84,8 @@ class Tenant:
     #: (team id, user id) -> membership, in creation order (dicts keep insertion order).
     memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
     codes_created: int = 0
-    # --- permissions ---
     #: user id -> the project permission ids they hold directly (only users holding any).
     project_grants: dict[str, set[str]] = field(default_factory=dict)
-    # --- end permissions ---
-    # --- API keys ---
     #: key id -> key; key hash -> key id; (type, owner id) -> ids of the owner's keys.
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     api_key_by_hash: dict[str, str] = field(default_factory=dict)
@@ -101,14 +98,11 @@ class Tenant:
             if key is not None:
                 self.api_key_by_hash.pop(key.key_hash, None)
 
-    # --- team invitations ---
     #: invitation id -> the code hash of the invitation (its record is in `codes`).
     team_invitations: dict[str, str] = field(default_factory=dict)
-    # --- contact channels ---
     #: user id -> channel id -> the user's stored (non-primary) contact channels. The primary channel is the
     #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
     channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
-    # --- OAuth storage ---
     #: (kind, key) -> the project's short-lived values (outer codes) and when they expire (`backends.memory.oauth`).
     short_lived: dict[tuple[str, str], tuple[str, int | None]] = field(default_factory=dict)
     #: The OAuth index: `oauth_index_key(provider id, account id)` of every sign-in account -> its user's id.
@@ -116,8 +110,6 @@ class Tenant:
     #: account row id -> the row's sealed provider tokens.
     provider_tokens: dict[str, str] = field(default_factory=dict)
 
-    # --- end OAuth storage ---
-    # --- webhooks: the recorded events (the transactional outbox) ---
     #: Every event recorded with a change, oldest first (see `identity_proto.events`; `record_event` appends).
     events: list[StoredEvent] = field(default_factory=list)
     event_seq: int = 0
@@ -127,8 +119,8 @@ class Tenant:
     event_tag: str = field(default_factory=lambda: new_message_tag(_SYSTEM_ENTROPY), compare=False)
 
     def record_event(self, event_type: str, *, record: Any = None, team: Any = None, ids: tuple[str, ...] = ()) -> None:
-        """Record an event of this project's (called by a write's handler, under the store's lock, in the same step
-        as the change: `identity_proto.events` says which writes record which events)."""
+        """Record an event of this project's (a commit's `Announce`, or a test event: under the store's lock, in the
+        same step as the change)."""
         self.event_seq += 1
         now = _wall_ms()
         events = self.events
@@ -140,7 +132,6 @@ class Tenant:
         if len(events) > EVENTS_HARD_CAP:
             del events[: len(events) - EVENTS_HARD_CAP]
 
-    # --- webhooks: endpoints and deliveries (backends.memory.webhooks) ---
     #: endpoint id -> endpoint; endpoint id -> the `event_seq` when it was created (it gets later events only).
     webhook_endpoints: dict[str, WebhookEndpoint] = field(default_factory=dict)
     webhook_endpoint_from: dict[str, int] = field(default_factory=dict)
@@ -148,7 +139,6 @@ class Tenant:
     deliveries: dict[tuple[str, str], DeliveryRow] = field(default_factory=dict)
     #: The fan-out cursor: the `event_seq` of the last event fanned out.
     fanout_seq: int = 0
-    # --- end webhooks ---
     #: The store this project's data is in (a commit's writes of what is not one project's: its record, the set of
     #: projects with webhook endpoints).
     store: Any = field(default=None, compare=False, repr=False)
@@ -178,10 +168,8 @@ class MemoryStore:
         # them, in both stores, to be taken (the flow then finds the project's data gone) or forgotten.
         self.short_lived: dict[tuple[str, str], tuple[str, int | None]] = {}
         self.short_lived_puts = 0
-        # --- webhooks ---
         #: The ids of the projects that have at least one webhook endpoint (`ListWebhookProjects`).
         self.webhook_projects: set[str] = set()
-        # --- end webhooks ---
 
     def __deepcopy__(self, memo: dict[int, Any]) -> MemoryStore:
         return self  # a copy of a project's data (`Tenant.store`) is still this store's

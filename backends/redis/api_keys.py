@@ -2,8 +2,7 @@
 
 Writes are a commit's (`backends.redis.commit`): a key put (its record, the hash index, the owner's index) guarded
 on its owner existing, a change of its changeable fields guarded on them as read. Reads are one `read` each
-(`backends.redis.read`). Deleting a user or a team deletes its keys in the deletion's own script (`delete_api_keys` in
-`backends.redis.lua`). Key names are in `backends.redis.keys`.
+(`backends.redis.read`). Deleting a user or a team drops its keys in the deletion's commit (`DropApiKey`).
 """
 
 from __future__ import annotations

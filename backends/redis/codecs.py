@@ -204,7 +204,7 @@ def _email(item: str | bytes) -> Email:
     return Email(**{name: value for name, value in data.items() if name in known})
 
 
-# --- API keys ---
+# API keys
 
 
 def _api_key(reply: Any) -> ApiKey | None:

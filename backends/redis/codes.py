@@ -1,8 +1,4 @@
-"""Presenting a one-time code: its nonce's attempt counter, and using it (a commit stores one: `PutCode`).
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+"""Presenting a one-time code: its nonce's attempt counter, and using it (a commit stores one: `PutCode`)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, 
 score, member]``, ``["sadd", key, member, ...]``, ``["set", key, value]``, ``["pexpireat", key, ms]``, ``["extend",
 key, ms]`` (expire at `ms` or later: PEXPIREAT, with GT when the key has an expiry), ``["incr", key, name]`` (the
 new value, as decimal text, is the value `name`), ``["event", events key, type, record key or 0, team key prefix or
-"", unselected (0/1), ids]`` (an event with the record's hash as stored now, as `emit_user_event` records it).
+"", unselected (0/1), ids]`` (an event with the record's hash as stored now, and the team its ``selected_team_id``
+names; unselected: that field as null, no team).
 
 More writes: ``["zrem", key, member, ...]``, ``["srem", key, member, ...]``, ``["zremrangebyscore", key, min,
 max]``, and three that make values: ``["zscore", key, member, name]`` (an error if the member is missing: guard it),

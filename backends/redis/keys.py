@@ -22,14 +22,11 @@ GRACE_MS: Final = 24 * 3_600_000
 #: count only matters if such a code is created soon after (then the code extends it to its own expiry).
 ORPHAN_NONCE_TTL_MS: Final = 3_600_000
 
-# --- OAuth storage ---
 #: How long Redis keeps a short-lived value (an OAuth state, an outer code, the mock provider's) past its lifetime
 #: (the core judges expiry; this only absorbs the skew between the core's clock and Redis's, and then collects the
 #: abandoned ones).
 OAUTH_GRACE_MS: Final = 60_000
-# --- end OAuth storage ---
 
-# --- webhooks ---
 #: A settled (succeeded or failed) delivery's hash expires this long after it settled: a backstop to the configured
 #: retention, which `TrimWebhookData` applies (normally sooner); a retention set longer keeps them this long only.
 SETTLED_DELIVERY_TTL_MS: Final = 30 * 24 * 3_600_000
@@ -50,8 +47,6 @@ def webhook_delivery_id(entry_id: str, endpoint_id: str) -> str:
     endpoint id (the first part has a fixed form, so the id is unambiguous)."""
     return f"{webhook_sortable(entry_id)}:{endpoint_id}"
 
-
-# --- end webhooks ---
 
 #: Rate-limit counters outlive their window by this much (Redis's clock may differ a little from the core's).
 RATE_COUNTER_GRACE_MS: Final = 60_000
@@ -129,9 +124,8 @@ class KeySpace:
         """The project's outbox."""
         return self.prefix(project_id) + "outbox"
 
-    # --- webhooks ---
     def events(self, project_id: str) -> str:
-        """The project's recorded events (a stream: `lua._EMIT_EVENT` appends, in the script of each change)."""
+        """The project's recorded events (a stream: `lua._EMIT_EVENT` appends, in the commit of each change)."""
         return self.prefix(project_id) + "events"
 
     @property
@@ -188,8 +182,6 @@ class KeySpace:
         """The ids of settled deliveries, scored by their last attempt's time (the service's clock)."""
         return self.prefix(project_id) + "webhook-settled"
 
-    # --- end webhooks ---
-
     def user_order(self, project_id: str) -> str:
         """Every user id, scored by signed_up_at_millis (the order of ListUsers)."""
         return self.prefix(project_id) + "user-order"
@@ -222,8 +214,6 @@ class KeySpace:
         """The ids of a user's teams, scored by their membership's sequence number."""
         return f"{self.prefix(project_id)}user-teams:{user_id}"
 
-    # --- permissions ---
-
     def user_permissions(self, project_id: str, user_id: str = "") -> str:
         """The project permission ids a user holds directly."""
         return f"{self.prefix(project_id)}user-permissions:{user_id}"
@@ -231,9 +221,6 @@ class KeySpace:
     def permission_users(self, project_id: str) -> str:
         """The ids of users holding any project permission."""
         return self.prefix(project_id) + "permission-users"
-
-    # --- end permissions ---
-    # --- API keys ---
 
     def api_key(self, project_id: str, key_id: str = "") -> str:
         """An API key record."""
@@ -247,8 +234,6 @@ class KeySpace:
         """The ids of one owner's API keys (`key_type` user or team), scored by created_at_millis."""
         return f"{self.prefix(project_id)}api-keys:{key_type}:{owner_id}"
 
-    # --- team invitations ---
-
     def invitation(self, project_id: str, invitation_id: str = "") -> str:
         """The code hash of a team invitation, by its id."""
         return f"{self.prefix(project_id)}invitation:{invitation_id}"
@@ -261,21 +246,14 @@ class KeySpace:
         """The ids of the invitations sent to an address, scored by expires_at_millis."""
         return f"{self.prefix(project_id)}invitations-to:{email}"
 
-    # --- contact channels ---
     def user_channels(self, project_id: str, user_id: str = "") -> str:
         """A user's stored (non-primary) contact channels: channel id -> channel JSON."""
         return f"{self.prefix(project_id)}user-channels:{user_id}"
-
-    # --- end contact channels ---
-    # --- mock OAuth provider (dev/test mode only) ---
 
     def mock_oauth(self, suffix: str) -> str:
         """A key of the mock OAuth provider (hash tag `{mock-oauth}`: its own slot): `keys`, `code:<hash>`,
         `token:<hash>`, `fail:<client id>`."""
         return f"{self.namespace}{{mock-oauth}}:{suffix}"
-
-    # --- end mock OAuth provider ---
-    # --- OAuth storage ---
 
     def oauth_state(self, state_hash: str) -> str:
         """An OAuth state, by the hash of the inner state (the callback knows no project: the key has its own hash
@@ -297,5 +275,3 @@ class KeySpace:
     def provider_tokens(self, project_id: str) -> str:
         """Account row id -> the row's sealed provider tokens."""
         return self.prefix(project_id) + "oauth-tokens"
-
-    # --- end OAuth storage ---

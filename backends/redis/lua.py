@@ -26,36 +26,7 @@ local function fields(reply)
 end
 """
 
-#: Lua: remove every session of a user (records, token entries, the set); returns how many records existed.
-_REVOKE_SESSIONS = """
-local function revoke_sessions(set_key, session_prefix, token_prefix)
-  local n = 0
-  for _, sid in ipairs(redis.call('SMEMBERS', set_key)) do
-    local skey = session_prefix .. sid
-    local token = redis.call('HGET', skey, 'refresh_token_hash')
-    if redis.call('DEL', skey) == 1 then
-      n = n + 1
-      if token then
-        local tkey = token_prefix .. cjson.decode(token)
-        if redis.call('GET', tkey) == sid then redis.call('DEL', tkey) end
-      end
-    end
-  end
-  redis.call('DEL', set_key)
-  return n
-end
-"""
-
-#: Lua: a membership's sequence number (an INCR reply, or a score as ZSCORE / WITHSCORES return it) as the decimal
-#: text its key and index members use.
-_SEQ = """
-local function seq_text(n)
-  return string.format('%.0f', tonumber(n))
-end
-"""
-
-# --- webhooks ---
-#: Lua: record an event of the project in its events stream (`KeySpace.events`), in the same script as the change
+#: Lua: record an event of the project in its events stream (`KeySpace.events`), in the commit that makes the change
 #: it describes (the transactional outbox: `identity_proto.events`). `record` and `team` are JSON texts of stored
 #: records (`record_json` of their hashes) or '' for none; `ids` the payload's ids joined by newlines ('' for none).
 #: The stream id (Redis's clock, unique within the stream) with the project's tag becomes the message id
@@ -69,36 +40,8 @@ local function emit_event(events_key, event_type, record, team, ids)
   redis.call('PEXPIRE', events_key, {EVENTS_IDLE_TTL_MS})
 end
 """
-# --- end webhooks ---
 
-
-# --- webhook events (which write records which event: `identity_proto.events.EVENT_TYPES`) ---
-#: Lua: a user's event (`user.created` / `user.updated`) with the user as stored now (KEYS `user_key`). With a
-#: `team_prefix` ('' for none) the user's selected team is recorded too; `unselected` records the user without
-#: its selected team (a sign-up's `user.created` comes before its personal team's `team.created`). Needs
-#: `_RECORD_JSON` and `_EMIT_EVENT`.
-_EMIT_USER_EVENT = """
-local function emit_user_event(events_key, event_type, user_key, team_prefix, unselected)
-  local fields = redis.call('HGETALL', user_key)
-  local team = ''
-  for i = 1, #fields, 2 do
-    if fields[i] == 'selected_team_id' then
-      if unselected then
-        fields[i + 1] = 'null'
-      elseif team_prefix ~= '' and fields[i + 1] ~= 'null' then
-        local stored = redis.call('HGETALL', team_prefix .. cjson.decode(fields[i + 1]))
-        if #stored > 0 then team = record_json(stored) end
-      end
-    end
-  end
-  emit_event(events_key, event_type, record_json(fields), team, '')
-end
-"""
-
-# --- end webhook events ---
-
-
-# --- webhooks: the delivery scripts' shared functions (backends.redis.webhooks) ---
+# The webhook delivery scripts' shared functions (`backends.redis.webhooks`).
 #: Lua: stream entry ids (``<ms>-<seq>``): `wh_less` compares two; `wh_sortable` makes the text whose byte order is
 #: theirs (each part 20 digits: the first part of a delivery id, `keys.webhook_delivery_id`), `wh_entry_id` undoes
 #: it; `wh_next` is the id right after one. Numbers are exact: ms and seq stay far below 2**53.
@@ -157,4 +100,3 @@ local function wh_settle(key, did, state, at, due, pending, settled, ttl)
   redis.call('PEXPIRE', key, ttl)
 end
 """
-# --- end webhooks ---

@@ -1,8 +1,4 @@
-"""The outbox: sent e-mail, newest first.
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+"""The outbox: sent e-mail, newest first."""
 
 from __future__ import annotations
 

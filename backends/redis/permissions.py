@@ -1,10 +1,6 @@
 """Project permission grants (a set per user, and the set of users holding any: reads, and how a `Commit`'s guard
 and write of them become the commit script's ops; the grant itself is the commit's `GrantPermissions`). A change
-of the permission definitions is a commit of the core's (`flows.permissions.change_definitions`).
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+of the permission definitions is a commit of the core's (`flows.permissions.change_definitions`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Rate-limit counters (identity_proto.ratelimits): one pipeline of INCRBY + PEXPIREAT per request.
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+"""Rate-limit counters (identity_proto.ratelimits): one pipeline of INCRBY + PEXPIREAT per request."""
 
 from __future__ import annotations
 

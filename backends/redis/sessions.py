@@ -1,8 +1,4 @@
-"""Sessions, their refresh-token entries and each user's set of sessions.
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+"""Sessions, their refresh-token entries and each user's set of sessions."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Dev/test mode: the shared clock override and resetting a project's data.
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+"""Dev/test mode: the shared clock override and resetting a project's data."""
 
 from __future__ import annotations
 

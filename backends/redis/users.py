@@ -1,8 +1,4 @@
-"""Users, their e-mail index and their order (ListUsers).
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+"""Users, their e-mail index and their order (ListUsers)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Webhooks: endpoints, the fan-out of the events stream (`<p>events`, appended by the scripts of the changes) into
+"""Webhooks: endpoints, the fan-out of the events stream (`<p>events`, appended by the commits of the changes) into
 deliveries, their claims, attempts and retries, and retention; `identity_proto.effects.webhooks` is the contract.
 
 Every write is one script on keys of the project's slot, but for the set of projects with endpoints
@@ -18,11 +18,7 @@ deliveries scored by their next attempt or their lease's end: claims are ZRANGEB
 its first member is the oldest event a delivery still needs, which TrimWebhookData keeps) and the settled set (scored
 by the last attempt: what TrimWebhookData forgets). Claim tokens are kept as their SHA-256 only.
 
-The choices the effects leave open are the memory store's (`backends.memory.webhooks`), point by point.
-
-Each Lua script sits right above the plan that runs it (`Script("<name>", ...)`); `script` registers it in
-`SCRIPTS` under that name. Shared Lua functions are in `backends.redis.lua`; key names in `backends.redis.keys`.
-"""
+The choices the effects leave open are the memory store's (`backends.memory.webhooks`), point by point."""
 
 from __future__ import annotations
 

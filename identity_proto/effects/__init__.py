@@ -4,8 +4,10 @@ A flow is a generator that *yields* effects and is resumed with their results (`
 (`identity_proto.drivers`) perform the effects:
 
 - `StorageEffect`: performed by a store (backends/). Each one is **atomic by contract**: a backend performs it
-  all or not at all, and no other effect observes it half done. Two writes that must happen together are one
-  effect. Backends raise only `StorageUnavailable`; domain outcomes are return values.
+  all or not at all, and no other effect observes it half done. Flows read with typed read effects and write with
+  one `Commit` (`effects.commit`: guards, writes, events); a few specific operations (rate-limit counters, a code's
+  attempts, webhook delivery) remain effects of their own. Backends raise only `StorageUnavailable`; domain
+  outcomes are return values. backends/README.md describes the contract.
 - `ComputeEffect`: CPU-heavy pure work (password hashing). `compute()` runs it; the async driver runs it in a
   worker thread so the event loop never stalls.
 - `MailEffect`: hand an e-mail to the host's mailer (SMTP, console). Mail kept in the outbox is a storage effect.
@@ -48,8 +50,6 @@ from identity_proto.effects.codes import (
     CodeOutcome,
 )
 from identity_proto.effects.commit import Commit, CommitConflict, Committed, Conflict
-
-# --- contact channels ---
 from identity_proto.effects.contact_channels import (
     PRIMARY_FIELDS,
     ChannelsAre,
@@ -74,15 +74,11 @@ from identity_proto.effects.contact_channels import (
     updated_channels,
     verified_channel,
 )
-
-# --- end contact channels ---
 from identity_proto.effects.email_sign_in import (
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
 )
-
-# --- mock OAuth provider (dev/test mode only) ---
 from identity_proto.effects.mock_oauth import (
     GenerateMockSigningKeys,
     MockAuthorization,
@@ -90,9 +86,6 @@ from identity_proto.effects.mock_oauth import (
     MockSigningKeys,
     MockToken,
 )
-
-# --- end mock OAuth provider ---
-# --- OAuth storage ---
 from identity_proto.effects.oauth import (
     LoadProviderTokens,
     OAuthState,
@@ -103,8 +96,6 @@ from identity_proto.effects.oauth import (
     find_user_by_oauth_account,
     oauth_index_key,
 )
-
-# --- end OAuth storage ---
 from identity_proto.effects.oauth_provider import (  # talking to OAuth providers (performed by hosts)
     CheckProviderAccessToken,
     DiscoverProvider,
@@ -114,9 +105,7 @@ from identity_proto.effects.oauth_provider import (  # talking to OAuth provider
     RefreshProviderToken,
 )
 from identity_proto.effects.outbox import ListOutbox, SendEmail, append_outbox
-
-# --- end permissions ---
-from identity_proto.effects.passwords import (  # with the password flows' reads, guards and writes (part 2 §1)
+from identity_proto.effects.passwords import (
     RESET_FIELDS,
     FindAuthAddressHolder,
     HashPassword,
@@ -128,8 +117,6 @@ from identity_proto.effects.passwords import (  # with the password flows' reads
     password_fingerprint,
     reset_code_holds,
 )
-
-# --- permissions ---
 from identity_proto.effects.permissions import (
     DefinitionsWrite,
     ListProjectPermissions,
@@ -194,8 +181,6 @@ from identity_proto.effects.users import (
     LoadUserWithTeam,
     find_user_by_email,
 )
-
-# --- webhooks ---
 from identity_proto.effects.webhooks import (
     RETRY_SCHEDULE_MS,
     TEST_EVENT_TYPE,
@@ -227,110 +212,154 @@ from identity_proto.effects.webhooks import (
     WebhookRequest,
     WebhookResult,
 )
-
-# --- end webhooks ---
 from identity_proto.quickinit import quick_init
 
 __all__ = [
     "ANONYMOUS_PERSONAL_TEAM_NAME",
+    "API_KEY_CHANGEABLE",
+    "PRIMARY_FIELDS",
     "READ_EFFECTS",
+    "RESET_FIELDS",
+    "RETRY_SCHEDULE_MS",
+    "TEST_EVENT_TYPE",
+    "AddTestEvent",
     "AddressHolder",
+    "ApiKeyIs",
+    "ApiKeyOwnerExists",
+    "ApiKeyWrite",
     "AttemptVerificationCode",
+    "ChannelVerification",
+    "ChannelWrite",
+    "ChannelsAre",
+    "CheckProviderAccessToken",
+    "ClaimDeliveries",
+    "ClaimedDelivery",
     "CodeAttempt",
+    "CodeIsUnused",
     "CodeOutcome",
+    "Commit",
+    "CommitConflict",
+    "Committed",
     "ComputeEffect",
+    "Conflict",
     "DefinitionsWrite",
     "DeleteProject",
+    "DeliveriesAre",
+    "Delivery",
+    "DeliveryAttempt",
+    "DeliveryIs",
+    "DeliveryState",
+    "DiscoverProvider",
+    "DropChannel",
+    "DropDelivery",
     "DropInvitation",
     "DropMembership",
     "DropSession",
     "DropTeam",
     "DropUser",
+    "DropWebhookEndpoint",
     "Effect",
     "EmailRefusal",
     "EmailSignIn",
     "EmailSignInOutcome",
     "EndSession",
+    "EndpointCountIs",
+    "EndpointIs",
+    "ExchangeProviderCode",
     "Exists",
+    "FanOutEvents",
+    "FindApiKeyByHash",
     "FindAuthAddressHolder",
     "FindUserByIndex",
     "Flow",
+    "GenerateMockSigningKeys",
     "HashPassword",
     "HitRateLimits",
     "InvitationAcceptance",
     "InvitationIsStored",
     "InvitationIsUnused",
+    "ListApiKeys",
+    "ListContactChannels",
+    "ListDeliveries",
+    "ListEvents",
     "ListMemberships",
     "ListOutbox",
+    "ListProjectContactChannels",
     "ListProjectPermissions",
     "ListProjects",
     "ListSessions",
     "ListTeamInvitations",
     "ListTeams",
     "ListUsers",
+    "ListWebhookEndpoints",
+    "ListWebhookProjects",
+    "LoadApiKey",
     "LoadClockOverride",
+    "LoadDelivery",
     "LoadMembership",
     "LoadProject",
+    "LoadProviderTokens",
     "LoadSession",
     "LoadTeam",
     "LoadTeamInvitation",
     "LoadUser",
     "LoadUserWithTeam",
+    "LoadWebhookEndpoint",
     "MailEffect",
     "MembershipFieldsAre",
     "MembershipIsAbsent",
+    "MockAuthorization",
+    "MockFailureKind",
+    "MockSigningKeys",
+    "MockToken",
+    "OAuthState",
+    "OuterCode",
     "PasswordWrite",
+    "PatchApiKey",
     "PatchMembership",
     "PatchProject",
     "ProjectConfigIs",
     "ProjectGrantIs",
+    "ProviderEffect",
+    "ProviderFailure",
+    "PutApiKey",
+    "PutChannel",
     "PutCode",
     "PutInvitation",
     "PutMail",
     "PutProject",
+    "PutShortLived",
+    "PutWebhookEndpoint",
     "R",
     "RateLimitHit",
+    "RecordAttempt",
     "RecordExists",
+    "RefreshProviderToken",
     "ResetProjectData",
+    "RestartDelivery",
     "RevokePermission",
     "SendEmail",
+    "SendWebhooks",
     "SessionExists",
     "SetClockOverride",
+    "ShortLived",
     "StorageEffect",
     "T",
+    "TakeShortLived",
     "TeamApiKeysAre",
     "TeamMembersAre",
     "TeamWrite",
     "Together",
+    "TrimWebhookData",
     "UpgradeRefusal",
+    "UseCode",
     "UseInvitation",
     "UseRefreshToken",
-    "VerifyPassword",
-    "create_project",
-    "delete_project",
-    "ensure_project",
-    "find_user_by_email",
-    "list_projects",
-    "load_project",
-    "perform",
-    "update_project",
-]
-# API keys
-__all__ += ["API_KEY_CHANGEABLE", "ApiKeyIs", "ApiKeyOwnerExists", "ApiKeyWrite", "FindApiKeyByHash"]
-__all__ += ["ListApiKeys", "LoadApiKey", "PatchApiKey", "PutApiKey"]
-# --- contact channels ---
-__all__ += [
-    "PRIMARY_FIELDS",
-    "ChannelVerification",
-    "ChannelWrite",
-    "ChannelsAre",
-    "CodeIsUnused",
-    "DropChannel",
-    "ListContactChannels",
-    "ListProjectContactChannels",
-    "PutChannel",
-    "UseCode",
     "UserChannels",
+    "VerifyPassword",
+    "WebhookEndpoint",
+    "WebhookRequest",
+    "WebhookResult",
     "address_taken",
     "append_outbox",
     "auth_address_verified",
@@ -338,74 +367,25 @@ __all__ += [
     "channels_of",
     "claimed",
     "claims_address",
+    "create_project",
     "created_channels",
+    "delete_project",
     "deleted_channels",
+    "ensure_project",
+    "find_user_by_email",
+    "find_user_by_oauth_account",
+    "list_projects",
+    "load_project",
     "matched_address_verified",
+    "may_reset_through",
+    "oauth_index_key",
+    "password_fingerprint",
+    "perform",
+    "reset_code_holds",
+    "update_project",
     "updated_channels",
     "verified_channel",
 ]
-# --- end contact channels ---
-# --- password resets: who may reset through an address ---
-__all__ += ["RESET_FIELDS", "may_reset_through", "password_fingerprint", "reset_code_holds"]
-# --- OAuth: talking to providers (performed by hosts) ---
-__all__ += [
-    "CheckProviderAccessToken",
-    "DiscoverProvider",
-    "ExchangeProviderCode",
-    "ProviderEffect",
-    "ProviderFailure",
-    "RefreshProviderToken",
-]
-
-# --- mock OAuth provider (dev/test mode only) ---
-__all__ += ["GenerateMockSigningKeys", "MockAuthorization", "MockFailureKind", "MockSigningKeys", "MockToken"]
-# --- end mock OAuth provider ---
-# --- OAuth storage ---
-__all__ += [
-    "LoadProviderTokens",
-    "OAuthState",
-    "OuterCode",
-    "PutShortLived",
-    "ShortLived",
-    "TakeShortLived",
-    "find_user_by_oauth_account",
-    "oauth_index_key",
-]
-# --- end OAuth storage ---
-# --- webhooks ---
-__all__ += [
-    "RETRY_SCHEDULE_MS",
-    "TEST_EVENT_TYPE",
-    "AddTestEvent",
-    "ClaimDeliveries",
-    "ClaimedDelivery",
-    "DeliveriesAre",
-    "Delivery",
-    "DeliveryAttempt",
-    "DeliveryIs",
-    "DeliveryState",
-    "DropDelivery",
-    "DropWebhookEndpoint",
-    "EndpointCountIs",
-    "EndpointIs",
-    "FanOutEvents",
-    "ListDeliveries",
-    "ListEvents",
-    "ListWebhookEndpoints",
-    "ListWebhookProjects",
-    "LoadDelivery",
-    "LoadWebhookEndpoint",
-    "PutWebhookEndpoint",
-    "RecordAttempt",
-    "RestartDelivery",
-    "SendWebhooks",
-    "TrimWebhookData",
-    "WebhookEndpoint",
-    "WebhookRequest",
-    "WebhookResult",
-]
-# --- end webhooks ---
-__all__ += ["Commit", "CommitConflict", "Committed", "Conflict"]  # the one generic write (`effects.commit`)
 
 #: Effects that only read: a request's rate-limit counters may ride along with one of these (if the request turns
 #: out to be over its limit, nothing was written).
@@ -425,21 +405,16 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListMemberships,
         ListOutbox,
         LoadClockOverride,
-        ListProjectPermissions,  # permissions
-        # API keys
+        ListProjectPermissions,
         LoadApiKey,
         FindApiKeyByHash,
         ListApiKeys,
-        # --- team invitations ---
         LoadTeamInvitation,
         ListTeamInvitations,
-        # --- contact channels ---
         ListContactChannels,
         ListProjectContactChannels,
-        FindAuthAddressHolder,  # passwords
-        # --- OAuth storage ---
+        FindAuthAddressHolder,
         LoadProviderTokens,
-        # --- webhooks ---
         LoadWebhookEndpoint,
         ListWebhookEndpoints,
         ListEvents,

@@ -22,7 +22,7 @@ A store implements `Commit` once: the memory store under its lock (`backends/mem
 generic script that reads a structured op list, every key in the project's hash-tag slot
 (`backends/redis/commit.py`). Neither knows a business rule.
 
-The vocabulary grows with the flows moved onto it; records not named here are still written by their own effects.
+A resource's own guards and writes live in its effects module (`effects.teams`, ...); backends/README.md lists them.
 """
 
 from __future__ import annotations

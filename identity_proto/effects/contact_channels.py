@@ -11,7 +11,7 @@ records (`channels_of`). So there is one copy of each fact: a user read (every e
 sees the primary channel as it is, and no write can leave the user and "its primary channel" disagreeing.
 
 Why this way round (rather than every channel in channel storage and the user's fields read from it): every
-existing read and write of a user (sign-in scripts, token issue, PATCH /users, lists) already keeps the primary
+existing read and write of a user (sign-in, token issue, PATCH /users, lists) already keeps the primary
 e-mail in the user record, in one hash on Redis; moving it out would add a second read to each of them. Here only
 the contact-channel routes pay, and PATCH /users `primary_email` *is* an update of the primary channel.
 

@@ -75,7 +75,7 @@ class PasswordWrite(Enum):
     CODE_USED = "code_used"
 
 
-# --- who may reset through an address, and what a reset code stays bound to ---
+# Who may reset through an address, and what a reset code stays bound to
 def password_fingerprint(password_hash: str | None) -> str:
     """What a reset code keeps of the password it may replace (`VerificationCode.password_fingerprint`): the
     SHA-256 hex digest of the stored hash ('' for no password). Every stored hash is salted, so every password
@@ -115,7 +115,7 @@ def reset_code_holds(user: User, stored: Iterable[ContactChannel], code: Verific
     )
 
 
-# --- a reset's read, and the commit's guards and writes of the password flows ---
+# A reset's read, and the commit's guards and writes of the password flows
 @dataclass(frozen=True, slots=True)
 class FindAuthAddressHolder(StorageEffect["UserChannels | None"]):
     """The user the e-mail index gives `email` to, read as `ListContactChannels` reads a user (their stored
