@@ -405,6 +405,14 @@ def test_a_signed_in_user_links_a_provider_account(web: httpx.Client) -> None:
     assert project.me(exchanged.json()["access_token"])["id"] == me["id"]
 
 
+def test_authorize_accepts_and_ignores_the_bot_challenge_fields(web: httpx.Client) -> None:
+    project = OAuthProject(web)
+    fields = {"bot_challenge_token": "any", "bot_challenge_phase": "visible"}
+    assert project.authorize(verifier=project._verifier, **fields).status_code == 200
+    refused = project.authorize(verifier=project._verifier, bot_challenge_phase="never")
+    assert (refused.status_code, refused.json()["code"]) == (400, "SCHEMA_ERROR")
+
+
 def test_the_redirect_mode_callback_needs_the_inner_cookie(web: httpx.Client) -> None:
     project = OAuthProject(web)
     started = project.authorize(verifier=project._verifier, mode="redirect")
