@@ -341,9 +341,10 @@ class PlainError(IdentityError):
     known-error header (reference part 1 §0: "plain status errors"). Clients cannot match on a code: use these
     only where the reference says "plain"."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
         self.status = status
         self.message = message
+        self.headers = headers
         super().__init__(f"{status}: {message}")
 
 

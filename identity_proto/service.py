@@ -98,7 +98,7 @@ class Service:
         except KnownError as error:
             response = self._error(error)
         except PlainError as error:
-            response = text_response(error.status, error.message)
+            response = text_response(error.status, error.message, error.headers)
         except StorageUnavailable as exc:
             logger.warning("storage unavailable (request %s): %s", request_id, exc)
             response = self._error(KnownError(ErrorCode.STORAGE_UNAVAILABLE, context={"request_id": request_id}))
