@@ -317,11 +317,24 @@ class KnownError(IdentityError):
     ) -> None:
         self.code = code
         self.details = dict(details) if details is not None else None
+        self._fields = {**(context or {}), **(self.details or {})}
         if message is None:
-            message = code.template.format_map({**(context or {}), **(self.details or {})})
+            message = code.template.format_map(self._fields)
         self.message = message
         self.headers = headers
         super().__init__(f"{code.name}: {message}")
+
+    def in_original_words(self) -> KnownError:
+        """This error as the original words it (compatibility mode): its text for the codes of `ORIGINAL_TEXTS`,
+        else ours with the headers named `x-stack-` (SCHEMA_ERROR's `details.message` too)."""
+        template = ORIGINAL_TEXTS.get(self.code)
+        message = template.format_map(self._fields) if template else self.message.replace("x-service-", "x-stack-")
+        if message == self.message:
+            return self
+        details = self.details
+        if details is not None and self.code is ErrorCode.SCHEMA_ERROR:
+            details = {**details, "message": message}
+        return KnownError(self.code, message=message, details=details, headers=self.headers)
 
     @property
     def status(self) -> int:
@@ -336,14 +349,40 @@ class KnownError(IdentityError):
         return body
 
 
+_DOCS = (
+    "\n\nFor more information, see the docs on REST API authentication: "
+    "https://docs.stack-auth.com/rest-api/overview#authentication"
+)
+#: The original's texts of the errors whose texts name request headers (`KnownError.in_original_words`).
+ORIGINAL_TEXTS: dict[ErrorCode, str] = {
+    ErrorCode.PROJECT_KEY_WITHOUT_ACCESS_TYPE: "Either an API key or an admin access token was provided, but the "
+    "x-stack-access-type header is missing. Set it to 'client', 'server', or 'admin' as appropriate.",
+    ErrorCode.ACCESS_TYPE_REQUIRED: "You must specify an access level for this Stack project. Make sure project API "
+    "keys are provided (eg. x-stack-publishable-client-key) and you set the x-stack-access-type header to 'client', "
+    "'server', or 'admin'." + _DOCS,
+    ErrorCode.INVALID_ACCESS_TYPE: "The x-stack-access-type header must be 'client', 'server', or 'admin', but was "
+    "'{access_type}'.",
+    ErrorCode.ACCESS_TYPE_WITHOUT_PROJECT_ID: "The x-stack-access-type header was '{request_type}', but the "
+    "x-stack-project-id header was not provided." + _DOCS,
+    ErrorCode.CURRENT_PROJECT_NOT_FOUND: "The current project with ID {project_id} was not found. Please check the "
+    "value of the x-stack-project-id header.",
+    ErrorCode.ANONYMOUS_AUTHENTICATION_NOT_ALLOWED: "X-Stack-Access-Token is for an anonymous user, but anonymous "
+    "users are not enabled. Set the X-Stack-Allow-Anonymous-User header of this request to 'true' to allow "
+    "anonymous users.",
+    ErrorCode.RESTRICTED_USER_NOT_ALLOWED: "The user in the access token is in restricted state. Reason: {reason}. "
+    "Please pass the X-Stack-Allow-Restricted-User header if this is intended.",
+}
+
+
 class PlainError(IdentityError):
     """An error the original answers with its status and a text/plain body holding only `message`, and no
     known-error header (reference part 1 §0: "plain status errors"). Clients cannot match on a code: use these
     only where the reference says "plain"."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
         self.status = status
         self.message = message
+        self.headers = headers
         super().__init__(f"{status}: {message}")
 
 

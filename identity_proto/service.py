@@ -73,6 +73,7 @@ class Service:
         }
         self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers
+        self._original_words = "x-stack-" in self.options.header_prefixes  # compatibility mode
         # Checked here once: `_stamp` appends them to every response unchecked.
         self._request_id_names = self.options.request_id_headers
         check_headers(tuple((name, "") for name in self._request_id_names))
@@ -98,7 +99,7 @@ class Service:
         except KnownError as error:
             response = self._error(error)
         except PlainError as error:
-            response = text_response(error.status, error.message)
+            response = text_response(error.status, error.message, error.headers)
         except StorageUnavailable as exc:
             logger.warning("storage unavailable (request %s): %s", request_id, exc)
             response = self._error(KnownError(ErrorCode.STORAGE_UNAVAILABLE, context={"request_id": request_id}))
@@ -206,6 +207,8 @@ class Service:
         return found
 
     def _error(self, error: KnownError) -> Response:
+        if self._original_words:
+            error = error.in_original_words()
         return error_response(error, known_error_headers=self._known_error_headers)
 
     def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:

@@ -30,6 +30,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
+from email.utils import formatdate
 from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -231,11 +232,15 @@ def _with_query(url: str, params: list[tuple[str, str]]) -> str:
 
 
 def _cookie_header(ctx: RequestContext, inner_state: str, *, max_age: int) -> tuple[str, str]:
-    """The inner cookie (reference §7.2): `Path=/`, so the callback gets it wherever the service is mounted;
-    `Secure` outside dev mode. `max_age=0` deletes it."""
-    secure = "" if ctx.options.dev_mode else "; Secure"
-    value = "true" if max_age else ""
-    return ("set-cookie", f"{COOKIE_PREFIX}{inner_state}={value}; Path=/; Max-Age={max_age}; HttpOnly{secure}")
+    """The inner cookie (reference §7.2) as the original's framework writes it: `Path=/`, so the callback gets it
+    wherever the service is mounted; `Expires` and `Max-Age`; `Secure` outside dev mode. `max_age=0` deletes it
+    (empty, expired at the epoch)."""
+    name = COOKIE_PREFIX + inner_state
+    if not max_age:
+        return ("set-cookie", f"{name}=; Path=/; Expires={formatdate(0, usegmt=True)}")
+    expires = formatdate(ctx.now_ms // 1000 + max_age, usegmt=True)
+    secure = "" if ctx.options.dev_mode else " Secure;"
+    return ("set-cookie", f"{name}=true; Path=/; Expires={expires}; Max-Age={max_age};{secure} HttpOnly")
 
 
 def authorize(ctx: RequestContext[None, OAuthAuthorizeQuery, OAuthProviderIdParams]) -> Flow[Response]:
@@ -373,18 +378,21 @@ def callback(
     state = (yield from take_record(OAuthState, ShortLived.OAUTH_STATE, _sha256(inner_state))) if inner_state else None
     if state is None or state.provider_id != ctx.params.provider_id:
         raise PlainError(400, _INVALID_STATE)
-    cookie: tuple[tuple[str, str], ...] = ()
-    if state.response_mode != "json":
-        if not _cookie_sent(ctx, COOKIE_PREFIX + inner_state):
-            raise PlainError(400, _NO_COOKIE)
-        cookie = (_cookie_header(ctx, inner_state, max_age=0),)
-    project = yield from perform(LoadProject(state.project_id))
-    if project is None:  # deleted since: nothing can be checked against its domains (a 400, not a redirect)
-        raise KnownError(ErrorCode.INVALID_OAUTH_CLIENT_ID_OR_SECRET, details={"client_id": state.project_id})
+    # Redirect mode: the cookie is deleted on every answer from here on, errors too, as the original does.
+    cookie = () if state.response_mode == "json" else (_cookie_header(ctx, inner_state, max_age=0),)
     try:
-        response = yield from _complete(ctx, project, state, query, form)
-    except KnownError as error:
-        response = _redirect_or_raise(ctx, project, state, error)
+        if cookie and not _cookie_sent(ctx, COOKIE_PREFIX + inner_state):
+            raise PlainError(400, _NO_COOKIE)
+        project = yield from perform(LoadProject(state.project_id))
+        if project is None:  # deleted since: nothing can be checked against its domains (a 400, not a redirect)
+            raise KnownError(ErrorCode.INVALID_OAUTH_CLIENT_ID_OR_SECRET, details={"client_id": state.project_id})
+        try:
+            response = yield from _complete(ctx, project, state, query, form)
+        except KnownError as error:
+            response = _redirect_or_raise(ctx, project, state, error)
+    except (KnownError, PlainError) as error:
+        error.headers = (*error.headers, *cookie)
+        raise
     return response.with_headers(cookie) if cookie else response
 
 

@@ -62,6 +62,9 @@ class OAuthAuthorizeQuery(Query):
     error_redirect_url: str | None = Field(default=None, max_length=2048)
     after_callback_redirect_url: str | None = Field(default=None, max_length=2048)
     stack_response_mode: Literal["json", "redirect"] = "redirect"
+    bot_challenge_token: str | None = None
+    bot_challenge_phase: Literal["invisible", "visible"] | None = None
+    bot_challenge_unavailable: Literal["true"] | None = None
 
     _urls = field_validator("redirect_uri", "error_redirect_uri", "error_redirect_url", "after_callback_redirect_url")(
         _redirect_url

@@ -44,6 +44,9 @@ class PasswordSignUpBody(Body):
     email: str
     password: str
     verification_callback_url: str | None = Field(default=None, max_length=2048)
+    bot_challenge_token: str | None = None
+    bot_challenge_phase: Literal["invisible", "visible"] | None = None
+    bot_challenge_unavailable: Literal["true"] | None = None
     _password = field_validator("password")(_no_nul)
     _email_rule = field_validator("email")(_email)
     _callback = field_validator("verification_callback_url")(_web_url)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -73,6 +74,43 @@ def test_an_oversized_body_is_413_over_http(http: httpx.Client) -> None:
     )
     assert response.status_code == 413
     assert response.json()["code"] == "REQUEST_BODY_TOO_LARGE"
+
+
+_DOCS = (
+    "\n\nFor more information, see the docs on REST API authentication: "
+    "https://docs.stack-auth.com/rest-api/overview#authentication"
+)
+
+
+def _errors_name_the_originals_headers(base_url: str, stack: dict[str, str]) -> None:
+    """Compatibility mode: error texts that name request headers are the original's, naming `x-stack-` headers."""
+
+    def error(method: str, path: str, headers: dict[str, str]) -> tuple[str, str]:
+        reply = httpx.request(method, f"{base_url}/api/v1{path}", headers=headers)
+        return reply.headers["x-stack-known-error"], reply.json()["error"]
+
+    assert error("GET", "/users/me", {}) == (
+        "ACCESS_TYPE_REQUIRED",
+        "You must specify an access level for this Stack project. Make sure project API keys are provided (eg. "
+        "x-stack-publishable-client-key) and you set the x-stack-access-type header to 'client', 'server', or "
+        "'admin'." + _DOCS,
+    )
+    assert error("GET", "/users/me", {"x-stack-access-type": "client"}) == (
+        "ACCESS_TYPE_WITHOUT_PROJECT_ID",
+        "The x-stack-access-type header was 'client', but the x-stack-project-id header was not provided." + _DOCS,
+    )
+    client = {name.replace("x-service-", "x-stack-"): value for name, value in client_headers().items()}
+    assert error("POST", f"/team-memberships/{uuid.uuid4()}/{uuid.uuid4()}", client) == (
+        "INSUFFICIENT_ACCESS_TYPE",
+        "The x-stack-access-type header must be 'server' or 'admin', but was 'client'.",
+    )
+    assert error("GET", "/users/me", {**stack, "x-stack-project-id": "invalid"}) == (
+        "CURRENT_PROJECT_NOT_FOUND",
+        "The current project with ID invalid was not found. Please check the value of the x-stack-project-id header.",
+    )
+    refresh = httpx.post(f"{base_url}/api/v1/auth/sessions/current/refresh", headers=client).json()
+    assert refresh["code"] == "SCHEMA_ERROR"
+    assert "headers.x-stack-refresh-token must be defined" in refresh["error"] == refresh["details"]["message"]
 
 
 @pytest.mark.redis
@@ -157,12 +195,14 @@ def test_compat_mode_over_http() -> None:
             f"{compat.base_url}/api/v1/projects/current", headers={**stack, "x-stack-secret-server-key": "ssk_x"}
         )
         assert bad.headers["x-stack-known-error"] == bad.headers["x-service-known-error"] == "INVALID_SECRET_SERVER_KEY"
+        _errors_name_the_originals_headers(compat.base_url, stack)
     finally:
         stop_server(compat)
     plain = start_hypercorn()
     try:
         off = httpx.get(f"{plain.base_url}/api/v1/projects/current", headers=stack)
         assert (off.status_code, off.headers["x-service-known-error"]) == (400, "ACCESS_TYPE_REQUIRED")
+        assert "x-service-access-type header" in off.json()["error"]  # our words outside compat mode
     finally:
         stop_server(plain)
 

@@ -15,6 +15,7 @@ import re
 import secrets
 import uuid
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import parse_qs, quote, urljoin, urlsplit
@@ -405,13 +406,40 @@ def test_a_signed_in_user_links_a_provider_account(web: httpx.Client) -> None:
     assert project.me(exchanged.json()["access_token"])["id"] == me["id"]
 
 
+def test_authorize_accepts_and_ignores_the_bot_challenge_fields(web: httpx.Client) -> None:
+    project = OAuthProject(web)
+    fields = {"bot_challenge_token": "any", "bot_challenge_phase": "visible"}
+    assert project.authorize(verifier=project._verifier, **fields).status_code == 200
+    refused = project.authorize(verifier=project._verifier, bot_challenge_phase="never")
+    assert (refused.status_code, refused.json()["code"]) == (400, "SCHEMA_ERROR")
+
+
 def test_the_redirect_mode_callback_needs_the_inner_cookie(web: httpx.Client) -> None:
     project = OAuthProject(web)
     started = project.authorize(verifier=project._verifier, mode="redirect")
     assert started.status_code == 307, started.text
+    cookie = started.headers["set-cookie"]
+    name = cookie.split("=", 1)[0]
+    found = re.fullmatch(rf"{name}=true; Path=/; Expires=([^;]+); Max-Age=600; HttpOnly", cookie)
+    assert found, cookie  # the original's exact shape (dev mode: no Secure)
+    sent_at = parsedate_to_datetime(started.headers["date"]).timestamp()
+    assert abs(parsedate_to_datetime(found.group(1)).timestamp() - sent_at - 600) <= 2
     back = project.follow_to_app(project.login_at_provider(started.headers["location"], _email()))
     assert back.status_code == 400
     assert back.text.startswith("Inner OAuth cookie not found.")
+    # Every answer of a redirect-mode callback deletes the cookie, errors too.
+    assert back.headers["set-cookie"] == f"{name}=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
+
+
+def test_a_failed_redirect_mode_callback_deletes_the_inner_cookie(web: httpx.Client) -> None:
+    project = OAuthProject(web)
+    project.hook("fail-next", kind="invalid_grant")
+    started = project.authorize(verifier=project._verifier, mode="redirect")
+    name = started.headers["set-cookie"].split("=", 1)[0]
+    provider_answer = project.login_at_provider(started.headers["location"], _email())
+    back = project.follow_to_app(provider_answer, started.cookies)
+    assert (back.status_code, back.text) == (400, "Inner OAuth callback failed due to invalid grant. Please try again.")
+    assert back.headers["set-cookie"] == f"{name}=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
 
 
 def test_an_anonymous_user_is_upgraded_in_place(web: httpx.Client) -> None:

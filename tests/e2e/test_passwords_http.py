@@ -188,6 +188,18 @@ def test_password_rule_errors(http: httpx.Client) -> None:
     assert _post(http, "reset", client_headers(), {"code": code, "password": NEW_PASSWORD}).status_code == 200
 
 
+def test_sign_up_accepts_and_ignores_the_bot_challenge_fields(http: httpx.Client) -> None:
+    challenge = {"bot_challenge_token": "any", "bot_challenge_phase": "invisible"}
+    for extra in (challenge, {"bot_challenge_unavailable": "true"}):
+        email = _email()
+        up = _post(http, "sign-up", client_headers(), {"email": email, "password": PASSWORD, **extra})
+        assert up.status_code == 200, up.text
+        assert _sign_in(http, email).status_code == 200
+    for bad in ({"bot_challenge_phase": "never"}, {"bot_challenge_unavailable": "false"}):
+        refused = _post(http, "sign-up", client_headers(), {"email": _email(), "password": PASSWORD, **bad})
+        assert _error(refused) == (400, "SCHEMA_ERROR"), bad
+
+
 def test_a_user_without_a_password_can_set_one_but_not_update_it(http: httpx.Client) -> None:
     email = _user(http, password=None)
     session = http.post(

@@ -37,3 +37,18 @@ def test_stack_headers_are_unknown_headers_when_compat_mode_is_off() -> None:
     reply = h.request("GET", "/api/v1/projects/current", _stack(server_headers()))
     assert (reply.status, reply.known_error) == (400, "ACCESS_TYPE_REQUIRED")
     assert "x-stack-known-error" not in reply.headers
+
+
+def test_anonymous_and_restricted_refusals_are_worded_as_the_originals() -> None:
+    h = Harness(service=Service(COMPAT))
+    token = h.request("POST", "/api/v1/auth/anonymous/sign-up", _stack(client_headers()), json={}).json["access_token"]
+    refused = h.request("GET", "/api/v1/users/me", _stack(client_headers(**{"x-service-access-token": token})))
+    assert (refused.known_error, refused.json["error"]) == (
+        "ANONYMOUS_AUTHENTICATION_NOT_ALLOWED",
+        "X-Stack-Access-Token is for an anonymous user, but anonymous users are not enabled. Set the "
+        "X-Stack-Allow-Anonymous-User header of this request to 'true' to allow anonymous users.",
+    )
+    default = Harness()
+    token = default.request("POST", "/api/v1/auth/anonymous/sign-up", client_headers(), json={}).json["access_token"]
+    ours = default.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": token}))
+    assert "x-service-allow-anonymous-user" in ours.json["error"]

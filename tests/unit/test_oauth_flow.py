@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -178,10 +179,13 @@ def test_redirect_mode_sets_the_inner_cookie_and_the_callback_requires_and_delet
     reply = w.authorize(stack_response_mode="redirect")
     assert reply.status == 307
     state = w.inner_state(reply)
-    assert reply.headers["set-cookie"] == f"stack-oauth-inner-{state}=true; Path=/; Max-Age=600; HttpOnly; Secure"
+    expires = formatdate(w.h.now_ms // 1000 + 600, usegmt=True)
+    assert reply.headers["set-cookie"] == (
+        f"stack-oauth-inner-{state}=true; Path=/; Expires={expires}; Max-Age=600; Secure; HttpOnly"
+    )
     done = w.callback(state, headers={"cookie": f"other=1; stack-oauth-inner-{state}=true"})
     assert done.status == 303, done.body
-    assert done.headers["set-cookie"].startswith(f"stack-oauth-inner-{state}=; Path=/; Max-Age=0")
+    assert done.headers["set-cookie"] == f"stack-oauth-inner-{state}=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
     assert parse_qs(urlsplit(done.headers["location"]).query)["state"] == ["outer-state"]
 
 
@@ -190,6 +194,7 @@ def test_redirect_mode_without_the_cookie_is_the_plain_cookie_error(w: World) ->
     reply = w.callback(state)
     assert (reply.status, reply.known_error) == (400, None)
     assert reply.body.decode().startswith("Inner OAuth cookie not found.")
+    assert reply.headers["set-cookie"] == f"stack-oauth-inner-{state}=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
 
 
 def test_json_mode_answers_the_provider_url_with_our_pkce_and_callback(w: World) -> None:
