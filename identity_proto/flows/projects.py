@@ -155,11 +155,10 @@ def update_current_project(ctx: RequestContext[ProjectUpdateBody]) -> Flow[Respo
     auth = ctx.require_auth()
     body: ProjectUpdateBody = ctx.body
     changes = body.config.changes() if body.config is not None else None
-    # --- OAuth accounts: provider secrets are write-only (kept from the stored config) and some types dev-only ---
+    # OAuth accounts: provider secrets are write-only (kept from the stored config) and some types dev-only
     if changes is not None and "oauth_providers" in changes.as_dict():
         stored = yield from load_project(auth.project.id)
         changes = configured_providers(ctx, stored.config if stored is not None else None, changes)
-    # --- end OAuth accounts ---
     updated = yield from update_project(auth.project.id, display_name=body.display_name, config=changes)
     ctx.forget_project(auth.project.id)
     if updated is None:  # deleted between authentication and now
