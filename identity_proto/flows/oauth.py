@@ -347,7 +347,9 @@ def _cookie_sent(ctx: RequestContext, name: str) -> bool:
 def _redirect_or_raise(ctx: RequestContext, project: Project, state: OAuthState, error: KnownError) -> Response:
     """reference §7.3: a known error from step 3 on goes back to the app: to its redirect URI if trusted, else to
     its error redirect URL if trusted, with `error=server_error&error_description&errorCode&message&details`;
-    when neither is trusted it is answered as itself."""
+    when neither is trusted it is answered as itself (in the original's words in compatibility mode)."""
+    if "x-stack-" in ctx.options.header_prefixes:
+        error = error.in_original_words()
     for target in (state.redirect_uri, state.error_redirect_uri):
         if target is not None and callback_is_trusted(target, project.config):
             details = dump_json(error.details if error.details else {}).decode()

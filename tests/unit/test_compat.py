@@ -52,3 +52,17 @@ def test_anonymous_and_restricted_refusals_are_worded_as_the_originals() -> None
     token = default.request("POST", "/api/v1/auth/anonymous/sign-up", client_headers(), json={}).json["access_token"]
     ours = default.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": token}))
     assert "x-service-allow-anonymous-user" in ours.json["error"]
+
+
+def test_an_untrusted_callback_is_refused_in_the_originals_words() -> None:
+    body = {"email": "a@example.com", "callback_url": "https://evil.example/handler"}
+    compat = Harness(service=Service(COMPAT))
+    refused = compat.request("POST", "/api/v1/auth/otp/send-sign-in-code", _stack(client_headers()), json=body)
+    assert (refused.status, refused.known_error, refused.json["error"]) == (
+        400,
+        "REDIRECT_URL_NOT_WHITELISTED",
+        "Redirect URL not whitelisted. Did you forget to add this domain to the trusted domains list on the Stack "
+        "Auth dashboard?",
+    )
+    ours = Harness().request("POST", "/api/v1/auth/otp/send-sign-in-code", client_headers(), json=body)
+    assert ours.json["error"].startswith("The callback URL is not trusted by this project")
