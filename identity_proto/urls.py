@@ -29,8 +29,11 @@ What it accepts it normalises as a browser does: scheme and host lower-cased, a 
 `:80` for http) dropped, an empty path made `/`. The origin is then `scheme://host[:port]`, and `href` is the
 URL a browser would open, which is what the service stores and mails.
 
-`parse_origin_pattern` parses a project's trusted domain the same way, plus a leading `*.` label that matches any
-subdomain (never the bare domain itself).
+`parse_origin_pattern` parses a project's trusted domain the same way, plus wildcards in its host (the original's
+rules): `*` matches any characters but a dot (`*.example.com`: one label, never the bare domain; `api-*`,
+`stack-test.*`), `**` any characters (`**.example.com`: subdomains at any depth). They are matched against the host
+a WHATWG parser produces from a URL `parse_web_url` accepted, so no URL can bring a host that reads otherwise. A
+wildcard pattern without a port trusts the scheme's default port only; a port is never a wildcard.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _LABEL = re.compile(r"[a-z0-9_-]+")
+_WILD_LABEL = re.compile(r"[a-z0-9_*-]+")
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
 _IPV4_PART = re.compile(r"0|[1-9][0-9]{0,2}")
 _PORT = re.compile(r"[0-9]{1,5}")
@@ -86,21 +90,26 @@ class WebURL:
 
 @dataclass(frozen=True)
 class OriginPattern:
-    """A trusted domain: an origin, or with `any_subdomain` every origin on a subdomain of `host` (same scheme
-    and port)."""
+    """A trusted domain: an origin, or with `*` / `**` in `host` every origin whose host the pattern matches (same
+    scheme and port)."""
 
     scheme: str
     host: str
     port: int
-    any_subdomain: bool = False
 
     def matches(self, origin: Origin) -> bool:
         """Whether `origin` is trusted by this pattern."""
         if (origin.scheme, origin.port) != (self.scheme, self.port):
             return False
-        if self.any_subdomain:
-            return origin.host.endswith(f".{self.host}")
+        if "*" in self.host:
+            return _host_regex(self.host).fullmatch(origin.host) is not None
         return origin.host == self.host
+
+
+@functools.lru_cache(maxsize=256)
+def _host_regex(host: str) -> re.Pattern[str]:
+    """The original's `matchHostnamePattern`: `**` any characters, `*` any but a dot, the rest literally."""
+    return re.compile("".join({"**": ".*", "*": "[^.]*"}.get(p, re.escape(p)) for p in re.split(r"(\*\*|\*)", host)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -115,17 +124,11 @@ def parse_web_url(url: str) -> WebURL:
 
 @functools.lru_cache(maxsize=1024)
 def parse_origin_pattern(domain: str) -> OriginPattern:
-    """A trusted domain such as `https://app.example.com` or `https://*.example.com:8443` (a path after it is
-    allowed and ignored), or `UnsafeURL`."""
+    """A trusted domain such as `https://app.example.com`, `https://*.example.com:8443` or `http://**.localhost` (a
+    path after it is allowed and ignored), or `UnsafeURL`."""
     scheme, authority, _rest = _split(domain)
     host, port = _host_and_port(authority, scheme)
-    wildcard = host.startswith("*.")
-    if wildcard:
-        host = host[2:]
-    host = _plain_host(host)
-    if wildcard and (host.startswith("[") or _NUMERIC_LABEL.fullmatch(host.rpartition(".")[2])):
-        raise UnsafeURL("must not put a wildcard in front of an IP address")
-    return OriginPattern(scheme, host, port, wildcard)
+    return OriginPattern(scheme, _plain_host(host, wildcards=True), port)
 
 
 def _split(url: str) -> tuple[str, str, str]:
@@ -168,9 +171,9 @@ def _host_and_port(authority: str, scheme: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def _plain_host(host: str) -> str:
+def _plain_host(host: str, *, wildcards: bool = False) -> str:
     """A domain or IPv4 host, lower-cased, that no browser reads as another host (or an IPv6 literal, already
-    serialised)."""
+    serialised); with `wildcards`, labels may hold `*` (a domain pattern: never one ending in a number)."""
     if host.startswith("["):
         return host
     if not host:
@@ -179,7 +182,7 @@ def _plain_host(host: str) -> str:
     if host.endswith("."):
         raise UnsafeURL("must not have a host ending in a dot")
     labels = host.split(".")
-    if not all(_LABEL.fullmatch(label) for label in labels):
+    if not all((_WILD_LABEL if wildcards else _LABEL).fullmatch(label) for label in labels):
         raise UnsafeURL("must have a host of letters, digits, hyphens and dots only (no empty label, no %)")
     # WHATWG reads a host ending in a number as an IPv4 address in any of several notations.
     is_ipv4 = len(labels) == 4 and all(_IPV4_PART.fullmatch(p) and int(p) < 256 for p in labels)

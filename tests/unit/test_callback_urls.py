@@ -127,6 +127,22 @@ def test_a_wildcard_domain_trusts_subdomains_only() -> None:
 
 
 @pytest.mark.parametrize(
+    ("domain", "trusted", "untrusted"),
+    [
+        ("http://**.localhost", "http://a.b.localhost/cb", "http://localhost/cb"),
+        ("http://stack-test.*", "http://stack-test.localhost/cb", "http://stack-test.localhost:3000/cb"),
+        ("http://api-*:8114", "http://api-v2:8114/cb", "http://localhost:8114/cb"),
+        ("https://*.example.com", "https://eu.example.com/cb", "https://a.eu.example.com/cb"),
+    ],
+)
+def test_the_originals_wildcard_patterns_are_accepted_and_trusted(domain: str, trusted: str, untrusted: str) -> None:
+    h = _harness(domains=[{"domain": domain}])
+    assert _send(h, trusted).status == 200
+    assert ada_url.URL(_mailed_link(h)).host == ada_url.URL(trusted).host
+    assert _send(h, untrusted).known_error == "REDIRECT_URL_NOT_WHITELISTED"
+
+
+@pytest.mark.parametrize(
     "domain",
     [
         "https://evil.example\\@app.example.com",

@@ -93,7 +93,9 @@ def test_an_ambiguous_url_is_refused_with_its_reason(url: str, reason: str) -> N
     [
         ("https://app.example.com", OriginPattern("https", "app.example.com", 443)),
         ("https://App.Example.com/", OriginPattern("https", "app.example.com", 443)),
-        ("http://*.example.com:8080", OriginPattern("http", "example.com", 8080, any_subdomain=True)),
+        ("http://*.example.com:8080", OriginPattern("http", "*.example.com", 8080)),
+        ("http://**.localhost", OriginPattern("http", "**.localhost", 80)),
+        ("http://api-*:8114", OriginPattern("http", "api-*", 8114)),
     ],
 )
 def test_a_trusted_domain_parses_to_an_origin_pattern(domain: str, pattern: OriginPattern) -> None:
@@ -101,20 +103,64 @@ def test_a_trusted_domain_parses_to_an_origin_pattern(domain: str, pattern: Orig
 
 
 @pytest.mark.parametrize(
-    "domain", ["https://*.127.0.0.1", "https://*.[::1]", "https://a.*.example.com", "https://*example.com"]
+    "domain",
+    [
+        "https://*.127.0.0.1",
+        "https://*.[::1]",
+        "https://[*::1]",
+        "https://*..example.com",
+        "https://*.example.com.",
+        "https://%2a.example.com",
+        "https://example.com:*",
+        "https://*.example.com:80*",
+        "https://xn--*.example.com",
+    ],
 )
-def test_a_trusted_domain_puts_a_wildcard_only_before_a_domain(domain: str) -> None:
+def test_a_trusted_domain_puts_a_wildcard_only_in_a_domain_name(domain: str) -> None:
     with pytest.raises(UnsafeURL):
         parse_origin_pattern(domain)
 
 
+def _trusts(domain: str, url: str) -> bool:
+    return parse_origin_pattern(domain).matches(parse_web_url(url).origin)
+
+
 def test_a_wildcard_matches_subdomains_on_the_same_scheme_and_port() -> None:
-    pattern = parse_origin_pattern("https://*.example.com")
-    assert pattern.matches(parse_web_url("https://a.b.example.com/").origin)
-    assert not pattern.matches(parse_web_url("https://example.com/").origin)
-    assert not pattern.matches(parse_web_url("https://badexample.com/").origin)
-    assert not pattern.matches(parse_web_url("http://a.example.com/").origin)
-    assert not pattern.matches(parse_web_url("https://a.example.com:444/").origin)
+    assert _trusts("https://*.example.com", "https://a.example.com/")
+    assert not _trusts("https://*.example.com", "https://a.b.example.com/")  # `*`: one label, as the original
+    assert _trusts("https://**.example.com", "https://a.b.example.com/")
+    for domain in ("https://*.example.com", "https://**.example.com"):
+        assert not _trusts(domain, "https://example.com/")
+        assert not _trusts(domain, "https://badexample.com/")
+        assert not _trusts(domain, "http://a.example.com/")
+        assert not _trusts(domain, "https://a.example.com:444/")
+
+
+@pytest.mark.parametrize(
+    ("domain", "url", "trusted"),
+    [
+        # The original's own cases (matchHostnamePattern, wildcard-domains.test.ts).
+        ("https://api-*.example.com", "https://api-v1.example.com", True),
+        ("https://api-*.example.com", "https://api.example.com", False),
+        ("https://*.*.org", "https://mail.example.org", True),
+        ("https://*.*.org", "https://example.org", False),
+        ("https://sub.**.com", "https://sub.a.b.com", True),
+        ("http://stack-test.*", "http://stack-test.localhost:80/cb", True),
+        ("http://stack-test.*", "http://stack-test.localhost:8101/cb", False),  # no port: the default one only
+        ("http://**.localhost", "http://stack-test.localhost/cb", True),
+        ("http://api-*:8114", "http://api-v1:8114/cb", True),
+        ("http://api-*:8114", "http://localhost:8114/cb", False),
+        ("http://*:8114", "http://localhost:8114/cb", True),
+        ("http://*:8114", "http://127.0.0.1:8114/cb", False),
+        # Partial hosts: a pattern is matched against the whole host a browser opens, nothing else.
+        ("https://*.example.com", "https://evil.example/?.example.com", False),
+        ("https://*.example.com", "https://a.example.com.evil.example", False),
+        ("https://app.*", "https://app.example.com", False),
+        ("https://**.example.com", "https://example.com.evil.example", False),
+    ],
+)
+def test_wildcards_match_as_the_originals(domain: str, url: str, trusted: bool) -> None:
+    assert _trusts(domain, url) is trusted
 
 
 # Pieces that parsers disagree on, put together at random.
