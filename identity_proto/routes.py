@@ -54,6 +54,7 @@ from identity_proto.schemas import (
     ConnectedAccountsParams,
     ContactChannelParams,
     CreateSessionBody,
+    CrossDomainAuthorizeBody,
     DeprecatedConnectedAccessTokenParams,
     HealthQuery,
     ImportBody,
@@ -212,6 +213,14 @@ ROUTES: tuple[Route, ...] = (
         body=OAuthTokenGrantBody,
         consumes="application/x-www-form-urlencoded",
         plain_errors=(400,),
+    ),
+    Route(
+        "POST",
+        f"{V1}/auth/oauth/cross-domain/authorize",
+        oauth.cross_domain_authorize,
+        body=CrossDomainAuthorizeBody,
+        required_headers=("x-service-refresh-token",),
+        plain_errors=(400, 401),
     ),
     Route(
         "GET",

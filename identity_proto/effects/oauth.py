@@ -114,6 +114,10 @@ class OuterCode:
     #: The provider's tokens, sealed for this code (`identity_proto.provider_tokens`, bound to the code's hash), or
     #: None when no key is configured; sealed again for the account row once the exchange knows it.
     sealed_tokens: str | None = field(default=None, repr=False)
+    #: A cross-domain handoff's (`flows.oauth.cross_domain_authorize`): the session handed over, and its refresh
+    #: token, hex, masked with a pad only the code derives.
+    session_id: str | None = None
+    handoff_refresh_token: str | None = field(default=None, repr=False)
 
 
 def find_user_by_oauth_account(project_id: str, provider_config_id: str, account_id: str) -> FindUserByIndex:

@@ -40,6 +40,7 @@ from identity_proto.effects import (
     Flow,
     ListContactChannels,
     LoadProject,
+    LoadSession,
     LoadUser,
     UpgradeRefusal,
     find_user_by_email,
@@ -81,6 +82,7 @@ from identity_proto.users import normalize_email
 
 if TYPE_CHECKING:
     from identity_proto.schemas import (
+        CrossDomainAuthorizeBody,
         OAuthAuthorizeQuery,
         OAuthCallbackForm,
         OAuthCallbackInput,
@@ -88,7 +90,7 @@ if TYPE_CHECKING:
         OAuthTokenGrantBody,
     )
 
-__all__ = ["authorize", "callback", "oauth_token", "store_oauth_user"]
+__all__ = ["authorize", "callback", "cross_domain_authorize", "oauth_token", "store_oauth_user"]
 
 #: reference §7.2: the authorize request (and the inner cookie) live 10 minutes; §7.5: an outer code 5.
 STATE_LIFETIME_MS = 10 * 60 * 1000
@@ -108,6 +110,10 @@ _INVALID_GRANT = "Inner OAuth callback failed due to invalid grant. Please try a
 _INVALID_SCOPE = "Invalid scope requested. Please check the scopes you are requesting."
 _LINK_NEEDS_TOKEN = "?token= query parameter is required for link type"  # noqa: S105 (a message)
 _TOKEN_OF_OTHER_PROJECT = "The access token is not valid for this project"  # noqa: S105 (a message)
+_HANDOFF_NO_SESSION = "Cross-domain auth handoff requires a refresh-token-bound session. Please sign in again."
+_HANDOFF_NO_TOKEN = "Cross-domain auth handoff requires passing the current refresh token."  # noqa: S105 (a message)
+_HANDOFF_MISMATCH = "Cross-domain auth handoff refresh token does not match the authenticated session."
+_HANDOFF_INVALID = "Cross-domain auth handoff refresh token is not valid."
 _REDIRECT_MISMATCH = (
     "Invalid redirect URI. Your redirect URI must be the same as the one used to get the authorization code."
 )
@@ -780,6 +786,8 @@ def oauth_token(ctx: RequestContext[OAuthTokenGrantBody]) -> Flow[Response]:
     # an anonymous upgrade started with someone's token and completed by another person's browser stops here: the
     # code lands at that person's app, which does not hold the starter's verifier.) A provider removed since the
     # callback is refused; a refusal met now (a concurrent sign-up, a deleted user) is answered as itself.
+    if code.session_id is not None:
+        return (yield from _hand_off(ctx, project, code, body.code or ""))
     config = _provider(ctx, project, code.provider_id)
     identity = ProviderIdentity(
         account_id=code.account_id,
@@ -796,15 +804,18 @@ def oauth_token(ctx: RequestContext[OAuthTokenGrantBody]) -> Flow[Response]:
         # As the original: the attempt code says is_new_user false (a new user has no second factor yet).
         yield from require_second_factor(ctx, project, user, is_new_user=False)
     tokens = yield from start_session(ctx, project, user)
-    after = code.after_callback_redirect_url
+    return _tokens(ctx, tokens.access_token, tokens.refresh_token, is_new_user, code.after_callback_redirect_url)
+
+
+def _tokens(ctx: RequestContext, access: str, refresh: str, is_new_user: bool, after: str | None) -> Response:
     return json_response(
         200,
         {
-            "access_token": tokens.access_token,
+            "access_token": access,
             "token_type": "Bearer",
             # The access token's real lifetime (the original's library says 3600 for its 10-minute tokens).
             "expires_in": ctx.options.access_token_lifetime_ms // 1000,
-            "refresh_token": tokens.refresh_token,
+            "refresh_token": refresh,
             "scope": OUTER_SCOPE,
             "is_new_user": is_new_user,
             "newUser": is_new_user,
@@ -814,3 +825,79 @@ def oauth_token(ctx: RequestContext[OAuthTokenGrantBody]) -> Flow[Response]:
         # Cache-Control: the base headers' "no-store, max-age=0" (a second Cache-Control header would be joined to it).
         headers=(("pragma", "no-cache"),),
     )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# POST /auth/oauth/cross-domain/authorize
+
+
+def _pad(code_value: str, data: bytes) -> bytes:
+    """`data` XOR a pad only the code's holder can derive (the store keeps the code's SHA-256 alone): the handoff's
+    refresh token waits with its code unreadable to a copy of the store. Its own inverse."""
+    pad = hashlib.shake_256(b"cross-domain handoff\n" + code_value.encode()).digest(len(data))
+    return bytes(a ^ b for a, b in zip(data, pad, strict=True))
+
+
+def cross_domain_authorize(ctx: RequestContext[CrossDomainAuthorizeBody]) -> Flow[Response]:
+    """POST /auth/oauth/cross-domain/authorize: the signed-in caller hands their session to another domain of the
+    app: a one-time outer code (PKCE, 5 minutes) in `redirect_url`, which that domain exchanges at the token
+    endpoint for the same session's tokens (`_hand_off`), as the original's handoff. The caller proves the session
+    with its refresh token; both URLs must be trusted."""
+    auth = ctx.require_auth()
+    body: CrossDomainAuthorizeBody = ctx.body
+    project = auth.project
+    if auth.user_id is None:
+        raise KnownError(ErrorCode.USER_AUTHENTICATION_REQUIRED)
+    if auth.refresh_token_id is None:
+        raise PlainError(400, _HANDOFF_NO_SESSION)
+    refresh_token = ctx.options.headers.get(ctx.request, "refresh-token")
+    if not refresh_token:
+        raise PlainError(400, _HANDOFF_NO_TOKEN)
+    session = yield from perform(LoadSession(project.id, auth.refresh_token_id))
+    if (
+        session is None
+        or session.user_id != auth.user_id
+        or not secret_matches(refresh_token, session.refresh_token_hash)
+    ):
+        raise PlainError(401, _HANDOFF_MISMATCH)
+    if ctx.now_ms >= session.expires_at_millis:
+        raise PlainError(401, _HANDOFF_INVALID)
+    invalid_key = KnownError(ErrorCode.INVALID_PUBLISHABLE_CLIENT_KEY, details={"project_id": project.id})
+    _check_client_key(project, ctx.options.headers.get(ctx.request, "publishable-client-key") or None, invalid_key)
+    for url in (body.redirect_uri, body.after_callback_redirect_url):
+        if url is not None and not callback_is_trusted(url, project.config):
+            raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
+    code_value = ctx.entropy.token_bytes(32).hex()
+    handoff = OuterCode(
+        project_id=project.id,
+        token_user_id=auth.user_id,
+        redirect_uri=body.redirect_uri,
+        code_challenge=body.code_challenge,
+        code_challenge_method=body.code_challenge_method,
+        type="authenticate",
+        after_callback_redirect_url=body.after_callback_redirect_url,
+        expires_at_millis=ctx.now_ms + OUTER_CODE_LIFETIME_MS,
+        session_id=session.id,
+        handoff_refresh_token=_pad(code_value, refresh_token.encode()).hex(),
+    )
+    yield from put_record(ShortLived.OUTER_CODE, _sha256(code_value), handoff, ctx.now_ms, project_id=project.id)
+    location = _with_query(body.redirect_uri, [("code", code_value), ("state", body.state)])
+    return json_response(200, {"redirect_url": location})
+
+
+def _hand_off(ctx: RequestContext, project: Project, code: OuterCode, code_value: str) -> Flow[Response]:
+    """The exchange of a cross-domain code: the session it was issued for, with its own refresh token while that
+    session lasts, else a new session (as the original); a user with a second factor is asked for it, as at every
+    exchange (the original's too)."""
+    user = yield from perform(LoadUser(project.id, code.token_user_id or ""))
+    if user is None:
+        raise KnownError(ErrorCode.INVALID_AUTHORIZATION_CODE)
+    if user.totp_secret_base64 is not None:
+        yield from require_second_factor(ctx, project, user, is_new_user=False)
+    try:
+        refresh = _pad(code_value, bytes.fromhex(code.handoff_refresh_token or "")).decode()
+        access = yield from sessions.use_refresh_token(ctx, project, refresh)
+    except (KnownError, ValueError):  # the session ended since
+        tokens = yield from start_session(ctx, project, user)
+        refresh, access = tokens.refresh_token, tokens.access_token
+    return _tokens(ctx, access, refresh, False, code.after_callback_redirect_url)

@@ -61,6 +61,7 @@ __all__ = [
     "refresh_access_token",
     "sign_out",
     "start_session",
+    "use_refresh_token",
 ]
 
 #: oauth4webapi sends this client secret when the app has no publishable key (official-sdk §3.8).
@@ -168,7 +169,7 @@ def start_session(
     return IssuedTokens(refresh_token, issue_access_token(ctx, project, stored, session.id), session)
 
 
-def _use_refresh_token(ctx: RequestContext, project: Project, refresh_token: str) -> Flow[str]:
+def use_refresh_token(ctx: RequestContext, project: Project, refresh_token: str) -> Flow[str]:
     """A new access token for the session of `refresh_token`; REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED when the session
     is gone, expired, or its user was deleted."""
     found = yield from perform(UseRefreshToken(project.id, hash_secret(refresh_token), ctx.now_ms))
@@ -184,7 +185,7 @@ def refresh_access_token(ctx: RequestContext) -> Flow[Response]:
     refresh_token = ctx.options.headers.get(ctx.request, "refresh-token")
     if not refresh_token:
         raise _missing_header(ctx, "x-service-refresh-token")
-    access_token = yield from _use_refresh_token(ctx, auth.project, refresh_token)
+    access_token = yield from use_refresh_token(ctx, auth.project, refresh_token)
     return json_response(200, {"access_token": access_token})
 
 
@@ -202,7 +203,7 @@ def oauth_token(ctx: RequestContext[OAuthTokenGrantBody]) -> Flow[Response]:
     keyless = body.client_secret == PUBLIC_CLIENT_SECRET and not project.config.require_publishable_client_key
     if not keyless and not secret_matches(body.client_secret, project.keys.publishable_client_key_hash):
         raise KnownError(ErrorCode.INVALID_PUBLISHABLE_CLIENT_KEY, details={"project_id": project.id})
-    access_token = yield from _use_refresh_token(ctx, project, body.refresh_token)
+    access_token = yield from use_refresh_token(ctx, project, body.refresh_token)
     return json_response(
         200,
         {

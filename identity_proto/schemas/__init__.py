@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         MockTokenForm,
     )
     from identity_proto.schemas.oauth import (
+        CrossDomainAuthorizeBody,
         OAuthAuthorizeQuery,
         OAuthCallbackForm,
         OAuthCallbackInput,
@@ -185,6 +186,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "meta": ("HealthQuery",),
     "outbox": ("OutboxQuery",),
     "oauth": (
+        "CrossDomainAuthorizeBody",
         "OAuthAuthorizeQuery",
         "OAuthCallbackForm",
         "OAuthCallbackInput",
@@ -374,6 +376,7 @@ __all__ += [
 ]
 __all__ += ["MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"]
 __all__ += [
+    "CrossDomainAuthorizeBody",
     "OAuthAuthorizeQuery",
     "OAuthCallbackForm",
     "OAuthCallbackInput",

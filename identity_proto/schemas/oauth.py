@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from identity_proto.schemas.base import Body, Query, _web_url
 
 __all__ = [
+    "CrossDomainAuthorizeBody",
     "OAuthAuthorizeQuery",
     "OAuthCallbackForm",
     "OAuthCallbackInput",
@@ -127,3 +128,15 @@ class OAuthTokenGrantBody(Body):
         if missing:
             raise ValueError("\n".join(f"body.{name} must be defined" for name in missing))
         return self
+
+
+class CrossDomainAuthorizeBody(Body):
+    """POST /auth/oauth/cross-domain/authorize: the outer flow's redirect URI, state and PKCE challenge."""
+
+    redirect_uri: str = Field(max_length=2048)
+    state: str = Field(min_length=1, max_length=512)
+    code_challenge: str = Field(pattern=r"^[A-Za-z0-9._~-]{43,128}$")
+    code_challenge_method: Literal["S256"] = "S256"
+    after_callback_redirect_url: str | None = Field(default=None, max_length=2048)
+
+    _urls = field_validator("redirect_uri", "after_callback_redirect_url")(_redirect_url)

@@ -649,3 +649,68 @@ def test_cancelling_at_the_providers_login_page_is_access_denied(web: httpx.Clie
     back = project.follow_to_app(cancel)
     assert back.status_code == 307, back.text
     assert _query(back.headers["location"])["errorCode"] == "OAUTH_PROVIDER_ACCESS_DENIED"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The cross-domain handoff: a signed-in app hands its session to another of its domains with a one-time code
+
+
+def _hand_off(
+    project: OAuthProject, session: dict[str, Any], *, refresh: str | None = "", **body: Any
+) -> httpx.Response:
+    headers = project.headers("client", session.get("access_token"))
+    if refresh is not None:
+        headers["x-service-refresh-token"] = refresh or session["refresh_token"]
+    body = {
+        "redirect_uri": f"{APP_CALLBACK}?cross_domain=1",
+        "state": "handoff-state",
+        "code_challenge": _challenge(project._verifier),
+        "after_callback_redirect_url": "http://localhost:3000/after",
+        **body,
+    }
+    return project.web.post("/api/v1/auth/oauth/cross-domain/authorize", headers=headers, json=body)
+
+
+def test_a_cross_domain_handoff_exchanges_once_for_the_same_session(web: httpx.Client) -> None:
+    project = OAuthProject(web)
+    session = project.sign_in(_email())
+    handed = _hand_off(project, session)
+    assert handed.status_code == 200, handed.text
+    landed = handed.json()["redirect_url"]
+    assert landed.startswith(APP_CALLBACK + "?cross_domain=1&")
+    query = _query(landed)
+    assert query["state"] == "handoff-state"
+    redirect_uri = f"{APP_CALLBACK}?cross_domain=1"
+    assert project.token(query["code"], "w" * 64, redirect_uri).json()["code"] == "INVALID_AUTHORIZATION_CODE"
+
+    again = _query(_hand_off(project, session).json()["redirect_url"])["code"]
+    exchanged = project.token(again, project._verifier, redirect_uri)
+    assert exchanged.status_code == 200, exchanged.text
+    body = exchanged.json()
+    assert body["refresh_token"] == session["refresh_token"]  # the same session, as the original
+    assert (body["is_new_user"], body["after_callback_redirect_url"]) == (False, "http://localhost:3000/after")
+    assert project.me(body["access_token"])["id"] == project.me(session["access_token"])["id"]
+    reused = project.token(again, project._verifier, redirect_uri)
+    assert (reused.status_code, reused.json()["code"]) == (400, "INVALID_AUTHORIZATION_CODE")
+
+
+def test_a_cross_domain_handoff_is_refused_without_the_callers_own_session_or_a_trusted_url(web: httpx.Client) -> None:
+    project = OAuthProject(web, allow_localhost=True)
+    session = project.sign_in(_email())
+    other = project.sign_in(_email())
+    for field in ("redirect_uri", "after_callback_redirect_url"):
+        untrusted = _hand_off(project, session, **{field: "https://evil.example.com/cb"})
+        assert (untrusted.status_code, untrusted.json()["code"]) == (400, "REDIRECT_URL_NOT_WHITELISTED")
+    anonymous = _hand_off(project, {"refresh_token": session["refresh_token"]})
+    assert (anonymous.status_code, anonymous.json()["code"]) == (401, "USER_AUTHENTICATION_REQUIRED")
+    no_token = _hand_off(project, session, refresh=None)
+    assert (no_token.status_code, no_token.text) == (
+        400,
+        "Cross-domain auth handoff requires passing the current refresh token.",
+    )
+    for wrong in ("not-the-sessions-token", other["refresh_token"]):
+        mismatch = _hand_off(project, session, refresh=wrong)
+        assert (mismatch.status_code, mismatch.text) == (
+            401,
+            "Cross-domain auth handoff refresh token does not match the authenticated session.",
+        )
