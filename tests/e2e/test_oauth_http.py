@@ -24,6 +24,7 @@ import httpx
 import jwt
 import pytest
 
+from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.support import internal_headers
 
 pytestmark = pytest.mark.e2e
@@ -572,6 +573,34 @@ def test_an_untrusted_redirect_uri_without_a_trusted_error_redirect_is_a_json_er
     assert back.status_code == 400
     assert back.json()["code"] == "REDIRECT_URL_NOT_WHITELISTED"
     assert "location" not in back.headers
+
+
+@pytest.fixture(scope="module")
+def compat_web() -> Iterator[httpx.Client]:
+    """The service in compatibility mode (`IDENTITY_COMPAT=stack`) on the memory store."""
+    running = start_hypercorn({"IDENTITY_COMPAT": "stack"})
+    try:
+        with httpx.Client(base_url=running.base_url, timeout=15.0) as client:
+            yield client
+    finally:
+        stop_server(running)
+
+
+def test_in_compat_mode_an_error_redirect_carries_the_originals_words(compat_web: httpx.Client) -> None:
+    project = OAuthProject(compat_web)
+    started = project.authorize(verifier=project._verifier, redirect_uri="https://evil.example/steal")
+    back = project.follow_to_app(project.login_at_provider(started.json()["location"], _email()))
+    assert back.status_code == 307, back.text
+    query = _query(back.headers["location"])
+    assert query["errorCode"] == "REDIRECT_URL_NOT_WHITELISTED"
+    assert (
+        query["message"]
+        == query["error_description"]
+        == (
+            "Redirect URL not whitelisted. Did you forget to add this domain to the trusted domains list on the Stack "
+            "Auth dashboard?"
+        )
+    )
 
 
 def test_a_callback_after_ten_minutes_is_the_outer_timeout(web: httpx.Client) -> None:
