@@ -208,7 +208,10 @@ class Service:
 
     def _error(self, error: KnownError) -> Response:
         if self._original_words:
-            error = error.in_original_words()
+            original = error.in_original_words()
+            if isinstance(original, PlainError):
+                return text_response(original.status, original.message, original.headers)
+            error = original
         return error_response(error, known_error_headers=self._known_error_headers)
 
     def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:

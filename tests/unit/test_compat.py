@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from string import Formatter
+
 from identity_proto import Service, ServiceOptions
+from identity_proto.errors import ORIGINAL_PLAIN, ErrorCode, KnownError, PlainError
 from tests.support import PROJECT_ID, Harness, client_headers, server_headers
 
 COMPAT = ServiceOptions(header_prefixes=("x-service-", "x-stack-"), password_rounds=4)
@@ -52,3 +56,50 @@ def test_anonymous_and_restricted_refusals_are_worded_as_the_originals() -> None
     token = default.request("POST", "/api/v1/auth/anonymous/sign-up", client_headers(), json={}).json["access_token"]
     ours = default.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": token}))
     assert "x-service-allow-anonymous-user" in ours.json["error"]
+
+
+ORIGINAL_CODES = frozenset(
+    line
+    for line in (Path(__file__).parent / "data" / "stack_known_errors.txt").read_text().split("\n")
+    if line and not line.startswith("#")
+)
+
+
+def test_compat_mode_sends_only_codes_the_original_has() -> None:
+    """The original's SDK throws on a known-error code it does not know: in compat mode every other code of ours
+    is answered as plain text (`errors.ORIGINAL_PLAIN`)."""
+    for code in ErrorCode:
+        texts = code.template + (ORIGINAL_PLAIN.get(code) or "")
+        fields = {name: "x" for _, name, _, _ in Formatter().parse(texts) if name}
+        original = KnownError(code, context=fields).in_original_words()
+        assert isinstance(original, PlainError) or original.code.name in ORIGINAL_CODES, code.name
+        assert original.status == code.status, code.name
+    assert set(ORIGINAL_PLAIN).isdisjoint(ErrorCode[name] for name in ORIGINAL_CODES if name in ErrorCode.__members__)
+
+
+def test_codes_the_original_lacks_are_its_plain_text_in_compat_mode_only() -> None:
+    h = Harness(service=Service(COMPAT))
+    user = h.request("POST", "/api/v1/users", _stack(server_headers()), json={}).json["id"]
+    session = h.request("POST", "/api/v1/auth/sessions", _stack(server_headers()), json={"user_id": user}).json
+    me = _stack(client_headers(**{"x-service-access-token": session["access_token"]}))
+    server = _stack(server_headers())
+    for reply, status, text in (
+        (h.request("DELETE", "/api/v1/users/me", me), 400, "Client user deletion is not enabled for this project"),
+        (
+            h.request("PATCH", f"/api/v1/users/{user}", server, json={"primary_email_verified": True}),
+            400,
+            "primary_email_verified cannot be true without primary_email",
+        ),
+        (
+            h.request("POST", "/api/v1/teams", me, json={"display_name": "t", "creator_user_id": "me"}),
+            403,
+            "Client team creation is disabled for this project",
+        ),
+    ):
+        assert (reply.status, reply.body.decode()) == (status, text)
+        assert reply.headers["content-type"].startswith("text/plain")
+        assert not {"x-stack-known-error", "x-service-known-error"} & set(reply.headers)
+    default = Harness()
+    user = default.request("POST", "/api/v1/users", server_headers(), json={}).json["id"]
+    refused = default.request("PATCH", f"/api/v1/users/{user}", server_headers(), json={"primary_email_verified": True})
+    assert (refused.status, refused.known_error) == (400, "PRIMARY_EMAIL_REQUIRED")
