@@ -25,6 +25,12 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
+class IgnoredBody(Body):
+    """The body of a DELETE that the original takes and ignores (its schema is `yupMixed`): any JSON object."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
 class Query(BaseModel):
     """Base of every query model: values arrive as text and are coerced; no unknown keys."""
 
