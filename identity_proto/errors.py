@@ -357,7 +357,7 @@ _DOCS = (
     "\n\nFor more information, see the docs on REST API authentication: "
     "https://docs.stack-auth.com/rest-api/overview#authentication"
 )
-#: The original's texts of the errors whose texts name request headers (`KnownError.in_original_words`).
+#: The original's texts of errors whose texts name request headers or differ otherwise (`KnownError.in_original_words`).
 ORIGINAL_TEXTS: dict[ErrorCode, str] = {
     ErrorCode.PROJECT_KEY_WITHOUT_ACCESS_TYPE: "Either an API key or an admin access token was provided, but the "
     "x-stack-access-type header is missing. Set it to 'client', 'server', or 'admin' as appropriate.",
@@ -373,6 +373,8 @@ ORIGINAL_TEXTS: dict[ErrorCode, str] = {
     ErrorCode.ANONYMOUS_AUTHENTICATION_NOT_ALLOWED: "X-Stack-Access-Token is for an anonymous user, but anonymous "
     "users are not enabled. Set the X-Stack-Allow-Anonymous-User header of this request to 'true' to allow "
     "anonymous users.",
+    ErrorCode.REDIRECT_URL_NOT_WHITELISTED: "Redirect URL not whitelisted. Did you forget to add this domain to the "
+    "trusted domains list on the Stack Auth dashboard?",
     ErrorCode.RESTRICTED_USER_NOT_ALLOWED: "The user in the access token is in restricted state. Reason: {reason}. "
     "Please pass the X-Stack-Allow-Restricted-User header if this is intended.",
 }

@@ -73,7 +73,7 @@ class Service:
         }
         self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers
-        self._original_words = "x-stack-" in self.options.header_prefixes  # compatibility mode
+        self._original_words = self.options.compat
         # Checked here once: `_stamp` appends them to every response unchecked.
         self._request_id_names = self.options.request_id_headers
         check_headers(tuple((name, "") for name in self._request_id_names))

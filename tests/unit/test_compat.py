@@ -103,3 +103,23 @@ def test_codes_the_original_lacks_are_its_plain_text_in_compat_mode_only() -> No
     user = default.request("POST", "/api/v1/users", server_headers(), json={}).json["id"]
     refused = default.request("PATCH", f"/api/v1/users/{user}", server_headers(), json={"primary_email_verified": True})
     assert (refused.status, refused.known_error) == (400, "PRIMARY_EMAIL_REQUIRED")
+
+
+def test_password_answers_are_the_originals_in_compat_mode() -> None:
+    """The original's password sign-up and sign-in answer no `is_new_user`, and word an untrusted callback its way."""
+    h = Harness(service=Service(COMPAT))
+    client = _stack(client_headers())
+    credentials = {"email": "ada@example.com", "password": "correct horse"}
+    up = h.request("POST", "/api/v1/auth/password/sign-up", client, json=credentials)
+    signed_in = h.request("POST", "/api/v1/auth/password/sign-in", client, json=credentials)
+    assert sorted(up.json) == sorted(signed_in.json) == ["access_token", "refresh_token", "user_id"]
+    untrusted = {"email": "bob@example.com", "password": "correct horse", "verification_callback_url": "https://x.test"}
+    refused = h.request("POST", "/api/v1/auth/password/sign-up", client, json=untrusted)
+    assert (refused.known_error, refused.json["error"]) == (
+        "REDIRECT_URL_NOT_WHITELISTED",
+        "Redirect URL not whitelisted. Did you forget to add this domain to the trusted domains list on the Stack "
+        "Auth dashboard?",
+    )
+    default = Harness()
+    ours = default.request("POST", "/api/v1/auth/password/sign-up", client_headers(), json=credentials).json
+    assert ours["is_new_user"] is True
