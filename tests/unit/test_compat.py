@@ -123,3 +123,19 @@ def test_password_answers_are_the_originals_in_compat_mode() -> None:
     default = Harness()
     ours = default.request("POST", "/api/v1/auth/password/sign-up", client_headers(), json=credentials).json
     assert ours["is_new_user"] is True
+
+
+def test_a_server_creates_users_with_the_originals_email_rule_in_compat_mode() -> None:
+    """The original's user create and update take yup's `email()` (no top-level domain needed); clients, sign-up
+    and every route outside compat mode keep the strict rule."""
+    h = Harness(service=Service(COMPAT))
+    created = h.request("POST", "/api/v1/users", _stack(server_headers()), json={"primary_email": "Invalid_Email@gmai"})
+    assert (created.status, created.json["primary_email"]) == (201, "invalid_email@gmai")
+    for refused in ("a b@gmai", "a@gmai.", "a@-gmai", "\u0430@gmai.com"):
+        reply = h.request("POST", "/api/v1/users", _stack(server_headers()), json={"primary_email": refused})
+        assert reply.status == 400, refused
+    up = {"email": "bob@gmai", "password": "correct horse"}
+    assert h.request("POST", "/api/v1/auth/password/sign-up", _stack(client_headers()), json=up).status == 400
+    default = Harness()
+    strict = default.request("POST", "/api/v1/users", server_headers(), json={"primary_email": "invalid_email@gmai"})
+    assert (strict.status, strict.known_error) == (400, "SCHEMA_ERROR")
