@@ -77,6 +77,11 @@ class ServiceOptions:
         return _header_reader(self.header_prefixes)
 
     @property
+    def compat(self) -> bool:
+        """Compatibility mode (`IDENTITY_COMPAT=stack`): answers as the original's where they differ."""
+        return "x-stack-" in self.header_prefixes
+
+    @property
     def known_error_headers(self) -> tuple[str, ...]:
         """Names of the known-error response header, one per prefix."""
         return tuple(f"{prefix}known-error" for prefix in self.header_prefixes)

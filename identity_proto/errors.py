@@ -324,9 +324,13 @@ class KnownError(IdentityError):
         self.headers = headers
         super().__init__(f"{code.name}: {message}")
 
-    def in_original_words(self) -> KnownError:
-        """This error as the original words it (compatibility mode): its text for the codes of `ORIGINAL_TEXTS`,
-        else ours with the headers named `x-stack-` (SCHEMA_ERROR's `details.message` too)."""
+    def in_original_words(self) -> KnownError | PlainError:
+        """This error as the original answers it (compatibility mode): a code the original lacks (its SDK throws on
+        a code it does not know) as the plain text of `ORIGINAL_PLAIN`; the others with its text for the codes of
+        `ORIGINAL_TEXTS`, else ours with the headers named `x-stack-` (SCHEMA_ERROR's `details.message` too)."""
+        if self.code in ORIGINAL_PLAIN:
+            plain = ORIGINAL_PLAIN[self.code]
+            return PlainError(self.status, plain.format_map(self._fields) if plain else self.message, self.headers)
         template = ORIGINAL_TEXTS.get(self.code)
         message = template.format_map(self._fields) if template else self.message.replace("x-service-", "x-stack-")
         if message == self.message:
@@ -353,8 +357,7 @@ _DOCS = (
     "\n\nFor more information, see the docs on REST API authentication: "
     "https://docs.stack-auth.com/rest-api/overview#authentication"
 )
-#: The original's texts of the errors whose texts name request headers or its dashboard
-#: (`KnownError.in_original_words`).
+#: The original's texts of errors whose texts name request headers or differ otherwise (`KnownError.in_original_words`).
 ORIGINAL_TEXTS: dict[ErrorCode, str] = {
     ErrorCode.PROJECT_KEY_WITHOUT_ACCESS_TYPE: "Either an API key or an admin access token was provided, but the "
     "x-stack-access-type header is missing. Set it to 'client', 'server', or 'admin' as appropriate.",
@@ -370,10 +373,55 @@ ORIGINAL_TEXTS: dict[ErrorCode, str] = {
     ErrorCode.ANONYMOUS_AUTHENTICATION_NOT_ALLOWED: "X-Stack-Access-Token is for an anonymous user, but anonymous "
     "users are not enabled. Set the X-Stack-Allow-Anonymous-User header of this request to 'true' to allow "
     "anonymous users.",
+    ErrorCode.REDIRECT_URL_NOT_WHITELISTED: "Redirect URL not whitelisted. Did you forget to add this domain to the "
+    "trusted domains list on the Stack Auth dashboard?",
     ErrorCode.RESTRICTED_USER_NOT_ALLOWED: "The user in the access token is in restricted state. Reason: {reason}. "
     "Please pass the X-Stack-Allow-Restricted-User header if this is intended.",
     ErrorCode.REDIRECT_URL_NOT_WHITELISTED: "Redirect URL not whitelisted. Did you forget to add this domain to the "
     "trusted domains list on the Stack Auth dashboard?",
+}
+
+#: Compatibility mode: the codes the original's known errors (packages/stack-shared/src/known-errors.tsx) lack,
+#: answered as it answers them: its status, a text/plain body (its text; None: ours) and no known-error header.
+#: Codes of ours that it has no counterpart of (the store, rate limits, webhooks) are plain too: its SDK retries a
+#: plain 429 with Retry-After, and throws on any other plain error, as on the original's own.
+ORIGINAL_PLAIN: dict[ErrorCode, str | None] = {
+    ErrorCode.INTERNAL_ERROR: "Something went wrong. Please make sure the data you entered is correct.\n\n"
+    "Request ID: {request_id}",
+    ErrorCode.ROUTE_NOT_FOUND: "404 — this page does not exist in Stack Auth's API.\n\nPlease see the API "
+    "documentation at https://docs.stack-auth.com, or visit the Stack Auth dashboard at https://app.stack-auth.com."
+    "\n\nURL: {path}",
+    ErrorCode.OTP_SIGN_IN_NOT_ENABLED: "OTP sign-in is not enabled for this project",
+    **dict.fromkeys(
+        (
+            ErrorCode.MALFORMED_REQUEST,
+            ErrorCode.METHOD_NOT_ALLOWED,
+            ErrorCode.REQUEST_BODY_TOO_LARGE,
+            ErrorCode.STORAGE_UNAVAILABLE,
+            ErrorCode.WRITE_CONFLICT,
+            ErrorCode.RATE_LIMITED,
+            ErrorCode.CANNOT_SET_BOTH_PASSWORD_AND_HASH,
+            ErrorCode.INVALID_PASSWORD_HASH,
+            ErrorCode.PRIMARY_EMAIL_REQUIRED,
+            ErrorCode.OTP_AUTH_NOT_ENABLED,
+            ErrorCode.PASSKEY_AUTH_CANNOT_BE_ENABLED,
+            ErrorCode.INVALID_PROFILE_IMAGE_URL,
+            ErrorCode.CLIENT_USER_DELETION_NOT_ENABLED,
+            ErrorCode.OAUTH_PROVIDER_NOT_FOUND,
+            ErrorCode.ONLY_ANONYMOUS_REQUIRES_INCLUDE_ANONYMOUS,
+            ErrorCode.CLIENT_TEAM_CREATION_DISABLED,
+            ErrorCode.CANNOT_CREATE_TEAM_FOR_OTHER_USER,
+            ErrorCode.CLIENT_CAN_ONLY_LIST_OWN_TEAMS,
+            ErrorCode.CANNOT_UPDATE_OTHER_USERS_PROFILE,
+            ErrorCode.TEAM_ID_REQUIRED_FOR_CLIENT,
+            ErrorCode.EMAIL_DELIVERY_FAILED,
+            ErrorCode.SESSION_NOT_FOUND,
+            ErrorCode.CLIENT_CAN_ONLY_LIST_OWN_SESSIONS,
+            ErrorCode.WEBHOOK_ENDPOINT_NOT_FOUND,
+            ErrorCode.WEBHOOK_URL_NOT_ALLOWED,
+            ErrorCode.WEBHOOK_MESSAGE_NOT_FOUND,
+        )
+    ),
 }
 
 

@@ -57,6 +57,7 @@ from identity_proto.schemas import (
     CrossDomainAuthorizeBody,
     DeprecatedConnectedAccessTokenParams,
     HealthQuery,
+    IgnoredBody,
     ImportBody,
     JwksQuery,
     LegacyConnectedAccessTokenParams,
@@ -109,6 +110,7 @@ from identity_proto.schemas import (
     ServerTeamUpdateBody,
     ServerUserUpdateBody,
     SessionIdParams,
+    SessionUserQuery,
     SetPasswordBody,
     TeamApiKeyCreateBody,
     TeamApiKeysQuery,
@@ -254,7 +256,14 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", f"{V1}/auth/sessions/current", sessions.sign_out, checks_own_session=True),
     Route("POST", f"{V1}/auth/sessions", sessions.create_session_endpoint, SERVER_AND_ADMIN, CreateSessionBody),
     Route("GET", f"{V1}/auth/sessions", sessions.list_sessions_endpoint, query=ListSessionsQuery),
-    Route("DELETE", f"{V1}/auth/sessions/{{session_id}}", sessions.delete_session_endpoint, params=SessionIdParams),
+    Route(
+        "DELETE",
+        f"{V1}/auth/sessions/{{session_id}}",
+        sessions.delete_session_endpoint,
+        body=IgnoredBody,
+        query=SessionUserQuery,
+        params=SessionIdParams,
+    ),
     # e-mail
     Route("GET", f"{V1}/emails/outbox", emails.list_outbox, SERVER_AND_ADMIN, query=OutboxQuery),
     # users
@@ -263,7 +272,10 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", f"{V1}/users/me", users.delete_me),
     Route("GET", f"{V1}/users", users.list_users, SERVER_AND_ADMIN, query=ListUsersQuery),
     Route("POST", f"{V1}/users", users.create_user, SERVER_AND_ADMIN, UserCreateBody, success=201),
-    Route("GET", f"{V1}/users/{{user_id}}", users.get_user, SERVER_AND_ADMIN, params=UserIdParams),
+    # the original's routes of one resource share its list's query (and ignore it); its DELETEs take any body
+    Route(
+        "GET", f"{V1}/users/{{user_id}}", users.get_user, SERVER_AND_ADMIN, query=ListUsersQuery, params=UserIdParams
+    ),
     Route(
         "PATCH",
         f"{V1}/users/{{user_id}}",
@@ -278,7 +290,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{V1}/teams", teams.list_teams, query=ListTeamsQuery),
     Route("GET", f"{V1}/teams/{{team_id}}", teams.get_team, params=TeamIdParams),
     Route("PATCH", f"{V1}/teams/{{team_id}}", teams.update_team, body=TEAM_UPDATE, params=TeamIdParams),
-    Route("DELETE", f"{V1}/teams/{{team_id}}", teams.delete_team, params=TeamIdParams),
+    Route("DELETE", f"{V1}/teams/{{team_id}}", teams.delete_team, body=IgnoredBody, params=TeamIdParams),
     Route(
         "POST",
         f"{V1}/team-memberships/{{team_id}}/{{user_id}}",

@@ -73,7 +73,8 @@ class Service:
         }
         self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers
-        self._original_words = "x-stack-" in self.options.header_prefixes  # compatibility mode
+        self._original_words = self.options.compat
+        self._validation_context = {"compat": True} if self.options.compat else None
         # Checked here once: `_stamp` appends them to every response unchecked.
         self._request_id_names = self.options.request_id_headers
         check_headers(tuple((name, "") for name in self._request_id_names))
@@ -199,16 +200,21 @@ class Service:
         """Step 6. A request with no path parameters, query or body (most GETs) has the same valid inputs every
         time: those are kept per route and access type (the models are frozen, so one instance serves all)."""
         if raw_params or body is not None or request.query:
-            return _validate_inputs(route, request, auth, raw_params, body)
+            return _validate_inputs(route, request, auth, raw_params, body, self._validation_context)
         key = (route.method, route.pattern, None if auth is None else auth.access_type)
         found = self._empty_inputs.get(key)
         if found is None:
-            found = self._empty_inputs[key] = _validate_inputs(route, request, auth, raw_params, body)
+            found = self._empty_inputs[key] = _validate_inputs(
+                route, request, auth, raw_params, body, self._validation_context
+            )
         return found
 
     def _error(self, error: KnownError) -> Response:
         if self._original_words:
-            error = error.in_original_words()
+            original = error.in_original_words()
+            if isinstance(original, PlainError):
+                return text_response(original.status, original.message, original.headers)
+            error = original
         return error_response(error, known_error_headers=self._known_error_headers)
 
     def _stamp(self, response: Response, request_id: str, *, cors: bool) -> Response:
@@ -318,14 +324,20 @@ def _check_access(route: Route, auth: Auth | None) -> None:
 
 
 def _validate_inputs(
-    route: Route, request: Request, auth: Auth | None, raw_params: dict[str, str], body: Any
+    route: Route,
+    request: Request,
+    auth: Auth | None,
+    raw_params: dict[str, str],
+    body: Any,
+    context: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, Any]:
     """Step 5: every input validated, every problem reported at once."""
     params: Validated[Any] = Validated(raw_params)
     if route.params is not None:
         params = schemas.validate_model(route.params, raw_params, "params")
     query = _validated(route.query, _query_dict(request), "query")
-    parsed = _validated(route.body_model(auth.access_type if auth else None), body, "body")
+    model = route.body_model(auth.access_type if auth else None)
+    parsed = validate_nothing(body, "body") if model is None else schemas.validate_model(model, body, "body", context)
     problems = params.problems + query.problems + parsed.problems
     if problems:
         raise schema_error(request.method, request.path, problems)

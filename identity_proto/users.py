@@ -46,6 +46,13 @@ _STRICT_EMAIL = re.compile(
     r"@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}"
 )
 
+# The original's rule for a user's primary e-mail on create and update (yup's `email()`, the HTML spec's valid
+# e-mail address), applied in compatibility mode only: ASCII like ours, but no top-level domain required.
+_HTML_EMAIL = re.compile(
+    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
 #: The longest address accepted (as stored).
 MAX_EMAIL_LENGTH = 256
 
@@ -56,15 +63,17 @@ def normalize_email(email: str) -> str:
     return unicodedata.normalize("NFKC", email).strip().lower()
 
 
-def checked_email(email: str) -> str:
+def checked_email(email: str, *, original_user_rule: bool = False) -> str:
     """The one rule for every e-mail address the service takes (sign-up, sign-in codes, password sign-in, user
     create and update by client and server, outbox filter, import): `email` in its stored form
     (`normalize_email`), or ValueError("must be a valid email") unless that form passes the strict check of
     reference §2.2. Validating the normalised form means that two inputs naming one stored address are one
     account, and that an address that only looks like another (invisible or non-ASCII characters, a trailing dot)
-    is refused everywhere alike."""
+    is refused everywhere alike. `original_user_rule`: the original's looser rule for user create and update
+    (compatibility mode)."""
     normalized = normalize_email(email)
-    if len(normalized) > MAX_EMAIL_LENGTH or not _STRICT_EMAIL.fullmatch(normalized):
+    rule = _HTML_EMAIL if original_user_rule else _STRICT_EMAIL
+    if len(normalized) > MAX_EMAIL_LENGTH or not rule.fullmatch(normalized):
         raise ValueError("must be a valid email")
     return normalized
 

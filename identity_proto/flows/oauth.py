@@ -354,8 +354,11 @@ def _redirect_or_raise(ctx: RequestContext, project: Project, state: OAuthState,
     """reference §7.3: a known error from step 3 on goes back to the app: to its redirect URI if trusted, else to
     its error redirect URL if trusted, with `error=server_error&error_description&errorCode&message&details`;
     when neither is trusted it is answered as itself (in the original's words in compatibility mode)."""
-    if "x-stack-" in ctx.options.header_prefixes:
-        error = error.in_original_words()
+    if ctx.options.compat:
+        original = error.in_original_words()
+        if isinstance(original, PlainError):  # a code the original lacks: its plain text, as itself
+            raise original
+        error = original
     for target in (state.redirect_uri, state.error_redirect_uri):
         if target is not None and callback_is_trusted(target, project.config):
             details = dump_json(error.details if error.details else {}).decode()

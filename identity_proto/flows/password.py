@@ -81,7 +81,7 @@ def sign_up_with_password(ctx: RequestContext[PasswordSignUpBody]) -> Flow[Respo
             raise email_taken(email)
         if isinstance(upgraded, User):
             yield from _mail_verification(ctx, project, upgraded, verify_at)
-            return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True))
+            return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True, tell_new_user=_tell(ctx)))
         # upgraded or deleted meanwhile: its token is ignored, as a non-anonymous one is
     user = User(
         id=new_uuid(ctx.entropy),
@@ -93,7 +93,12 @@ def sign_up_with_password(ctx: RequestContext[PasswordSignUpBody]) -> Flow[Respo
     )
     created = yield from store_new_user(ctx, project, user)  # a concurrent sign-up of the address: re-run, 409
     yield from _mail_verification(ctx, project, created, verify_at)
-    return (yield from finish_sign_in(ctx, project, created, is_new_user=True))
+    return (yield from finish_sign_in(ctx, project, created, is_new_user=True, tell_new_user=_tell(ctx)))
+
+
+def _tell(ctx: RequestContext) -> bool:
+    """Whether password sign-up and sign-in answer `is_new_user`: not in compat mode (the original does not)."""
+    return not ctx.options.compat
 
 
 def _mail_verification(ctx: RequestContext, project: Project, user: User, callback: str | None) -> Flow[None]:
@@ -131,4 +136,7 @@ def sign_in_with_password(ctx: RequestContext[PasswordSignInBody]) -> Flow[Respo
     if user is None or real_hash is None or not matches:
         yield from failures.count()
         raise KnownError(ErrorCode.EMAIL_PASSWORD_MISMATCH)
-    return (yield from finish_sign_in(ctx, project, user, is_new_user=False, decided_on=("password_hash",)))
+    checked = ("password_hash",)
+    return (
+        yield from finish_sign_in(ctx, project, user, is_new_user=False, decided_on=checked, tell_new_user=_tell(ctx))
+    )

@@ -278,7 +278,7 @@ def list_sessions_endpoint(ctx: RequestContext[None, ListSessionsQuery]) -> Flow
     return json_response(200, {"items": items, "is_paginated": False})
 
 
-def delete_session_endpoint(ctx: RequestContext[None, None, SessionIdParams]) -> Flow[Response]:
+def delete_session_endpoint(ctx: RequestContext[object, object, SessionIdParams]) -> Flow[Response]:
     """DELETE /auth/sessions/{session_id}: not the caller's current one; a client only its own."""
     auth = ctx.require_auth()
     params: SessionIdParams = ctx.params

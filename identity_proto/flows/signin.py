@@ -182,31 +182,33 @@ def require_second_factor(ctx: RequestContext, project: Project, user: User, *, 
     raise KnownError(ErrorCode.MULTI_FACTOR_AUTHENTICATION_REQUIRED, details={"attempt_code": attempt.code})
 
 
-def signed_in(user: User, tokens: IssuedTokens, *, is_new_user: bool) -> Response:
-    """The answer to a sign-in: 200 with the session's tokens."""
+def signed_in(user: User, tokens: IssuedTokens, *, is_new_user: bool | None) -> Response:
+    """The answer to a sign-in: 200 with the session's tokens (and `is_new_user` unless None)."""
+    told = {} if is_new_user is None else {"is_new_user": is_new_user}
     return json_response(
-        200,
-        {
-            "refresh_token": tokens.refresh_token,
-            "access_token": tokens.access_token,
-            "is_new_user": is_new_user,
-            "user_id": user.id,
-        },
+        200, {"refresh_token": tokens.refresh_token, "access_token": tokens.access_token, **told, "user_id": user.id}
     )
 
 
 def finish_sign_in(
-    ctx: RequestContext, project: Project, user: User, *, is_new_user: bool, decided_on: tuple[str, ...] = ()
+    ctx: RequestContext,
+    project: Project,
+    user: User,
+    *,
+    is_new_user: bool,
+    decided_on: tuple[str, ...] = (),
+    tell_new_user: bool = True,
 ) -> Flow[Response]:
     """Sign `user` in: the second factor when they have a TOTP secret (`require_second_factor`), else 200 with the
     tokens of a new session, stored in one commit with the user's last activity (signing in is activity), guarded
     on the user still holding what the sign-in decided on: `decided_on` (the password it checked, say) and their
-    TOTP secret (a concurrent change re-runs the flow, `CommitConflict`)."""
+    TOTP secret (a concurrent change re-runs the flow, `CommitConflict`). `tell_new_user` False: no `is_new_user`
+    in the answer."""
     if user.totp_secret_base64 is not None:
         yield from require_second_factor(ctx, project, user, is_new_user=is_new_user)
     fields = (*decided_on, "totp_secret_base64")
     tokens = yield from start_session(ctx, project, user, decided_on=fields, touch=True)
-    return signed_in(user, tokens, is_new_user=is_new_user)
+    return signed_in(user, tokens, is_new_user=is_new_user if tell_new_user else None)
 
 
 def matching_totp_step(secret_base64: str, totp: str, now_ms: int) -> int | None:

@@ -234,7 +234,7 @@ def patch_team(project_id: str, team_id: str, changes: TeamChanges) -> Flow[Team
     return changes.apply(team)
 
 
-def delete_team(ctx: RequestContext[None, None, TeamIdParams]) -> Flow[Response]:
+def delete_team(ctx: RequestContext[object, None, TeamIdParams]) -> Flow[Response]:
     """DELETE /teams/{team_id}: clients need `$delete_team`; memberships go with the team, and users who had it
     selected have no selected team afterwards."""
     auth = ctx.require_auth()

@@ -163,7 +163,7 @@ def get_me(ctx: RequestContext) -> Flow[Response]:
     return json_response(200, rendered)
 
 
-def get_user(ctx: RequestContext[None, None, UserIdParams]) -> Flow[Response]:
+def get_user(ctx: RequestContext[None, object, UserIdParams]) -> Flow[Response]:
     """GET /users/{user_id} (server, admin)."""
     auth = ctx.require_auth()
     found = yield from perform(LoadUserWithTeam(auth.project.id, ctx.params.user_id))

@@ -7,7 +7,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails
 
 from identity_proto.schemas.problems import Validated, not_an_object, unknown_properties
@@ -23,6 +23,12 @@ class Body(BaseModel):
     """Base of every JSON body model: strict types, no unknown keys, immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+class IgnoredBody(Body):
+    """The body of a DELETE that the original takes and ignores (its schema is `yupMixed`): any JSON object."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 class Query(BaseModel):
@@ -49,8 +55,9 @@ def _not_null(value: Any) -> Any:
 _EMPTY_INSTANCES: dict[type[BaseModel], BaseModel] = {}
 
 
-def validate_model(model: type[M], data: Any, location: str) -> Validated[M]:
-    """`data` validated as `model`, or its problem lines (prefixed with `location`: body, query)."""
+def validate_model(model: type[M], data: Any, location: str, context: dict[str, Any] | None = None) -> Validated[M]:
+    """`data` validated as `model` (with pydantic's validation `context`), or its problem lines (prefixed with
+    `location`: body, query)."""
     if data is None or data == {}:
         empty = _EMPTY_INSTANCES.get(model)
         if empty is not None:
@@ -59,7 +66,7 @@ def validate_model(model: type[M], data: Any, location: str) -> Validated[M]:
     if not isinstance(data, dict):
         return Validated(problems=(not_an_object(location),))
     try:
-        validated = model.model_validate(data)
+        validated = model.model_validate(data, context=context)
     except ValidationError as exc:
         return Validated(problems=tuple(_problem_lines(exc.errors(include_url=False), location)))
     if not data:
@@ -171,6 +178,16 @@ def _email(value: str | None) -> str | None:
     if value.strip() == "":
         raise ValueError("must not be empty")
     return checked_email(value)
+
+
+def _user_email(value: str | None, info: ValidationInfo) -> str | None:
+    """A user's primary e-mail on create and update by a server: `_email`, or in compatibility mode (validation
+    context `compat`) the original's looser rule (`identity_proto.users.checked_email`); clients keep `_email`."""
+    if value is None or not (info.context or {}).get("compat"):
+        return _email(value)
+    if value.strip() == "":
+        raise ValueError("must not be empty")
+    return checked_email(value, original_user_rule=True)
 
 
 def _no_nul(value: str | None) -> str | None:

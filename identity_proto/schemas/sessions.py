@@ -26,6 +26,13 @@ class ListSessionsQuery(Query):
     _user_id = field_validator("user_id")(_uuid_or_me)
 
 
+class SessionUserQuery(Query):
+    """DELETE /auth/sessions/{id}: the original's routes share the list's query; `user_id` is checked, not used."""
+
+    user_id: str | None = None
+    _user_id = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+
+
 class SessionIdParams(Query):
     """Path parameters naming a session."""
 

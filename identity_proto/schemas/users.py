@@ -16,6 +16,7 @@ from identity_proto.schemas.base import (
     _no_nul,
     _not_null,
     _profile_image,
+    _user_email,
     _uuid_or_me,
     is_uuid,
 )
@@ -111,6 +112,7 @@ class ServerUserUpdateBody(ClientUserUpdateBody):
     _restriction_text = field_validator(
         "restricted_by_admin_reason", "restricted_by_admin_private_details", mode="before"
     )(_empty_to_none)
+    _email_rule = field_validator("primary_email")(_user_email)  # type: ignore[assignment]  # compat: the original's
     _server_metadata = field_validator("client_read_only_metadata", "server_metadata")(_metadata)
     _country = field_validator("country_code")(_country_or_none)
     _password = field_validator("password")(_no_nul)

@@ -14,6 +14,7 @@ from identity_proto.auth import AccessType
 from identity_proto.routes import ROUTES, TESTING_ROUTES
 from identity_proto.schemas import Body, Query, validate_model, validate_nothing
 from identity_proto.schemas.problems import Validated
+from tests.support import Harness, client_headers, server_headers
 
 
 def test_every_name_the_package_exports_is_defined_where_it_says() -> None:
@@ -72,3 +73,25 @@ def test_an_input_a_route_does_not_take_is_refused_as_a_model_without_fields_ref
     assert by_rule.problems == by_model.problems
     assert by_rule.ok == by_model.ok
     assert by_rule.value is None
+
+
+def test_inputs_the_original_takes_and_ignores_are_accepted() -> None:
+    """The original's routes of a resource share its list's query, and its DELETEs take any body (`yupMixed`)."""
+    h = Harness()
+    user = h.request("POST", "/api/v1/users", server_headers(), json={}).json["id"]
+    anonymous = h.request("POST", "/api/v1/auth/anonymous/sign-up", client_headers(), json={}).json["user_id"]
+    read = h.request("GET", f"/api/v1/users/{anonymous}", server_headers(), query="include_anonymous=true")
+    assert (read.status, read.json["is_anonymous"]) == (200, True)
+    team = h.request("POST", "/api/v1/teams", server_headers(), json={"display_name": "T"}).json["id"]
+    deleted = h.request("DELETE", f"/api/v1/teams/{team}", server_headers(), json={"display_name": "ignored"})
+    assert (deleted.status, deleted.json) == (200, {"success": True})
+    _first, second = (
+        h.request("POST", "/api/v1/auth/sessions", server_headers(), json={"user_id": user}).json for _ in range(2)
+    )
+    me = client_headers(**{"x-service-access-token": second["access_token"]})
+    listed = h.request("GET", "/api/v1/auth/sessions", me, query=f"user_id={user}").json["items"]
+    other = next(s["id"] for s in listed if not s["is_current_session"])
+    gone = h.request("DELETE", f"/api/v1/auth/sessions/{other}", me, query=f"user_id={user}")
+    assert gone.status == 200
+    refused = h.request("DELETE", f"/api/v1/auth/sessions/{other}", me, query="user_id=nope")
+    assert refused.known_error == "SCHEMA_ERROR"
