@@ -642,7 +642,7 @@ def _restriction_changes(user: User, body: ServerUserUpdateBody, given: set[str]
 
 def create_user(ctx: RequestContext[UserCreateBody]) -> Flow[Response]:
     """POST /users (server, admin) -> 201: the update rules, plus `is_anonymous`; the uniqueness of an auth
-    e-mail is always checked."""
+    e-mail is always checked. Answers the user before its personal team existed (none selected), as the original."""
     auth = ctx.require_auth()
     project = auth.project
     body: UserCreateBody = ctx.body
@@ -661,7 +661,9 @@ def create_user(ctx: RequestContext[UserCreateBody]) -> Flow[Response]:
     if user.auth_email is not None and (yield from perform(find_user_by_email(project.id, user.auth_email))):
         raise email_taken(user.auth_email)
     created = yield from store_new_user(ctx, project, user)  # a concurrent sign-up of the address: re-run, 409
-    return json_response(201, (yield from load_rendered_user(ctx, project, created)))
+    # as the original answers: the user as it was before its personal team (selected, as a later read shows)
+    unselected = replaced(created, {"selected_team_id": None})
+    return json_response(201, render_user(unselected, auth.access_type, project.config, caller_id=auth.user_id))
 
 
 def delete_me(ctx: RequestContext) -> Flow[Response]:

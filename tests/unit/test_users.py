@@ -747,7 +747,9 @@ def test_create_team_on_sign_up() -> None:
     h = Harness()
     h.request("PATCH", "/api/v1/projects/current", admin_headers(), json={"config": {"create_team_on_sign_up": True}})
     user = h.request("POST", "/api/v1/users", server_headers(), json={"display_name": "Kim"}).json
-    assert user["selected_team"]["display_name"] == "Kim's Team"
+    assert user["selected_team"] is None  # the answer is the user before its team (the original's)
+    read = h.request("GET", f"/api/v1/users/{user['id']}", server_headers()).json
+    assert read["selected_team"]["display_name"] == "Kim's Team"
     signed = sign_in(h, code_for(h, "lee@example.com")).json
     assert h.user(signed["user_id"]).selected_team_id is not None
     teams = h.request("GET", "/api/v1/teams", server_headers(), query=f"user_id={signed['user_id']}").json["items"]
