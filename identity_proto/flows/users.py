@@ -137,7 +137,7 @@ def load_rendered_user(ctx: RequestContext, project: Project, user: User) -> Flo
     if user.selected_team_id is not None:
         team = yield from perform(LoadTeam(project.id, user.selected_team_id))
     auth = ctx.require_auth()
-    return render_user(user, auth.access_type, project.config, team, caller_id=auth.user_id)
+    return render_user(user, auth.access_type, project.config, team, caller_id=auth.user_id, compat=ctx.options.compat)
 
 
 def _read(user: User | None) -> User:
@@ -164,7 +164,9 @@ def get_me(ctx: RequestContext) -> Flow[Response]:
     found = yield from perform(LoadUserWithTeam(auth.project.id, _my_id(ctx)))
     if found is None:  # deleted since the token was issued: there is no "me" any more
         raise KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER)
-    rendered = render_user(found[0], auth.access_type, auth.project.config, found[1], caller_id=auth.user_id)
+    rendered = render_user(
+        found[0], auth.access_type, auth.project.config, found[1], caller_id=auth.user_id, compat=ctx.options.compat
+    )
     return json_response(200, rendered)
 
 
@@ -174,7 +176,9 @@ def get_user(ctx: RequestContext[None, None, UserIdParams]) -> Flow[Response]:
     found = yield from perform(LoadUserWithTeam(auth.project.id, ctx.params.user_id))
     if found is None:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
-    rendered = render_user(found[0], auth.access_type, auth.project.config, found[1], caller_id=auth.user_id)
+    rendered = render_user(
+        found[0], auth.access_type, auth.project.config, found[1], caller_id=auth.user_id, compat=ctx.options.compat
+    )
     return json_response(200, rendered)
 
 
@@ -313,7 +317,9 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
         )
     except _UserGone:
         raise KnownError(missing) from None
-    rendered = render_user(updated, auth.access_type, project.config, team, caller_id=auth.user_id)
+    rendered = render_user(
+        updated, auth.access_type, project.config, team, caller_id=auth.user_id, compat=ctx.options.compat
+    )
     return json_response(200, rendered)
 
 
@@ -663,7 +669,10 @@ def create_user(ctx: RequestContext[UserCreateBody]) -> Flow[Response]:
     created = yield from store_new_user(ctx, project, user)  # a concurrent sign-up of the address: re-run, 409
     # as the original answers: the user as it was before its personal team (selected, as a later read shows)
     unselected = replaced(created, {"selected_team_id": None})
-    return json_response(201, render_user(unselected, auth.access_type, project.config, caller_id=auth.user_id))
+    return json_response(
+        201,
+        render_user(unselected, auth.access_type, project.config, caller_id=auth.user_id, compat=ctx.options.compat),
+    )
 
 
 def delete_me(ctx: RequestContext) -> Flow[Response]:
