@@ -208,8 +208,9 @@ def render_user(
     *,
     caller_id: str | None = None,
     caller_team_ids: AbstractSet[str] = frozenset(),
+    compat: bool = False,
 ) -> dict[str, Any]:
-    """A user as `access_type` may see it.
+    """A user as `access_type` may see it (`compat`: a client sees the original's client fields only).
 
     Our spec (its rule 4) hides exactly two fields from client access: `server_metadata` and
     `restricted_by_admin_private_details`; every field it marks "required in response" is in every response.
@@ -229,7 +230,7 @@ def render_user(
         "primary_email_verified": user.primary_email_verified,
         "primary_email_auth_enabled": user.primary_email_auth_enabled,
         "display_name": user.display_name,
-        "selected_team": None if selected_team is None else render_team(selected_team, access_type),
+        "selected_team": None if selected_team is None else render_team(selected_team, access_type, compat=compat),
         "selected_team_id": user.selected_team_id,
         "profile_image_url": user.profile_image_url,
         "signed_up_at_millis": user.signed_up_at_millis,
@@ -255,17 +256,25 @@ def render_user(
         },
     }
     if access_type is AccessType.CLIENT:
-        for hidden in SERVER_ONLY_USER_FIELDS:
+        for hidden in (*SERVER_ONLY_USER_FIELDS, *(ORIGINAL_SERVER_ONLY_USER_FIELDS if compat else ())):
             del rendered[hidden]
     return rendered
 
 
 #: The only user fields client access never sees (spec, rule 4).
 SERVER_ONLY_USER_FIELDS = ("server_metadata", "restricted_by_admin_private_details")
+#: The fields the original shows server access only, besides those (compatibility mode).
+ORIGINAL_SERVER_ONLY_USER_FIELDS = (
+    "primary_email_auth_enabled",
+    "last_active_at_millis",
+    "country_code",
+    "risk_scores",
+)
 
 
-def render_team(team: Team, access_type: AccessType) -> dict[str, Any]:
-    """A team as `access_type` may see it: clients never see `server_metadata` (spec, rule 4)."""
+def render_team(team: Team, access_type: AccessType, *, compat: bool = False) -> dict[str, Any]:
+    """A team as `access_type` may see it: clients never see `server_metadata` (spec, rule 4), nor, in
+    compatibility mode (`compat`), `created_at_millis` (the original's client view)."""
     rendered: dict[str, Any] = {
         "id": team.id,
         "display_name": team.display_name,
@@ -277,6 +286,8 @@ def render_team(team: Team, access_type: AccessType) -> dict[str, Any]:
     }
     if access_type is AccessType.CLIENT:
         del rendered["server_metadata"]
+        if compat:
+            del rendered["created_at_millis"]
     return rendered
 
 

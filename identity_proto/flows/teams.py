@@ -169,7 +169,7 @@ def create_team(ctx: RequestContext[ClientTeamCreateBody]) -> Flow[Response]:
     created = yield from store_team(project.id, team, creator)
     if created is TeamWrite.USER_NOT_FOUND:
         raise KnownError(ErrorCode.USER_NOT_FOUND)
-    return json_response(201, render_team(team, auth.access_type))
+    return json_response(201, render_team(team, auth.access_type, compat=ctx.options.compat))
 
 
 def list_teams(ctx: RequestContext[None, ListTeamsQuery]) -> Flow[Response]:
@@ -180,7 +180,10 @@ def list_teams(ctx: RequestContext[None, ListTeamsQuery]) -> Flow[Response]:
     if auth.access_type is AccessType.CLIENT and (user_id is None or user_id != auth.user_id):
         raise KnownError(ErrorCode.CLIENT_CAN_ONLY_LIST_OWN_TEAMS)
     teams = yield from perform(ListTeams(auth.project.id, user_id))
-    return json_response(200, {"items": [render_team(t, auth.access_type) for t in teams], "is_paginated": False})
+    return json_response(
+        200,
+        {"items": [render_team(t, auth.access_type, compat=ctx.options.compat) for t in teams], "is_paginated": False},
+    )
 
 
 def _load_team_for(ctx: RequestContext, team_id: str) -> Flow[Team]:
@@ -199,7 +202,7 @@ def _load_team_for(ctx: RequestContext, team_id: str) -> Flow[Team]:
 def get_team(ctx: RequestContext[None, None, TeamIdParams]) -> Flow[Response]:
     """GET /teams/{team_id}."""
     team = yield from _load_team_for(ctx, ctx.params.team_id)
-    return json_response(200, render_team(team, ctx.require_auth().access_type))
+    return json_response(200, render_team(team, ctx.require_auth().access_type, compat=ctx.options.compat))
 
 
 def update_team(ctx: RequestContext[ClientTeamUpdateBody, None, TeamIdParams]) -> Flow[Response]:
@@ -215,7 +218,7 @@ def update_team(ctx: RequestContext[ClientTeamUpdateBody, None, TeamIdParams]) -
     updated = yield from patch_team(auth.project.id, team_id, TeamChanges.of(changes.items()))
     if updated is None:
         raise KnownError(ErrorCode.TEAM_NOT_FOUND, details={"team_id": team_id})
-    return json_response(200, render_team(updated, auth.access_type))
+    return json_response(200, render_team(updated, auth.access_type, compat=ctx.options.compat))
 
 
 def patch_team(project_id: str, team_id: str, changes: TeamChanges) -> Flow[Team | None]:
