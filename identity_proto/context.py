@@ -71,11 +71,6 @@ class ServiceOptions:
     webhook_timeout_s: float = 15.0
 
     @property
-    def compat(self) -> bool:
-        """Compatibility mode (`IDENTITY_COMPAT=stack`): the original's `x-stack-` headers are accepted."""
-        return "x-stack-" in self.header_prefixes
-
-    @property
     def headers(self) -> HeaderReader:
         """Reads request headers under every accepted prefix (one reader per set of prefixes: it memoises the
         header names it builds)."""
