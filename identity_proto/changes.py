@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar, Generic, TypeVar
 
+from identity_proto.quickinit import quick_init
 from identity_proto.records import Membership, ProjectConfig, Team, User, replaced
 
 __all__ = ["Changes", "MembershipChanges", "ProjectConfigChanges", "TeamChanges", "UserChanges"]
@@ -41,19 +42,20 @@ class Changes(Generic[RecordT]):
     pairs: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
-        names = [name for name, _value in self.pairs]
-        unknown = [name for name in names if name not in self.settable]
+        names = {name for name, _value in self.pairs}
+        if names <= self.settable and len(names) == len(self.pairs):
+            return
+        unknown = [name for name, _value in self.pairs if name not in self.settable]
         if unknown:
             raise TypeError(f"{type(self).__name__} cannot set {', '.join(map(repr, unknown))}")
-        if len(set(names)) != len(names):
-            raise TypeError(f"{type(self).__name__} sets a field twice: {names}")
+        raise TypeError(f"{type(self).__name__} sets a field twice: {[name for name, _value in self.pairs]}")
 
     @classmethod
     def of(cls, pairs: Pairs | Changes[Any] = (), /, **fields: Any) -> Any:
         """The change set of `pairs` (or an existing change set of this type, as it is) and `fields`."""
         if isinstance(pairs, cls) and not fields:
             return pairs
-        return cls((*tuple(pairs), *fields.items()))
+        return cls((*pairs, *fields.items()) if fields else tuple(pairs))
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return iter(self.pairs)
@@ -94,3 +96,7 @@ class ProjectConfigChanges(Changes[ProjectConfig]):
     """Changes of a project's `ProjectConfig`."""
 
     settable = _settable(ProjectConfig, fixed=set())
+
+
+for _changes in (UserChanges, TeamChanges, MembershipChanges, ProjectConfigChanges):
+    quick_init(_changes)  # made per request (identity_proto.quickinit)

@@ -69,7 +69,8 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
     except Exception:
         yield from check_preconditions(preconditions)  # failed requests count too
         raise
-    reads = _reads(first)
+    carried = first.guards if isinstance(first, Commit) else ()
+    reads = None if carried else _reads(first)
     if reads is not None:
         count = len(preconditions)
         try:
@@ -79,7 +80,6 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
             flow.close()
             raise
         return (yield from _resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
-    carried = first.guards if isinstance(first, Commit) else ()
     if not all(p.guard is not None and p.guard in carried for p in preconditions):
         try:
             yield from check_preconditions(preconditions)

@@ -669,3 +669,6 @@ class StoredEvent:
     #: The user's selected team, likewise (user events), or None.
     team: Any = None
     ids: tuple[str, ...] = ()
+
+
+quick_init(StoredEvent)  # made with every recorded change (identity_proto.quickinit)

@@ -34,7 +34,10 @@ def _list_contact_channels(store: MemoryStore, effect: ListContactChannels) -> U
     if user is None:
         return None
     stored = _stored(tenant, user.id)
-    addresses = {*effect.addresses, *(c.value for c in channels_of(user, stored))}
+    # Every channel's address: the stored ones' and the primary e-mail (its channel need not be built for that).
+    addresses = {*effect.addresses, *(c.value for c in stored)}
+    if user.primary_email is not None:
+        addresses.add(user.primary_email)
     return UserChannels(user, stored, {a: tenant.email_index.get(a) for a in sorted(addresses)})
 
 

@@ -49,7 +49,16 @@ from identity_proto.effects.codes import (
     CodeAttempt,
     CodeOutcome,
 )
-from identity_proto.effects.commit import Commit, CommitConflict, Committed, Conflict
+from identity_proto.effects.commit import (
+    Announce,
+    Commit,
+    CommitConflict,
+    CommitGuard,
+    Committed,
+    CommitWrite,
+    Conflict,
+    ReferencedBy,
+)
 from identity_proto.effects.contact_channels import (
     PRIMARY_FIELDS,
     ChannelsAre,
@@ -425,8 +434,8 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
 
 
 def _effect_classes() -> list[type[Any]]:
-    found: list[type[Any]] = []
-    pending: list[type[Any]] = [Effect]
+    found: list[type[Any]] = [Announce, ReferencedBy, Committed, Conflict]
+    pending: list[type[Any]] = [Effect, CommitGuard, CommitWrite]
     while pending:
         for sub in pending.pop().__subclasses__():
             if sub not in found:
@@ -435,7 +444,8 @@ def _effect_classes() -> list[type[Any]]:
     return found
 
 
-# Every concrete effect is a frozen dataclass made per request: each gets the cheaper `__init__`.
+# Every concrete effect, and every part and answer of a commit, is a frozen dataclass made per request: each gets the
+# cheaper `__init__`.
 for _effect in _effect_classes():
     if dataclasses.is_dataclass(_effect) and "__init__" in vars(_effect):
         quick_init(_effect)

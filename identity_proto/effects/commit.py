@@ -117,7 +117,10 @@ class FieldsAre(CommitGuard):
 
     @property
     def kind(self) -> RecordKind:
-        return RecordKind.USER if isinstance(self.record, User) else RecordKind.TEAM
+        return _KINDS[type(self.record)]
+
+
+_KINDS = {User: RecordKind.USER, Team: RecordKind.TEAM}
 
 
 @dataclass(frozen=True, slots=True)
