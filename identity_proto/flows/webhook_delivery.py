@@ -24,14 +24,17 @@ from identity_proto.effects.webhooks import (
     ClaimedDelivery,
     DeliveryAttempt,
     FanOutEvents,
+    ListWebhookEndpoints,
     ListWebhookProjects,
     RecordAttempt,
+    Route,
     SendWebhooks,
     TrimWebhookData,
+    WebhookEndpoint,
     WebhookRequest,
     WebhookResult,
 )
-from identity_proto.events import event_payload
+from identity_proto.events import TEST_EVENT_TYPE, event_payload
 from identity_proto.tokens import Entropy
 from identity_proto.webhook_signing import webhook_headers
 
@@ -42,6 +45,9 @@ __all__ = [
     "TRIM_INTERVAL_MS",
     "PassReport",
     "WebhookDelivery",
+    "claim_deliveries",
+    "fan_out_events",
+    "routes",
     "signed_request",
 ]
 
@@ -85,6 +91,52 @@ def signed_request(claimed: ClaimedDelivery, body: bytes, now_ms: int) -> Webhoo
     return WebhookRequest(url=endpoint.url, headers=headers, body=body)
 
 
+def routes(endpoints: tuple[WebhookEndpoint, ...]) -> tuple[Route, ...]:
+    """Which endpoint gets which event: the enabled ones, each the types it asked for (None: every type), never a
+    test event (its one delivery is made with it, `AddTestEvent`)."""
+    return tuple(
+        Route(e.id, (TEST_EVENT_TYPE,), only=False)
+        if e.event_types is None
+        else Route(e.id, tuple(t for t in e.event_types if t != TEST_EVENT_TYPE))
+        for e in endpoints
+        if not e.disabled
+    )
+
+
+def fan_out_events(
+    project_id: str, now_ms: int, limit: int = 100, endpoints: tuple[WebhookEndpoint, ...] | None = None
+) -> Flow[int]:
+    """Fan out at most `limit` events along the `routes` of the project's endpoints (`endpoints` as read, else read
+    here; read again when they changed meanwhile); returns how many events were fanned out."""
+    while True:
+        if endpoints is None:
+            endpoints = yield from perform(ListWebhookEndpoints(project_id))
+        fanned = yield from perform(FanOutEvents(project_id, now_ms, endpoints, routes(endpoints), limit))
+        if fanned is not None:
+            return fanned
+        endpoints = None
+
+
+def claim_deliveries(
+    project_id: str,
+    now_ms: int,
+    lease_ms: int,
+    limit: int,
+    tokens: tuple[str, ...],
+    endpoints: tuple[WebhookEndpoint, ...] | None = None,
+) -> Flow[tuple[ClaimedDelivery, ...]]:
+    """Claim the deliveries due at `now_ms`; those of a disabled or deleted endpoint fail (without an attempt:
+    replay them once it is enabled again). `endpoints` as `fan_out_events`."""
+    while True:
+        if endpoints is None:
+            endpoints = yield from perform(ListWebhookEndpoints(project_id))
+        sendable = tuple(e.id for e in endpoints if not e.disabled)
+        claimed = yield from perform(ClaimDeliveries(project_id, now_ms, lease_ms, limit, tokens, endpoints, sendable))
+        if claimed is not None:
+            return claimed
+        endpoints = None
+
+
 @dataclass
 class WebhookDelivery:
     """The delivery loop's core: `run_pass` is one pass. A host keeps one per worker (it remembers when each
@@ -120,9 +172,10 @@ class WebhookDelivery:
         return report
 
     def _deliver(self, project_id: str, now_ms: int, entropy: Entropy, limit: int) -> Flow[PassReport]:
-        fanned = yield from perform(FanOutEvents(project_id, now_ms, self.fan_out_limit))
+        endpoints = yield from perform(ListWebhookEndpoints(project_id))
+        fanned = yield from fan_out_events(project_id, now_ms, self.fan_out_limit, endpoints)
         tokens = tuple(_claim_token(entropy) for _ in range(limit))
-        claimed = yield from perform(ClaimDeliveries(project_id, now_ms, self.lease_ms, limit, tokens))
+        claimed = yield from claim_deliveries(project_id, now_ms, self.lease_ms, limit, tokens, endpoints)
         more = fanned >= self.fan_out_limit or len(claimed) >= limit
         if not claimed:
             return PassReport(fanned_out=fanned, more=more)
