@@ -185,22 +185,17 @@ def _add_test_event(store: MemoryStore, effect: AddTestEvent) -> StoredEvent:
 @_performs(FanOutEvents)
 def _fan_out(store: MemoryStore, effect: FanOutEvents) -> int | None:
     tenant = store.tenants.get(effect.project_id)
-    if effect.limit <= 0:
-        return 0
-    if not _endpoints_are(tenant, effect.endpoints):
+    if effect.limit > 0 and not _endpoints_are(tenant, effect.endpoints):
         return None
-    if tenant is None:
+    if tenant is None or effect.limit <= 0:
         return 0
     events = tenant.events
     start = bisect.bisect_right(events, tenant.fanout_seq, key=lambda event: _seq(event.id) or 0)
-    batch = events[start : start + effect.limit]
+    batch, starts = events[start : start + effect.limit], tenant.webhook_endpoint_from
     for event in batch:
         seq = _seq(event.id) or 0
         for route in effect.routes:
-            if (
-                tenant.webhook_endpoint_from.get(route.endpoint_id, 0) < seq
-                and (event.type in route.types) == route.only
-            ):
+            if starts.get(route.endpoint_id, 0) < seq and (event.type in route.types) == route.only:
                 _new_delivery(tenant, route.endpoint_id, event, effect.now_ms)
     if batch:
         tenant.fanout_seq = _seq(batch[-1].id) or tenant.fanout_seq
@@ -210,11 +205,9 @@ def _fan_out(store: MemoryStore, effect: FanOutEvents) -> int | None:
 @_performs(ClaimDeliveries)
 def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery, ...] | None:
     tenant = store.tenants.get(effect.project_id)
-    if effect.limit <= 0:
-        return ()
-    if not _endpoints_are(tenant, effect.endpoints):
+    if effect.limit > 0 and not _endpoints_are(tenant, effect.endpoints):
         return None
-    if tenant is None:
+    if tenant is None or effect.limit <= 0:
         return ()
     due = sorted(
         (
