@@ -5,11 +5,10 @@ Choices the effects' docstrings leave open, the same on Redis (`backends.redis.w
 
 - An endpoint gets the events recorded *after* its creation (`Tenant.webhook_endpoint_from`): a new endpoint is not
   flooded with the project's history, and the first endpoint of a project moves the fan-out cursor to the end.
-- Test events (`stack.test`, `AddTestEvent`) are recorded like the others (`ListEvents` lists them) but never
-  fanned out: their one delivery is made with them.
-- `FanOutEvents` returns how many events the cursor moved past (test events included).
-- A claim that meets a delivery of a disabled endpoint (or one whose event is no longer kept) does not claim it: the
-  delivery is settled as failed, without an attempt (replay it once the endpoint is enabled again).
+- Test events (`stack.test`, `AddTestEvent`) are recorded like the others (`ListEvents` lists them); which events
+  an endpoint gets, and whose deliveries a claim fails, the core decides (`FanOutEvents.routes`,
+  `ClaimDeliveries.sendable`), from the endpoints it read (guarded: both answer None when they changed).
+- `FanOutEvents` returns how many events the cursor moved past (those no route takes included).
 - Deliveries are listed newest message first (the order they were made in: fan-out follows the events' order).
 - `TrimWebhookData` keeps the events of pending deliveries and those not yet fanned out (when the project has
   endpoints) whatever their age: an event is never forgotten before it was delivered or given up.
@@ -88,8 +87,8 @@ def _find_event(tenant: Tenant, message_id: str) -> StoredEvent | None:
     return events[at] if at < len(events) and events[at].id == message_id else None
 
 
-def _wants(endpoint: WebhookEndpoint, event_type: str) -> bool:
-    return not endpoint.disabled and (endpoint.event_types is None or event_type in endpoint.event_types)
+def _endpoints_are(tenant: Tenant | None, endpoints: tuple[WebhookEndpoint, ...]) -> bool:
+    return (tenant.webhook_endpoints if tenant else {}) == {e.id: e for e in endpoints}
 
 
 def _new_delivery(tenant: Tenant, endpoint_id: str, event: StoredEvent, now_ms: int) -> None:
@@ -184,28 +183,30 @@ def _add_test_event(store: MemoryStore, effect: AddTestEvent) -> StoredEvent:
 
 
 @_performs(FanOutEvents)
-def _fan_out(store: MemoryStore, effect: FanOutEvents) -> int:
+def _fan_out(store: MemoryStore, effect: FanOutEvents) -> int | None:
     tenant = store.tenants.get(effect.project_id)
+    if effect.limit > 0 and not _endpoints_are(tenant, effect.endpoints):
+        return None
     if tenant is None or effect.limit <= 0:
         return 0
     events = tenant.events
     start = bisect.bisect_right(events, tenant.fanout_seq, key=lambda event: _seq(event.id) or 0)
-    batch = events[start : start + effect.limit]
+    batch, starts = events[start : start + effect.limit], tenant.webhook_endpoint_from
     for event in batch:
         seq = _seq(event.id) or 0
-        if event.type == TEST_EVENT_TYPE:
-            continue
-        for endpoint in tenant.webhook_endpoints.values():
-            if tenant.webhook_endpoint_from.get(endpoint.id, 0) < seq and _wants(endpoint, event.type):
-                _new_delivery(tenant, endpoint.id, event, effect.now_ms)
+        for route in effect.routes:
+            if starts.get(route.endpoint_id, 0) < seq and (event.type in route.types) == route.only:
+                _new_delivery(tenant, route.endpoint_id, event, effect.now_ms)
     if batch:
         tenant.fanout_seq = _seq(batch[-1].id) or tenant.fanout_seq
     return len(batch)
 
 
 @_performs(ClaimDeliveries)
-def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery, ...]:
+def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery, ...] | None:
     tenant = store.tenants.get(effect.project_id)
+    if effect.limit > 0 and not _endpoints_are(tenant, effect.endpoints):
+        return None
     if tenant is None or effect.limit <= 0:
         return ()
     due = sorted(
@@ -220,9 +221,8 @@ def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery
     claimed: list[ClaimedDelivery] = []
     for _, _, key in due[: effect.limit]:
         row = tenant.deliveries[key]
-        endpoint = tenant.webhook_endpoints.get(key[0])
-        event = _find_event(tenant, key[1])
-        if endpoint is None or endpoint.disabled or event is None:
+        event, endpoint = _find_event(tenant, key[1]), tenant.webhook_endpoints.get(key[0])
+        if key[0] not in effect.sendable or endpoint is None or event is None:
             tenant.deliveries[key] = _settled(row, DeliveryState.FAILED, row.failures, effect.now_ms)
             continue
         token = effect.claim_tokens[len(claimed)]

@@ -214,8 +214,7 @@ def _list_events(keys: KeySpace, effect: ListEvents) -> Plan[tuple[StoredEvent, 
 
 # KEYS: events stream, endpoints, due, pending, the endpoint's delivery index. ARGV: the test event type, its data
 # JSON, endpoint id, now, delivery key prefix, the stream's hard cap, the project's message id tag. Records the event
-# (as `emit_event` does) and,
-# if the endpoint exists, its one delivery; returns the entry id.
+# (as `emit_event` does) and, if the endpoint exists, its one delivery; returns the entry id.
 script(
     "add_test_event",
     _WEBHOOK_IDS
@@ -255,42 +254,53 @@ def _add_test_event(keys: KeySpace, effect: AddTestEvent) -> Plan[StoredEvent]:
     return _event(entry_id, {"t": TEST_EVENT_TYPE, "r": effect.data_json}, keys.webhook_message_tag(project_id))
 
 
+#: Lua: whether the endpoints hash holds exactly the endpoints of `expected` (JSON: id -> the endpoint's JSON text,
+#: `_endpoints_read`): the guard of a fan-out and of a claim on the endpoints the core read.
+_ENDPOINTS_ARE = """
+local function wh_endpoints_are(key, expected)
+  local n = 0
+  for id, json in pairs(cjson.decode(expected)) do
+    n = n + 1
+    if redis.call('HGET', key, id) ~= json then return false end
+  end
+  return redis.call('HLEN', key) == n
+end
+"""
+
+
+def _endpoints_read(endpoints: tuple[WebhookEndpoint, ...]) -> str:
+    return orjson.dumps({e.id: _endpoint_json(e) for e in endpoints}).decode()
+
+
 # KEYS: events stream, cursor, endpoints, endpoint starts, due, pending. ARGV: now, limit, delivery key prefix,
-# delivery index prefix, the test event type, the project's message id tag. The entries after the cursor (at most
-# `limit`) become one delivery per enabled endpoint that wants their type and started before them (test events:
-# none); the cursor moves to the last. Returns how many entries the cursor moved past.
+# delivery index prefix, the project's message id tag, the endpoints as read (`_ENDPOINTS_ARE`), the routes (JSON:
+# [endpoint id, only, types]). Unless the endpoints changed (then false), the entries after the cursor (at most
+# `limit`) become one delivery per route that takes their type and whose endpoint started before them; the cursor
+# moves to the last. Returns how many entries the cursor moved past.
 script(
     "fan_out_events",
     _FIELDS
     + _WEBHOOK_IDS
     + _WEBHOOK_NEW_DELIVERY
+    + _ENDPOINTS_ARE
     + """
+if not wh_endpoints_are(KEYS[3], ARGV[6]) then return false end
 local cursor = redis.call('GET', KEYS[2])
 local start = '-'
 if cursor then start = '(' .. cursor end
 local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', ARGV[2])
 if #entries == 0 then return 0 end
-local endpoints = {}
-local raw = redis.call('HGETALL', KEYS[3])
-for i = 1, #raw, 2 do
-  local ep = cjson.decode(raw[i + 1])
-  if ep.disabled ~= true then
-    local types = nil
-    if type(ep.event_types) == 'table' then
-      types = {}
-      for _, t in ipairs(ep.event_types) do types[t] = true end
-    end
-    local from = redis.call('HGET', KEYS[4], raw[i]) or '0-0'
-    endpoints[#endpoints + 1] = {id = raw[i], types = types, from = from}
-  end
+local routes = {}
+for _, r in ipairs(cjson.decode(ARGV[7])) do
+  local types = {}
+  for _, t in ipairs(r[3]) do types[t] = true end
+  routes[#routes + 1] = {id = r[1], only = r[2], types = types, from = redis.call('HGET', KEYS[4], r[1]) or '0-0'}
 end
 for _, entry in ipairs(entries) do
   local id, t = entry[1], fields(entry[2])['t']
-  if t ~= ARGV[5] then
-    for _, ep in ipairs(endpoints) do
-      if wh_less(ep.from, id) and (ep.types == nil or ep.types[t]) then
-        wh_new_delivery(ARGV[3], KEYS[5], KEYS[6], ARGV[4] .. ep.id, ep.id, id, 'msg_' .. ARGV[6] .. id, t, ARGV[1])
-      end
+  for _, r in ipairs(routes) do
+    if wh_less(r.from, id) and (r.types[t] == true) == r.only then
+      wh_new_delivery(ARGV[3], KEYS[5], KEYS[6], ARGV[4] .. r.id, r.id, id, 'msg_' .. ARGV[5] .. id, t, ARGV[1])
     end
   end
 end
@@ -301,7 +311,7 @@ return #entries
 
 
 @_plans(FanOutEvents)
-def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int]:
+def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int | None]:
     if effect.limit <= 0:
         return 0
     project_id = effect.project_id
@@ -320,23 +330,29 @@ def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int]:
             effect.limit,
             keys.webhook_delivery(project_id),
             keys.webhook_deliveries(project_id),
-            TEST_EVENT_TYPE,
             keys.webhook_message_tag(project_id),
+            _endpoints_read(effect.endpoints),
+            orjson.dumps([[r.endpoint_id, r.only, r.types] for r in effect.routes]).decode(),
         ),
     )
-    return int(fanned)
+    return None if fanned is None else int(fanned)
 
 
 # KEYS: due, endpoints, events stream, pending, settled. ARGV: now, lease (ms), limit, delivery key prefix, settled
-# TTL (ms), then one claim token hash per claim. The deliveries due at `now` (oldest due first, at most `limit`) are
-# claimed: due again at now + lease, with the next token hash. One whose endpoint is gone or disabled, or whose
-# event is no longer kept, is settled as failed instead (no attempt). Returns {delivery's HGETALL, stream entry,
-# endpoint JSON} per claim.
+# TTL (ms), the endpoints as read (`_ENDPOINTS_ARE`), the sendable endpoints' ids (JSON), then one claim token hash
+# per claim. Unless the endpoints changed (then false), the deliveries due at `now` (oldest due first, at most
+# `limit`) are claimed: due again at now + lease, with the next token hash. One to an endpoint not sendable, or
+# whose event is no longer kept, is settled as failed instead (no attempt). Returns {delivery's HGETALL, stream
+# entry} per claim.
 script(
     "claim_deliveries",
     _WEBHOOK_IDS
     + _WEBHOOK_SETTLE
+    + _ENDPOINTS_ARE
     + """
+if not wh_endpoints_are(KEYS[2], ARGV[6]) then return false end
+local sendable = {}
+for _, id in ipairs(cjson.decode(ARGV[7])) do sendable[id] = true end
 local until_at = string.format('%.0f', tonumber(ARGV[1]) + tonumber(ARGV[2]))
 local out = {}
 for _, did in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])) do
@@ -346,15 +362,14 @@ for _, did in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMI
     redis.call('ZREM', KEYS[1], did)
     redis.call('ZREM', KEYS[4], did)
   else
-    local ep = redis.call('HGET', KEYS[2], d[1])
     local entry_id = wh_entry_id(did)
     local entry = redis.call('XRANGE', KEYS[3], entry_id, entry_id)
-    if (not ep) or #entry == 0 or cjson.decode(ep).disabled == true then
+    if not sendable[d[1]] or #entry == 0 then
       wh_settle(key, did, 'failed', ARGV[1], KEYS[1], KEYS[4], KEYS[5], ARGV[5])
     else
-      redis.call('HSET', key, 'claim', ARGV[6 + #out], 'next_attempt_at_millis', until_at)
+      redis.call('HSET', key, 'claim', ARGV[8 + #out], 'next_attempt_at_millis', until_at)
       redis.call('ZADD', KEYS[1], until_at, did)
-      out[#out + 1] = {redis.call('HGETALL', key), entry[1], ep}
+      out[#out + 1] = {redis.call('HGETALL', key), entry[1]}
     end
   end
 end
@@ -364,7 +379,7 @@ return out
 
 
 @_plans(ClaimDeliveries)
-def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDelivery, ...]]:
+def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDelivery, ...] | None]:
     if effect.limit <= 0:
         return ()
     project_id = effect.project_id
@@ -384,17 +399,21 @@ def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDeliver
             len(tokens),
             keys.webhook_delivery(project_id),
             SETTLED_DELIVERY_TTL_MS,
+            _endpoints_read(effect.endpoints),
+            orjson.dumps(effect.sendable).decode(),
             *(_token_hash(token) for token in tokens),
         ),
     )
+    if reply is None:
+        return None
+    endpoints = {e.id: e for e in effect.endpoints}  # as stored: the script checked it
     claimed = []
-    for token, (fields, entry, endpoint) in zip(tokens, reply or (), strict=False):
-        made = _endpoint(endpoint)
-        assert made is not None  # the script checked it
+    for token, (fields, entry) in zip(tokens, reply, strict=False):
         delivery = _delivery(fields)
         # The event under the id its delivery was made with (a delivery older than tagged ids keeps its id).
         event = dataclasses.replace(_event(entry[0], entry[1], ""), id=delivery.message_id)
-        claimed.append(ClaimedDelivery(delivery, event, made, token, int(_pairs(fields)["failures"])))
+        failures = int(_pairs(fields)["failures"])
+        claimed.append(ClaimedDelivery(delivery, event, endpoints[delivery.endpoint_id], token, failures))
     return tuple(claimed)
 
 

@@ -5,12 +5,14 @@ a host performs over the network.
 How delivery works (every worker of every process runs the same loop, `flows.webhook_delivery`):
 
 1. `ListWebhookProjects`: the projects that have at least one endpoint.
-2. `FanOutEvents(project, now)`: events recorded since the project's fan-out cursor become one `Delivery` per
-   enabled endpoint whose `event_types` match (None: all), due now; the cursor moves past them. Atomic, so an event
-   is fanned out exactly once whatever the number of workers.
-3. `ClaimDeliveries(project, now, lease_ms, limit)`: deliveries due at `now` are claimed, each by exactly one caller:
-   its due time is pushed to `now + lease_ms` and it gets a fresh claim token. A worker that dies holding a claim
-   loses it when the lease ends: the delivery is due again and another worker claims it (same message id).
+2. `FanOutEvents(project, now, endpoints, routes)`: events recorded since the project's fan-out cursor become one
+   `Delivery` per route (decided by the core from the endpoints it read, guarded on them) that takes their type,
+   due now; the cursor moves past them. Atomic, so an event is fanned out exactly once whatever the number of
+   workers.
+3. `ClaimDeliveries(project, now, lease_ms, limit, tokens, endpoints, sendable)`: deliveries due at `now` are
+   claimed, each by exactly one caller: its due time is pushed to `now + lease_ms` and it gets a fresh claim token
+   (those of endpoints the core found not sendable fail). A worker that dies holding a claim loses it when the lease
+   ends: the delivery is due again and another worker claims it (same message id).
 4. `SendWebhooks`: the host POSTs them (concurrently, with a timeout).
 5. `RecordAttempt` per delivery, with its claim token: a stale token (the lease ended and someone else claimed it)
    records the attempt but changes nothing else. 2xx: succeeded. Else the next attempt is due after the next step
@@ -92,6 +94,7 @@ __all__ = [
     "PutWebhookEndpoint",
     "RecordAttempt",
     "RestartDelivery",
+    "Route",
     "SendWebhooks",
     "TrimWebhookData",
     "WebhookEndpoint",
@@ -263,24 +266,42 @@ class ListWebhookProjects(StorageEffect[tuple[str, ...]]):
 
 
 @dataclass(frozen=True, slots=True)
-class FanOutEvents(StorageEffect[int]):
-    """Step 2 of the loop (module docstring), at most `limit` events; returns how many events were fanned out."""
+class Route:
+    """The events one endpoint gets (the core's decision, `flows.webhook_delivery.routes`): those of `types`
+    (`only`), else every type but them."""
+
+    endpoint_id: str
+    types: tuple[str, ...]
+    only: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FanOutEvents(StorageEffect["int | None"]):
+    """Step 2 of the loop (module docstring), at most `limit` events: each becomes one delivery per route that takes
+    its type, to an endpoint that started before it. Runs only while the project's endpoints are `endpoints` (as
+    read, the routes' source): returns how many events were fanned out, or None (changed meanwhile: read again)."""
 
     project_id: str
     now_ms: int
+    endpoints: tuple[WebhookEndpoint, ...]
+    routes: tuple[Route, ...]
     limit: int = 100
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimDeliveries(StorageEffect[tuple[ClaimedDelivery, ...]]):
+class ClaimDeliveries(StorageEffect["tuple[ClaimedDelivery, ...] | None"]):
     """Step 3: claim up to `limit` deliveries due at `now_ms` (oldest due first), each with its own token from
-    `claim_tokens` (as many as `limit`)."""
+    `claim_tokens` (as many as `limit`); a due delivery to an endpoint not in `sendable`, or whose event is no
+    longer kept, is settled as failed instead (no attempt). Runs only while the project's endpoints are `endpoints`
+    (as read): else None (read again)."""
 
     project_id: str
     now_ms: int
     lease_ms: int
     limit: int
     claim_tokens: tuple[str, ...] = field(repr=False)
+    endpoints: tuple[WebhookEndpoint, ...] = ()
+    sendable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,11 @@
 then retention.
 
 A pass, for every project with an endpoint: fan out the events recorded since the last pass (at most
-`FAN_OUT_LIMIT`), claim the deliveries due now (at most `CLAIM_LIMIT`, each under a lease of `LEASE_MS`), sign and
-POST them (one `SendWebhooks`, concurrent, `ServiceOptions.webhook_timeout_s` each), record each attempt with its
-claim token. Then, at most once a minute per project and per worker, forget what retention lets go
-(`ServiceOptions.webhook_retention_ms`, `webhook_keep_events`).
+`FAN_OUT_LIMIT`) along the `routes` the core decides from the project's endpoints (as last read: both steps are
+guarded on them and read them again when they changed), claim the deliveries due now (at most `CLAIM_LIMIT`, each
+under a lease of `LEASE_MS`), sign and POST them (one `SendWebhooks`, concurrent, `ServiceOptions.webhook_timeout_s`
+each), record each attempt with its claim token. Then, at most once a minute per project and per worker, forget
+what retention lets go (`ServiceOptions.webhook_retention_ms`, `webhook_keep_events`).
 
 Time is the service's: the host's clock, moved by the dev-mode clock override exactly as `Service.handle` moves it,
 so a test that advances the clock makes retries due. Delivery is at least once: a worker that dies after a POST and
@@ -15,23 +16,28 @@ before recording it, or whose lease ends mid-POST, leaves the delivery to be sen
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from identity_proto.context import ServiceOptions
-from identity_proto.effects import Flow, LoadClockOverride, LoadProject, perform
+from identity_proto.effects import Flow, LoadClockOverride, LoadProject, StorageEffect, perform
 from identity_proto.effects.webhooks import (
     ClaimDeliveries,
     ClaimedDelivery,
     DeliveryAttempt,
     FanOutEvents,
+    ListWebhookEndpoints,
     ListWebhookProjects,
     RecordAttempt,
+    Route,
     SendWebhooks,
     TrimWebhookData,
+    WebhookEndpoint,
     WebhookRequest,
     WebhookResult,
 )
-from identity_proto.events import event_payload
+from identity_proto.events import TEST_EVENT_TYPE, event_payload
 from identity_proto.tokens import Entropy
 from identity_proto.webhook_signing import webhook_headers
 
@@ -42,6 +48,9 @@ __all__ = [
     "TRIM_INTERVAL_MS",
     "PassReport",
     "WebhookDelivery",
+    "claim_deliveries",
+    "fan_out_events",
+    "routes",
     "signed_request",
 ]
 
@@ -85,6 +94,61 @@ def signed_request(claimed: ClaimedDelivery, body: bytes, now_ms: int) -> Webhoo
     return WebhookRequest(url=endpoint.url, headers=headers, body=body)
 
 
+Endpoints = tuple[WebhookEndpoint, ...]
+R = TypeVar("R")
+
+
+def routes(endpoints: Endpoints) -> tuple[Route, ...]:
+    """Which endpoint gets which event: the enabled ones, each the types it asked for (None: every type), never a
+    test event (its one delivery is made with it, `AddTestEvent`)."""
+    return tuple(
+        Route(e.id, (TEST_EVENT_TYPE,), only=False)
+        if e.event_types is None
+        else Route(e.id, tuple(t for t in e.event_types if t != TEST_EVENT_TYPE))
+        for e in endpoints
+        if not e.disabled
+    )
+
+
+def _on_endpoints(
+    project_id: str, endpoints: Endpoints | None, make: Callable[[Endpoints], StorageEffect[R | None]]
+) -> Flow[tuple[R, Endpoints]]:
+    """Perform `make(endpoints)` (a step guarded on the project's endpoints as read: `endpoints`, else read here),
+    reading them again while they changed meanwhile; returns its answer and the endpoints it ran on."""
+    while True:
+        if endpoints is None:
+            endpoints = yield from perform(ListWebhookEndpoints(project_id))
+        done = yield from perform(make(endpoints))
+        if done is not None:
+            return done, endpoints
+        endpoints = None
+
+
+def _fan_out(project_id: str, now_ms: int, limit: int) -> Callable[[Endpoints], FanOutEvents]:
+    return lambda endpoints: FanOutEvents(project_id, now_ms, endpoints, routes(endpoints), limit)
+
+
+def _claim(
+    project_id: str, now_ms: int, lease_ms: int, limit: int, tokens: tuple[str, ...]
+) -> Callable[[Endpoints], ClaimDeliveries]:
+    """Deliveries to a disabled or deleted endpoint fail (without an attempt: replay them once it is enabled)."""
+    return lambda endpoints: ClaimDeliveries(
+        project_id, now_ms, lease_ms, limit, tokens, endpoints, tuple(e.id for e in endpoints if not e.disabled)
+    )
+
+
+def fan_out_events(project_id: str, now_ms: int, limit: int = 100) -> Flow[int]:
+    """Fan out at most `limit` events along the `routes` of the project's endpoints; returns how many."""
+    return (yield from _on_endpoints(project_id, None, _fan_out(project_id, now_ms, limit)))[0]
+
+
+def claim_deliveries(
+    project_id: str, now_ms: int, lease_ms: int, limit: int, tokens: tuple[str, ...]
+) -> Flow[tuple[ClaimedDelivery, ...]]:
+    """Claim at most `limit` deliveries due at `now_ms` (`_claim`)."""
+    return (yield from _on_endpoints(project_id, None, _claim(project_id, now_ms, lease_ms, limit, tokens)))[0]
+
+
 @dataclass
 class WebhookDelivery:
     """The delivery loop's core: `run_pass` is one pass. A host keeps one per worker (it remembers when each
@@ -96,6 +160,8 @@ class WebhookDelivery:
     lease_ms: int = LEASE_MS
     trim_interval_ms: int = TRIM_INTERVAL_MS
     _trimmed_at: dict[str, int] = field(default_factory=dict)
+    #: Each project's endpoints as last read: the steps are guarded on them (read again when they changed).
+    _endpoints: dict[str, Endpoints] = field(default_factory=dict)
 
     def run_pass(self, now_ms: int, entropy: Entropy, *, claim_limit: int | None = None) -> Flow[PassReport]:
         """One pass over every project with an endpoint, at the host's time `now_ms`, claiming at most
@@ -107,6 +173,7 @@ class WebhookDelivery:
             if override is not None:
                 now_ms = override.now(now_ms)
         project_ids = yield from perform(ListWebhookProjects())
+        self._endpoints = {p: e for p, e in self._endpoints.items() if p in project_ids}
         report = PassReport()
         for project_id in project_ids:
             found = yield from self._deliver(project_id, now_ms, entropy, limit)
@@ -120,9 +187,11 @@ class WebhookDelivery:
         return report
 
     def _deliver(self, project_id: str, now_ms: int, entropy: Entropy, limit: int) -> Flow[PassReport]:
-        fanned = yield from perform(FanOutEvents(project_id, now_ms, self.fan_out_limit))
+        fan_out = _fan_out(project_id, now_ms, self.fan_out_limit)
+        fanned, endpoints = yield from _on_endpoints(project_id, self._endpoints.get(project_id), fan_out)
         tokens = tuple(_claim_token(entropy) for _ in range(limit))
-        claimed = yield from perform(ClaimDeliveries(project_id, now_ms, self.lease_ms, limit, tokens))
+        claim = _claim(project_id, now_ms, self.lease_ms, limit, tokens)
+        claimed, self._endpoints[project_id] = yield from _on_endpoints(project_id, endpoints, claim)
         more = fanned >= self.fan_out_limit or len(claimed) >= limit
         if not claimed:
             return PassReport(fanned_out=fanned, more=more)

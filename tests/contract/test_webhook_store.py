@@ -47,6 +47,7 @@ from identity_proto.effects import (
 )
 from identity_proto.events import TEST_EVENT_TYPE
 from identity_proto.flows.projects import new_project
+from identity_proto.flows.webhook_delivery import claim_deliveries, fan_out_events, routes
 from identity_proto.flows.webhooks import (
     add_webhook_endpoint,
     drop_webhook_endpoint,
@@ -98,7 +99,7 @@ def tokens(n: int) -> tuple[str, ...]:
 
 
 def claim(store: Store, now: int = NOW, limit: int = 10, project: str = PROJECT) -> tuple[ClaimedDelivery, ...]:
-    return store.apply(ClaimDeliveries(project, now, LEASE_MS, limit, tokens(limit)))
+    return run(claim_deliveries(project, now, LEASE_MS, limit, tokens(limit)), store)
 
 
 def attempt(at: int, status: int | None = 500, error: str | None = "HTTP 500") -> DeliveryAttempt:
@@ -173,7 +174,7 @@ def test_deleting_an_endpoint_drops_its_deliveries_pending_or_not(store: Store) 
     add_endpoint(store, "ep-1")
     add_endpoint(store, "ep-2")
     record_events(store, "user.created", "user.updated")
-    assert store.apply(FanOutEvents(PROJECT, NOW)) == 2
+    assert run(fan_out_events(PROJECT, NOW), store) == 2
     first = claim(store, limit=1)[0]
     assert record(store, first, attempt(NOW, 200, None))
     assert run(drop_webhook_endpoint(PROJECT, first.delivery.endpoint_id), store) is True
@@ -190,7 +191,7 @@ def test_deleting_an_endpoint_conflicts_with_a_delivery_made_meanwhile(store: St
     record_events(store, "user.created")
     flow = drop_webhook_endpoint(PROJECT, "ep-1")
     the_commit = flow.send(store.apply(flow.send(store.apply(next(flow)))))  # its reads, then its commit
-    assert store.apply(FanOutEvents(PROJECT, NOW)) == 1
+    assert run(fan_out_events(PROJECT, NOW), store) == 1
     with pytest.raises(CommitConflict):
         flow.send(store.apply(the_commit))
     assert len(deliveries(store)) == 1
@@ -229,7 +230,7 @@ def test_a_test_event_is_recorded_and_delivered_to_its_endpoint_only(store: Stor
     assert deliveries(store, "ep-2") == (
         Delivery("ep-2", event.id, TEST_EVENT_TYPE, DeliveryState.PENDING, NOW, created_at_millis=NOW),
     )
-    assert store.apply(FanOutEvents(PROJECT, NOW)) == 1  # the cursor moves past it; no delivery made
+    assert run(fan_out_events(PROJECT, NOW), store) == 1  # the cursor moves past it; no delivery made
     assert deliveries(store, "ep-1") == ()
     (claimed,) = claim(store)
     assert claimed.event == event
@@ -243,9 +244,9 @@ def test_fan_out_makes_one_delivery_per_enabled_matching_endpoint_exactly_once(s
     add_endpoint(store, "ep-none", event_types=())
     record_events(store, "user.created", "team.created", "user.deleted")
     listed = events(store)
-    assert store.apply(FanOutEvents(PROJECT, NOW, limit=2)) == 2
-    assert store.apply(FanOutEvents(PROJECT, NOW + 5)) == 1
-    assert store.apply(FanOutEvents(PROJECT, NOW + 9)) == 0
+    assert run(fan_out_events(PROJECT, NOW, limit=2), store) == 2
+    assert run(fan_out_events(PROJECT, NOW + 5), store) == 1
+    assert run(fan_out_events(PROJECT, NOW + 9), store) == 0
     assert [d.message_id for d in deliveries(store, "ep-all")] == [e.id for e in reversed(listed)]
     assert [d.message_id for d in deliveries(store, "ep-users")] == [listed[2].id, listed[0].id]
     assert deliveries(store, "ep-off") == ()
@@ -261,7 +262,7 @@ def test_an_endpoint_gets_only_the_events_recorded_after_it(store: Store) -> Non
     record_events(store, "user.updated")
     add_endpoint(store, "ep-2")  # created before the fan-out of user.updated: not for it either
     record_events(store, "user.deleted")
-    assert store.apply(FanOutEvents(PROJECT, NOW)) == 2
+    assert run(fan_out_events(PROJECT, NOW), store) == 2
     assert [d.event_type for d in deliveries(store, "ep-1")] == ["user.deleted", "user.updated"]
     assert [d.event_type for d in deliveries(store, "ep-2")] == ["user.deleted"]
 
@@ -269,11 +270,11 @@ def test_an_endpoint_gets_only_the_events_recorded_after_it(store: Store) -> Non
 def test_a_disabled_endpoint_gets_no_new_deliveries_and_enabled_again_gets_later_ones(store: Store) -> None:
     add_endpoint(store, "ep-1", disabled=True)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     assert deliveries(store) == ()
     run(replace_webhook_endpoint(PROJECT, endpoint("ep-1")), store)
     record_events(store, "user.updated")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     assert [d.event_type for d in deliveries(store)] == ["user.updated"]
 
 
@@ -281,7 +282,7 @@ def test_concurrent_fan_outs_make_each_delivery_once(store: Store) -> None:
     add_endpoint(store, "ep-1")
     add_endpoint(store, "ep-2")
     record_events(store, *(f"user.{i}" for i in range(60)))
-    counts = in_threads(*[lambda: sum(store.apply(FanOutEvents(PROJECT, NOW, limit=7)) for _ in range(12))] * 6)
+    counts = in_threads(*[lambda: sum(run(fan_out_events(PROJECT, NOW, limit=7), store) for _ in range(12))] * 6)
     assert sum(counts) == 60
     for endpoint_id in ("ep-1", "ep-2"):
         made = store.apply(ListDeliveries(PROJECT, endpoint_id, limit=1000))
@@ -292,13 +293,24 @@ def test_concurrent_fan_outs_make_each_delivery_once(store: Store) -> None:
 # Claims and attempts
 
 
+def test_fan_out_and_claim_on_endpoints_changed_since_read_change_nothing(store: Store) -> None:
+    read = (add_endpoint(store),)
+    record_events(store, "user.created")
+    add_endpoint(store, "ep-2")  # after the read: both steps refuse it, the flows read again
+    assert store.apply(FanOutEvents(PROJECT, NOW, read, routes(read))) is None
+    assert store.apply(ClaimDeliveries(PROJECT, NOW, LEASE_MS, 1, ("t",), read, ("ep-1",))) is None
+    assert deliveries(store) == ()
+    assert run(fan_out_events(PROJECT, NOW), store) == 1
+    assert [c.endpoint.id for c in claim(store)] == ["ep-1"]
+
+
 def test_a_claim_carries_the_delivery_its_event_and_endpoint_and_leases_it(store: Store) -> None:
     ep = add_endpoint(store, description="d")
     record_events(store, "team_membership.created", ids=("t-1", "u-1"))
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (event,) = events(store)
     token = "claim-token-1"
-    (claimed,) = store.apply(ClaimDeliveries(PROJECT, NOW + 10, LEASE_MS, 3, (token, "t2", "t3")))
+    (claimed,) = run(claim_deliveries(PROJECT, NOW + 10, LEASE_MS, 3, (token, "t2", "t3")), store)
     assert claimed.event == event
     assert claimed.event.ids == ("t-1", "u-1")
     assert claimed.endpoint == ep
@@ -312,11 +324,11 @@ def test_a_claim_carries_the_delivery_its_event_and_endpoint_and_leases_it(store
 def test_deliveries_not_yet_due_are_not_claimed_and_the_oldest_due_come_first(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "a")
-    store.apply(FanOutEvents(PROJECT, NOW + 100))
+    run(fan_out_events(PROJECT, NOW + 100), store)
     record_events(store, "b")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     record_events(store, "c")
-    store.apply(FanOutEvents(PROJECT, NOW + 200))
+    run(fan_out_events(PROJECT, NOW + 200), store)
     assert claim(store, NOW - 1) == ()
     assert [c.event.type for c in claim(store, NOW + 150, limit=1)] == ["b"]
     assert [c.event.type for c in claim(store, NOW + 150, limit=5)] == ["a"]
@@ -327,7 +339,7 @@ def test_each_due_delivery_is_claimed_by_exactly_one_of_many_threads(store: Stor
     add_endpoint(store, "ep-1")
     add_endpoint(store, "ep-2")
     record_events(store, *(f"e.{i}" for i in range(40)))
-    assert store.apply(FanOutEvents(PROJECT, NOW, limit=100)) == 40
+    assert run(fan_out_events(PROJECT, NOW, limit=100), store) == 40
 
     def worker() -> list[tuple[str, str]]:
         got: list[tuple[str, str]] = []
@@ -344,7 +356,7 @@ def test_each_due_delivery_is_claimed_by_exactly_one_of_many_threads(store: Stor
 def test_a_lease_that_ends_makes_the_delivery_claimable_again_with_the_same_message_id(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (first,) = claim(store, NOW)
     assert claim(store, NOW + LEASE_MS - 1) == ()
     (second,) = claim(store, NOW + LEASE_MS)
@@ -356,7 +368,7 @@ def test_a_lease_that_ends_makes_the_delivery_claimable_again_with_the_same_mess
 def test_a_stale_claim_token_records_its_attempt_and_changes_nothing_else(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (stale,) = claim(store, NOW)
     (current,) = claim(store, NOW + LEASE_MS)
     late = attempt(NOW + LEASE_MS + 5, 200, None)
@@ -379,7 +391,7 @@ def test_a_stale_claim_token_records_its_attempt_and_changes_nothing_else(store:
 def test_a_2xx_settles_the_delivery_as_succeeded(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (claimed,) = claim(store)
     ok = DeliveryAttempt(at_millis=NOW + 3, status_code=204, latency_ms=250)
     assert record(store, claimed, ok) is True
@@ -393,7 +405,7 @@ def test_a_2xx_settles_the_delivery_as_succeeded(store: Store) -> None:
 def test_failures_follow_the_retry_schedule_then_the_delivery_fails(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     now, made = NOW, []
     for n, wait_ms in enumerate(RETRY_SCHEDULE_MS):
         (claimed,) = claim(store, now)
@@ -427,7 +439,7 @@ def test_recording_an_attempt_for_no_delivery_writes_nothing(store: Store) -> No
 def test_a_claim_meeting_a_disabled_endpoint_fails_its_delivery_without_an_attempt(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created", "user.updated")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     run(replace_webhook_endpoint(PROJECT, endpoint("ep-1", disabled=True)), store)
     assert claim(store) == ()
     assert [(d.state, d.attempts) for d in deliveries(store)] == [(DeliveryState.FAILED, ())] * 2
@@ -442,7 +454,7 @@ def test_a_claim_meeting_a_disabled_endpoint_fails_its_delivery_without_an_attem
 def test_replay_makes_a_settled_delivery_due_again_with_its_attempts_and_a_fresh_schedule(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (claimed,) = claim(store)
     first = attempt(NOW + 1, 200, None)
     record(store, claimed, first)
@@ -462,7 +474,7 @@ def test_replay_makes_a_settled_delivery_due_again_with_its_attempts_and_a_fresh
 def test_replay_restarts_the_schedule_of_a_failed_delivery(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     now = NOW
     for _ in range(len(RETRY_SCHEDULE_MS) + 1):
         (claimed,) = claim(store, now)
@@ -492,7 +504,7 @@ def test_replay_of_no_delivery_is_none(store: Store) -> None:
 def test_replay_makes_a_claimed_delivery_due_now_and_its_claim_stale(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (claimed,) = claim(store)
     run(replay_delivery(PROJECT, "ep-1", claimed.delivery.message_id, NOW + 1), store)
     assert record(store, claimed, attempt(NOW + 2, 200, None)) is False
@@ -512,7 +524,7 @@ def _settle_all(store: Store, now: int, status: int = 200) -> None:
 def test_trim_forgets_settled_deliveries_attempted_before_the_cutoff_and_keeps_pending_ones(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "a", "b", "c")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (a, b, c) = claim(store, NOW, limit=3)
     record(store, a, attempt(NOW + 1, 200, None))  # succeeded at NOW + 1
     record(store, b, attempt(NOW + 5, 200, None))  # succeeded at NOW + 5
@@ -526,12 +538,12 @@ def test_trim_forgets_settled_deliveries_attempted_before_the_cutoff_and_keeps_p
 def test_trim_keeps_the_newest_events_and_those_still_to_deliver(store: Store) -> None:
     add_endpoint(store)
     record_events(store, *"abcdef")
-    store.apply(FanOutEvents(PROJECT, NOW, limit=4))  # e, f not fanned out yet
+    run(fan_out_events(PROJECT, NOW, limit=4), store)  # e, f not fanned out yet
     _settle_all(store, NOW)
     # before_ms far in the past: only the count applies; e and f are kept as not fanned out yet
     store.apply(TrimWebhookData(PROJECT, 0, 1))
     assert [e.type for e in events(store)] == ["e", "f"]
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (e_claim, f_claim) = claim(store, NOW, limit=5)
     record(store, f_claim, attempt(NOW, 200, None))
     # e is pending: kept with everything after it; the count alone would keep only f
@@ -558,7 +570,7 @@ def test_trim_by_age_forgets_events_recorded_before_the_cutoff(store: Store) -> 
 def test_a_replay_of_a_delivery_whose_event_is_gone_is_none(store: Store) -> None:
     add_endpoint(store)
     record_events(store, "a")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (claimed,) = claim(store)
     record(store, claimed, attempt(NOW + 1, 200, None))
     store.apply(TrimWebhookData(PROJECT, 0, 0))
@@ -582,7 +594,7 @@ def test_a_project_reset_or_deletion_takes_its_webhook_data_and_only_its(store: 
         run(create_project(_project(project_id)), store)
         add_endpoint(store, project=project_id)
         record_events(store, "user.created", project=project_id)
-        store.apply(FanOutEvents(project_id, NOW))
+        run(fan_out_events(project_id, NOW), store)
         store.apply(AddTestEvent(project_id, "ep-1", "{}", NOW))
     assert store.apply(effect(PROJECT)) is True
     assert store.apply(ListWebhookProjects()) == (OTHER_PROJECT,)
@@ -606,7 +618,7 @@ def test_redis_webhook_keys_are_in_the_projects_slot_and_the_project_set_in_its_
     keys, client = redis_store.keys, redis_store.client
     add_endpoint(redis_store)
     record_events(redis_store, "user.created")
-    redis_store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), redis_store)
     redis_store.apply(AddTestEvent(PROJECT, "ep-1", "{}", NOW))
     (claimed, _) = claim(redis_store)
     record(redis_store, claimed, attempt(NOW, 200, None))
@@ -637,7 +649,7 @@ def test_redis_settled_deliveries_expire_after_their_retention_and_pending_ones_
 ) -> None:
     add_endpoint(redis_store)
     record_events(redis_store, "a", "b")
-    redis_store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), redis_store)
     (a, b) = claim(redis_store, limit=2)
     record(redis_store, a, attempt(NOW, 200, None))
     record(redis_store, b, attempt(NOW))
@@ -652,7 +664,7 @@ def test_redis_settled_deliveries_expire_after_their_retention_and_pending_ones_
 def test_redis_a_delivery_gone_by_ttl_is_skipped_by_every_reader(redis_store: RedisStore) -> None:
     add_endpoint(redis_store)
     record_events(redis_store, "a", "b")
-    redis_store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), redis_store)
     (a, _b) = claim(redis_store, limit=2)
     record(redis_store, a, attempt(NOW, 200, None))
     redis_store.client.delete(redis_store.keys.webhook_delivery(PROJECT, a.delivery.message_id, "ep-1"))
@@ -665,7 +677,7 @@ def test_redis_a_delivery_gone_by_ttl_is_skipped_by_every_reader(redis_store: Re
 def test_redis_deleting_an_endpoint_whose_delivery_is_gone_by_ttl(redis_store: RedisStore) -> None:
     add_endpoint(redis_store)
     record_events(redis_store, "a", "b")
-    redis_store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), redis_store)
     (a, b) = claim(redis_store, limit=2)
     record(redis_store, a, attempt(NOW, 200, None))
     client, keys = redis_store.client, redis_store.keys
@@ -683,7 +695,7 @@ def test_big_and_unicode_texts_round_trip_unchanged(store: Store) -> None:
     )
     big = dataclasses.replace(attempt(NOW, None, "connection refused: «ünreachable»"), latency_ms=2**40)
     record_events(store, "user.created")
-    store.apply(FanOutEvents(PROJECT, NOW))
+    run(fan_out_events(PROJECT, NOW), store)
     (claimed,) = claim(store)
     record(store, claimed, big)
     assert deliveries(store)[0].attempts == (big,)
@@ -703,8 +715,8 @@ def test_async_stores_list_events_and_run_the_delivery_steps(async_store: AsyncB
         assert await store.apply(ListEvents(PROJECT)) == (first, second)
         assert await store.apply(ListEvents(PROJECT, after=first.id)) == (second,)
         assert await store.apply(ListWebhookProjects()) == (PROJECT,)
-        assert await store.apply(FanOutEvents(PROJECT, NOW)) == 2
-        claimed = await store.apply(ClaimDeliveries(PROJECT, NOW, LEASE_MS, 5, tokens(5)))
+        assert await arun(fan_out_events(PROJECT, NOW), store) == 2
+        claimed = await arun(claim_deliveries(PROJECT, NOW, LEASE_MS, 5, tokens(5)), store)
         assert [c.event for c in claimed] == [first, second]
         for one in claimed:
             assert await store.apply(RecordAttempt.after(PROJECT, one, attempt(NOW + 1, 200, None)))

@@ -658,6 +658,7 @@ def _mock_oauth(store: RedisStore) -> None:
 # --- webhooks (the set of projects with endpoints under the hash tag {webhooks}) ---
 def _webhooks(store: RedisStore, p: str) -> None:
     from identity_proto import effects as wh
+    from identity_proto.flows.webhook_delivery import claim_deliveries, fan_out_events
     from identity_proto.flows.webhooks import (
         add_webhook_endpoint,
         drop_webhook_endpoint,
@@ -671,8 +672,8 @@ def _webhooks(store: RedisStore, p: str) -> None:
     assert run(replace_webhook_endpoint(p, endpoint), store) == endpoint
     event = store.apply(wh.AddTestEvent(p, "ep-1", '{"n":1}', T0))
     assert store.apply(wh.ListEvents(p)) == (event,)
-    assert store.apply(wh.FanOutEvents(p, T0)) == 1
-    (claimed,) = store.apply(wh.ClaimDeliveries(p, T0, 1_000, 1, ("token",)))
+    assert run(fan_out_events(p, T0), store) == 1
+    (claimed,) = run(claim_deliveries(p, T0, 1_000, 1, ("token",)), store)
     failed = wh.DeliveryAttempt(T0, 500, 3, "HTTP 500")
     assert store.apply(wh.RecordAttempt.after(p, claimed, failed)) is True
     assert run(replay_delivery(p, "ep-1", event.id, T0 + 1), store) is not None

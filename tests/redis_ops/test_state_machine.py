@@ -110,6 +110,7 @@ from identity_proto.flows.teams import (
     store_team,
 )
 from identity_proto.flows.users import drop_user, patch_user
+from identity_proto.flows.webhook_delivery import claim_deliveries, fan_out_events
 from identity_proto.flows.webhooks import (
     add_webhook_endpoint,
     drop_webhook_endpoint,
@@ -1132,9 +1133,9 @@ class StoresAgree(RuleBasedStateMachine):
                 self.both_events(project_id, _effects.AddTestEvent(project_id, endpoint_id, "{}", now))
             if self.random.random() < 0.5:
                 self.record_event(project_id)
-            self.both(_effects.FanOutEvents(project_id, now))
+            self.both_flow(lambda: fan_out_events(project_id, now))
             tokens = tuple(f"tok-{n}-{i}" for i in range(5))
-            self.both_events(project_id, _effects.ClaimDeliveries(project_id, now, 60_000, 5, tokens))
+            self.both_events(project_id, lambda: claim_deliveries(project_id, now, 60_000, 5, tokens))
             for claimed_endpoint, message_id, token in self._memory_claims(project_id, tokens):
                 self.record_attempt(project_id, claimed_endpoint, message_id, token, now + 1)
             return
@@ -1157,12 +1158,13 @@ class StoresAgree(RuleBasedStateMachine):
         elif op == "test":
             self.both_events(project_id, _effects.AddTestEvent(project_id, endpoint_id, f'{{"n":{n}}}', now))
         elif op == "fan_out":
-            self.both(_effects.FanOutEvents(project_id, now, limit=self.random.choice((1, 3, 100))))
+            limit = self.random.choice((1, 3, 100))
+            self.both_flow(lambda: fan_out_events(project_id, now, limit))
         elif op == "claim":
             limit = self.random.choice((1, 2, 10))
             tokens = tuple(f"tok-{n}-{i}" for i in range(limit))
             lease = self.random.choice((0, 60_000))
-            self.both_events(project_id, _effects.ClaimDeliveries(project_id, now, lease, limit, tokens))
+            self.both_events(project_id, lambda: claim_deliveries(project_id, now, lease, limit, tokens))
             self.claims += [(project_id, c) for c in self._memory_claims(project_id, tokens)]
         elif op == "attempt":
             mine = [c for p, c in self.claims if p == project_id]
