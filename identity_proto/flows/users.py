@@ -64,7 +64,7 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.flows.signin import store_new_user
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
-from identity_proto.records import ApiKeyType, Project, RiskScores, Session, Team, User
+from identity_proto.records import ApiKeyType, Project, RiskScores, Session, Team, User, replaced
 from identity_proto.render import json_response, render_user
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
