@@ -25,6 +25,12 @@ settings.load_profile("suite")
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A real redis-server on a free loopback port, no persistence, for the whole session."""
+    yield from spawn_redis_server(tmp_path_factory)
+
+
+def spawn_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """Start a redis-server of its own (no persistence, a free loopback port), yield it, stop it by its handle: for
+    the session's server, and for a test that reads server-wide counters no other test may move."""
     executable = shutil.which("redis-server")
     if executable is None:
         pytest.fail(

@@ -6,7 +6,7 @@ NOSCRIPT inside the pipeline; it alone is loaded and run again."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from backends.redis import AsyncRedisStore, RedisStore
 from identity_proto.effects import LoadSession, LoadUserWithTeam, Together
 from identity_proto.effects.commit import Committed
 from identity_proto.records import User
+from tests.conftest import spawn_redis_server
 from tests.contract.factories import add_user
 from tests.processes import RedisServer
 
@@ -67,8 +68,16 @@ def _pooled_async(server: RedisServer, namespace: str) -> tuple[Callable[[Any], 
 STORES = {"sync": _sync, "async-single-connection": _single_connection_async, "async-pooled": _pooled_async}
 
 
+@pytest.fixture(scope="module")
+def own_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server for this module alone: it counts the server's EVALSHA calls, which a delivery loop another
+    test left polling the session's server would move."""
+    yield from spawn_redis_server(tmp_path_factory)
+
+
 @pytest.mark.parametrize("kind", sorted(STORES))
-def test_a_together_asks_no_script_exists_and_survives_a_script_flush(redis_server: RedisServer, kind: str) -> None:
+def test_a_together_asks_no_script_exists_and_survives_a_script_flush(own_redis_server: RedisServer, kind: str) -> None:
+    redis_server = own_redis_server
     admin = redis.Redis(host=redis_server.host, port=redis_server.port)
     apply, close = STORES[kind](redis_server, f"together-{kind}")
     try:
