@@ -129,9 +129,13 @@ def dump_json(value: Any) -> bytes:
 
 def json_response(status: int, value: Any, headers: Headers = ()) -> Response:
     """A JSON response with the base headers (`headers`, when given, are checked; the constant ones were checked
-    once, here, at import)."""
+    once, here, at import). A given header replaces the base header of its name (a response with two
+    `Cache-Control` headers is read by caches as the stricter one, so the JWKS's `public, max-age=3600` must be
+    the only one)."""
     if headers:
-        return Response(status=status, headers=(*_JSON_HEADERS, *headers), body=dump_json(value))
+        given = {name for name, _ in headers}
+        base = tuple(header for header in _JSON_HEADERS if header[0] not in given)
+        return Response(status=status, headers=(*base, *headers), body=dump_json(value))
     return Response.trusted(status, _JSON_HEADERS, dump_json(value))
 
 

@@ -148,7 +148,10 @@ def test_refresh_sign_out_and_revocation(http: httpx.Client) -> None:
 
 def test_the_access_token_verifies_with_a_standard_jose_library_against_the_served_jwks(http: httpx.Client) -> None:
     tokens = _sign_in(http, _code(http, _new_email())).json()
-    keys = KeySet.import_key_set(http.get(f"/api/v1/projects/{PROJECT_ID}/.well-known/jwks.json").json())
+    served = http.get(f"/api/v1/projects/{PROJECT_ID}/.well-known/jwks.json")
+    # One Cache-Control, the documented one: caches given two take the stricter `no-store`.
+    assert served.headers.get_list("cache-control") == ["public, max-age=3600"]
+    keys = KeySet.import_key_set(served.json())
     token = jwt.decode(tokens["access_token"], keys, algorithms=["ES256"])
     assert token.header["alg"] == "ES256"
     assert token.claims["sub"] == tokens["user_id"]
