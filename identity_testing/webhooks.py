@@ -92,6 +92,15 @@ class RecordingReceiver:
     verifier's error). It answers `status` (200; set another to make deliveries fail)."""
 
     def __init__(self) -> None:
+        # Checked here, not at the first delivery: there an ImportError would only fail the attempt, and the
+        # test would see nothing received and no reason.
+        try:
+            import standardwebhooks  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(
+                "RecordingReceiver verifies each delivery with the `standardwebhooks` package, which is not "
+                "installed: pip install standardwebhooks"
+            ) from exc
         #: Set when it is registered (`add_webhook_receiver`): its endpoint's id and signing secret.
         self.endpoint_id: str | None = None
         self.secret: str | None = None

@@ -6,6 +6,7 @@ deliveries as the service keeps them."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -211,3 +212,11 @@ def test_a_sync_fake_delivers_each_change_after_its_request() -> None:
     assert receiver.types() == ["user.created"]
     with pytest.raises(ValueError, match="webhooks must be one of manual, sync"):
         IdentityFake(webhooks="later")
+
+
+def test_the_recording_receiver_names_the_missing_verifier_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without `standardwebhooks` every delivery would fail inside the receiver and a test would see `received ==
+    # []` with no reason: the receiver refuses to be built instead, naming the package.
+    monkeypatch.setitem(sys.modules, "standardwebhooks", None)
+    with pytest.raises(ImportError, match="pip install standardwebhooks"):
+        RecordingReceiver()
