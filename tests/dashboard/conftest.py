@@ -38,7 +38,10 @@ from tests.processes import RedisServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+#: Where every run writes its screenshots (ignored by git). The two the README shows are tracked one level up and
+#: are rewritten only when asked: `IDENTITY_UPDATE_README_SCREENSHOTS=1 scripts/test tests/dashboard`.
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots" / "run"
+README_SCREENSHOTS = ("users", "user")
 WAIT_S = 10.0
 CHROME_ARGUMENTS = (
     "--headless=new",
@@ -268,7 +271,7 @@ class Browser:
     def screenshot(self, name: str, *, full_page: bool = True) -> Path:
         """Save the whole page, from its top, as screenshots/<name>.png (Chromium's own full-page capture); or just
         the window as it is (a modal dialog over the part of the page it belongs to)."""
-        SCREENSHOTS.mkdir(exist_ok=True)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
         if not full_page:
             assert self.driver.save_screenshot(str(path)), f"the screenshot {path} was not written"
@@ -282,6 +285,8 @@ class Browser:
             "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
         )
         path.write_bytes(base64.b64decode(shot["data"]))
+        if name in README_SCREENSHOTS and os.environ.get("IDENTITY_UPDATE_README_SCREENSHOTS") == "1":
+            (SCREENSHOTS.parent / path.name).write_bytes(path.read_bytes())
         return path
 
 

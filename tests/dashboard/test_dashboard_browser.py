@@ -1,6 +1,6 @@
 """The dashboard in headless Chromium against a real Hypercorn, on the memory store and on Redis: an admin signs in
 with a project's key, finds a user signed in through the API, edits and restricts them, reads the outbox, revokes
-sessions with a confirmation, and looks at teams and the project; screenshots of each view land in screenshots/."""
+sessions with a confirmation, and looks at teams and the project; screenshots of each view land in screenshots/run/."""
 
 from __future__ import annotations
 
