@@ -20,6 +20,7 @@ import httpx
 from identity_hosting.egress_check import AddressNotAllowed
 from identity_proto.effects.webhooks import WebhookResult
 from identity_proto.egress import is_allowed_address
+from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.webhook_delivery import PassReport
 
 logger = logging.getLogger("identity_service.webhooks")
@@ -172,15 +173,23 @@ def _found_work(report: PassReport) -> bool:
 
 
 class _FailureLog:
-    """Logs a failed pass with its traceback, then the same failure at most once a minute (a store down for an hour
-    is one line a minute, not one a second)."""
+    """What a failing pass logs. The store unreachable (`StorageUnavailable`: Redis down or restarting) is an
+    outage, not a bug: one line when it begins and one when the store answers again, however long it lasts and
+    however many passes fail meanwhile. Any other failure is logged with its traceback, then the same failure at
+    most once a minute (a bug hit every pass for an hour is one line a minute, not one a second)."""
 
     interval_s = 60.0
 
     def __init__(self) -> None:
         self._last: tuple[str, float] | None = None
+        self._outage = False
 
     def failed(self, exc: Exception, poll_s: float) -> None:
+        if isinstance(exc, StorageUnavailable):
+            if not self._outage:
+                self._outage = True
+                logger.warning("webhook deliveries paused: %s; retrying every %.1f s", exc, poll_s)
+            return
         kind, now = f"{type(exc).__name__}: {exc}", time.monotonic()
         if self._last is not None and self._last[0] == kind and now - self._last[1] < self.interval_s:
             return
@@ -188,6 +197,9 @@ class _FailureLog:
         logger.error("webhook delivery pass failed; retrying every %.1f s", poll_s, exc_info=exc)
 
     def succeeded(self) -> None:
+        if self._outage:
+            logger.warning("webhook deliveries resumed: the store answers again")
+        self._outage = False
         self._last = None
 
 

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import Server, start_hypercorn, stop_server
+from tests.processes import stop
 from tests.redis_ops.servers import RedisProcess, start_redis
 from tests.support import server_headers
 
@@ -176,6 +177,15 @@ def test_redis_killed_under_load_then_back_from_its_aof(
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged users lost, e.g. {missing[:3]}"
         project = http.get("/api/v1/projects/current", headers=server_headers())
         assert project.status_code == 200, project.text  # the dev project came back with the AOF too
+    # The delivery loop, whose passes failed every poll while Redis was down: one line when the outage began and
+    # one when the store answered again, no traceback (a pass failing for another reason still logs one).
+    stop(service.process)
+    log = service.process.stderr.read().decode() if service.process.stderr else ""
+    webhook_lines = [line for line in log.splitlines() if "webhook" in line]
+    assert sum("webhook deliveries paused" in line for line in webhook_lines) == 1, webhook_lines
+    assert sum("webhook deliveries resumed" in line for line in webhook_lines) == 1, webhook_lines
+    assert not any("delivery pass failed" in line for line in webhook_lines), webhook_lines
+    assert "Traceback" not in log, log[-3000:]
     with capsys.disabled():
         print(
             f"\nfault run: {len(outcomes)} requests, {len(acknowledged)} users acknowledged and all found after the "
