@@ -86,3 +86,15 @@ def test_of_two_users_taking_one_address_at_once_exactly_one_gets_it(base_url: s
                     json={"email": address, "password": PASSWORD},
                 )
                 assert signed_up.status_code == 409, signed_up.text
+
+
+@pytest.mark.parametrize("limit", ["100000000000000000", str(10**30)])
+def test_a_huge_listing_limit_answers_like_any_other_on_both_stores(base_url: str, limit: str) -> None:
+    # The original bounds `limit` below only; a huge one asks for every user. The Redis listing script once got it
+    # as a float ("1e+17") and answered 500 where the memory store answered 200.
+    with httpx.Client(base_url=base_url, timeout=30.0) as http:
+        user_id = _create_user(http, display_name="listed")
+        listed = http.get("/api/v1/users", params={"limit": limit}, headers=server_headers())
+        assert listed.status_code == 200, listed.text
+        assert user_id in [user["id"] for user in listed.json()["items"]]
+        assert listed.json()["pagination"]["next_cursor"] is None

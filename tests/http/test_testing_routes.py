@@ -82,6 +82,17 @@ def test_over_http_the_clock_route_moves_time_for_codes_and_tokens() -> None:
         assert http.get("/api/v1/testing/clock", headers=internal_headers()).json()["offset_millis"] == 0
 
 
+@pytest.mark.parametrize("body", [{"set_millis": 10**20}, {"advance_millis": 10**20}, {"advance_millis": -(10**20)}])
+def test_a_clock_beyond_the_year_9999_is_refused_and_changes_nothing(body: dict[str, int]) -> None:
+    fake = IdentityFake()
+    with fake.client() as http:
+        before = http.get("/api/v1/testing/clock", headers=internal_headers()).json()["offset_millis"]
+        refused = http.post("/api/v1/testing/clock", headers=internal_headers(), json=body)
+        assert (refused.status_code, refused.json()["code"]) == (400, "SCHEMA_ERROR")
+        assert next(iter(body)) in refused.json()["error"]
+        assert http.get("/api/v1/testing/clock", headers=internal_headers()).json()["offset_millis"] == before
+
+
 def test_reset_export_and_import_over_http() -> None:
     fake = IdentityFake()
     source, target = fake.create_project("source"), fake.create_project("target")
