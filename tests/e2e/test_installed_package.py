@@ -93,14 +93,16 @@ def test_the_wheel_installs_only_our_top_level_names(wheel: Path) -> None:
         assert "identity_hosting/dashboard/index.html" in archive.namelist()
 
 
-@pytest.fixture
-def hypercorn_from_install(installed: Path, tmp_path: Path) -> Iterator[str]:
-    """`hypercorn asgi_app:app` of the installed package, started from an empty directory; its base URL."""
+@pytest.fixture(params=["hypercorn", "identity-service"])
+def hypercorn_from_install(installed: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """`hypercorn asgi_app:app` of the installed package, or the installed production command `identity-service`
+    (Hypercorn kept running), started from an empty directory; its base URL."""
     empty = tmp_path / "empty"
     empty.mkdir()
     port = free_port()
+    app = ["asgi_app:app"] if request.param == "hypercorn" else []
     process = subprocess.Popen(
-        [str(installed / "hypercorn"), "asgi_app:app", "--bind", f"127.0.0.1:{port}"],
+        [str(installed / request.param), *app, "--bind", f"127.0.0.1:{port}"],
         cwd=empty,
         env=_outside_environment(),
         stdout=subprocess.DEVNULL,

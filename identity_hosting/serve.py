@@ -1,0 +1,76 @@
+"""`identity-service` (or `python -m identity_hosting.serve`): Hypercorn serving `asgi_app:app`, kept running. The
+supported way to run the service in production.
+
+Why not `hypercorn asgi_app:app --workers N` alone: Hypercorn's master does not replace a worker that dies (SIGKILL,
+the OOM killer). It stops the other workers and exits, and when the dead worker was the last one it exits with
+status 0, so a supervisor told to restart on failure leaves the service down. This command runs that master as its
+child, with the options given (`identity-service --bind 0.0.0.0:8000 --workers 4`: any Hypercorn option; the
+application is always `asgi_app:app`), and starts it again whenever it exits without having been asked to stop:
+the service answers again about a second after a worker's death. SIGTERM and SIGINT are passed on to the master,
+which stops its workers gracefully; the command then exits with the master's status.
+
+Not restarted (the command exits non-zero, for the supervisor above it to see): a master that exits within
+`START_GRACE_S` of starting (bad configuration, a busy port: its own message says which), or more than
+`MAX_RESTARTS` times within `RESTART_WINDOW_S`.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from types import FrameType
+
+__all__ = ["main"]
+
+APP = "asgi_app:app"
+#: A master that exits sooner than this after its start failed to start: restarting it would fail the same way.
+START_GRACE_S = 2.0
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
+
+
+def _say(message: str) -> None:
+    print(f"identity-service: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run Hypercorn with `argv` (default: this process's arguments) until asked to stop; its exit status."""
+    command = [sys.executable, "-m", "hypercorn", *(sys.argv[1:] if argv is None else argv), APP]
+    stopping: list[int] = []  # the signal we were asked to stop with
+    child: subprocess.Popen[bytes] | None = None
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    restarts: deque[float] = deque()
+    while True:
+        started = time.monotonic()
+        child = subprocess.Popen(command)  # noqa: S603 (our interpreter, Hypercorn, and the operator's own options)
+        if stopping and child.poll() is None:  # asked to stop while it was being started
+            child.send_signal(stopping[0])
+        status = child.wait()
+        if stopping:
+            return status if status >= 0 else 128 - status
+        if time.monotonic() - started < START_GRACE_S:
+            _say(f"hypercorn exited while starting (status {status}); not restarting it")
+            return status if status > 0 else 1
+        now = time.monotonic()
+        restarts.append(now)
+        while restarts and restarts[0] < now - RESTART_WINDOW_S:
+            restarts.popleft()
+        if len(restarts) > MAX_RESTARTS:
+            _say(f"hypercorn exited {len(restarts)} times within {RESTART_WINDOW_S:.0f} s; giving up")
+            return status if status > 0 else 1
+        _say(f"hypercorn exited (status {status}) without being asked to stop, a worker died: starting it again")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
