@@ -377,8 +377,8 @@ ORIGINAL_TEXTS: dict[ErrorCode, str] = {
     "trusted domains list on the Stack Auth dashboard?",
     ErrorCode.RESTRICTED_USER_NOT_ALLOWED: "The user in the access token is in restricted state. Reason: {reason}. "
     "Please pass the X-Stack-Allow-Restricted-User header if this is intended.",
-    ErrorCode.REDIRECT_URL_NOT_WHITELISTED: "Redirect URL not whitelisted. Did you forget to add this domain to the "
-    "trusted domains list on the Stack Auth dashboard?",
+    ErrorCode.PUBLISHABLE_CLIENT_KEY_REQUIRED_FOR_PROJECT: "Publishable client keys are required for this project. "
+    "Create one in Project Keys, or disable this requirement there to allow keyless client access.",
 }
 
 #: Compatibility mode: the codes the original's known errors (packages/stack-shared/src/known-errors.tsx) lack,

@@ -166,8 +166,10 @@ def _checked_names(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
-def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
-    """A project as `access_type` may see it: admin everything but secrets, others the public config."""
+def render_project(project: Project, access_type: AccessType, *, compat: bool = False) -> dict[str, Any]:
+    """A project as `access_type` may see it: admin everything but secrets, others the public config. In
+    compatibility mode (`compat`) each OAuth provider of the admin's config also names its id as the original's
+    `provider_config_id` (the id `POST /oauth-providers` takes)."""
     config = project.config
     public_config: dict[str, Any] = {
         "sign_up_enabled": config.sign_up_enabled,
@@ -189,15 +191,17 @@ def render_project(project: Project, access_type: AccessType) -> dict[str, Any]:
         "display_name": project.display_name,
         "created_at_millis": project.created_at_millis,
         # The permission definitions have endpoints of their own (/…-permission-definitions), as in the original.
-        "config": {**public_config, **_without_definitions(config_to_json(config))},
+        "config": {**public_config, **_without_definitions(config_to_json(config), compat=compat)},
     }
 
 
-def _without_definitions(config: dict[str, Any]) -> dict[str, Any]:
+def _without_definitions(config: dict[str, Any], *, compat: bool = False) -> dict[str, Any]:
     """The admin's config object: the permission definitions have endpoints of their own, and an OAuth provider's
     client secret is never returned (only whether one is set, and its last four characters)."""
     config.pop("permission_definitions", None)
     for provider in config.get("oauth_providers", ()):
+        if compat:
+            provider["provider_config_id"] = provider["id"]
         secret = provider.pop("client_secret", None)
         provider["client_secret_set"] = bool(secret)
         provider["client_secret_last_four"] = secret[-4:] if secret and len(secret) >= 12 else None

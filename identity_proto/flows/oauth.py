@@ -387,7 +387,7 @@ def callback(
     form: OAuthCallbackForm | None = ctx.body
     inner_state = query.state or (form.state if form is not None else None) or ""
     state = (yield from take_record(OAuthState, ShortLived.OAUTH_STATE, _sha256(inner_state))) if inner_state else None
-    if state is None or state.provider_id != ctx.params.provider_id:
+    if state is None or (state.provider_id != ctx.params.provider_id and not ctx.options.compat):
         raise PlainError(400, _INVALID_STATE)
     # Redirect mode: the cookie is deleted on every answer from here on, errors too, as the original does.
     cookie = () if state.response_mode == "json" else (_cookie_header(ctx, inner_state, max_age=0),)
@@ -398,7 +398,7 @@ def callback(
         if project is None:  # deleted since: nothing can be checked against its domains (a 400, not a redirect)
             raise KnownError(ErrorCode.INVALID_OAUTH_CLIENT_ID_OR_SECRET, details={"client_id": state.project_id})
         try:
-            response = yield from _complete(ctx, project, state, query, form)
+            response = yield from _complete(ctx, project, state, ctx.params.provider_id, query, form)
         except KnownError as error:
             response = _redirect_or_raise(ctx, project, state, error)
     except (KnownError, PlainError) as error:
@@ -411,19 +411,24 @@ def _complete(
     ctx: RequestContext,
     project: Project,
     state: OAuthState,
+    path_provider_id: str,
     query: OAuthCallbackInput,
     form: OAuthCallbackForm | None,
 ) -> Flow[Response]:
     if ctx.now_ms >= state.expires_at_millis:
         raise KnownError(ErrorCode.OUTER_OAUTH_TIMEOUT)
-    config = _provider(ctx, project, state.provider_id)
+    # The path's provider: the state's, but in compatibility mode, where a callback on another provider's path is
+    # answered as the original answers it (that provider, if the project has it, refuses a code it did not issue).
+    config = _provider(ctx, project, path_provider_id)
     # (The original re-checks the publishable key here; the kept request does not hold it, and a key rotated
     # within these ten minutes does not undo a sign-in its user already started.)
     provider_error = query.error or (form.error if form is not None else None)
     if provider_error == "access_denied":
         raise KnownError(ErrorCode.OAUTH_PROVIDER_ACCESS_DENIED)
     code = query.code or (form.code if form is not None else None)
-    if provider_error or not code:  # (inferred) any other refusal: the provider gave no code to exchange
+    # (inferred) any other refusal: the provider gave no code to exchange; or the code is another provider's (it is
+    # sent to none)
+    if provider_error or not code or config.id != state.provider_id:
         raise PlainError(400, _INVALID_GRANT)
     spec = yield from _spec(ctx, config)
     scope = _scope(config, state.provider_scope)

@@ -146,7 +146,7 @@ def disable_project(project_id: str) -> Flow[bool]:
 def get_current_project(ctx: RequestContext) -> Flow[Response]:
     """GET /projects/current: the public view for client and server, everything but secrets for admin."""
     auth = ctx.require_auth()
-    return json_response(200, render_project(auth.project, auth.access_type))
+    return json_response(200, render_project(auth.project, auth.access_type, compat=ctx.options.compat))
     yield  # a flow, even though this one needs no effect
 
 
@@ -163,7 +163,7 @@ def update_current_project(ctx: RequestContext[ProjectUpdateBody]) -> Flow[Respo
     ctx.forget_project(auth.project.id)
     if updated is None:  # deleted between authentication and now
         raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": auth.project.id})
-    return json_response(200, render_project(updated, AccessType.ADMIN))
+    return json_response(200, render_project(updated, AccessType.ADMIN, compat=ctx.options.compat))
 
 
 def create_project_endpoint(ctx: RequestContext[ProjectCreateBody]) -> Flow[Response]:
@@ -180,7 +180,7 @@ def create_project_endpoint(ctx: RequestContext[ProjectCreateBody]) -> Flow[Resp
     return json_response(
         201,
         {
-            **render_project(project, AccessType.ADMIN),
+            **render_project(project, AccessType.ADMIN, compat=ctx.options.compat),
             "publishable_client_key": keys.publishable_client_key,
             "secret_server_key": keys.secret_server_key,
             "super_secret_admin_key": keys.super_secret_admin_key,
@@ -192,7 +192,9 @@ def list_projects_endpoint(ctx: RequestContext) -> Flow[Response]:
     """GET /internal/projects: every project but the internal one, oldest first, without keys."""
     _require_internal(ctx)
     projects = yield from list_projects()
-    items = [render_project(p, AccessType.ADMIN) for p in projects if p.id != INTERNAL_PROJECT_ID]
+    items = [
+        render_project(p, AccessType.ADMIN, compat=ctx.options.compat) for p in projects if p.id != INTERNAL_PROJECT_ID
+    ]
     return json_response(200, {"items": items, "is_paginated": False})
 
 

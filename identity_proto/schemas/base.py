@@ -86,7 +86,7 @@ def _problem_lines(errors: list[ErrorDetails], location: str) -> list[str]:
             # A rule about the whole object (a model validator): its message lines stand on their own.
             lines.extend(str((error.get("ctx") or {}).get("error", error["msg"])).splitlines())
             continue
-        lines.append(_message(_path(location, loc), error))
+        lines.extend(_message(_path(location, loc), error).splitlines())
     lines.extend(unknown_properties(parent, names) for parent, names in unknown.items())
     return lines
 
@@ -137,8 +137,9 @@ def _message(where: str, error: ErrorDetails) -> str:
         expected = ", ".join({"False": "false", "True": "true", "None": "null"}.get(v, v) for v in expected.split(", "))
         return f"{where} must be one of the following values: {expected}"
     if kind == "value_error":
-        # Our validators raise ValueError with a message written to follow the field path.
-        return f"{where} {ctx.get('error')}"
+        # Our validators raise ValueError with a message written to follow the field path; one of several lines
+        # states as many problems with the field, each line one.
+        return "\n".join(f"{where} {line}" for line in str(ctx.get("error")).splitlines())
     return f"{where} is invalid: {error['msg']}"
 
 

@@ -28,6 +28,12 @@ def _redirect_url(value: str | None) -> str | None:
     if value is None:
         return None
     if any(c.isspace() for c in value):
+        # As the original's two checks answer: also "is not a valid URL" unless the spaces were all that was wrong
+        # (a URL parser would have encoded them in a path or query).
+        try:
+            _web_url("".join(value.split()))
+        except ValueError:
+            raise ValueError("contains spaces\nis not a valid URL") from None
         raise ValueError("contains spaces")
     href = _web_url(value.split("#", 1)[0])
     return href

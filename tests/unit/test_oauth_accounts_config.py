@@ -49,6 +49,28 @@ def test_an_admin_configures_a_provider_and_reads_it_back_without_its_secret() -
     assert public["enabled_oauth_providers"] == [{"id": "github"}]
 
 
+def test_compat_mode_names_each_providers_id_as_the_originals_provider_config_id() -> None:
+    """The original's project config lists providers as `{id, provider_config_id, ...}`, and apps (its e2e tests)
+    take `provider_config_id` from there for `POST /oauth-providers`."""
+    harness = Harness(service=Service(ServiceOptions(password_rounds=4, header_prefixes=("x-service-", "x-stack-"))))
+    created = harness.request(
+        "POST",
+        "/api/v1/internal/projects",
+        internal_headers(),
+        json={"display_name": "Acme", "config": {"oauth_providers": [GITHUB]}},
+    ).json
+    patched = patch(harness, {"oauth_providers": [GITHUB]}).json
+    read = harness.request("GET", "/api/v1/projects/current", admin_headers()).json
+    listed = harness.request("GET", "/api/v1/internal/projects", internal_headers()).json["items"]
+    for project in (created, patched, read, *listed):
+        for provider in project["config"]["oauth_providers"]:
+            assert provider["provider_config_id"] == provider["id"] == "github"
+    assert all(
+        "provider_config_id" not in p
+        for p in patch(Harness(), {"oauth_providers": [GITHUB]}).json["config"]["oauth_providers"]
+    )
+
+
 def test_a_provider_without_sign_in_is_not_among_the_enabled_ones() -> None:
     harness = Harness()
     assert patch(harness, {"oauth_providers": [{**GITHUB, "allow_sign_in": False}]}).status == 200

@@ -4,6 +4,7 @@ provider is a boundary we do not own, so the client that talks to it is the one 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -226,6 +227,40 @@ def test_an_unknown_state_is_the_plain_state_error(w: World) -> None:
     )
 
 
+def test_a_callback_on_another_providers_path_is_the_state_error_and_sends_the_code_nowhere(w: World) -> None:
+    w.configure(oauth_providers=(GITHUB, dataclasses.replace(GITHUB, id="gitlab", type="gitlab")))
+    state = w.inner_state(w.authorize(stack_response_mode="redirect"))
+    reply = w.callback(state, "gitlab", headers={"cookie": f"stack-oauth-inner-{state}=true"})
+    assert (reply.status, reply.body) == (400, b"Invalid OAuth state. Please try signing in again.")
+    assert "set-cookie" not in reply.headers
+    assert not [c for c in w.provider.calls if isinstance(c, ExchangeProviderCode)]
+
+
+def test_compat_a_callback_on_another_providers_path_is_the_originals_invalid_grant() -> None:
+    """The original looks the path's provider up: one the project has refuses a code it did not issue (the
+    invalid-grant text, the inner cookie deleted), one it has not is redirected as OAUTH_PROVIDER_NOT_FOUND...;
+    here the code is sent to no provider, and the state is used up either way."""
+    w = World(h=Harness(service=Service(ServiceOptions(header_prefixes=("x-service-", "x-stack-")))))
+    w.configure(oauth_providers=(GITHUB, dataclasses.replace(GITHUB, id="gitlab", type="gitlab")))
+    state = w.inner_state(w.authorize(stack_response_mode="redirect"))
+    reply = w.callback(state, "gitlab", headers={"cookie": f"stack-oauth-inner-{state}=true"})
+    assert (reply.status, reply.known_error, reply.body) == (
+        400,
+        None,
+        b"Inner OAuth callback failed due to invalid grant. Please try again.",
+    )
+    assert reply.headers["set-cookie"] == f"stack-oauth-inner-{state}=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
+    assert not [c for c in w.provider.calls if isinstance(c, ExchangeProviderCode)]
+    again = w.callback(state, headers={"cookie": f"stack-oauth-inner-{state}=true"})
+    assert (again.status, again.body) == (400, b"Invalid OAuth state. Please try signing in again.")
+    state = w.inner_state(w.authorize())
+    unknown = w.callback(state, "discord")
+    assert unknown.status == 307
+    assert parse_qs(urlsplit(unknown.headers["location"]).query)["errorCode"] == [
+        "OAUTH_PROVIDER_NOT_FOUND_OR_NOT_ENABLED"
+    ]
+
+
 def test_after_ten_minutes_the_callback_redirects_the_outer_timeout(w: World) -> None:
     state = w.inner_state(w.authorize())
     w.h.advance(10 * 60 * 1000)
@@ -259,6 +294,40 @@ def test_authorize_refuses_bad_requests_and_keeps_nothing(
     reply = w.authorize(**overrides)
     assert (reply.status, reply.known_error) == (status, code), reply.body
     assert w.h.store.short_lived == {}
+
+
+@pytest.mark.parametrize(
+    ("redirect_uri", "problems"),
+    [
+        ("this is an invalid URL string", ["contains spaces", "is not a valid URL"]),
+        ("http://localhost:3000/a b", ["contains spaces"]),
+        ("not-a-url", ["is not a valid URL"]),
+    ],
+)
+def test_a_redirect_uri_with_spaces_is_refused_with_each_of_the_originals_problems(
+    w: World, redirect_uri: str, problems: list[str]
+) -> None:
+    """The original checks for spaces, then whether it is a URL, and names every check that fails."""
+    reply = w.authorize(redirect_uri=redirect_uri)
+    assert (reply.status, reply.known_error) == (400, "SCHEMA_ERROR")
+    assert reply.json["error"].splitlines()[1:] == [f"  - query.redirect_uri {p}" for p in problems]
+
+
+def test_the_public_sentinel_is_refused_in_the_originals_words_in_compat_mode() -> None:
+    for compat in (False, True):
+        prefixes = ("x-service-", "x-stack-") if compat else ("x-service-",)
+        w = World(h=Harness(service=Service(ServiceOptions(header_prefixes=prefixes))))
+        w.configure(require_publishable_client_key=True)
+        authorize = w.authorize(client_secret="__stack_public_client__")
+        token = w.exchange("no-such-code", client_secret="<absent>")
+        for reply in (authorize, token):
+            assert (reply.status, reply.known_error) == (401, "PUBLISHABLE_CLIENT_KEY_REQUIRED_FOR_PROJECT")
+            assert reply.json["error"] == (
+                "Publishable client keys are required for this project. Create one in Project Keys, or disable "
+                "this requirement there to allow keyless client access."
+                if compat
+                else f"Publishable client keys are required for project {PROJECT_ID}."
+            )
 
 
 def test_authorize_names_the_client_id_it_does_not_know(w: World) -> None:
