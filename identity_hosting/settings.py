@@ -43,6 +43,7 @@ from identity_proto.effects import Flow, LoadProject, perform
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.provider_tokens import decode_token_key
 from identity_proto.records import Project
+from identity_proto.schemas.base import is_uuid
 
 __all__ = [
     "DEV_INTERNAL_ADMIN_KEY",
@@ -174,6 +175,10 @@ class Settings:
             ):
                 if not value.startswith(prefix) or len(value) < 20:
                     raise ConfigurationError(f"{name} must start with {prefix} and be at least 20 characters")
+            if not is_uuid(project_id):
+                # Not only a format: `internal` would have made the project's admin key the internal project's,
+                # which creates, lists and deletes every project.
+                raise ConfigurationError(f"IDENTITY_PROJECT_ID must be a lower-case UUID, not {project_id!r}")
             if project_id == DEV_PROJECT_ID:
                 raise ConfigurationError("IDENTITY_PROJECT_ID must not be the dev project's id, which is public")
             if {keys.publishable_client_key, keys.secret_server_key, keys.super_secret_admin_key} & _DEV_KEY_VALUES:

@@ -27,6 +27,9 @@ BAD_ENVIRONMENTS = {
     "unknown-backend": ("IDENTITY_BACKEND", {"IDENTITY_BACKEND": "bogus"}),
     "production-without-keys": ("IDENTITY_PUBLISHABLE_CLIENT_KEY", {"IDENTITY_PROJECT_ID": PROJECT_ID}),
     "rounds-out-of-range": ("IDENTITY_PASSWORD_ROUNDS", {"IDENTITY_PASSWORD_ROUNDS": "99"}),
+    "project-id-not-a-uuid": ("IDENTITY_PROJECT_ID", {**PRODUCTION, "IDENTITY_PROJECT_ID": "not-a-uuid"}),
+    # With its keys, the admin key would have been the internal project's: every project created, listed, deleted.
+    "project-id-internal": ("IDENTITY_PROJECT_ID", {**PRODUCTION, "IDENTITY_PROJECT_ID": "internal"}),
 }
 
 
