@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -65,3 +66,25 @@ def test_scripts_run_installs_only_runtime_dependencies_once(tmp_path: Path) -> 
     installed_at = stamp.stat().st_mtime_ns
     _serve_once(checkout)  # set up already: no pip, the stamp untouched
     assert stamp.stat().st_mtime_ns == installed_at
+
+
+@pytest.mark.parametrize("port", ["busy", "not-a-port"])
+def test_scripts_run_on_a_port_it_cannot_use_says_so_in_one_line(port: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        value = str(busy.getsockname()[1]) if port == "busy" else "80a"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IDENTITY_") and k != "VIRTUAL_ENV"}
+        finished = subprocess.run(
+            [str(ROOT / "scripts" / "run")],
+            cwd=ROOT,
+            env={**env, "PORT": value},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert finished.returncode == 1
+    assert finished.stderr.splitlines() == [finished.stderr.strip()], finished.stderr  # one line
+    assert "PORT=" in finished.stderr  # names what to change
+    assert value in finished.stderr
+    assert "Traceback" not in finished.stderr
