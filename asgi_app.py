@@ -262,16 +262,20 @@ class IdentityASGI:
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None when the client disconnected before its end.
 
-        A malformed or negative Content-Length (or two that disagree) raises `MalformedRequest` and a body over the
-        limit raises REQUEST_BODY_TOO_LARGE, both before anything more is received: by its declared length at once,
-        else (chunked, or a length the server did not check) as soon as the bytes received pass the limit. The
-        server hands the body over in chunks of its choosing, so at most one chunk past the limit is received."""
+        A malformed or negative Content-Length (or two that disagree) raises `MalformedRequest` at once. A body over
+        the limit raises REQUEST_BODY_TOO_LARGE once the rest of it has been read and dropped, up to `_DRAIN_BYTES`
+        in all within `_DRAIN_S` (a declared length beyond that: at once): most clients (httpx's AsyncClient,
+        browsers' fetch) read the answer only after sending the whole body, and a server that answers and closes
+        with the body unread resets the connection under them, so they would never see the 413. Nothing of it is
+        kept, and an endless body is cut off at the bound."""
         limit = self.settings.max_body_bytes
         declared = {value for name, value in scope.get("headers", ()) if name == b"content-length"}
         if len(declared) > 1:
             raise MalformedRequest("the request has Content-Length headers that disagree")
         length = declared_body_length(declared.pop().decode("latin-1")) if declared else None
         if length is not None and length > limit:
+            if length <= _DRAIN_BYTES:
+                await _drain(receive, 0)
             raise body_too_large(limit)
         chunks: list[bytes] = []
         size = 0
@@ -282,11 +286,35 @@ class IdentityASGI:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
+                if message.get("more_body", False):
+                    await _drain(receive, size)
                 raise body_too_large(limit)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+#: How much of a body over the limit is read (and dropped) before the 413 is sent, and for how long at most: enough
+#: for an upload a client might plausibly try (a photo, a document), so that it receives the answer; a longer one
+#: is cut off (the connection closes) rather than read.
+_DRAIN_BYTES = 32 * 1024 * 1024
+_DRAIN_S = 10.0
+
+
+async def _drain(receive: Receive, received: int) -> None:
+    """Read and drop the rest of a request's body (`received` bytes of it already read), within the bounds above."""
+    try:
+        async with asyncio.timeout(_DRAIN_S):
+            while received <= _DRAIN_BYTES:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                received += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    return
+    except TimeoutError:
+        return
 
 
 async def _send_response(send: Send, response: Response) -> None:

@@ -4,12 +4,14 @@ read an endless body before authentication."""
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import Server, start_hypercorn, stop_server
@@ -83,3 +85,27 @@ def test_an_over_limit_chunked_body_is_413_without_the_server_reading_it_all(lim
     assert closed, "the server kept the connection open to read the rest of the body"
     # what got through before the server closed: the limit, and what the sockets' buffers held; never all of it
     assert sent < 64 * 1024 * 1024, f"the client sent {sent} bytes before the server stopped taking them"
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_an_async_client_uploading_ten_megabytes_receives_the_413(limited_server: Server, declared: bool) -> None:
+    # httpx's AsyncClient reads the answer only once it has sent the whole body: a server that answers and closes
+    # with the body unread resets the connection under it, and the client never sees the 413. The service reads
+    # (and drops) an over-limit body up to a bound before answering, so that common clients receive the answer.
+    body = b" " * (10 * 1024 * 1024)
+
+    async def upload() -> httpx.Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            for start in range(0, len(body), CHUNK):
+                yield body[start : start + CHUNK]
+
+        async with httpx.AsyncClient(base_url=limited_server.base_url, timeout=30.0) as http:
+            content = body if declared else chunks()
+            return await http.post(
+                "/api/v1/auth/password/sign-up",
+                headers={**client_headers(), "content-type": "application/json"},
+                content=content,
+            )
+
+    answered = asyncio.run(upload())
+    assert (answered.status_code, answered.json()["code"]) == (413, "REQUEST_BODY_TOO_LARGE")
