@@ -360,8 +360,8 @@ class CodePurpose(StrEnum):
     TEAM_INVITATION = "team_invitation"
     # passwords (reference part 2 §1)
     #: Resetting a forgotten password: the whole 45-character code is mailed in a link (no nonce is returned);
-    #: the code names the user it was sent for (`user_id`), the address (`email`) and the password it may replace
-    #: (`password_fingerprint`).
+    #: the code names the user it was sent for (`user_id`), the address (`email`), the password it may replace
+    #: (`password_fingerprint`) and the user's primary e-mail channel (`primary_channel_id`).
     PASSWORD_RESET = "password_reset"  # noqa: S105 (a purpose, not a password)
     # contact channels
     #: Verifying a contact channel (reference part 2 §2): the code names the user and the address.
@@ -393,6 +393,10 @@ class VerificationCode:
     #: Password-reset codes: the user's password when the code was sent, as `password_fingerprint` makes it ('' for
     #: none). The code resets only while the user's password is still that one (None: it never does).
     password_fingerprint: str | None = None
+    #: Password-reset codes: the id of the user's primary e-mail channel when the code was stored ('' for none;
+    #: `effects.passwords.reset_primary`). The code resets only while that channel is still their primary (None: it
+    #: never does), so a code mailed before the primary moved (the old address kept as a channel) dies with it.
+    primary_channel_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -308,10 +308,12 @@ def render_member_profile(
     *,
     caller_id: str | None = None,
     caller_team_ids: AbstractSet[str] = frozenset(),
+    compat: bool = False,
 ) -> dict[str, Any]:
     """A team member profile: its own name and image, falling back to the user's until set, and the `user` as the
-    caller may see it (our spec marks `user` required; the original sends it to server and admin only), by the
-    rules of `render_user`: a client sees the member's selected team only when it is a member of that team."""
+    caller may see it (our spec marks `user` required; the original sends it to server and admin only: so does
+    `compat` mode), by the rules of `render_user`: a client sees the member's selected team only when it is a
+    member of that team."""
     rendered: dict[str, Any] = {
         "team_id": membership.team_id,
         "user_id": membership.user_id,
@@ -320,8 +322,10 @@ def render_member_profile(
             membership.profile_image_url if membership.profile_image_url is not None else user.profile_image_url
         ),
     }
+    if compat and access_type is AccessType.CLIENT:
+        return rendered
     rendered["user"] = render_user(
-        user, access_type, config, selected_team, caller_id=caller_id, caller_team_ids=caller_team_ids
+        user, access_type, config, selected_team, caller_id=caller_id, caller_team_ids=caller_team_ids, compat=compat
     )
     return rendered
 

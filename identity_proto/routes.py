@@ -205,6 +205,7 @@ ROUTES: tuple[Route, ...] = (
         f"{V1}/auth/sessions/current/refresh",
         sessions.refresh_access_token,
         required_headers=("x-service-refresh-token",),
+        checks_own_session=True,  # the refresh token alone decides (an access token sent along grants nothing)
     ),
     # OAuth sign-in (the token endpoint serves the refresh grant too: `flows.sessions.oauth_token`)
     Route(

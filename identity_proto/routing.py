@@ -62,8 +62,9 @@ class Route:
     #: Request headers the flow requires beyond authentication (documented; the flow checks them).
     required_headers: tuple[str, ...] = ()
     #: The flow judges the access token's session itself (sign-out answers REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED for
-    #: a session already gone, as the original does); every other route refuses a token whose session is gone
-    #: before its flow runs (`auth.session_precondition`).
+    #: a session already gone, as the original does; refreshing uses only the refresh token, so a session gone
+    #: answers as its refresh token does); every other route refuses a token whose session is gone before its flow
+    #: runs (`auth.session_precondition`).
     checks_own_session: bool = False
     #: For the OpenAPI document: statuses the flow may answer with a plain-text body and no known-error code instead
     #: of a known error (the original's "plain" errors, e.g. a client listing another user's permissions, a

@@ -125,6 +125,7 @@ from identity_proto.effects.passwords import (
     may_reset_through,
     password_fingerprint,
     reset_code_holds,
+    reset_primary,
 )
 from identity_proto.effects.permissions import (
     DefinitionsWrite,
@@ -393,6 +394,7 @@ __all__ = [
     "password_fingerprint",
     "perform",
     "reset_code_holds",
+    "reset_primary",
     "update_project",
     "updated_channels",
     "verified_channel",

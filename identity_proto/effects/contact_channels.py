@@ -43,9 +43,9 @@ address, say) take or keep the entry as before: `claims_address`. A channel is t
 when the index gives its address to its user; deleting or changing one removes only entries that are its user's.
 
 Within one user an address appears once: a second channel with the same value is refused (400 plain "Contact
-channel already exists"), and so is `PATCH /users` setting `primary_email` to the value of one of the user's other
-channels (409 USER_EMAIL_ALREADY_EXISTS: `flows.users`), so one address is never two channels of one
-user (whose index entry the first delete would drop).
+channel already exists"), and `PATCH /users` setting `primary_email` to the value of one of the user's other
+channels promotes that channel (`flows.users`), so one address is never two channels of one user (whose index
+entry the first delete would drop).
 
 The decisions are plain functions of this module (`created_channels`, `updated_channels`, `deleted_channels`,
 `verified_channel`, and the rules above); the flows (`identity_proto.flows.contact_channels`) read

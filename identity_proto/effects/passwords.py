@@ -10,7 +10,7 @@ from enum import Enum
 from identity_proto.effects.base import ComputeEffect, StorageEffect
 from identity_proto.effects.commit import CommitWrite
 from identity_proto.effects.contact_channels import UserChannels, channels_of  # noqa: F401 (a quoted type)
-from identity_proto.records import ContactChannel, Email, User, VerificationCode
+from identity_proto.records import ContactChannel, Email, User, VerificationCode, primary_channel
 from identity_proto.tokens import hash_secret
 
 
@@ -83,12 +83,22 @@ def password_fingerprint(password_hash: str | None) -> str:
     return "" if password_hash is None else hash_secret(password_hash)
 
 
+def reset_primary(user: User) -> str:
+    """What a reset code keeps of the user's primary e-mail (`VerificationCode.primary_channel_id`): the id of
+    their primary channel ('' for none). Moving the primary (a new address, none, or another of their channels
+    promoted) changes it, while the old address stays one of their channels (as the original keeps it): a code
+    mailed there before dies then. Computed only here."""
+    primary = primary_channel(user)
+    return "" if primary is None else primary.id
+
+
 #: The user's fields a reset's rules read (`may_reset_through`, `reset_code_holds`): what its commit guards.
 RESET_FIELDS = (
     "password_hash",
     "primary_email",
     "primary_email_verified",
     "primary_email_auth_enabled",
+    "primary_email_channel_id",
     "oauth_accounts",
 )
 
@@ -106,11 +116,13 @@ def may_reset_through(user: User, stored: Iterable[ContactChannel], address: str
 
 
 def reset_code_holds(user: User, stored: Iterable[ContactChannel], code: VerificationCode) -> bool:
-    """Whether the password-reset `code` of `user` may still reset: its address may (`may_reset_through`), and the
-    user's password is still the one it was sent for (`password_fingerprint`)."""
+    """Whether the password-reset `code` of `user` may still reset: its address may (`may_reset_through`), the
+    user's password is still the one it was sent for (`password_fingerprint`), and their primary e-mail channel is
+    still the one it was stored under (`reset_primary`)."""
     return (
         code.email is not None
         and code.password_fingerprint == password_fingerprint(user.password_hash)
+        and code.primary_channel_id == reset_primary(user)
         and may_reset_through(user, stored, code.email)
     )
 

@@ -9,9 +9,9 @@ returns it.
 Whoever proves a mailbox by a reset must end up in an account nobody else can still enter: a code is mailed only to
 an address that is verified or that is the only way into its account (`effects.passwords.may_reset_through`; any
 other address gets the unknown address's answer, after the same work), a completed reset marks that address
-verified and ends every session, and a code dies once its address can no longer reset or the password changed
-(`reset_code_holds`; it then answers as an unknown code). The original mails a reset to any auth address, verified
-or not, and its codes outlive address and password changes (README: departures).
+verified and ends every session, and a code dies once its address can no longer reset, the password changed or the
+primary e-mail moved (`reset_code_holds`; it then answers as an unknown code). The original mails a reset to any
+auth address, verified or not, and its codes outlive address, primary and password changes (README: departures).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from identity_proto.effects import (
     password_fingerprint,
     perform,
     reset_code_holds,
+    reset_primary,
 )
 from identity_proto.effects.commit import (
     Announce,
@@ -231,21 +232,23 @@ def store_reset_code(
     project_id: str, code: VerificationCode, found: UserChannels | None, mail: Email | None = None, keep: int = 1000
 ) -> Flow[str | None]:
     """Decide on `found` (the holder of `code.email` as `FindAuthAddressHolder` read it) and commit: when a reset
-    may go through the address (`_may_reset`), the code as theirs (its `user_id` set) and `mail`, when given, to
-    the outbox (keeping `keep`), answering their id; else nothing, answering None. One commit either way, guarded
-    on what the decision read (raises `CommitConflict` when that changed). `code` must be bound to the password
-    read (`bound_reset_code`)."""
+    may go through the address (`_may_reset`), the code as theirs (its `user_id` set, and `primary_channel_id`:
+    `reset_primary`) and `mail`, when given, to the outbox (keeping `keep`), answering their id; else nothing,
+    answering None. One commit either way, guarded on what the decision read (raises `CommitConflict` when that
+    changed). `code` must be bound to the password read (`bound_reset_code`)."""
     email = code.email or ""
     bound_reset_code(code, found.user.password_hash if found is not None else None)
     if found is None:
         yield from commit(project_id)  # the same step as for an address with an account: nothing to write
         return None
     guards = _reset_guards(found, email)
-    if not _may_reset(found, code):
+    # bound to the primary read (the commit guards it): a code stored before the primary moves dies with the move
+    user_id = found.user.id
+    stored = replaced(code, {"user_id": user_id, "primary_channel_id": reset_primary(found.user)})
+    if not _may_reset(found, stored):
         yield from commit(project_id, guards)
         return None
-    user_id = found.user.id
-    writes: tuple[CommitWrite, ...] = (PutCode(replaced(code, {"user_id": user_id})),)
+    writes: tuple[CommitWrite, ...] = (PutCode(stored),)
     if mail is not None:
         writes += (PutMail(mail, keep),)
     yield from commit(project_id, guards, writes)

@@ -53,6 +53,7 @@ def _rendered(
         team,
         caller_id=auth.user_id,
         caller_team_ids=caller_team_ids,
+        compat=ctx.options.compat,
     )
 
 

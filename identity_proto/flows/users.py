@@ -38,6 +38,10 @@ from identity_proto.effects import (
     LoadUserWithTeam,
     StorageEffect,
     Together,
+    UserChannels,
+    address_taken,
+    channel_commit,
+    claimed,
     find_user_by_email,
     perform,
 )
@@ -60,11 +64,12 @@ from identity_proto.effects.oauth import DropProviderTokens, find_user_by_oauth_
 from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.effects.teams import UserTeamsAre
-from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.errors import ErrorCode, KnownError, PlainError
+from identity_proto.flows.contact_channels import MAX_CHANNELS_PER_USER
 from identity_proto.flows.signin import store_new_user
 from identity_proto.http import Response
 from identity_proto.passwords import MAX_PASSWORD_LENGTH, is_supported_hash, too_long
-from identity_proto.records import ApiKeyType, Project, RiskScores, Session, Team, User, replaced
+from identity_proto.records import ApiKeyType, ContactChannel, Project, RiskScores, Session, Team, User, replaced
 from identity_proto.render import json_response, render_user
 from identity_proto.tokens import new_uuid
 from identity_proto.users import checked_profile_image, email_taken, normalize_email, restricted_reason
@@ -275,8 +280,13 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
                 )
         changes["selected_team_id"] = body.selected_team_id
 
-    # 4.-5. e-mail and sign-in methods (the rules creating a user follows too), then the password
+    # 4.-5. e-mail and sign-in methods (the rules creating a user follows too), then the password; a new primary
+    #    e-mail (or none) moves the primary channel
     changes.update(sign_in_changes(current, body, given, project))
+    switch: tuple[tuple[CommitGuard, ...], tuple[CommitWrite, ...]] = ((), ())
+    if "primary_email" in changes and read.channels is not None:
+        by_client = server_body is None
+        switch = _primary_switch(read.channels, changes, given, by_client, new_uuid(ctx.entropy), ctx.now_ms)
     password_changed = server_body is not None and ("password" in given or "password_hash" in given)
     if server_body is not None and password_changed:
         changes["password_hash"] = yield from _new_password_hash(ctx, project, _read(current), server_body)
@@ -296,7 +306,14 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     user_changes = UserChanges.of(changes.items())
     try:
         updated, team = yield from save_user(
-            project.id, user_id, user_changes, current=current, read=read, read_fields=_read_fields(given), live=live
+            project.id,
+            user_id,
+            user_changes,
+            current=current,
+            read=read,
+            read_fields=_read_fields(given),
+            live=live,
+            switch=switch,
         )
     except _UserGone:
         raise KnownError(missing) from None
@@ -319,14 +336,15 @@ def save_user(
     read: _Read,
     read_fields: tuple[str, ...] = (),
     live: CommitGuard | None = None,
+    switch: tuple[tuple[CommitGuard, ...], tuple[CommitWrite, ...]] = ((), ()),
 ) -> Flow[tuple[User, Team | None]]:
     """Commit an update decided on `current` (None: decided without reading the user; then its e-mail fields must
     not change): the changed fields, the e-mail index moves, the end of the sessions `read` holds (a password
     change: no session survives), `user.updated`; guarded by `read_fields` of `current` (or the user's existence),
-    the index entries moved and `live`. Answers the user and their selected team as stored. Raises `_UserGone`,
-    `email_taken`, or `CommitConflict` (the flow is re-run)."""
-    guards: list[CommitGuard] = [] if live is None else [live]
-    writes: list[CommitWrite] = []
+    the index entries moved and `live`; with the guards and writes of a primary e-mail `switch`. Answers the user
+    and their selected team as stored. Raises `_UserGone`, `email_taken`, or `CommitConflict` (the flow is re-run)."""
+    guards: list[CommitGuard] = [*([] if live is None else [live]), *switch[0]]
+    writes: list[CommitWrite] = [*switch[1]]
     exists = Exists(RecordKind.USER, user_id)
     if current is None:
         guards.append(exists)
@@ -379,12 +397,12 @@ def patch_user(
 class _Read:
     """What an update read before deciding (`_read_current`)."""
 
-    __slots__ = ("holder", "holder_read", "sessions", "stored_values", "user")
+    __slots__ = ("channels", "holder", "holder_read", "sessions", "user")
 
     def __init__(self) -> None:
         self.user: User | None = None
-        #: the values of the user's stored (non-primary) contact channels (read when the primary e-mail is given)
-        self.stored_values: frozenset[str] = frozenset()
+        #: the user's channels, with the index entries of their addresses and the new one's (primary e-mail given)
+        self.channels: UserChannels | None = None
         #: the user the e-mail index gives the new primary e-mail to (`holder_read`: it was read)
         self.holder: str | None = None
         self.holder_read = False
@@ -399,7 +417,9 @@ def _read_current(
     read = _Read()
     new_address = normalize_email(primary_email) if email_given and primary_email else None
     reads: list[StorageEffect[Any]] = [
-        ListContactChannels(project_id, user_id) if new_address is not None else LoadUser(project_id, user_id)
+        ListContactChannels(project_id, user_id, (new_address,) if new_address else ())
+        if email_given
+        else LoadUser(project_id, user_id)
     ]
     if new_address is not None:
         reads.append(find_user_by_email(project_id, new_address))
@@ -410,16 +430,58 @@ def _read_current(
     else:
         answers = ((yield from perform(reads[0])),)
     first = answers[0]
-    if new_address is not None:
+    if email_given:
         if first is not None:
-            read.user, read.stored_values = first.user, frozenset(c.value for c in first.stored)
-        holder = answers[1]
-        read.holder, read.holder_read = (None if holder is None else holder.id), True
+            read.user, read.channels = first.user, first
     else:
         read.user = first
+    if new_address is not None:
+        holder = answers[1]
+        read.holder, read.holder_read = (None if holder is None else holder.id), True
     if password:
         read.sessions = answers[-1]
     return read
+
+
+def _primary_switch(
+    before: UserChannels, changes: dict[str, Any], given: set[str], by_client: bool, new_id: str, now_ms: int
+) -> tuple[tuple[CommitGuard, ...], tuple[CommitWrite, ...]]:
+    """A new primary e-mail (or none), as the original moves it: the old primary stays a channel of the user, no
+    longer primary, its flags kept; the user's own channel with the new address becomes the primary, keeping its
+    verification unless `primary_email_verified` is given and used for auth as the old primary was unless
+    `primary_email_auth_enabled` is given; another address is a new channel (`new_id`, unverified unless given).
+    A client's promoted or new channel follows the contact channels' rule (`claimed`): unverified, it does not sign
+    in. The e-mail fields leave `changes`: the channel commit writes them. 409 USER_EMAIL_ALREADY_EXISTS when the
+    new primary would sign in with an address another user holds; a client beyond `MAX_CHANNELS_PER_USER`: 400."""
+    user = before.user
+    new = changes.pop("primary_email")
+    verified = changes.pop("primary_email_verified", False)
+    auth = changes.pop("primary_email_auth_enabled", user.primary_email_auth_enabled)
+    channels = list(before.channels)
+    target = next((c for c in channels if c.value == new), None) if new is not None else None
+    if new is not None:
+        if target is None:
+            if by_client and len(channels) >= MAX_CHANNELS_PER_USER:
+                raise PlainError(400, f"A user can have at most {MAX_CHANNELS_PER_USER} contact channels")
+            target = ContactChannel(new_id, user.id, new, bool(verified), auth, now_ms)
+            channels.append(target)
+        else:
+            auth_given = "primary_email_auth_enabled" in given
+            kept: dict[str, Any] = {"used_for_auth": auth if auth_given else user.primary_email_auth_enabled}
+            if "primary_email_verified" in given:
+                kept["is_verified"] = bool(verified)
+            changed = replaced(target, kept)
+            channels = [changed if c.id == changed.id else c for c in channels]
+            target = changed
+        if address_taken(target, before.holder(new)):
+            raise email_taken(new)
+    target_id = "" if target is None else target.id
+    channels = [replaced(c, {"is_primary": c.id == target_id}) for c in channels]
+    claim = None
+    if target is not None:
+        channels, claim = claimed(before, channels, target_id, trusted=not by_client)
+    guards, writes, _after = channel_commit(before, channels, new_id, claim)
+    return guards, writes
 
 
 def _read_fields(given: set[str]) -> tuple[str, ...]:
@@ -446,7 +508,8 @@ def _email_index_moves(
     taken = changes.get("primary_email") or current.primary_email or ""
     new_primary = updated.primary_email
     # contact channels: one address is never two channels of one user (effects.contact_channels)
-    if new_primary is not None and new_primary != current.primary_email and new_primary in read.stored_values:
+    stored = () if read.channels is None else read.channels.stored
+    if new_primary is not None and new_primary != current.primary_email and any(c.value == new_primary for c in stored):
         raise email_taken(taken)
     old, new = current.auth_email, updated.auth_email
     if new == old:

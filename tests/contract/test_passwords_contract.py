@@ -28,6 +28,7 @@ from identity_proto.effects import (
     UseRefreshToken,
     password_fingerprint,
     perform,
+    reset_primary,
 )
 from identity_proto.effects.commit import Committed
 from identity_proto.flows.contact_channels import create_channel
@@ -108,6 +109,13 @@ def password_of(store: Store, user_id: str) -> str | None:
     return user.password_hash
 
 
+def primary_of(store: Store, user_id: str) -> str:
+    """The user's primary channel as a reset code stored now is bound to (`reset_primary`)."""
+    user = store.apply(LoadUser(PROJECT, user_id))
+    assert user is not None
+    return reset_primary(user)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Storing a reset code
 
@@ -116,7 +124,7 @@ def test_a_code_for_a_users_sign_in_address_is_stored_as_theirs_with_its_mail(st
     with_user(store, make_user("ada", EMAIL))
     code, mail = reset_code(), reset_mail()
     assert store_reset_code(store, PROJECT, code, mail) == "ada"
-    theirs = dataclasses.replace(code, user_id="ada")
+    theirs = dataclasses.replace(code, user_id="ada", primary_channel_id=primary_of(store, "ada"))
     assert store.apply(attempt(code)) == CodeAttempt(CodeOutcome.OK, theirs)
     assert store.apply(ListOutbox(PROJECT)) == (mail,)
     assert store.apply(ListOutbox(OTHER_PROJECT)) == ()
@@ -184,6 +192,7 @@ def test_a_code_for_a_password_that_changed_since_it_was_read_is_not_stored(stor
 def stored_reset_code(store: Store, user_id: str = "ada", **fields: Any) -> VerificationCode:
     """A reset code of the user, for their password as it is now (as sending one stores it)."""
     fields.setdefault("password_fingerprint", password_fingerprint(password_of(store, user_id)))
+    fields.setdefault("primary_channel_id", primary_of(store, user_id))
     code = reset_code(user_id=user_id, **fields)
     store.apply(put_code(PROJECT, code))
     return code
@@ -339,6 +348,23 @@ def test_a_code_whose_address_no_longer_signs_its_user_in_resets_nothing(store: 
     assert reset(store, code) is PasswordWrite.DONE
 
 
+def test_a_code_stored_under_another_primary_channel_resets_nothing(store: Store) -> None:
+    # Bound to the primary channel it was stored under (`reset_primary`): its address may still sign her in (the
+    # old primary kept as a channel, as PATCH /users keeps it), yet once another channel is primary it is dead.
+    with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH, primary_email_verified=True))
+    unbound = stored_reset_code(store, "ada", primary_channel_id=None)  # bound to no primary at all
+    assert reset(store, unbound) is PasswordWrite.CODE_NOT_FOUND
+    code = stored_reset_code(store, "ada", name="r2")
+    assert code.primary_channel_id == primary_of(store, "ada") != ""
+    moved, _team = patched_user(store, PROJECT, "ada", (("primary_email_channel_id", "another-channel"),))
+    assert isinstance(moved, User)
+    assert moved.primary_email == EMAIL
+    assert reset(store, code) is PasswordWrite.CODE_NOT_FOUND
+    assert password_of(store, "ada") == OLD_HASH
+    fresh = stored_reset_code(store, "ada", name="r3")
+    assert reset(store, fresh) is PasswordWrite.DONE
+
+
 def test_a_code_whose_account_gained_another_way_in_resets_nothing(store: Store) -> None:
     with_user(store, make_user("ada", EMAIL, password_hash=OLD_HASH))  # unverified, her only way in
     code = stored_reset_code(store)
@@ -445,7 +471,8 @@ def test_async_password_writes_through_arun(async_store: AsyncBackend) -> None:
         set_ = await arun(give_password(PROJECT, "ada", OLD_HASH), store)
         changed_ = await arun(change_password(PROJECT, "ada", OLD_HASH, OTHER_HASH, session.refresh_token_hash), store)
         stored = await arun(store_code(), store)
-        theirs = dataclasses.replace(code, user_id="ada")
+        ada = await arun(perform(LoadUser(PROJECT, "ada")), store)
+        theirs = dataclasses.replace(code, user_id="ada", primary_channel_id=reset_primary(ada))
         return [
             set_,
             changed_,

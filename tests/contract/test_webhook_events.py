@@ -30,6 +30,7 @@ from identity_proto.effects import (
     UpgradeRefusal,
     password_fingerprint,
     perform,
+    reset_primary,
 )
 from identity_proto.effects.commit import CommitConflict, Committed, SessionIsLive
 from identity_proto.effects.webhooks import EVENTS_IDLE_TTL_MS
@@ -236,6 +237,7 @@ def test_a_password_reset_records_user_updated(store: Store) -> None:
         user_id="ada",
         email="ada@example.com",
         password_fingerprint=fingerprint,
+        primary_channel_id=reset_primary(_user(store, "ada")),
     )
     store.apply(put_code(PROJECT, code))
     before = len(recorded(store))

@@ -242,6 +242,89 @@ def test_deleting_the_primary_leaves_the_sign_in_methods(ada: Person) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# PATCH /users primary_email: the original's channel moves
+
+
+def _flags(channel: dict[str, Any]) -> tuple[str, bool, bool, bool]:
+    return channel["value"], channel["is_primary"], channel["is_verified"], channel["used_for_auth"]
+
+
+def test_a_new_primary_email_keeps_the_old_one_as_a_channel(http: httpx.Client, ada: Person) -> None:
+    old = ada.primary()
+    new = new_email("new")
+    changed = ada.request("PATCH", "/api/v1/users/me", {"primary_email": new})
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["primary_email"], changed.json()["primary_email_verified"]) == (new, False)
+    channels = {c["value"]: c for c in ada.channels()}
+    assert _flags(channels[ada.email]) == (ada.email, False, True, True)  # kept, id and flags too
+    assert channels[ada.email]["id"] == old["id"]
+    assert _flags(channels[new]) == (new, True, False, False)  # a client's new address does not sign in
+    assert sign_in(http, ada.email)["user_id"] == ada.id  # the old address still does
+
+
+def test_a_null_primary_email_keeps_the_address_as_a_channel(http: httpx.Client, ada: Person) -> None:
+    changed = ada.request("PATCH", "/api/v1/users/me", {"primary_email": None})
+    assert changed.status_code == 200, changed.text
+    me = changed.json()
+    assert (me["primary_email"], me["primary_email_verified"], me["primary_email_auth_enabled"]) == (None, False, False)
+    assert [_flags(c) for c in ada.channels()] == [(ada.email, False, True, True)]
+    assert sign_in(http, ada.email)["user_id"] == ada.id
+
+
+def test_a_primary_email_naming_an_own_channel_promotes_it_with_its_verification(
+    http: httpx.Client, ada: Person
+) -> None:
+    verified, unverified = new_email("verified"), new_email("unverified")
+    body = {"user_id": ada.id, "type": "email", "value": verified, "used_for_auth": False, "is_verified": True}
+    assert http.post(CHANNELS, headers=server_headers(), json=body).status_code == 201
+    assert ada.create(unverified, used_for_auth=False).status_code == 201
+    ids = {c["value"]: c["id"] for c in ada.channels()}
+
+    changed = ada.request("PATCH", "/api/v1/users/me", {"primary_email": verified})
+    assert changed.status_code == 200, changed.text
+    me = changed.json()
+    # verified kept; used for auth as the old primary was (a verified address: it signs in, as in the original)
+    assert (me["primary_email"], me["primary_email_verified"], me["primary_email_auth_enabled"]) == (
+        verified,
+        True,
+        True,
+    )
+    assert sign_in(http, verified)["user_id"] == ada.id
+    changed = ada.request("PATCH", "/api/v1/users/me", {"primary_email": unverified})
+    me = changed.json()
+    # unverified stays so, and a client's unverified primary does not sign in
+    assert (me["primary_email"], me["primary_email_verified"], me["primary_email_auth_enabled"]) == (
+        unverified,
+        False,
+        False,
+    )
+    channels = ada.channels()
+    assert {c["value"]: c["id"] for c in channels} == ids  # no channel made or lost
+    assert [_flags(c) for c in channels] == [
+        (ada.email, False, True, True),
+        (verified, False, True, True),
+        (unverified, True, False, False),
+    ]
+    # a server may set the flags in the same request
+    body = {"primary_email": verified, "primary_email_verified": False, "primary_email_auth_enabled": False}
+    server = http.patch(f"/api/v1/users/{ada.id}", headers=server_headers(), json=body).json()
+    assert (server["primary_email"], server["primary_email_verified"], server["primary_email_auth_enabled"]) == (
+        verified,
+        False,
+        False,
+    )
+
+
+def test_a_primary_email_another_user_signs_in_with_is_refused(http: httpx.Client, ada: Person) -> None:
+    bob = Person(http)
+    assert ada.create(bob.email, used_for_auth=False).status_code == 201  # a channel of ada's, not for auth
+    before = ada.channels()
+    body = {"primary_email": bob.email, "primary_email_verified": True}
+    known(http.patch(f"/api/v1/users/{ada.id}", headers=server_headers(), json=body), 409, "USER_EMAIL_ALREADY_EXISTS")
+    assert ada.channels() == before
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Verification
 
 

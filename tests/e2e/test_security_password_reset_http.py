@@ -245,6 +245,31 @@ def test_a_code_sent_to_an_old_primary_address_fails_after_the_primary_changed(h
     _sign_in(http, new)  # the password is unchanged
 
 
+def test_a_code_sent_before_the_primary_was_cleared_or_moved_to_another_channel_fails(http: httpx.Client) -> None:
+    # The old primary stays a verified sign-in channel of the user (as in the original), yet a code mailed to it
+    # while it was the primary dies when the primary moves: to none, or to another of the user's channels.
+    old, other = _email("cleared"), _email("other")
+    tokens = _verified_user(http, old)
+    user_id = _me(http, tokens)["id"]
+    body = {"user_id": user_id, "type": "email", "value": other, "used_for_auth": True, "is_verified": True}
+    assert http.post(CHANNELS, headers=server_headers(), json=body).status_code == 201
+    to_old, to_other = _code(http, old), _code(http, other)
+    cleared = http.patch(f"/api/v1/users/{user_id}", headers=server_headers(), json={"primary_email": None})
+    assert cleared.status_code == 200, cleared.text
+    _refused_code(http, to_old)
+    _refused_code(http, to_other)  # every code stored before the move: bound to the primary, not to its address
+    kept = _channel(http, user_id, old)
+    assert (kept["is_primary"], kept["is_verified"], kept["used_for_auth"]) == (False, True, True)
+    fresh = _code(http, old)  # a code sent now, to the kept channel, resets
+    promoted = http.patch(f"/api/v1/users/{user_id}", headers=server_headers(), json={"primary_email": other})
+    assert promoted.status_code == 200, promoted.text
+    assert (promoted.json()["primary_email"], promoted.json()["primary_email_verified"]) == (other, True)
+    _refused_code(http, fresh)
+    last = _code(http, old)
+    assert _post(http, "reset", {"code": last, "password": NEW_PASSWORD}).status_code == 200
+    _sign_in(http, old, NEW_PASSWORD)
+
+
 def test_a_code_issued_before_a_password_update_fails_after_it(http: httpx.Client) -> None:
     email = _email("update")
     tokens = _verified_user(http, email)

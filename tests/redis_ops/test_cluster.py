@@ -84,6 +84,7 @@ from identity_proto.effects import (
     find_user_by_email,
     find_user_by_oauth_account,
     password_fingerprint,
+    reset_primary,
     update_project,
 )
 from identity_proto.effects.mock_oauth import MockSigningKeys, MockToken
@@ -564,7 +565,7 @@ def _passwords(store: RedisStore, p: str) -> None:
         "c-reset", purpose=CodePurpose.PASSWORD_RESET, email="pw@example.com", password_fingerprint=fingerprint
     )
     assert store_reset_code(store, p, code, make_email(9, "pw@example.com")) == "pw"
-    theirs = dataclasses.replace(code, user_id="pw")
+    theirs = dataclasses.replace(code, user_id="pw", primary_channel_id=reset_primary(store.apply(LoadUser(p, "pw"))))
     assert reset_password(store, p, theirs, old) is PasswordWrite.DONE
     assert store.apply(ListSessions(p, "pw")) == ()
     verified = make_user("pw", "pw@example.com", password_hash=old, primary_email_verified=True)

@@ -193,8 +193,9 @@ def test_two_users_racing_for_one_email_one_wins_and_holds_it(http: httpx.Client
     signed_in = sign_in(http, sign_in_code(http, wanted))
     assert signed_in.status_code == 200, signed_in.text
     assert (signed_in.json()["user_id"], signed_in.json()["is_new_user"]) == (winner["id"], False)
-    # The winner's old address is free again: a new user may take it.
-    assert _create_user(http, winner["primary_email"])["primary_email"] == winner["primary_email"]
+    # The winner's old address stays theirs, a non-primary auth channel (as in the original): not free for another.
+    body = {"primary_email": winner["primary_email"], "primary_email_auth_enabled": True}
+    assert http.post("/api/v1/users", headers=server_headers(), json=body).status_code == 409
 
 
 FAMILIES = ("display_name", "client_metadata", "server_metadata", "client_read_only_metadata")

@@ -593,6 +593,23 @@ def test_sign_out_ends_the_session() -> None:
     )
 
 
+def test_refreshing_with_the_access_token_of_an_ended_session_answers_as_its_refresh_token() -> None:
+    # The refresh route uses only the refresh token, as the original does: an ended session's access token sent
+    # along is not refused first (ACCESS_TOKEN_EXPIRED), the refresh token answers; another live session's refresh
+    # token still refreshes (an access token grants nothing there). Every other route still refuses that token.
+    h = Harness()
+    ended, live = _signed_in(h), _signed_in(h)
+    with_access = client_headers(**{"x-service-access-token": ended["access_token"]})
+    assert h.request("DELETE", "/api/v1/auth/sessions/current", with_access, json={}).status == 200
+    path = "/api/v1/auth/sessions/current/refresh"
+    own = h.request("POST", path, {**with_access, "x-service-refresh-token": ended["refresh_token"]})
+    assert (own.status, own.known_error) == (401, "REFRESH_TOKEN_NOT_FOUND_OR_EXPIRED")
+    other = h.request("POST", path, {**with_access, "x-service-refresh-token": live["refresh_token"]})
+    assert other.status == 200
+    assert decode(h, other.json["access_token"])["sub"] == live["user_id"]
+    assert h.request("GET", "/api/v1/users/me", with_access).known_error == "ACCESS_TOKEN_EXPIRED"
+
+
 def test_a_session_lives_exactly_365_days_and_not_after_its_user() -> None:
     h = Harness()
     tokens = _signed_in(h)

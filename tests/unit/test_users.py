@@ -203,8 +203,15 @@ def test_a_client_may_only_send_base64_images_of_common_types() -> None:
 # --- e-mail ---------------------------------------------------------------------------------------------------
 
 
+def _stored_channels(s: Signed) -> list[tuple[str, bool, bool]]:
+    """The user's non-primary channels: (value, is_verified, used_for_auth)."""
+    stored = s.h.store.tenant(PROJECT_ID).channels.get(s.user_id, {}).values()
+    return [(c.value, c.is_verified, c.used_for_auth) for c in stored]
+
+
 def test_changing_the_email_normalises_it_unverifies_it_and_keeps_the_auth_flag() -> None:
     # With server access, as in the original; a client's change is not for sign-in (test_client_email_change_...).
+    # The old primary stays a channel of the user, with its flags, as in the original: it still signs them in.
     s = Signed()
     reply = s.patch({"primary_email": "  New@Example.COM "})
     assert reply.status == 200
@@ -214,7 +221,8 @@ def test_changing_the_email_normalises_it_unverifies_it_and_keeps_the_auth_flag(
         False,
         True,
     )
-    assert s.h.store.tenant(PROJECT_ID).email_index == {"new@example.com": s.user_id}
+    assert s.h.store.tenant(PROJECT_ID).email_index == {"ada@example.com": s.user_id, "new@example.com": s.user_id}
+    assert _stored_channels(s) == [("ada@example.com", True, True)]
 
 
 def test_setting_the_same_address_keeps_it_verified() -> None:
@@ -228,7 +236,9 @@ def test_a_null_email_clears_verification_and_auth() -> None:
     assert s.patch({"primary_email": None}).status == 200
     user = s.stored()
     assert (user.primary_email, user.primary_email_verified, user.primary_email_auth_enabled) == (None, False, False)
-    assert s.h.store.tenant(PROJECT_ID).email_index == {}
+    # the address stays a (non-primary) channel of the user, as in the original
+    assert s.h.store.tenant(PROJECT_ID).email_index == {"ada@example.com": s.user_id}
+    assert _stored_channels(s) == [("ada@example.com", True, True)]
 
 
 def test_the_flags_need_an_address() -> None:
