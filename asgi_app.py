@@ -233,7 +233,13 @@ class IdentityASGI:
                 await self.startup()
             assert self._store is not None
             try:
-                body = await self._read_body(scope, receive)
+                try:
+                    async with asyncio.timeout(self.settings.body_timeout_s):
+                        body = await self._read_body(scope, receive)
+                except TimeoutError:
+                    # Too slow to send what it declared (or a slowloris): 408, and Hypercorn closes the connection.
+                    await respond(_body_timeout_response(self.settings.body_timeout_s))
+                    return
                 if body is None:  # the client went away mid-body: nobody to answer
                     return
                 request = _request_from_scope(scope, body)
@@ -315,6 +321,18 @@ async def _drain(receive: Receive, received: int) -> None:
                     return
     except TimeoutError:
         return
+
+
+def _body_timeout_response(timeout_s: float) -> Response:
+    """408 for a body that did not arrive in time: plain text (it is no API answer: nothing was read, and no route
+    knows of it), and `Connection: close`, which the server honours by closing once it is sent."""
+    headers = (
+        ("content-type", "text/plain; charset=utf-8"),
+        ("cache-control", "no-store, max-age=0"),
+        ("x-content-type-options", "nosniff"),
+        ("connection", "close"),
+    )
+    return Response(408, headers, f"The request body did not arrive within {timeout_s:g} s.".encode())
 
 
 async def _send_response(send: Send, response: Response) -> None:

@@ -86,6 +86,9 @@ _DEV_KEY_VALUES = frozenset(
 _DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 _DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+#: How long the ASGI host waits for a request's whole body (a client that declares 100 bytes and sends 10 would
+#: otherwise hold its connection, and a worker's memory, forever).
+_DEFAULT_BODY_TIMEOUT_S = 30.0
 
 
 class ConfigurationError(ValueError):
@@ -123,6 +126,7 @@ class Settings:
     internal_admin_key: str | None = DEV_INTERNAL_ADMIN_KEY
     dev_mode: bool = True
     max_body_bytes: int = _DEFAULT_MAX_BODY_BYTES
+    body_timeout_s: float = _DEFAULT_BODY_TIMEOUT_S
     base_url: str = ""
     log_level: str = "INFO"
     mail: str = "outbox"
@@ -193,6 +197,12 @@ class Settings:
             raise ConfigurationError("IDENTITY_MAX_BODY_BYTES must be an integer") from None
         if max_body < 1024:
             raise ConfigurationError("IDENTITY_MAX_BODY_BYTES must be at least 1024")
+        try:
+            body_timeout = float(env.get("IDENTITY_BODY_TIMEOUT_SECONDS", _DEFAULT_BODY_TIMEOUT_S))
+        except ValueError:
+            raise ConfigurationError("IDENTITY_BODY_TIMEOUT_SECONDS must be a number") from None
+        if not 0 < body_timeout <= 3600:
+            raise ConfigurationError("IDENTITY_BODY_TIMEOUT_SECONDS must be more than 0 and at most 3600")
         mail = env.get("IDENTITY_MAIL", "outbox")
         try:
             mailer_from_url(mail)
@@ -244,6 +254,7 @@ class Settings:
             internal_admin_key=internal_key,
             dev_mode=dev_mode,
             max_body_bytes=max_body,
+            body_timeout_s=body_timeout,
             base_url=env.get("IDENTITY_BASE_URL", "").rstrip("/"),
             log_level=env.get("IDENTITY_LOG_LEVEL", "INFO").upper(),
         )

@@ -109,3 +109,29 @@ def test_an_async_client_uploading_ten_megabytes_receives_the_413(limited_server
 
     answered = asyncio.run(upload())
     assert (answered.status_code, answered.json()["code"]) == (413, "REQUEST_BODY_TOO_LARGE")
+
+
+@pytest.fixture(scope="module")
+def impatient_server() -> Iterator[Server]:
+    running = start_hypercorn({"IDENTITY_BODY_TIMEOUT_SECONDS": "1"})
+    try:
+        yield running
+    finally:
+        stop_server(running)
+
+
+def test_a_body_that_does_not_arrive_in_time_is_408_and_the_connection_closes(impatient_server: Server) -> None:
+    # Declares 100 bytes and sends 10: without a bound the connection (and what the worker holds for it) stays.
+    url = urlsplit(impatient_server.base_url)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+        head = ["POST /api/v1/auth/password/sign-up HTTP/1.1", f"Host: {url.netloc}", "Content-Length: 100"]
+        head += [f"{name}: {value}" for name, value in client_headers().items()]
+        sock.sendall(("\r\n".join([*head, "", ""])).encode() + b'{"email": ')
+        started = time.monotonic()
+        answer = b""
+        while chunk := sock.recv(65536):  # until the server closes
+            answer += chunk
+        waited = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"did not arrive within 1 s" in answer
+    assert waited < 10
