@@ -219,9 +219,12 @@ def authenticate(
     headers: HeaderReader,
     token_cache: VerifiedTokenCache,
     projects: ProjectCache | None = None,
+    keys_first: bool = False,
 ) -> Flow[Auth | None]:
     """Implements the decision procedure of reference §1.2 (see the module docstring). (`AuthCache` keeps its
-    successes: the service looks there first.)"""
+    successes: the service looks there first.) `keys_first` (compatibility mode): the key of the access type is
+    judged before whether the project admits that access type, so a key the internal project does not have is
+    refused as the original refuses it (`INVALID_PUBLISHABLE_CLIENT_KEY`, ...); what is admitted is the same."""
     access_type_value = headers.get(request, "access-type")
     if access_type_value is None:
         if any(headers.get(request, name) is not None for name in _KEY_HEADERS):
@@ -250,8 +253,11 @@ def authenticate(
     if project is None:
         raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": project_id})
 
+    if keys_first:
+        _check_key(request, headers, access_type, project)
     check_project_admits(project.id, access_type)
-    _check_key(request, headers, access_type, project)
+    if not keys_first:
+        _check_key(request, headers, access_type, project)
 
     branch_id = headers.get(request, "branch-id") or DEFAULT_BRANCH_ID
     if branch_id != DEFAULT_BRANCH_ID:

@@ -379,6 +379,15 @@ ORIGINAL_TEXTS: dict[ErrorCode, str] = {
     "Please pass the X-Stack-Allow-Restricted-User header if this is intended.",
     ErrorCode.REDIRECT_URL_NOT_WHITELISTED: "Redirect URL not whitelisted. Did you forget to add this domain to the "
     "trusted domains list on the Stack Auth dashboard?",
+    # The key errors name the project as JSON does (its ids need no escaping: the project was found by it).
+    ErrorCode.PUBLISHABLE_CLIENT_KEY_REQUIRED_FOR_PROJECT: "Publishable client keys are required for this project. "
+    "Create one in Project Keys, or disable this requirement there to allow keyless client access.",
+    ErrorCode.INVALID_PUBLISHABLE_CLIENT_KEY: 'The publishable key is not valid for the project "{project_id}". Does '
+    "the project and/or the key exist?",
+    ErrorCode.INVALID_SECRET_SERVER_KEY: 'The secret server key is not valid for the project "{project_id}". Does the '
+    "project and/or the key exist?",
+    ErrorCode.INVALID_SUPER_SECRET_ADMIN_KEY: 'The super secret admin key is not valid for the project "{project_id}". '
+    "Does the project and/or the key exist?",
 }
 
 #: Compatibility mode: the codes the original's known errors (packages/stack-shared/src/known-errors.tsx) lack,

@@ -70,6 +70,7 @@ class Service:
             "headers": self.options.headers,
             "token_cache": self._token_cache,
             "projects": self.projects,
+            "keys_first": self.options.compat,
         }
         self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers
