@@ -125,3 +125,147 @@ def test_a_key_the_internal_project_does_not_have_is_refused_as_the_original_ref
         with fake.client(without_key) as http:
             reply = http.get("/api/v1")
         assert (reply.status_code, reply.headers["x-service-known-error"]) == (401, "INSUFFICIENT_ACCESS_TYPE")
+
+
+PROVIDERS = [
+    {"id": "spotify", "type": "spotify", "client_id": "spotify-client", "client_secret": "spotify-secret-long"},
+    {"id": "github", "type": "mock"},
+    {"id": "google", "type": "google", "client_id": "g", "client_secret": "g-secret", "allow_sign_in": False},
+]
+DOMAINS = [
+    {"domain": "https://b.example.com", "handler_path": "/handler"},
+    {"domain": "https://a.example.com", "handler_path": "/auth"},
+]
+
+
+def _configured(fake: IdentityFake) -> Any:
+    project = fake.create_project()
+    with project.client("admin") as http:
+        reply = http.patch(
+            "/api/v1/projects/current",
+            json={"config": {"oauth_providers": PROVIDERS, "domains": DOMAINS, "user_default_permissions": []}},
+        )
+        assert reply.status_code == 200, reply.text
+    return project
+
+
+def test_client_and_server_see_the_originals_client_view_of_the_project_in_compatibility_mode() -> None:
+    fake = IdentityFake(compat=True)
+    project = _configured(fake)
+    for access in ("client", "server"):
+        with project.client(access) as http:
+            body = http.get("/api/v1/projects/current").json()
+        assert body == {
+            "id": project.id,
+            "display_name": "Test project",
+            "config": {
+                "sign_up_enabled": True,
+                "credential_enabled": True,
+                "magic_link_enabled": True,
+                "passkey_enabled": False,
+                "client_team_creation_enabled": False,
+                "client_user_deletion_enabled": False,
+                "allow_user_api_keys": False,
+                "allow_team_api_keys": False,
+                # sorted, and only providers that sign in
+                "enabled_oauth_providers": [{"id": "github"}, {"id": "spotify"}],
+                "domains": sorted(DOMAINS, key=lambda d: d["domain"]),
+            },
+        }
+    # outside compatibility mode: ours (with allow_localhost, in the order configured)
+    ours = _configured(IdentityFake())
+    with ours.client("client") as http:
+        config = http.get("/api/v1/projects/current").json()["config"]
+    assert config["allow_localhost"] is True
+    assert config["enabled_oauth_providers"] == [{"id": "spotify"}, {"id": "github"}]
+    assert config["domains"] == DOMAINS
+
+
+def test_internal_projects_current_answers_the_originals_admin_view_in_compatibility_mode() -> None:
+    fake = IdentityFake(compat=True)
+    project = _configured(fake)
+    with project.client("admin") as http:
+        reply = http.get("/api/v1/internal/projects/current")
+        ours = http.get("/api/v1/projects/current").json()
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body == {
+        "id": project.id,
+        "display_name": "Test project",
+        "description": "",
+        "logo_url": None,
+        "logo_full_url": None,
+        "logo_dark_mode_url": None,
+        "logo_full_dark_mode_url": None,
+        "created_at_millis": ours["created_at_millis"],
+        "is_production_mode": False,
+        "owner_team_id": None,
+        "onboarding_status": "completed",
+        "config": {
+            "allow_localhost": True,
+            "client_team_creation_enabled": False,
+            "client_user_deletion_enabled": False,
+            "sign_up_enabled": True,
+            "oauth_account_merge_strategy": "link_method",
+            "create_team_on_sign_up": False,
+            "credential_enabled": True,
+            "magic_link_enabled": True,
+            "passkey_enabled": False,
+            # the mock provider stands for the original's shared keys; secrets are never returned
+            "oauth_providers": [
+                {"id": "github", "provider_config_id": "github", "type": "shared"},
+                {"id": "spotify", "provider_config_id": "spotify", "type": "standard", "client_id": "spotify-client"},
+            ],
+            "enabled_oauth_providers": [{"id": "github"}, {"id": "spotify"}],
+            "domains": sorted(DOMAINS, key=lambda d: d["domain"]),
+            "email_config": {"type": "shared"},
+            "email_theme": "1df07ae6-abf3-4a40-83a5-a1a2cbe336ac",
+            "team_creator_default_permissions": [{"id": "team_admin"}],
+            "team_member_default_permissions": [{"id": "team_member"}],
+            "user_default_permissions": [],
+            "allow_user_api_keys": False,
+            "allow_team_api_keys": False,
+        },
+    }
+    assert "secret" not in reply.text
+    # GET /projects/current keeps our admin view in both modes (this service's dashboard edits it)
+    assert ours["config"]["team_creator_default_permissions"] == ["team_admin"]
+    assert "rate_limits" in ours["config"]
+
+
+def test_internal_projects_current_refuses_a_request_without_a_project_as_the_original() -> None:
+    fake = IdentityFake(compat=True)
+    with fake.client({"x-stack-access-type": "client"}) as http:
+        reply = http.get("/api/v1/internal/projects/current")
+    assert (reply.status_code, reply.headers["x-stack-known-error"]) == (400, "ACCESS_TYPE_WITHOUT_PROJECT_ID")
+
+
+def test_a_projects_admin_deletes_it_with_delete_internal_projects_current_in_compatibility_mode() -> None:
+    fake = IdentityFake(compat=True)
+    project = fake.create_project()
+    user_id = project.create_user("ada@example.com")["id"]
+    with project.client("server") as http:
+        refused = http.delete("/api/v1/internal/projects/current")
+    assert (refused.status_code, refused.headers["x-stack-known-error"]) == (401, "INSUFFICIENT_ACCESS_TYPE")
+    with project.client("admin") as http:
+        deleted = http.delete("/api/v1/internal/projects/current")
+        assert (deleted.status_code, deleted.json()) == (200, {"success": True})
+        gone = http.get("/api/v1/projects/current")
+    assert (gone.status_code, gone.json()["code"]) == (400, "CURRENT_PROJECT_NOT_FOUND")
+    assert project.id not in fake.store.projects
+    assert user_id not in fake.store.tenant(project.id).users
+    # the internal project is the service's own: not deleted this way
+    with _internal_client(fake) as http:
+        kept = http.delete("/api/v1/internal/projects/current")
+    assert kept.status_code == 400
+    assert INTERNAL in fake.store.projects
+
+
+def test_internal_projects_current_exists_only_in_compatibility_mode() -> None:
+    project = IdentityFake().create_project()
+    with project.client("admin") as http:
+        assert http.get("/api/v1/internal/projects/current").status_code == 405
+        reply = http.delete("/api/v1/internal/projects/current")
+    # our own route, DELETE /internal/projects/{project_id}, takes a project id
+    assert (reply.status_code, reply.headers["x-service-known-error"]) == (400, "SCHEMA_ERROR")
+    assert project.id in project.fake.store.projects
