@@ -306,7 +306,8 @@ def check_project_admits(project_id: str, access_type: AccessType | None) -> Non
     """The internal project admits admin access only (with its own key, checked next): it manages every project
     and has no users of its own, so client and server access to it, and endpoints that name a project without
     authentication headers (`access_type` None: the OAuth token endpoint's client_id, the JWKS path), are refused
-    before any key or flow is looked at. The original's internal project is its dashboard's, with users; ours is
+    before any flow is looked at, and before the key except in compatibility mode (`authenticate`'s
+    `keys_first`). The original's internal project is its dashboard's, with users; ours is
     not, so nothing may sign up, sign in or send mail there."""
     if project_id != INTERNAL_PROJECT_ID or access_type is AccessType.ADMIN:
         return
