@@ -219,9 +219,12 @@ def authenticate(
     headers: HeaderReader,
     token_cache: VerifiedTokenCache,
     projects: ProjectCache | None = None,
+    keys_first: bool = False,
 ) -> Flow[Auth | None]:
     """Implements the decision procedure of reference §1.2 (see the module docstring). (`AuthCache` keeps its
-    successes: the service looks there first.)"""
+    successes: the service looks there first.) `keys_first` (compatibility mode): the key of the access type is
+    judged before whether the project admits that access type, so a key the internal project does not have is
+    refused as the original refuses it (`INVALID_PUBLISHABLE_CLIENT_KEY`, ...); what is admitted is the same."""
     access_type_value = headers.get(request, "access-type")
     if access_type_value is None:
         if any(headers.get(request, name) is not None for name in _KEY_HEADERS):
@@ -250,8 +253,11 @@ def authenticate(
     if project is None:
         raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": project_id})
 
+    if keys_first:
+        _check_key(request, headers, access_type, project)
     check_project_admits(project.id, access_type)
-    _check_key(request, headers, access_type, project)
+    if not keys_first:
+        _check_key(request, headers, access_type, project)
 
     branch_id = headers.get(request, "branch-id") or DEFAULT_BRANCH_ID
     if branch_id != DEFAULT_BRANCH_ID:
@@ -300,7 +306,8 @@ def check_project_admits(project_id: str, access_type: AccessType | None) -> Non
     """The internal project admits admin access only (with its own key, checked next): it manages every project
     and has no users of its own, so client and server access to it, and endpoints that name a project without
     authentication headers (`access_type` None: the OAuth token endpoint's client_id, the JWKS path), are refused
-    before any key or flow is looked at. The original's internal project is its dashboard's, with users; ours is
+    before any flow is looked at, and before the key except in compatibility mode (`authenticate`'s
+    `keys_first`). The original's internal project is its dashboard's, with users; ours is
     not, so nothing may sign up, sign in or send mail there."""
     if project_id != INTERNAL_PROJECT_ID or access_type is AccessType.ADMIN:
         return

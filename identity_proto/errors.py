@@ -377,8 +377,15 @@ ORIGINAL_TEXTS: dict[ErrorCode, str] = {
     "trusted domains list on the Stack Auth dashboard?",
     ErrorCode.RESTRICTED_USER_NOT_ALLOWED: "The user in the access token is in restricted state. Reason: {reason}. "
     "Please pass the X-Stack-Allow-Restricted-User header if this is intended.",
+    # The key errors name the project as JSON does (its ids need no escaping: the project was found by it).
     ErrorCode.PUBLISHABLE_CLIENT_KEY_REQUIRED_FOR_PROJECT: "Publishable client keys are required for this project. "
     "Create one in Project Keys, or disable this requirement there to allow keyless client access.",
+    ErrorCode.INVALID_PUBLISHABLE_CLIENT_KEY: 'The publishable key is not valid for the project "{project_id}". Does '
+    "the project and/or the key exist?",
+    ErrorCode.INVALID_SECRET_SERVER_KEY: 'The secret server key is not valid for the project "{project_id}". Does the '
+    "project and/or the key exist?",
+    ErrorCode.INVALID_SUPER_SECRET_ADMIN_KEY: 'The super secret admin key is not valid for the project "{project_id}". '
+    "Does the project and/or the key exist?",
 }
 
 #: Compatibility mode: the codes the original's known errors (packages/stack-shared/src/known-errors.tsx) lack,

@@ -15,6 +15,7 @@ import orjson
 from identity_proto.auth import AccessType
 from identity_proto.errors import KnownError
 from identity_proto.http import Headers, Response, check_headers
+from identity_proto.oauth import MOCK_CLIENT_ID
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -39,6 +40,7 @@ __all__ = [
     "preflight_headers",
     "render_api_key",
     "render_member_profile",
+    "render_original_project",
     "render_project",
     "render_team",
     "render_user",
@@ -167,8 +169,9 @@ def _checked_names(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def render_project(project: Project, access_type: AccessType, *, compat: bool = False) -> dict[str, Any]:
-    """A project as `access_type` may see it: admin everything but secrets, others the public config. In
-    compatibility mode (`compat`) each OAuth provider of the admin's config also names its id as the original's
+    """A project as `access_type` may see it: admin everything but secrets, others the public config. `compat`
+    (compatibility mode): client and server see the original's client fields only (`render_original_project`
+    renders its admin view), and each OAuth provider of the admin's config also names its id as the original's
     `provider_config_id` (the id `POST /oauth-providers` takes)."""
     config = project.config
     public_config: dict[str, Any] = {
@@ -185,6 +188,9 @@ def render_project(project: Project, access_type: AccessType, *, compat: bool = 
         "enabled_oauth_providers": [{"id": p.id} for p in config.oauth_providers if p.allow_sign_in],
     }
     if access_type is not AccessType.ADMIN:
+        if compat:
+            original = render_original_project(project)["config"]
+            public_config = {name: original[name] for name in ORIGINAL_CLIENT_PROJECT_CONFIG}
         return {"id": project.id, "display_name": project.display_name, "config": public_config}
     return {
         "id": project.id,
@@ -193,6 +199,90 @@ def render_project(project: Project, access_type: AccessType, *, compat: bool = 
         # The permission definitions have endpoints of their own (/…-permission-definitions), as in the original.
         "config": {**public_config, **_without_definitions(config_to_json(config), compat=compat)},
     }
+
+
+#: The config fields of the original's client view of a project (its `projectsCrudClientReadSchema`).
+ORIGINAL_CLIENT_PROJECT_CONFIG = (
+    "sign_up_enabled",
+    "credential_enabled",
+    "magic_link_enabled",
+    "passkey_enabled",
+    "client_team_creation_enabled",
+    "client_user_deletion_enabled",
+    "allow_user_api_keys",
+    "allow_team_api_keys",
+    "enabled_oauth_providers",
+    "domains",
+)
+
+#: The original's default e-mail theme (its `DEFAULT_EMAIL_THEME_ID`): the theme every project of ours mails with.
+ORIGINAL_DEFAULT_EMAIL_THEME_ID = "1df07ae6-abf3-4a40-83a5-a1a2cbe336ac"
+
+
+def render_original_project(project: Project) -> dict[str, Any]:
+    """A project in the shape of the original's admin view (`projectsCrudAdminReadSchema`), compatibility mode.
+
+    Lists are sorted as the original sorts them; permission lists are `[{"id"}]`. What this service has no notion
+    of takes the value an original project has when it was never set: no description or logos, not in production
+    mode, onboarding completed, no owner team (projects are made with the internal project's key, not by a team),
+    the shared e-mail server and the default theme (mail goes out through the service's own mailer).
+    OAuth providers: `type` "shared" for those the mock provider serves (the original's shared development keys),
+    else "standard" with the client id; their client secrets are never returned (the original returns them)."""
+    config = project.config
+    # the original lists a default permission only while it is defined, in its scope
+    team = {d.id for d in config.permission_definitions if d.scope == "team"}
+    project_scope = {d.id for d in config.permission_definitions if d.scope == "project"}
+    providers = sorted((p for p in config.oauth_providers if p.allow_sign_in), key=lambda p: p.id)
+    oauth_providers = []
+    for p in providers:
+        shared = p.type == "mock" or p.client_id == MOCK_CLIENT_ID
+        item: dict[str, Any] = {"id": p.id, "provider_config_id": p.id, "type": "shared" if shared else "standard"}
+        if not shared:
+            item["client_id"] = p.client_id
+            if p.microsoft_tenant_id is not None:
+                item["microsoft_tenant_id"] = p.microsoft_tenant_id
+        oauth_providers.append(item)
+    return {
+        "id": project.id,
+        "display_name": project.display_name,
+        "description": "",
+        "logo_url": None,
+        "logo_full_url": None,
+        "logo_dark_mode_url": None,
+        "logo_full_dark_mode_url": None,
+        "created_at_millis": project.created_at_millis,
+        "is_production_mode": False,
+        "owner_team_id": None,
+        "onboarding_status": "completed",
+        "config": {
+            "allow_localhost": config.allow_localhost,
+            "client_team_creation_enabled": config.client_team_creation_enabled,
+            "client_user_deletion_enabled": config.client_user_deletion_enabled,
+            "sign_up_enabled": config.sign_up_enabled,
+            "oauth_account_merge_strategy": config.oauth_account_merge_strategy,
+            "create_team_on_sign_up": config.create_team_on_sign_up,
+            "credential_enabled": config.credential_enabled,
+            "magic_link_enabled": config.magic_link_enabled,
+            "passkey_enabled": False,
+            "oauth_providers": oauth_providers,
+            "enabled_oauth_providers": [{"id": p.id} for p in providers],
+            "domains": sorted(
+                ({"domain": d.domain, "handler_path": d.handler_path} for d in config.domains),
+                key=lambda d: d["domain"],
+            ),
+            "email_config": {"type": "shared"},
+            "email_theme": ORIGINAL_DEFAULT_EMAIL_THEME_ID,
+            "team_creator_default_permissions": _id_list(config.team_creator_default_permissions, team),
+            "team_member_default_permissions": _id_list(config.team_member_default_permissions, team),
+            "user_default_permissions": _id_list(config.user_default_permissions, project_scope),
+            "allow_user_api_keys": config.allow_user_api_keys,
+            "allow_team_api_keys": config.allow_team_api_keys,
+        },
+    }
+
+
+def _id_list(ids: tuple[str, ...], defined: AbstractSet[str]) -> list[dict[str, str]]:
+    return [{"id": i} for i in sorted(set(ids) & defined)]
 
 
 def _without_definitions(config: dict[str, Any], *, compat: bool = False) -> dict[str, Any]:

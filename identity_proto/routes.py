@@ -131,7 +131,7 @@ from identity_proto.schemas import (
     WebhookMessageParams,
 )
 
-__all__ = ["API_PREFIX", "MOCK_OAUTH_ROUTES", "ROUTES", "TESTING_ROUTES"]
+__all__ = ["API_PREFIX", "COMPAT_ROUTES", "MOCK_OAUTH_ROUTES", "ROUTES", "TESTING_ROUTES"]
 
 B = TypeVar("B")
 
@@ -659,6 +659,14 @@ ROUTES: tuple[Route, ...] = (
         params=WebhookEndpointParams,
     ),
     Route("POST", f"{V1}/internal/send-test-webhook", webhooks.send_test_webhook, ADMIN_ONLY, SendTestWebhookBody),
+)
+
+
+#: Compatibility mode only (`IDENTITY_COMPAT=stack`): the original's project routes its dashboard uses with the
+#: project's own admin access.
+COMPAT_ROUTES: tuple[Route, ...] = (
+    Route("GET", f"{V1}/internal/projects/current", projects.get_current_project_original, ADMIN_ONLY),
+    Route("DELETE", f"{V1}/internal/projects/current", projects.delete_current_project, ADMIN_ONLY),
 )
 
 

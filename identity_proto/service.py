@@ -37,7 +37,7 @@ from identity_proto.passwords import load_hashing
 from identity_proto.preconditions import Precondition, check_preconditions, guarded
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers, text_response
-from identity_proto.routes import MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
+from identity_proto.routes import COMPAT_ROUTES, MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import Validated, schema_error, validate_nothing
 from identity_proto.tokens import Entropy, VerifiedTokenCache, load_signing, new_request_id
@@ -62,6 +62,9 @@ class Service:
             # The test-only routes exist only in dev/test mode: a production service has no such path at all.
             # So does the mock OAuth provider (identity_proto.flows.mock_oauth).
             routes = ROUTES + TESTING_ROUTES + MOCK_OAUTH_ROUTES if self.options.dev_mode else ROUTES
+            # The original's routes that compatibility mode adds exist only in compatibility mode.
+            if self.options.compat:
+                routes += COMPAT_ROUTES
         self._router = Router(routes)
         self._token_cache = VerifiedTokenCache()
         self.projects = ProjectCache(self.options.project_cache_ms)
@@ -70,6 +73,7 @@ class Service:
             "headers": self.options.headers,
             "token_cache": self._token_cache,
             "projects": self.projects,
+            "keys_first": self.options.compat,
         }
         self._empty_inputs: dict[tuple[str, str, AccessType | None], tuple[Any, Any, Any]] = {}
         self._known_error_headers = self.options.known_error_headers

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow, perform
 from identity_proto.effects.projects import LoadProject
+from identity_proto.effects.users import LoadUser
 from identity_proto.http import Response
 from identity_proto.render import json_response, text_response
 
@@ -19,18 +20,30 @@ __all__ = ["backend_urls", "health", "openapi", "welcome"]
 
 
 def welcome(ctx: RequestContext) -> Flow[Response]:
-    """GET /api/v1: a short text naming the service and how the caller authenticated (no headers needed)."""
-    lines = ["Welcome to the identity service REST API (version 1).", ""]
+    """GET /api/v1: a short text naming the service and how the caller authenticated (no headers needed). In
+    compatibility mode the original's text: its greeting, no final newline, and the user's primary e-mail where
+    it has one."""
+    compat = ctx.options.compat
+    lines = [
+        "Welcome to the Stack API endpoint! Please refer to the documentation at https://docs.stack-auth.com."
+        if compat
+        else "Welcome to the identity service REST API (version 1).",
+        "",
+    ]
     if ctx.auth is None:
         lines.append("Authentication: None")
     else:
+        user = ctx.auth.user_id
+        if compat and user is not None:
+            found = yield from perform(LoadUser(ctx.auth.project.id, user))
+            if found is not None and found.primary_email:
+                user = found.primary_email
         lines += [
             f"Authentication: {ctx.auth.access_type.value.capitalize()}",
             f"  Project: {ctx.auth.project.id}",
-            f"  User: {ctx.auth.user_id or 'None'}",
+            f"  User: {user or 'None'}",
         ]
-    return text_response(200, "\n".join(lines) + "\n")
-    yield  # a flow, even though this one needs no effect
+    return text_response(200, "\n".join(lines) + ("" if compat else "\n"))
 
 
 def health(ctx: RequestContext[None, HealthQuery]) -> Flow[Response]:

@@ -19,11 +19,11 @@ from identity_proto.effects import (
     load_project,
     update_project,
 )
-from identity_proto.errors import ErrorCode, KnownError
+from identity_proto.errors import ErrorCode, KnownError, PlainError
 from identity_proto.flows.oauth_accounts import configured_providers  # OAuth accounts
 from identity_proto.http import Response
 from identity_proto.records import INTERNAL_PROJECT_ID, Project, ProjectConfig, ProjectKeys
-from identity_proto.render import json_response, render_project
+from identity_proto.render import json_response, render_original_project, render_project
 from identity_proto.tokens import Entropy, access_token_key, hash_secret, new_api_key, new_signing_key, new_uuid
 
 if TYPE_CHECKING:
@@ -40,9 +40,11 @@ __all__ = [
     "ProjectSeed",
     "bootstrap_projects",
     "create_project_endpoint",
+    "delete_current_project",
     "delete_project_endpoint",
     "disable_project",
     "get_current_project",
+    "get_current_project_original",
     "jwks",
     "list_projects_endpoint",
     "new_project",
@@ -144,10 +146,32 @@ def disable_project(project_id: str) -> Flow[bool]:
 
 
 def get_current_project(ctx: RequestContext) -> Flow[Response]:
-    """GET /projects/current: the public view for client and server, everything but secrets for admin."""
+    """GET /projects/current: the public view for client and server (the original's client fields in
+    compatibility mode), everything but secrets for admin (ours in both modes: this service's dashboard reads and
+    edits the config in our shape; the original's admin view is `GET /internal/projects/current`)."""
     auth = ctx.require_auth()
     return json_response(200, render_project(auth.project, auth.access_type, compat=ctx.options.compat))
     yield  # a flow, even though this one needs no effect
+
+
+def get_current_project_original(ctx: RequestContext) -> Flow[Response]:
+    """GET /internal/projects/current (admin; compatibility mode): the original's admin view of the project."""
+    return json_response(200, render_original_project(ctx.require_auth().project))
+    yield  # a flow, even though this one needs no effect
+
+
+def delete_current_project(ctx: RequestContext) -> Flow[Response]:
+    """DELETE /internal/projects/current (admin; compatibility mode): the project and all of its data, as the
+    original's dashboard deletes a project with that project's admin access. The internal project is not deleted
+    this way (it is the service's own: it manages every project)."""
+    project_id = ctx.require_auth().project.id
+    if project_id == INTERNAL_PROJECT_ID:
+        raise PlainError(400, "The internal project cannot be deleted.")
+    deleted = yield from delete_project(project_id)
+    ctx.forget_project(project_id)
+    if not deleted:  # deleted between authentication and now
+        raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": project_id})
+    return json_response(200, {"success": True})
 
 
 def update_current_project(ctx: RequestContext[ProjectUpdateBody]) -> Flow[Response]:
