@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import asgi_app
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.settings import Settings
@@ -190,11 +191,23 @@ def test_asgi_refuses_content_lengths_that_disagree() -> None:
         pytest.param([(b"content-length", b"100")], id="a lying length"),
     ],
 )
-def test_asgi_never_reads_past_the_limit(headers: list[tuple[bytes, bytes]]) -> None:
-    receive = CountingReceive(chunks=1000)  # about 1 MB on offer
-    sent, store = _call_asgi(receive, headers)
+def test_asgi_drops_an_over_limit_body_and_reads_it_only_up_to_the_drain_bound(
+    headers: list[tuple[bytes, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An over-limit body is read to its end and dropped (so that a client that reads the answer only after sending
+    # everything receives the 413), but only up to the drain bound: past it the host stops reading (an endless
+    # body costs a bounded read). Nothing of it is acted on.
+    monkeypatch.setattr(asgi_app, "_DRAIN_BYTES", 64 * 1024)
+    within = CountingReceive(chunks=50)  # about 50 KB on offer: read to its end
+    sent, store = _call_asgi(within, headers)
     assert _status_and_code(sent) == (413, "REQUEST_BODY_TOO_LARGE")
-    assert receive.bytes_received <= LIMIT + 1024  # the limit, and the one chunk that crossed it
+    assert within.calls == 50
+    assert _asgi_users(store) == 0
+
+    endless = CountingReceive(chunks=10_000)  # about 10 MB on offer: cut off at the bound
+    sent, store = _call_asgi(endless, headers)
+    assert _status_and_code(sent) == (413, "REQUEST_BODY_TOO_LARGE")
+    assert endless.bytes_received <= 64 * 1024 + 1024  # the bound, and the one chunk that crossed it
     assert _asgi_users(store) == 0
 
 
