@@ -36,14 +36,14 @@ def _load_api_key(keys: KeySpace, effect: LoadApiKey) -> Plan[ApiKey | None]:
 @_plans(FindApiKeyByHash)
 def _find_api_key_by_hash(keys: KeySpace, effect: FindApiKeyByHash) -> Plan[ApiKey | None]:
     p = effect.project_id
-    return _api_key(first((yield by_index(keys.api_key_by_hash(p), effect.key_hash, keys.api_key(p)))))
+    return _api_key(first((yield by_index(keys.api_key_by_hash(p), effect.key_hash, keys.api_key(p, "")))))
 
 
 @_plans(ListApiKeys)
 def _list_api_keys(keys: KeySpace, effect: ListApiKeys) -> Plan[tuple[ApiKey, ...]]:
     # Newest first (by score, then by id, both descending).
     p = effect.project_id
-    found = call("HGETALL", cat(keys.api_key(p), MEMBER), need=1, out=1)
+    found = call("HGETALL", cat(keys.api_key(p, ""), MEMBER), need=1, out=1)
     index = keys.owner_api_keys(p, effect.type.value, effect.owner_id)
     reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, "REV", do=[found], out=1)])
     return tuple(_required(_api_key(item)) for item in reply[0])

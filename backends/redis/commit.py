@@ -5,46 +5,31 @@ The plan below translates the core's guards, writes and events into raw operatio
 every guard and, only if all hold, applies every write and records every event: one script, so atomic. The script
 knows Redis commands, not business rules: it could commit any store's layout.
 
-The op list (`ARGV[1]`): ``{"g": [guard, ...], "w": [write, ...]}``. A key is a number (an index into `KEYS`), or
-``{"p": prefix, "v": name}`` (the prefix followed by a value the script made: a membership's sequence number, in
-the project's slot like every key here). An argument is a string, or ``{"v": name}``.
+The op list (`ARGV[1]`): ``{"g": [guard, ...], "w": [write, ...], "r": [return, ...]}``. A key is a number (an
+index into `KEYS`), or ``{"p": prefix, "v": name}`` (the prefix followed by a value the script made: a membership's
+sequence number, in the project's slot like every key here). An argument is a string, or ``{"v": name}``.
 
-Guards (each starts with the index of the core guard it checks, which the script returns on a conflict):
-``[i, "absent", key]``, ``[i, "exists", key]``, ``[i, "hget", key, field, text or false]`` (the field's stored
-text is `text`; false: the field is absent), ``[i, "hgt", key, field, number]`` (the field holds a number above),
-``[i, "get", key, text or false]``, ``[i, "zscore", key, member, present]`` and ``[i, "sismember", key, member,
-present]`` (the member is there, or not, as `present` says), ``[i, "hlen", key, number]`` (the hash has that many
-fields; none when it is missing).
+Guards, each starting with the index of the core guard it checks (the script returns it on a conflict):
+``[i, "absent" or "exists", key]``; ``[i, "hget", key, field, text]`` (the field's stored text is `text`; false:
+the field is absent; a list of texts: one of them); ``[i, "hgt", key, field, number]`` (the field holds a number
+above); ``[i, "zscore" or "sismember", key, member, present]`` (the member is there, or not, as `present` says;
+``[i, "zscore", key, member, true, name]`` also makes its score the value `name`, so later guards and writes can
+name the record it keys, such as a membership by its sequence number); ``[i, "hlen" (or "zcard",
+"scard"), key, n]`` (exactly `n` fields or members; none when the key is missing).
 
-Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, field, ...]``, ``["zadd", key,
-score, member]``, ``["sadd", key, member, ...]``, ``["set", key, value]``, ``["pexpireat", key, ms]``, ``["extend",
-key, ms]`` (expire at `ms` or later: PEXPIREAT, with GT when the key has an expiry), ``["incr", key, name]`` (the
-new value, as decimal text, is the value `name`), ``["event", events key, type, record key or 0, team key prefix or
-"", unselected (0/1), ids]`` (an event with the record's hash as stored now, and the team its ``selected_team_id``
-names; unselected: that field as null, no team).
+Writes: ``[command, key, argument, ...]``, the Redis command of that name on the key: "del", "hset", "hdel", "zadd",
+"zrem", "zremrangebyscore", "srem", "sadd", "set" (its options too: ``"NX"``), "lpush", "ltrim", "persist",
+"pexpireat"; ``["extend", key, ms]`` (expire at `ms` or later: PEXPIREAT, with GT when the key has an expiry); four
+that make the value `name`: ``["incr", key, name]`` (the new value, as decimal text), ``["zscore", key, member,
+name]`` (an error if the member is missing: guard it), ``["hget", key, field, name]`` ('' when missing; with a
+fifth item ``"json"``, JSON-decoded: a stored id that names a key) and ``["xlast", key, name]`` (the stream's last
+entry id, '0-0' when empty); and ``["event", events key, type, record key or 0, team key prefix or "", unselected
+(0/1), ids]`` (an event with the record's hash as stored now, and the team its ``selected_team_id`` names;
+unselected: that field as null, no team).
 
-More writes: ``["zrem", key, member, ...]``, ``["srem", key, member, ...]``, ``["zremrangebyscore", key, min,
-max]``, and three that make values: ``["zscore", key, member, name]`` (an error if the member is missing: guard it),
-``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing). ``["hget", key, field, name, "json"]``
-makes the field's value JSON-decoded (a string field, as `codecs` stores every field: a stored id that names a key).
-
-``["persist", key]`` removes the key's expiry; ``["xlast", key, name]`` makes the stream's last entry id ('0-0'
-when empty) the value `name`.
-
-For values with a lifetime and lists: ``["setnx", key, value]`` (SET NX: a counter created once), ``["lpush", key,
-value]`` and ``["ltrim", key, start, stop]``.
-
-Guard variants (for records keyed by a value, such as a membership by its sequence number): the `hget` guard's
-`text` may be a list of texts (false among them: or absent), the field holds one of them; ``[i, "zscore", key,
-member, true, name]`` also makes the member's score the value `name`, so later guards and writes can name the
-record it keys; ``[i, "zcard", key, n]`` and ``[i, "scard", key, n]``: the sorted set (set) has exactly `n` members.
-
-``["set", key, value, option, ...]`` passes its options to SET (``"NX"``: only when the key is missing).
-
-``"r": [key, ...]``: the records (hashes) to answer with once everything is written (`Commit.returns`), so that a
-write that answers with its record costs one round trip. An entry may also be ``{"k": key, "f": field, "p":
-prefix}``: the hash at the prefix followed by the id that field of that hash holds (JSON text; {} when it holds
-null or nothing).
+Returns (`Commit.returns`, so that a write that answers with its record costs one round trip): a key (its hash as
+stored once everything is written), or ``{"k": key, "f": field, "p": prefix}``: the hash at the prefix followed by
+the id that field of that hash holds (JSON text; {} when it holds null or nothing).
 
 Every key is in the project's hash-tag slot, so the script runs on Redis Cluster too.
 """
@@ -93,6 +78,8 @@ script(
     _RECORD_JSON
     + _EMIT_EVENT
     + """
+local plain = {del = 1, hset = 1, hdel = 1, zadd = 1, zrem = 1, zremrangebyscore = 1, srem = 1, sadd = 1, set = 1,
+  lpush = 1, ltrim = 1, persist = 1, pexpireat = 1}
 local ops = cjson.decode(ARGV[1])
 local vars = {}
 local function key(k)
@@ -111,10 +98,8 @@ end
 for _, g in ipairs(ops.g) do
   local kind, k = g[2], key(g[3])
   local holds
-  if kind == 'absent' then
-    holds = redis.call('EXISTS', k) == 0
-  elseif kind == 'exists' then
-    holds = redis.call('EXISTS', k) == 1
+  if kind == 'absent' or kind == 'exists' then
+    holds = redis.call('EXISTS', k) == (kind == 'exists' and 1 or 0)
   elseif kind == 'hget' then
     local stored = redis.call('HGET', k, g[4])
     if type(g[5]) == 'table' then
@@ -126,18 +111,14 @@ for _, g in ipairs(ops.g) do
   elseif kind == 'hgt' then
     local stored = redis.call('HGET', k, g[4])
     holds = stored ~= false and tonumber(stored) ~= nil and tonumber(stored) > tonumber(g[5])
-  elseif kind == 'get' then
-    holds = redis.call('GET', k) == g[4]
   elseif kind == 'zscore' then
     local score = redis.call('ZSCORE', k, g[4])
     holds = (score ~= false) == g[5]
     if holds and score and g[6] then vars[g[6]] = string.format('%.0f', tonumber(score)) end
-  elseif kind == 'zcard' or kind == 'scard' then
-    holds = redis.call(string.upper(kind), k) == g[4]
   elseif kind == 'sismember' then
     holds = (redis.call('SISMEMBER', k, g[4]) == 1) == g[5]
-  elseif kind == 'hlen' then
-    holds = redis.call('HLEN', k) == tonumber(g[4])
+  elseif kind == 'hlen' or kind == 'zcard' or kind == 'scard' then
+    holds = redis.call(kind, k) == tonumber(g[4])
   else
     return redis.error_reply('commit: unknown guard ' .. tostring(kind))
   end
@@ -145,20 +126,8 @@ for _, g in ipairs(ops.g) do
 end
 for _, w in ipairs(ops.w) do
   local kind = w[1]
-  if kind == 'del' then
-    redis.call('DEL', key(w[2]))
-  elseif kind == 'hset' then
-    redis.call('HSET', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'hdel' then
-    redis.call('HDEL', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'zadd' then
-    redis.call('ZADD', key(w[2]), arg(w[3]), arg(w[4]))
-  elseif kind == 'zrem' then
-    redis.call('ZREM', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'zremrangebyscore' then
-    redis.call('ZREMRANGEBYSCORE', key(w[2]), arg(w[3]), arg(w[4]))
-  elseif kind == 'srem' then
-    redis.call('SREM', key(w[2]), unpack(args(w, 3)))
+  if plain[kind] then
+    redis.call(kind, key(w[2]), unpack(args(w, 3)))
   elseif kind == 'zscore' then
     local score = redis.call('ZSCORE', key(w[2]), arg(w[3]))
     if score == false then return redis.error_reply('commit: no score for ' .. tostring(arg(w[3]))) end
@@ -167,22 +136,6 @@ for _, w in ipairs(ops.w) do
     local held = redis.call('HGET', key(w[2]), arg(w[3]))
     if held and w[5] == 'json' then held = cjson.decode(held) end
     vars[w[4]] = held or ''
-  elseif kind == 'get' then
-    vars[w[3]] = redis.call('GET', key(w[2])) or ''
-  elseif kind == 'sadd' then
-    redis.call('SADD', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'set' then
-    redis.call('SET', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'setnx' then
-    redis.call('SET', key(w[2]), arg(w[3]), 'NX')
-  elseif kind == 'lpush' then
-    redis.call('LPUSH', key(w[2]), arg(w[3]))
-  elseif kind == 'ltrim' then
-    redis.call('LTRIM', key(w[2]), arg(w[3]), arg(w[4]))
-  elseif kind == 'persist' then
-    redis.call('PERSIST', key(w[2]))
-  elseif kind == 'pexpireat' then
-    redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
   elseif kind == 'extend' then
     if redis.call('PTTL', key(w[2])) == -1 then
       redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
@@ -270,7 +223,7 @@ class Ops:
     def record_prefix(self, kind: RecordKind) -> str:
         """The key of a record of `kind` without its id (in the project's slot)."""
         p = self.project_id
-        return self.space.user(p) if kind is RecordKind.USER else self.space.team(p)
+        return self.space.user(p, "") if kind is RecordKind.USER else self.space.team(p, "")
 
     def index_key(self, index: IndexName) -> int:
         return self.key(self.space.user_index(self.project_id, index))
@@ -401,7 +354,7 @@ def _put_membership(ops: Ops, write: PutMembership) -> None:
     ops.writes.append(["zadd", ops.key(space.user_teams(p, membership.user_id)), seq, membership.team_id])
     ops.writes.append(["zadd", ops.key(space.membership_order(p)), seq, seq])
     items = flat(_json_fields(dataclasses.asdict(membership)))
-    ops.writes.append(["hset", {"p": space.membership(p), "v": "seq"}, *items])
+    ops.writes.append(["hset", {"p": space.membership(p, ""), "v": "seq"}, *items])
 
 
 @writes(PutSession)
@@ -447,7 +400,7 @@ def _event(ops: Ops, event: Announce) -> None:
         kind, record_id = event.record
         record_key = ops.record_key(kind, record_id)
         if kind is RecordKind.USER and event.with_team:
-            team_prefix = ops.space.team(ops.project_id)
+            team_prefix = ops.space.team(ops.project_id, "")
     events_key = ops.key(ops.space.events(ops.project_id))
     ids = "\n".join(event.ids)
     ops.writes.append(["event", events_key, event.type, record_key, team_prefix, 1 if event.unselected else 0, ids])

@@ -80,8 +80,8 @@ def _list_project_contact_channels(
 ) -> Plan[tuple[ContactChannel, ...]]:
     # Every user in ListUsers order with their stored channels (one script: a consistent view of the project).
     p = effect.project_id
-    user = call("HGETALL", cat(keys.user(p), MEMBER), t="r", need=1, out=1)
-    channels = call("HGETALL", cat(keys.user_channels(p), MEMBER), out=1)
+    user = call("HGETALL", cat(keys.user(p, ""), MEMBER), t="r", need=1, out=1)
+    channels = call("HGETALL", cat(keys.user_channels(p, ""), MEMBER), out=1)
     reply = yield read((keys.user_order(p),), [each("ZRANGE", key(1), 0, -1, do=[user, channels], out=1)])
     out: list[ContactChannel] = []
     items = iter(reply[0])

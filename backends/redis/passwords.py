@@ -21,7 +21,7 @@ from identity_proto.effects import FindAuthAddressHolder, PutCode, PutMail, User
 def _find_auth_address_holder(keys: KeySpace, effect: FindAuthAddressHolder) -> Plan[UserChannels | None]:
     # The user the index gives the address to, with their channels (None: nobody, or a user who is gone).
     p, holder = effect.project_id, ref(1)
-    user, channels = cat(keys.user(p), holder), cat(keys.user_channels(p), holder)
+    user, channels = cat(keys.user(p, ""), holder), cat(keys.user_channels(p, ""), holder)
     steps = [call("HGET", key(1), effect.email, need=1), *channel_steps(user, channels, key(1), [effect.email], 1)]
     return user_channels((yield read((keys.users_by_email(p),), steps)))
 
@@ -35,7 +35,7 @@ def _put_code(ops: Ops, write: PutCode) -> None:
     nonce_key = ops.key(space.nonce(p, code.nonce_hash))
     items = _flat(_json_fields(dataclasses.asdict(code)))
     ops.writes += [["del", code_key], ["hset", code_key, *items], ["pexpireat", code_key, expires]]
-    ops.writes += [["setnx", nonce_key, "0"], ["extend", nonce_key, expires]]
+    ops.writes += [["set", nonce_key, "0", "NX"], ["extend", nonce_key, expires]]
 
 
 @writes(PutMail)

@@ -41,7 +41,7 @@ def _list_project_permissions(
         held = yield Call("SMEMBERS", keys.user_permissions(project_id, user_id))
         return ((user_id, tuple(sorted(map(_text, held)))),) if held else ()
     # {user id, their permission ids} per user holding any.
-    held = call("SMEMBERS", cat(keys.user_permissions(project_id), MEMBER), need=1, out=1)
+    held = call("SMEMBERS", cat(keys.user_permissions(project_id, ""), MEMBER), need=1, out=1)
     reply = yield read(
         (keys.permission_users(project_id),), [each("SMEMBERS", key(1), do=[{"v": MEMBER, "out": 1}, held], out=1)]
     )

@@ -50,7 +50,7 @@ def _list_team_invitations(keys: KeySpace, effect: ListTeamInvitations) -> Plan[
     if not indexes:
         return ()
     # The invitations the indexes list (ZUNION: each once), those whose keys are gone skipped.
-    code_hash = call("GET", cat(keys.invitation(project_id), MEMBER), need=1)
+    code_hash = call("GET", cat(keys.invitation(project_id, ""), MEMBER), need=1)
     code = call("HGETALL", cat(keys.code(project_id, ""), ref(1)), need=1, out=1)
     union = each("ZUNION", len(indexes), *(key(i + 1) for i in range(len(indexes))), do=[code_hash, code], out=1)
     reply = yield read(indexes, [union])

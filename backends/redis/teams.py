@@ -41,7 +41,7 @@ def _load_team(keys: KeySpace, effect: LoadTeam) -> Plan[Team | None]:
 def _list_teams(keys: KeySpace, effect: ListTeams) -> Plan[tuple[Team, ...]]:
     p = effect.project_id
     index = keys.team_order(p) if effect.user_id is None else keys.user_teams(p, effect.user_id)
-    team = call("HGETALL", cat(keys.team(p), MEMBER), need=1, out=1)
+    team = call("HGETALL", cat(keys.team(p, ""), MEMBER), need=1, out=1)
     reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, do=[team], out=1)])
     teams = [_required(_team(item)) for item in reply[0]]
     return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
@@ -53,7 +53,7 @@ def _load_membership(keys: KeySpace, effect: LoadMembership) -> Plan[Membership 
     p = effect.project_id
     steps = [
         call("ZSCORE", key(1), effect.user_id, t="i", need=1),
-        call("HGETALL", cat(keys.membership(p), ref(1)), out=1),
+        call("HGETALL", cat(keys.membership(p, ""), ref(1)), out=1),
     ]
     return _membership(first((yield read((keys.team_members(p, effect.team_id),), steps))))
 
@@ -72,7 +72,7 @@ def _list_memberships(keys: KeySpace, effect: ListMemberships) -> Plan[tuple[Mem
         index = keys.membership_order(project_id)
     # Each index is scored by sequence number: creation order.
     seq = {"v": SCORE, "t": "i"}
-    found = call("HGETALL", cat(keys.membership(project_id), ref(1)), need=1, out=1)
+    found = call("HGETALL", cat(keys.membership(project_id, ""), ref(1)), need=1, out=1)
     reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, "WITHSCORES", do=[seq, found], pairs=1, out=1)])
     return tuple(_required(_membership(item)) for item in reply[0])
 
@@ -91,7 +91,7 @@ def _membership_seq(ops: Ops, team_id: str, user_id: str) -> dict[str, str]:
     """Write ops that make the membership's sequence number a value; its record's key, naming that value."""
     name = f"w{len(ops.writes)}"
     ops.writes.append(["zscore", ops.key(ops.space.team_members(ops.project_id, team_id)), user_id, name])
-    return {"p": ops.space.membership(ops.project_id), "v": name}
+    return {"p": ops.space.membership(ops.project_id, ""), "v": name}
 
 
 @guards(RecordExists)
@@ -111,7 +111,7 @@ def _membership_fields_are(ops: Ops, position: int, guard: MembershipFieldsAre) 
     members = ops.key(ops.space.team_members(ops.project_id, read.team_id))
     ops.guards.append([position, "zscore", members, read.user_id, True, name])
     stored = dict(_json_fields(dataclasses.asdict(read)))
-    record: dict[str, str] = {"p": ops.space.membership(ops.project_id), "v": name}
+    record: dict[str, str] = {"p": ops.space.membership(ops.project_id, ""), "v": name}
     for field in guard.names:
         text: Any = stored[field]
         if _MEMBERSHIP_DEFAULTS.get(field) == text:

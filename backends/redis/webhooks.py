@@ -329,7 +329,7 @@ def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int | None]:
             effect.now_ms,
             effect.limit,
             keys.webhook_delivery(project_id),
-            keys.webhook_deliveries(project_id),
+            keys.webhook_deliveries(project_id, ""),
             keys.webhook_message_tag(project_id),
             _endpoints_read(effect.endpoints),
             orjson.dumps([[r.endpoint_id, r.only, r.types] for r in effect.routes]).decode(),
@@ -602,6 +602,6 @@ def _trim(keys: KeySpace, effect: TrimWebhookData) -> Plan[None]:
             max(effect.before_ms, 0),
             max(effect.keep_events, 0),
             keys.webhook_delivery(project_id),
-            keys.webhook_deliveries(project_id),
+            keys.webhook_deliveries(project_id, ""),
         ),
     )
