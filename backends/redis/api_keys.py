@@ -7,8 +7,6 @@ on its owner existing, a change of its changeable fields guarded on them as read
 
 from __future__ import annotations
 
-import dataclasses
-
 from backends.redis.codecs import _api_key, _flat, _json, _json_fields, _required
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
@@ -59,7 +57,7 @@ def _api_key_owner_exists(ops: Ops, position: int, guard: ApiKeyOwnerExists) -> 
 def _api_key_is(ops: Ops, position: int, guard: ApiKeyIs) -> None:
     key_key = ops.key(ops.space.api_key(ops.project_id, guard.key.id))
     ops.guards.append([position, "exists", key_key])
-    stored = dict(_json_fields(dataclasses.asdict(guard.key)))
+    stored = _json_fields(guard.key)
     for name in guard.names:
         ops.guards.append([position, "hget", key_key, name, stored[name]])
 
@@ -68,7 +66,7 @@ def _api_key_is(ops: Ops, position: int, guard: ApiKeyIs) -> None:
 def _put_api_key(ops: Ops, write: PutApiKey) -> None:
     key, p, space = write.key, ops.project_id, ops.space
     key_key = ops.key(space.api_key(p, key.id))
-    ops.writes += [["del", key_key], ["hset", key_key, *_flat(_json_fields(dataclasses.asdict(key)))]]
+    ops.put(key_key, _json_fields(key))
     ops.writes.append(["hset", ops.key(space.api_key_by_hash(p)), key.key_hash, key.id])
     owner_index = ops.key(space.owner_api_keys(p, key.type.value, key.owner_id))
     ops.writes.append(["zadd", owner_index, str(key.created_at_millis), key.id])

@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from backends.redis.codecs import _change_fields, _json, _json_fields, _project, _team, _user
+from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _project, _team, _user
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _EMIT_EVENT, _RECORD_JSON
 from backends.redis.plan import Call, Plan, Script, _plans, script
@@ -71,7 +71,6 @@ from identity_proto.effects.commit import (
     SessionIsLive,
     SetIndex,
 )
-from identity_proto.records import Team, User, user_to_json
 
 script(
     "commit",
@@ -225,6 +224,10 @@ class Ops:
         p = self.project_id
         return self.space.user(p, "") if kind is RecordKind.USER else self.space.team(p, "")
 
+    def put(self, key: int, fields: dict[str, str]) -> None:
+        """Writes that replace the hash at `key` with `fields`."""
+        self.writes += [["del", key], ["hset", key, *_flat(fields.items())]]
+
     def index_key(self, index: IndexName) -> int:
         return self.key(self.space.user_index(self.project_id, index))
 
@@ -256,16 +259,6 @@ def writes(write_type: type[W]) -> Callable[[Callable[[Ops, W], None]], Callable
     return register
 
 
-def flat(pairs: list[tuple[str, str]]) -> list[str]:
-    return [item for pair in pairs for item in pair]
-
-
-def record_fields(record: User | Team) -> list[tuple[str, str]]:
-    """The hash fields of a record, as the other writes store it (`codecs`)."""
-    data = user_to_json(record) if isinstance(record, User) else dataclasses.asdict(record)
-    return _json_fields(data)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Guards
 
@@ -279,7 +272,7 @@ def _is_absent(ops: Ops, position: int, guard: IsAbsent) -> None:
 def _fields_are(ops: Ops, position: int, guard: FieldsAre) -> None:
     record_key = ops.record_key(guard.kind, guard.record.id)
     ops.guards.append([position, "exists", record_key])
-    stored = dict(record_fields(guard.record))
+    stored = _json_fields(guard.record)
     defaults = {f.name: f.default for f in dataclasses.fields(guard.record)}
     for name in guard.names:
         # A field missing from the hash reads as its default (`codecs`): it holds the default too.
@@ -308,7 +301,7 @@ def _session_is_live(ops: Ops, position: int, guard: SessionIsLive) -> None:
 def _put_user(ops: Ops, write: PutUser) -> None:
     user = write.user
     user_key = ops.record_key(RecordKind.USER, user.id)
-    ops.writes += [["del", user_key], ["hset", user_key, *flat(record_fields(user))]]
+    ops.put(user_key, _json_fields(user))
     ops.writes.append(["zadd", ops.key(ops.space.user_order(ops.project_id)), str(user.signed_up_at_millis), user.id])
 
 
@@ -322,7 +315,7 @@ def _patch_user(ops: Ops, write: PatchUser) -> None:
 def _put_team(ops: Ops, write: PutTeam) -> None:
     team = write.team
     team_key = ops.record_key(RecordKind.TEAM, team.id)
-    ops.writes += [["del", team_key], ["hset", team_key, *flat(record_fields(team))]]
+    ops.put(team_key, _json_fields(team))
     ops.writes.append(["zadd", ops.key(ops.space.team_order(ops.project_id)), str(team.created_at_millis), team.id])
 
 
@@ -338,7 +331,7 @@ def _patch(
     """HSET just the changed fields; the order index follows a changed timestamp."""
     fields = _change_fields(changes)
     if fields:
-        ops.writes.append(["hset", ops.record_key(kind, record_id), *flat(fields)])
+        ops.writes.append(["hset", ops.record_key(kind, record_id), *_flat(fields)])
     for name, value in changes:
         if name == scored_by:
             ops.writes.append(["zadd", ops.key(order_key), str(value), record_id])
@@ -353,8 +346,7 @@ def _put_membership(ops: Ops, write: PutMembership) -> None:
     ops.writes.append(["zadd", ops.key(space.team_members(p, membership.team_id)), seq, membership.user_id])
     ops.writes.append(["zadd", ops.key(space.user_teams(p, membership.user_id)), seq, membership.team_id])
     ops.writes.append(["zadd", ops.key(space.membership_order(p)), seq, seq])
-    items = flat(_json_fields(dataclasses.asdict(membership)))
-    ops.writes.append(["hset", {"p": space.membership(p, ""), "v": "seq"}, *items])
+    ops.writes.append(["hset", {"p": space.membership(p, ""), "v": "seq"}, *_flat(_json_fields(membership).items())])
 
 
 @writes(PutSession)
@@ -365,8 +357,8 @@ def _put_session(ops: Ops, write: PutSession) -> None:
     session_key = ops.key(space.session(p, session.id))
     token_key = ops.key(space.session_by_token(p, session.refresh_token_hash))
     user_sessions = ops.key(space.user_sessions(p, session.user_id))
-    items = flat(_json_fields(dataclasses.asdict(session)))
-    ops.writes += [["del", session_key], ["hset", session_key, *items], ["pexpireat", session_key, expires]]
+    ops.put(session_key, _json_fields(session))
+    ops.writes.append(["pexpireat", session_key, expires])
     ops.writes += [["set", token_key, session.id], ["pexpireat", token_key, expires]]
     ops.writes += [["sadd", user_sessions, session.id], ["extend", user_sessions, expires]]
 

@@ -6,9 +6,7 @@ mail appended to the outbox (LPUSH, LTRIM). No Lua here decides anything.
 
 from __future__ import annotations
 
-import dataclasses
-
-from backends.redis.codecs import _email_json, _flat, _json_fields
+from backends.redis.codecs import _email_json, _json_fields
 from backends.redis.commit import Ops, writes
 from backends.redis.contact_channels import channel_steps, user_channels
 from backends.redis.keys import GRACE_MS, KeySpace
@@ -33,8 +31,8 @@ def _put_code(ops: Ops, write: PutCode) -> None:
     expires = str(code.expires_at_millis + GRACE_MS)
     code_key = ops.key(space.code(p, code.code_hash))
     nonce_key = ops.key(space.nonce(p, code.nonce_hash))
-    items = _flat(_json_fields(dataclasses.asdict(code)))
-    ops.writes += [["del", code_key], ["hset", code_key, *items], ["pexpireat", code_key, expires]]
+    ops.put(code_key, _json_fields(code))
+    ops.writes.append(["pexpireat", code_key, expires])
     ops.writes += [["set", nonce_key, "0", "NX"], ["extend", nonce_key, expires]]
 
 

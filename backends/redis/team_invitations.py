@@ -7,9 +7,7 @@ Reads are one `read` each (`backends.redis.read`); key names are in `backends.re
 
 from __future__ import annotations
 
-import dataclasses
-
-from backends.redis.codecs import _code, _flat, _json_fields
+from backends.redis.codecs import _code, _json_fields
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.plan import Plan, _plans
@@ -85,8 +83,8 @@ def _put_invitation(ops: Ops, write: PutInvitation) -> None:
     expires = str(code.expires_at_millis + GRACE_MS)
     code_key, nonce_key = ops.key(space.code(p, code.code_hash)), ops.key(space.nonce(p, code.nonce_hash))
     invitation_key = ops.key(space.invitation(p, code.id or ""))
-    items = _flat(_json_fields(dataclasses.asdict(code)))
-    ops.writes += [["del", code_key], ["hset", code_key, *items], ["pexpireat", code_key, expires]]
+    ops.put(code_key, _json_fields(code))
+    ops.writes.append(["pexpireat", code_key, expires])
     ops.writes += [["set", nonce_key, "0", "NX"], ["extend", nonce_key, expires]]
     ops.writes += [["set", invitation_key, code.code_hash], ["pexpireat", invitation_key, expires]]
     drop_before = f"({code.created_at_millis - GRACE_MS}"

@@ -110,7 +110,7 @@ def _membership_fields_are(ops: Ops, position: int, guard: MembershipFieldsAre) 
     read, name = guard.record, f"g{position}"
     members = ops.key(ops.space.team_members(ops.project_id, read.team_id))
     ops.guards.append([position, "zscore", members, read.user_id, True, name])
-    stored = dict(_json_fields(dataclasses.asdict(read)))
+    stored = _json_fields(read)
     record: dict[str, str] = {"p": ops.space.membership(ops.project_id, ""), "v": name}
     for field in guard.names:
         text: Any = stored[field]
