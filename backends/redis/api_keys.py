@@ -80,9 +80,7 @@ def _patch_api_key(ops: Ops, write: PatchApiKey) -> None:
 
 @guards(UserApiKeysAre)
 def _user_api_keys_are(ops: Ops, position: int, guard: UserApiKeysAre) -> None:
-    owner_index = ops.key(ops.space.owner_api_keys(ops.project_id, ApiKeyType.USER.value, guard.user_id))
-    ops.guards.append([position, "zcard", owner_index, len(set(guard.key_ids))])
-    ops.guards += [[position, "zscore", owner_index, key_id, True] for key_id in guard.key_ids]
+    ops.exactly(position, ops.space.owner_api_keys(ops.project_id, ApiKeyType.USER.value, guard.user_id), guard.key_ids)
 
 
 @writes(DropApiKey)

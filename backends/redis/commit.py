@@ -37,7 +37,7 @@ Every key is in the project's hash-tag slot, so the script runs on Redis Cluster
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import orjson
@@ -227,6 +227,13 @@ class Ops:
     def put(self, key: int, fields: dict[str, str]) -> None:
         """Writes that replace the hash at `key` with `fields`."""
         self.writes += [["del", key], ["hset", key, *_flat(fields.items())]]
+
+    def exactly(self, position: int, name: str, members: Iterable[str], kind: str = "z") -> None:
+        """Guards: the sorted set (`kind` "z") or set ("s") `name` holds exactly `members`."""
+        key, held = self.key(name), dict.fromkeys(members)
+        self.guards.append([position, f"{kind}card", key, len(held)])
+        check = "zscore" if kind == "z" else "sismember"
+        self.guards += [[position, check, key, member, True] for member in held]
 
     def index_key(self, index: IndexName) -> int:
         return self.key(self.space.user_index(self.project_id, index))

@@ -83,9 +83,7 @@ def _drop_session(ops: Ops, write: DropSession) -> None:
 @guards(UserSessionsAre)
 def _user_sessions_are(ops: Ops, position: int, guard: UserSessionsAre) -> None:
     # The set may hold ids of sessions gone by TTL (ListSessions prunes them): the set is what is guarded.
-    user_sessions = ops.key(ops.space.user_sessions(ops.project_id, guard.user_id))
-    ops.guards.append([position, "scard", user_sessions, len(set(guard.session_ids))])
-    ops.guards += [[position, "sismember", user_sessions, session_id, True] for session_id in guard.session_ids]
+    ops.exactly(position, ops.space.user_sessions(ops.project_id, guard.user_id), guard.session_ids, "s")
 
 
 @writes(EndSession)

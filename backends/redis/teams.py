@@ -119,26 +119,19 @@ def _membership_fields_are(ops: Ops, position: int, guard: MembershipFieldsAre) 
         ops.guards.append([position, "hget", record, field, text])
 
 
-def _exactly(ops: Ops, position: int, index: str, members: tuple[str, ...]) -> None:
-    """The sorted set `index` holds exactly `members`."""
-    key = ops.key(index)
-    ops.guards.append([position, "zcard", key, len(set(members))])
-    ops.guards += [[position, "zscore", key, member, True] for member in members]
-
-
 @guards(TeamMembersAre)
 def _team_members_are(ops: Ops, position: int, guard: TeamMembersAre) -> None:
-    _exactly(ops, position, ops.space.team_members(ops.project_id, guard.team_id), guard.user_ids)
+    ops.exactly(position, ops.space.team_members(ops.project_id, guard.team_id), guard.user_ids)
 
 
 @guards(TeamApiKeysAre)
 def _team_api_keys_are(ops: Ops, position: int, guard: TeamApiKeysAre) -> None:
-    _exactly(ops, position, ops.space.owner_api_keys(ops.project_id, "team", guard.team_id), guard.key_ids)
+    ops.exactly(position, ops.space.owner_api_keys(ops.project_id, "team", guard.team_id), guard.key_ids)
 
 
 @guards(UserTeamsAre)
 def _user_teams_are(ops: Ops, position: int, guard: UserTeamsAre) -> None:
-    _exactly(ops, position, ops.space.user_teams(ops.project_id, guard.user_id), guard.team_ids)
+    ops.exactly(position, ops.space.user_teams(ops.project_id, guard.user_id), guard.team_ids)
 
 
 @writes(PatchMembership)
