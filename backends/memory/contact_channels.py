@@ -13,10 +13,12 @@ from identity_proto.effects import (
     ChannelsAre,
     CodeIsUnused,
     DropChannel,
+    InvitationIsUnused,
     ListContactChannels,
     ListProjectContactChannels,
     PutChannel,
     UseCode,
+    UseInvitation,
     UserChannels,
     channels_of,
 )
@@ -72,12 +74,18 @@ def _drop_channel(tenant: Tenant, write: DropChannel) -> None:
         tenant.channels.pop(write.user_id, None)
 
 
-@checks(CodeIsUnused)
-def _code_is_unused(tenant: Tenant, guard: CodeIsUnused) -> bool:
+def _code_is_unused(tenant: Tenant, guard: CodeIsUnused | InvitationIsUnused) -> bool:
     code = tenant.codes.get(guard.code_hash)
     return code is not None and not code.used
 
 
-@applies(UseCode)
-def _use_code(tenant: Tenant, write: UseCode) -> None:
+checks(CodeIsUnused)(_code_is_unused)
+checks(InvitationIsUnused)(_code_is_unused)
+
+
+def _use_code(tenant: Tenant, write: UseCode | UseInvitation) -> None:
     tenant.codes[write.code_hash] = replaced(tenant.codes[write.code_hash], {"used": True})
+
+
+applies(UseCode)(_use_code)
+applies(UseInvitation)(_use_code)

@@ -23,10 +23,12 @@ from identity_proto.effects import (
     ChannelsAre,
     CodeIsUnused,
     DropChannel,
+    InvitationIsUnused,
     ListContactChannels,
     ListProjectContactChannels,
     PutChannel,
     UseCode,
+    UseInvitation,
     UserChannels,
     channels_of,
 )
@@ -111,11 +113,17 @@ def _drop_channel(ops: Ops, write: DropChannel) -> None:
     ops.writes.append(["hdel", ops.key(ops.space.user_channels(ops.project_id, write.user_id)), write.channel_id])
 
 
-@guards(CodeIsUnused)
-def _code_is_unused(ops: Ops, position: int, guard: CodeIsUnused) -> None:
+def _code_is_unused(ops: Ops, position: int, guard: CodeIsUnused | InvitationIsUnused) -> None:
     ops.guards.append([position, "hget", ops.key(ops.space.code(ops.project_id, guard.code_hash)), "used", "false"])
 
 
-@writes(UseCode)
-def _use_code(ops: Ops, write: UseCode) -> None:
+guards(CodeIsUnused)(_code_is_unused)
+guards(InvitationIsUnused)(_code_is_unused)
+
+
+def _use_code(ops: Ops, write: UseCode | UseInvitation) -> None:
     ops.writes.append(["hset", ops.key(ops.space.code(ops.project_id, write.code_hash)), "used", "true"])
+
+
+writes(UseCode)(_use_code)
+writes(UseInvitation)(_use_code)

@@ -225,19 +225,21 @@ def _start_together(effect: Together, keys: KeySpace, store: str) -> _Started:
     return _Started(plans, results, pending)
 
 
-def queue(pipe: Any, op: Op, scripts: Mapping[str, Any]) -> None:
-    """Queue one plan operation on a pipeline, sync or asyncio (a Batch queues each of its calls). A script is
-    queued as its EVALSHA: redis-py's `Script` on a pipeline makes the pipeline ask SCRIPT EXISTS first, a round
-    trip of its own; a script the server does not know answers NOSCRIPT instead (see `forgotten_scripts`)."""
-    if isinstance(op, Script):
-        pipe.execute_command("EVALSHA", scripts[op.name].sha, len(op.keys), *op.keys, *op.args)
-    elif isinstance(op, Call):
-        pipe.execute_command(op.command, *op.args)
-    elif isinstance(op, Batch):
-        for call in op.calls:
-            pipe.execute_command(call.command, *call.args)
-    else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
-        raise TypeError(f"{type(op).__name__} cannot be pipelined")
+def commands(ops: list[Op], scripts: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """The commands of plan operations, in order, to pipeline (a Batch: each of its calls). A script is its EVALSHA:
+    redis-py's `Script` on a pipeline makes the pipeline ask SCRIPT EXISTS first, a round trip of its own; a script
+    the server does not know answers NOSCRIPT instead (see `forgotten_scripts`)."""
+    out: list[tuple[Any, ...]] = []
+    for op in ops:
+        if isinstance(op, Script):
+            out.append(("EVALSHA", scripts[op.name].sha, len(op.keys), *op.keys, *op.args))
+        elif isinstance(op, Call):
+            out.append((op.command, *op.args))
+        elif isinstance(op, Batch):
+            out += [(call.command, *call.args) for call in op.calls]
+        else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
+            raise TypeError(f"{type(op).__name__} cannot be pipelined")
+    return out
 
 
 def forgotten_scripts(replies: list[Any], ops: list[Op]) -> list[int]:
@@ -261,11 +263,11 @@ def raise_first_error(replies: list[Any], ops: list[Op]) -> None:
                 raise one
 
 
-def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:
+def _split(raw: list[Any], ops: list[Op]) -> list[Any]:
     """The pipeline's replies regrouped per operation (a Batch gets the list of its calls' replies)."""
     replies: list[Any] = []
     at = 0
-    for _, op in pending:
+    for op in ops:
         if isinstance(op, Batch):
             replies.append(raw[at : at + len(op.calls)])
             at += len(op.calls)

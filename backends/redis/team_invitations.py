@@ -15,11 +15,9 @@ from backends.redis.read import MEMBER, call, cat, each, first, key, read, ref
 from identity_proto.effects import (
     DropInvitation,
     InvitationIsStored,
-    InvitationIsUnused,
     ListTeamInvitations,
     LoadTeamInvitation,
     PutInvitation,
-    UseInvitation,
 )
 from identity_proto.records import CodePurpose, VerificationCode
 
@@ -69,11 +67,6 @@ def _invitation_is_stored(ops: Ops, position: int, guard: InvitationIsStored) ->
     ops.guards.append([position, "exists", ops.key(ops.space.code(ops.project_id, guard.code_hash))])
 
 
-@guards(InvitationIsUnused)
-def _invitation_is_unused(ops: Ops, position: int, guard: InvitationIsUnused) -> None:
-    ops.guards.append([position, "hget", ops.key(ops.space.code(ops.project_id, guard.code_hash)), "used", "false"])
-
-
 @writes(PutInvitation)
 def _put_invitation(ops: Ops, write: PutInvitation) -> None:
     # The code as PutCode stores it (its nonce's attempt counter kept if attempts came first); the
@@ -93,11 +86,6 @@ def _put_invitation(ops: Ops, write: PutInvitation) -> None:
         ops.writes.append(["zremrangebyscore", index_key, "-inf", drop_before])
         ops.writes.append(["zadd", index_key, str(code.expires_at_millis), code.id or ""])
         ops.writes.append(["extend", index_key, expires])
-
-
-@writes(UseInvitation)
-def _use_invitation(ops: Ops, write: UseInvitation) -> None:
-    ops.writes.append(["hset", ops.key(ops.space.code(ops.project_id, write.code_hash)), "used", "true"])
 
 
 @writes(DropInvitation)

@@ -24,7 +24,6 @@ from identity_proto.effects import (
     MembershipFieldsAre,
     MembershipIsAbsent,
     PatchMembership,
-    RecordExists,
     TeamApiKeysAre,
     TeamMembersAre,
 )
@@ -92,11 +91,6 @@ def _membership_seq(ops: Ops, team_id: str, user_id: str) -> dict[str, str]:
     name = f"w{len(ops.writes)}"
     ops.writes.append(["zscore", ops.key(ops.space.team_members(ops.project_id, team_id)), user_id, name])
     return {"p": ops.space.membership(ops.project_id, ""), "v": name}
-
-
-@guards(RecordExists)
-def _record_exists(ops: Ops, position: int, guard: RecordExists) -> None:
-    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
 
 
 @guards(MembershipIsAbsent)

@@ -16,6 +16,7 @@ from identity_proto.effects import (
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
+    RecordExists,
 )
 from identity_proto.effects.commit import RecordKind
 from identity_proto.records import Team, User
@@ -52,9 +53,12 @@ def _find_user_by_index(keys: KeySpace, effect: FindUserByIndex) -> Plan[User | 
     return _user(first((yield by_index(keys.user_index(p, effect.index), effect.key, keys.user(p, ""), "r"))))
 
 
-@guards(Exists)
-def _exists(ops: Ops, position: int, guard: Exists) -> None:
+def _exists(ops: Ops, position: int, guard: Exists | RecordExists) -> None:
     ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
+
+
+guards(Exists)(_exists)
+guards(RecordExists)(_exists)
 
 
 @writes(DropUser)
