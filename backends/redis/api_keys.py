@@ -57,9 +57,7 @@ def _api_key_owner_exists(ops: Ops, position: int, guard: ApiKeyOwnerExists) -> 
 def _api_key_is(ops: Ops, position: int, guard: ApiKeyIs) -> None:
     key_key = ops.key(ops.space.api_key(ops.project_id, guard.key.id))
     ops.guards.append([position, "exists", key_key])
-    stored = _json_fields(guard.key)
-    for name in guard.names:
-        ops.guards.append([position, "hget", key_key, name, stored[name]])
+    ops.fields_are(position, key_key, guard.key, guard.names)
 
 
 @writes(PutApiKey)

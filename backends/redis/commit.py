@@ -235,6 +235,14 @@ class Ops:
         check = "zscore" if kind == "z" else "sismember"
         self.guards += [[position, check, key, member, True] for member in held]
 
+    def fields_are(self, position: int, key: Any, record: Any, names: Iterable[str]) -> None:
+        """Guards: the hash at `key` holds the fields `names` of `record` as its codec stores them (`codecs`); a field
+        missing from the hash reads as its default, so where `record` holds the default, missing holds too."""
+        stored, defaults = _json_fields(record), {f.name: f.default for f in dataclasses.fields(record)}
+        for name in names:
+            text = [stored[name], False] if getattr(record, name) == defaults[name] else stored[name]
+            self.guards.append([position, "hget", key, name, text])
+
     def index_key(self, index: IndexName) -> int:
         return self.key(self.space.user_index(self.project_id, index))
 
@@ -279,12 +287,7 @@ def _is_absent(ops: Ops, position: int, guard: IsAbsent) -> None:
 def _fields_are(ops: Ops, position: int, guard: FieldsAre) -> None:
     record_key = ops.record_key(guard.kind, guard.record.id)
     ops.guards.append([position, "exists", record_key])
-    stored = _json_fields(guard.record)
-    defaults = {f.name: f.default for f in dataclasses.fields(guard.record)}
-    for name in guard.names:
-        # A field missing from the hash reads as its default (`codecs`): it holds the default too.
-        text = [stored[name], False] if getattr(guard.record, name) == defaults[name] else stored[name]
-        ops.guards.append([position, "hget", record_key, name, text])
+    ops.fields_are(position, record_key, guard.record, guard.names)
 
 
 @guards(IndexIs)

@@ -6,10 +6,7 @@ Reads are one `read` each (`backends.redis.read`); key names are in `backends.re
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
-from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _membership, _required, _team
+from backends.redis.codecs import _change_fields, _flat, _membership, _required, _team
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.plan import Call, Plan, _plans
@@ -80,11 +77,6 @@ def _list_memberships(keys: KeySpace, effect: ListMemberships) -> Plan[tuple[Mem
 # Commit guards and writes. A membership's record is keyed by its sequence number, the score of its user in the
 # team's member index: a guard binds it (`zscore` with a name), a write looks it up (`zscore` write op).
 
-#: What a membership record holds in a field it lacks (written by an older version): its default.
-_MEMBERSHIP_DEFAULTS: dict[str, str] = {
-    f.name: _json(f.default) for f in dataclasses.fields(Membership) if f.default is not dataclasses.MISSING
-}
-
 
 def _membership_seq(ops: Ops, team_id: str, user_id: str) -> dict[str, str]:
     """Write ops that make the membership's sequence number a value; its record's key, naming that value."""
@@ -104,13 +96,7 @@ def _membership_fields_are(ops: Ops, position: int, guard: MembershipFieldsAre) 
     read, name = guard.record, f"g{position}"
     members = ops.key(ops.space.team_members(ops.project_id, read.team_id))
     ops.guards.append([position, "zscore", members, read.user_id, True, name])
-    stored = _json_fields(read)
-    record: dict[str, str] = {"p": ops.space.membership(ops.project_id, ""), "v": name}
-    for field in guard.names:
-        text: Any = stored[field]
-        if _MEMBERSHIP_DEFAULTS.get(field) == text:
-            text = [text, False]  # a record without the field reads the default
-        ops.guards.append([position, "hget", record, field, text])
+    ops.fields_are(position, {"p": ops.space.membership(ops.project_id, ""), "v": name}, read, guard.names)
 
 
 @guards(TeamMembersAre)

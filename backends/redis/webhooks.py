@@ -9,14 +9,8 @@ adds it back if an endpoint was created meanwhile. Whatever the interleaving, a 
 set once its creation has returned; a crash can at worst leave a project without endpoints in it (harmless: its
 fan-out finds nothing), never the reverse.
 
-Keys (the table in `keys`): the endpoints hash (id -> JSON, made in Python), the hash of where each endpoint's events
-start (the last stream id at its creation: it gets later events only), the fan-out cursor (the last stream id fanned
-out: FanOutEvents reads ``XRANGE (cursor + COUNT limit``), one hash per delivery (``<sortable entry id>:<endpoint
-id>``, its attempts a JSON array made by joining the JSON texts Python made: never re-encoded in Lua), each
-endpoint's index of its deliveries (sortable ids, score 0: ZREVRANGE is newest first), the due set (pending
-deliveries scored by their next attempt or their lease's end: claims are ZRANGEBYSCORE), the pending set (score 0:
-its first member is the oldest event a delivery still needs, which TrimWebhookData keeps) and the settled set (scored
-by the last attempt: what TrimWebhookData forgets). Claim tokens are kept as their SHA-256 only.
+The keys are the table's in `backends/README.md`. A delivery's attempts are a JSON array made by joining the JSON
+texts Python made (never re-encoded in Lua); claim tokens are kept as their SHA-256 only.
 
 The choices the effects leave open are the memory store's (`backends.memory.webhooks`), point by point."""
 
@@ -110,6 +104,14 @@ def _delivery(reply: Any) -> Delivery:
 
 def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _delivery_at(space: KeySpace, project_id: str, message_id: str, endpoint_id: str) -> tuple[str, str, str]:
+    """A delivery the flow read (its message id one of the project's): its key, its id and its index member."""
+    entry_id = space.webhook_entry_id(project_id, message_id)
+    assert entry_id is not None  # guarded: the flow read the delivery
+    key = space.webhook_delivery(project_id, message_id, endpoint_id)
+    return key, webhook_delivery_id(entry_id, endpoint_id), webhook_sortable(entry_id)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -497,30 +499,25 @@ def _delivery_is(ops: Ops, position: int, guard: DeliveryIs) -> None:
 
 @guards(DeliveriesAre)
 def _deliveries_are(ops: Ops, position: int, guard: DeliveriesAre) -> None:
-    entry_ids = [ops.space.webhook_entry_id(ops.project_id, message_id) for message_id in guard.message_ids]
-    members = [webhook_sortable(entry_id or "") for entry_id in entry_ids]  # ids the flow read: all of them valid
+    members = [_delivery_at(ops.space, ops.project_id, m, guard.endpoint_id)[2] for m in guard.message_ids]
     ops.exactly(position, ops.space.webhook_deliveries(ops.project_id, guard.endpoint_id), members)
 
 
 @writes(DropDelivery)
 def _drop_delivery(ops: Ops, write: DropDelivery) -> None:
     space, p = ops.space, ops.project_id
-    entry_id = space.webhook_entry_id(p, write.message_id)
-    assert entry_id is not None  # guarded: the flow read the delivery
-    did = webhook_delivery_id(entry_id, write.endpoint_id)
-    ops.writes.append(["del", ops.key(space.webhook_delivery(p, write.message_id, write.endpoint_id))])
+    delivery, did, member = _delivery_at(space, p, write.message_id, write.endpoint_id)
+    ops.writes.append(["del", ops.key(delivery)])
     ops.writes += [["zrem", ops.key(k), did] for k in (space.webhook_due(p), space.webhook_pending(p))]
     ops.writes.append(["zrem", ops.key(space.webhook_settled(p)), did])
-    ops.writes.append(["zrem", ops.key(space.webhook_deliveries(p, write.endpoint_id)), webhook_sortable(entry_id)])
+    ops.writes.append(["zrem", ops.key(space.webhook_deliveries(p, write.endpoint_id)), member])
 
 
 @writes(RestartDelivery)
 def _restart_delivery(ops: Ops, write: RestartDelivery) -> None:
     space, p, now = ops.space, ops.project_id, str(write.now_ms)
-    entry_id = space.webhook_entry_id(p, write.message_id)
-    assert entry_id is not None  # guarded: the flow read the delivery
-    did = webhook_delivery_id(entry_id, write.endpoint_id)
-    delivery = ops.key(space.webhook_delivery(p, write.message_id, write.endpoint_id))
+    key, did, _ = _delivery_at(space, p, write.message_id, write.endpoint_id)
+    delivery = ops.key(key)
     fields = ["state", "pending", "next_attempt_at_millis", now, "claim", "", "failures", "0"]
     ops.writes += [["hset", delivery, *fields], ["persist", delivery]]
     ops.writes.append(["zadd", ops.key(space.webhook_due(p)), now, did])
