@@ -71,6 +71,7 @@ from identity_proto.effects.commit import (
     SessionIsLive,
     SetIndex,
 )
+from identity_proto.records import Team, User
 
 script(
     "commit",
@@ -307,44 +308,34 @@ def _session_is_live(ops: Ops, position: int, guard: SessionIsLive) -> None:
 # Writes
 
 
-@writes(PutUser)
-def _put_user(ops: Ops, write: PutUser) -> None:
-    user = write.user
-    user_key = ops.record_key(RecordKind.USER, user.id)
-    ops.put(user_key, _json_fields(user))
-    ops.writes.append(["zadd", ops.key(ops.space.user_order(ops.project_id)), str(user.signed_up_at_millis), user.id])
+#: The index that orders the records of a kind (ListUsers, ListTeams), and the field that scores them.
+_ORDER = {
+    RecordKind.USER: (KeySpace.user_order, "signed_up_at_millis"),
+    RecordKind.TEAM: (KeySpace.team_order, "created_at_millis"),
+}
 
 
-@writes(PatchUser)
-def _patch_user(ops: Ops, write: PatchUser) -> None:
-    order = ops.space.user_order(ops.project_id)
-    _patch(ops, RecordKind.USER, write.user_id, write.changes, "signed_up_at_millis", order)
+def _put(ops: Ops, kind: RecordKind, record: User | Team) -> None:
+    order, scored_by = _ORDER[kind]
+    ops.put(ops.record_key(kind, record.id), _json_fields(record))
+    ops.writes.append(["zadd", ops.key(order(ops.space, ops.project_id)), str(getattr(record, scored_by)), record.id])
 
 
-@writes(PutTeam)
-def _put_team(ops: Ops, write: PutTeam) -> None:
-    team = write.team
-    team_key = ops.record_key(RecordKind.TEAM, team.id)
-    ops.put(team_key, _json_fields(team))
-    ops.writes.append(["zadd", ops.key(ops.space.team_order(ops.project_id)), str(team.created_at_millis), team.id])
-
-
-@writes(PatchTeam)
-def _patch_team(ops: Ops, write: PatchTeam) -> None:
-    order = ops.space.team_order(ops.project_id)
-    _patch(ops, RecordKind.TEAM, write.team_id, write.changes, "created_at_millis", order)
-
-
-def _patch(
-    ops: Ops, kind: RecordKind, record_id: str, changes: UserChanges | TeamChanges, scored_by: str, order_key: str
-) -> None:
+def _patch(ops: Ops, kind: RecordKind, record_id: str, changes: UserChanges | TeamChanges) -> None:
     """HSET just the changed fields; the order index follows a changed timestamp."""
     fields = _change_fields(changes)
     if fields:
         ops.writes.append(["hset", ops.record_key(kind, record_id), *_flat(fields)])
+    order, scored_by = _ORDER[kind]
     for name, value in changes:
         if name == scored_by:
-            ops.writes.append(["zadd", ops.key(order_key), str(value), record_id])
+            ops.writes.append(["zadd", ops.key(order(ops.space, ops.project_id)), str(value), record_id])
+
+
+writes(PutUser)(lambda ops, write: _put(ops, RecordKind.USER, write.user))
+writes(PutTeam)(lambda ops, write: _put(ops, RecordKind.TEAM, write.team))
+writes(PatchUser)(lambda ops, write: _patch(ops, RecordKind.USER, write.user_id, write.changes))
+writes(PatchTeam)(lambda ops, write: _patch(ops, RecordKind.TEAM, write.team_id, write.changes))
 
 
 @writes(PutMembership)
