@@ -50,13 +50,13 @@ def _list_api_keys(keys: KeySpace, effect: ListApiKeys) -> Plan[tuple[ApiKey, ..
 @guards(ApiKeyOwnerExists)
 def _api_key_owner_exists(ops: Ops, position: int, guard: ApiKeyOwnerExists) -> None:
     kind = RecordKind.USER if guard.type is ApiKeyType.USER else RecordKind.TEAM
-    ops.guards.append([position, "exists", ops.record_key(kind, guard.owner_id)])
+    ops.guards.append([position, "exists", ops.record_key(kind, guard.owner_id), 1])
 
 
 @guards(ApiKeyIs)
 def _api_key_is(ops: Ops, position: int, guard: ApiKeyIs) -> None:
     key_key = ops.key(ops.space.api_key(ops.project_id, guard.key.id))
-    ops.guards.append([position, "exists", key_key])
+    ops.guards.append([position, "exists", key_key, 1])
     ops.fields_are(position, key_key, guard.key, guard.names)
 
 

@@ -10,12 +10,11 @@ index into `KEYS`), or ``{"p": prefix, "v": name}`` (the prefix followed by a va
 sequence number, in the project's slot like every key here). An argument is a string, or ``{"v": name}``.
 
 Guards, each starting with the index of the core guard it checks (the script returns it on a conflict):
-``[i, "absent" or "exists", key]``; ``[i, "hget", key, field, text]`` (the field's stored text is `text`; false:
-the field is absent; a list of texts: one of them); ``[i, "hgt", key, field, number]`` (the field holds a number
-above); ``[i, "zscore" or "sismember", key, member, present]`` (the member is there, or not, as `present` says;
-``[i, "zscore", key, member, true, name]`` also makes its score the value `name`, so later guards and writes can
-name the record it keys, such as a membership by its sequence number); ``[i, "hlen" (or "zcard",
-"scard"), key, n]`` (exactly `n` fields or members; none when the key is missing).
+``[i, command, key, argument, ..., expected]``, the reply of that Redis command ("exists", "hget", "hlen", "zcard",
+"scard", "sismember") is `expected` (false: a missing field; a list: one of them); ``[i, "hgt", key, field,
+number]`` (the field holds a number above); ``[i, "zscore", key, member, present]`` (the member is there, or not, as
+`present` says; with a `name` after it, its score becomes the value `name`, so later guards and writes can name the
+record it keys, such as a membership by its sequence number).
 
 Writes: ``[command, key, argument, ...]``, the Redis command of that name on the key: "del", "hset", "hdel", "zadd",
 "zrem", "zremrangebyscore", "srem", "sadd", "set" (its options too: ``"NX"``), "lpush", "ltrim", "persist",
@@ -78,6 +77,7 @@ script(
     _RECORD_JSON
     + _EMIT_EVENT
     + """
+local reads = {exists = 1, hget = 1, hlen = 1, zcard = 1, scard = 1, sismember = 1}
 local plain = {del = 1, hset = 1, hdel = 1, zadd = 1, zrem = 1, zremrangebyscore = 1, srem = 1, sadd = 1, set = 1,
   lpush = 1, ltrim = 1, persist = 1, pexpireat = 1}
 local ops = cjson.decode(ARGV[1])
@@ -96,29 +96,18 @@ local function args(op, first)
   return out
 end
 for _, g in ipairs(ops.g) do
-  local kind, k = g[2], key(g[3])
-  local holds
-  if kind == 'absent' or kind == 'exists' then
-    holds = redis.call('EXISTS', k) == (kind == 'exists' and 1 or 0)
-  elseif kind == 'hget' then
-    local stored = redis.call('HGET', k, g[4])
-    if type(g[5]) == 'table' then
-      holds = false
-      for _, text in ipairs(g[5]) do holds = holds or stored == text end
-    else
-      holds = stored == g[5]
-    end
-  elseif kind == 'hgt' then
-    local stored = redis.call('HGET', k, g[4])
-    holds = stored ~= false and tonumber(stored) ~= nil and tonumber(stored) > tonumber(g[5])
+  local kind, k, holds = g[2], key(g[3]), false
+  if kind == 'hgt' then
+    local stored = tonumber(redis.call('HGET', k, g[4]))
+    holds = stored ~= nil and stored > tonumber(g[5])
   elseif kind == 'zscore' then
     local score = redis.call('ZSCORE', k, g[4])
     holds = (score ~= false) == g[5]
     if holds and score and g[6] then vars[g[6]] = string.format('%.0f', tonumber(score)) end
-  elseif kind == 'sismember' then
-    holds = (redis.call('SISMEMBER', k, g[4]) == 1) == g[5]
-  elseif kind == 'hlen' or kind == 'zcard' or kind == 'scard' then
-    holds = redis.call(kind, k) == tonumber(g[4])
+  elseif reads[kind] then
+    local stored, expected = redis.call(kind, k, unpack(g, 4, #g - 1)), g[#g]
+    if type(expected) ~= 'table' then expected = {expected} end
+    for _, text in ipairs(expected) do holds = holds or stored == text end
   else
     return redis.error_reply('commit: unknown guard ' .. tostring(kind))
   end
@@ -233,8 +222,8 @@ class Ops:
         """Guards: the sorted set (`kind` "z") or set ("s") `name` holds exactly `members`."""
         key, held = self.key(name), dict.fromkeys(members)
         self.guards.append([position, f"{kind}card", key, len(held)])
-        check = "zscore" if kind == "z" else "sismember"
-        self.guards += [[position, check, key, member, True] for member in held]
+        check, present = ("zscore", True) if kind == "z" else ("sismember", 1)
+        self.guards += [[position, check, key, member, present] for member in held]
 
     def fields_are(self, position: int, key: Any, record: Any, names: Iterable[str]) -> None:
         """Guards: the hash at `key` holds the fields `names` of `record` as its codec stores them (`codecs`); a field
@@ -281,13 +270,13 @@ def writes(write_type: type[W]) -> Callable[[Callable[[Ops, W], None]], Callable
 
 @guards(IsAbsent)
 def _is_absent(ops: Ops, position: int, guard: IsAbsent) -> None:
-    ops.guards.append([position, "absent", ops.record_key(guard.kind, guard.id)])
+    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id), 0])
 
 
 @guards(FieldsAre)
 def _fields_are(ops: Ops, position: int, guard: FieldsAre) -> None:
     record_key = ops.record_key(guard.kind, guard.record.id)
-    ops.guards.append([position, "exists", record_key])
+    ops.guards.append([position, "exists", record_key, 1])
     ops.fields_are(position, record_key, guard.record, guard.names)
 
 

@@ -20,7 +20,7 @@ from identity_proto.effects.permissions import DropProjectGrants
 @guards(ProjectGrantIs)
 def _project_grant_is(ops: Ops, position: int, guard: ProjectGrantIs) -> None:
     grants = ops.key(ops.space.user_permissions(ops.project_id, guard.user_id))
-    ops.guards.append([position, "sismember", grants, guard.permission_id, True])
+    ops.guards.append([position, "sismember", grants, guard.permission_id, 1])
     ops.guards.append([position, "scard", grants, guard.held])
 
 

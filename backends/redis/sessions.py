@@ -100,4 +100,4 @@ def _end_session(ops: Ops, write: EndSession) -> None:
 
 @guards(SessionExists)
 def _session_exists(ops: Ops, position: int, guard: SessionExists) -> None:
-    ops.guards.append([position, "exists", ops.key(ops.space.session(ops.project_id, guard.session_id))])
+    ops.guards.append([position, "exists", ops.key(ops.space.session(ops.project_id, guard.session_id)), 1])

@@ -64,7 +64,7 @@ def _list_team_invitations(keys: KeySpace, effect: ListTeamInvitations) -> Plan[
 
 @guards(InvitationIsStored)
 def _invitation_is_stored(ops: Ops, position: int, guard: InvitationIsStored) -> None:
-    ops.guards.append([position, "exists", ops.key(ops.space.code(ops.project_id, guard.code_hash))])
+    ops.guards.append([position, "exists", ops.key(ops.space.code(ops.project_id, guard.code_hash)), 1])
 
 
 @writes(PutInvitation)

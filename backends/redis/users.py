@@ -54,7 +54,7 @@ def _find_user_by_index(keys: KeySpace, effect: FindUserByIndex) -> Plan[User | 
 
 
 def _exists(ops: Ops, position: int, guard: Exists | RecordExists) -> None:
-    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
+    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id), 1])
 
 
 guards(Exists)(_exists)
