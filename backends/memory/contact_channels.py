@@ -1,9 +1,5 @@
-"""The memory store: contact channels (identity_proto.effects.contact_channels has the design and every rule).
-
-Reads: a user's channels (the primary from the user record, the others from `Tenant.channels`) with the e-mail
-index entries of their addresses. Writes are a commit's (`backends.memory.commit`): a stored channel put or
-dropped, the user's stored channels guarded as read, a one-time code used. No rule is decided here.
-"""
+"""The memory store: contact channels (identity_proto.effects.contact_channels has the design and every rule): the
+primary from the user record, the others in `Tenant.channels`, their auth addresses in the e-mail index."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""User and team API keys: records by id, an index by key hash, and one index per owner.
-
-Writes are a commit's (`backends.redis.commit`): a key put (its record, the hash index, the owner's index) guarded
-on its owner existing, a change of its changeable fields guarded on them as read. Reads are one `read` each
-(`backends.redis.read`). Deleting a user or a team drops its keys in the deletion's commit (`DropApiKey`).
-"""
+"""User and team API keys: records by id, an index by key hash, and one index per owner: reads, and how a `Commit`'s
+guards and writes of them become the commit script's ops (deleting a user or a team drops its keys in the deletion's
+commit: `DropApiKey`)."""
 
 from __future__ import annotations
 

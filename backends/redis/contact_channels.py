@@ -1,12 +1,7 @@
 """Contact channels (identity_proto.effects.contact_channels has the design and every rule): the primary channel
 is the user's ``primary_email*`` fields, the others one hash per user (``user-channels``: channel id -> JSON), their
-auth addresses in the e-mail index.
-
-Reads are one `read` each (a consistent view: the user, their channels and the index entries of their addresses in one
-step). Writes are a commit's (`backends.redis.commit`): a stored channel put (HSET) or dropped (HDEL), the user's
-stored channels guarded as read (HLEN and each entry's text), a one-time code used. No Lua here decides anything.
-Every key is one of the project's (hash tag ``{p:<id>}``).
-"""
+auth addresses in the e-mail index. A read is a consistent view: the user, their channels and the index entries of
+their addresses in one step."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """What the password flows read and commit (the core decides: `identity_proto.flows.passwords`): the holder of an
-address with their channels, in one read; a commit's guard on a user's sessions (SCARD and SISMEMBER), a one-time
-code stored (the code with its TTL, its nonce counter created once) and a
-mail appended to the outbox (LPUSH, LTRIM). No Lua here decides anything.
-"""
+address with their channels, in one read; a one-time code stored (the code with its TTL, its nonce counter created
+once) and a mail appended to the outbox (LPUSH, LTRIM)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Team invitations: one-time codes (`<p>code:<hash>`) found by id (`<p>invitation:<id>`) and listed by team and by
 address (two ZSETs scored by expiry): reads, and how a `Commit`'s guards and writes of them become the commit
-script's ops.
-
-Reads are one `read` each (`backends.redis.read`); key names are in `backends.redis.keys`.
-"""
+script's ops."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """Teams and memberships (memberships keyed by their sequence number, indexed three ways): reads, and how a
-`Commit`'s guards and writes of them become the commit script's ops.
-
-Reads are one `read` each (`backends.redis.read`); key names are in `backends.redis.keys`.
-"""
+`Commit`'s guards and writes of them become the commit script's ops."""
 
 from __future__ import annotations
 
