@@ -1,9 +1,5 @@
-"""The memory store: contact channels (identity_proto.effects.contact_channels has the design and every rule).
-
-Reads: a user's channels (the primary from the user record, the others from `Tenant.channels`) with the e-mail
-index entries of their addresses. Writes are a commit's (`backends.memory.commit`): a stored channel put or
-dropped, the user's stored channels guarded as read, a one-time code used. No rule is decided here.
-"""
+"""The memory store: contact channels (identity_proto.effects.contact_channels has the design and every rule): the
+primary from the user record, the others in `Tenant.channels`, their auth addresses in the e-mail index."""
 
 from __future__ import annotations
 
@@ -13,10 +9,12 @@ from identity_proto.effects import (
     ChannelsAre,
     CodeIsUnused,
     DropChannel,
+    InvitationIsUnused,
     ListContactChannels,
     ListProjectContactChannels,
     PutChannel,
     UseCode,
+    UseInvitation,
     UserChannels,
     channels_of,
 )
@@ -72,12 +70,18 @@ def _drop_channel(tenant: Tenant, write: DropChannel) -> None:
         tenant.channels.pop(write.user_id, None)
 
 
-@checks(CodeIsUnused)
-def _code_is_unused(tenant: Tenant, guard: CodeIsUnused) -> bool:
+def _code_is_unused(tenant: Tenant, guard: CodeIsUnused | InvitationIsUnused) -> bool:
     code = tenant.codes.get(guard.code_hash)
     return code is not None and not code.used
 
 
-@applies(UseCode)
-def _use_code(tenant: Tenant, write: UseCode) -> None:
+checks(CodeIsUnused)(_code_is_unused)
+checks(InvitationIsUnused)(_code_is_unused)
+
+
+def _use_code(tenant: Tenant, write: UseCode | UseInvitation) -> None:
     tenant.codes[write.code_hash] = replaced(tenant.codes[write.code_hash], {"used": True})
+
+
+applies(UseCode)(_use_code)
+applies(UseInvitation)(_use_code)

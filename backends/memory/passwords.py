@@ -1,7 +1,5 @@
-"""The memory store: what the password flows read and commit (the core decides: `identity_proto.flows.passwords`).
-
-A reset's read (the holder of an address, with their channels), and a commit's guards and writes: a user's sessions
-as read, a one-time code stored, a mail appended to the outbox. No password rule lives here."""
+"""The memory store: what the password flows read and commit (the core decides: `identity_proto.flows.passwords`):
+a reset's read (the holder of an address, with their channels), a one-time code stored, a mail in the outbox."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ asyncio face, and the registry of handlers by effect type (filled by the resourc
 
 from __future__ import annotations
 
-import os
+import secrets
 import threading
 import time
 from collections import deque
@@ -50,17 +50,6 @@ def _performs(effect_type: type[E]) -> Callable[[Callable[[MemoryStore, E], Any]
         return handler
 
     return register
-
-
-class _SystemEntropy:
-    """Randomness from the operating system (message id tags)."""
-
-    @staticmethod
-    def token_bytes(n: int) -> bytes:
-        return os.urandom(n)
-
-
-_SYSTEM_ENTROPY = _SystemEntropy()
 
 
 @dataclass
@@ -116,7 +105,7 @@ class Tenant:
     #: The tag of this project's message ids (`identity_proto.events.message_id`): random for each project of each
     #: process, so that sequence numbers counted again elsewhere or after a restart never make an id seen before.
     #: Not data: two tenants holding the same records are equal whatever their tags (an empty one is `Tenant()`).
-    event_tag: str = field(default_factory=lambda: new_message_tag(_SYSTEM_ENTROPY), compare=False)
+    event_tag: str = field(default_factory=lambda: new_message_tag(secrets), compare=False)
 
     def record_event(self, event_type: str, *, record: Any = None, team: Any = None, ids: tuple[str, ...] = ()) -> None:
         """Record an event of this project's (a commit's `Announce`, or a test event: under the store's lock, in the
@@ -183,9 +172,7 @@ class MemoryStore:
 
     def apply(self, effect: StorageEffect[T]) -> T:
         """Perform one effect atomically."""
-        handler = _HANDLERS.get(type(effect))
-        if handler is None:
-            raise TypeError(f"MemoryStore cannot perform {type(effect).__name__}")
+        handler = _handler(effect)
         with self._lock:
             return cast(T, handler(self, effect))
 

@@ -8,13 +8,11 @@ from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     DropInvitation,
     InvitationIsStored,
-    InvitationIsUnused,
     ListTeamInvitations,
     LoadTeamInvitation,
     PutInvitation,
-    UseInvitation,
 )
-from identity_proto.records import CodePurpose, VerificationCode, replaced
+from identity_proto.records import CodePurpose, VerificationCode
 
 #: Ids whose code is gone (swept by `codes` once expired) are dropped every this many new invitations.
 _PRUNE_EVERY = 256
@@ -53,12 +51,6 @@ def _invitation_is_stored(tenant: Tenant, guard: InvitationIsStored) -> bool:
     return guard.code_hash in tenant.codes
 
 
-@checks(InvitationIsUnused)
-def _invitation_is_unused(tenant: Tenant, guard: InvitationIsUnused) -> bool:
-    code = tenant.codes.get(guard.code_hash)
-    return code is not None and not code.used
-
-
 @applies(PutInvitation)
 def _put_invitation(tenant: Tenant, write: PutInvitation) -> None:
     code = write.code
@@ -67,11 +59,6 @@ def _put_invitation(tenant: Tenant, write: PutInvitation) -> None:
     if len(tenant.team_invitations) % _PRUNE_EVERY == 0:
         for gone in [i for i, code_hash in tenant.team_invitations.items() if code_hash not in tenant.codes]:
             del tenant.team_invitations[gone]
-
-
-@applies(UseInvitation)
-def _use_invitation(tenant: Tenant, write: UseInvitation) -> None:
-    tenant.codes[write.code_hash] = replaced(tenant.codes[write.code_hash], {"used": True})
 
 
 @applies(DropInvitation)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.memory.commit import applies, checks, records
+from backends.memory.commit import applies, checks
 from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     DropMembership,
@@ -14,7 +14,6 @@ from identity_proto.effects import (
     MembershipFieldsAre,
     MembershipIsAbsent,
     PatchMembership,
-    RecordExists,
     TeamApiKeysAre,
     TeamMembersAre,
 )
@@ -52,11 +51,6 @@ def _list_memberships(store: MemoryStore, effect: ListMemberships) -> tuple[Memb
 
 # ---------------------------------------------------------------------------------------------------------------
 # Commit guards and writes
-
-
-@checks(RecordExists)
-def _record_exists(tenant: Tenant, guard: RecordExists) -> bool:
-    return guard.id in records(tenant, guard.kind)
 
 
 @checks(MembershipIsAbsent)

@@ -13,6 +13,7 @@ from identity_proto.effects import (
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
+    RecordExists,
 )
 from identity_proto.records import Team, User
 
@@ -32,9 +33,12 @@ def _load_user_with_team(store: MemoryStore, effect: LoadUserWithTeam) -> tuple[
     return user, team
 
 
-@checks(Exists)
-def _exists(tenant: Tenant, guard: Exists) -> bool:
+def _exists(tenant: Tenant, guard: Exists | RecordExists) -> bool:
     return guard.id in records(tenant, guard.kind)
+
+
+checks(Exists)(_exists)
+checks(RecordExists)(_exists)
 
 
 @_performs(FindUserByIndex)

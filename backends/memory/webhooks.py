@@ -64,26 +64,24 @@ class DeliveryRow:
     last_attempt_at_millis: int | None = None
 
 
-def _seq(message_id: str) -> int | None:
-    """The event sequence number of one of this store's message ids (`msg_<tag><12 digits>`), or None."""
-    digits = message_id[len("msg_") + MESSAGE_TAG_LENGTH :]
-    if not message_id.startswith("msg_") or not digits.isdigit() or not digits.isascii():
-        return None
-    return int(digits)
+def _seq(message_id: str) -> int:
+    """The event sequence number of a message id of this project's (`msg_<tag><12 digits>`)."""
+    return int(message_id[len("msg_") + MESSAGE_TAG_LENGTH :])
+
+
+def _event_seq(event: StoredEvent) -> int:
+    return _seq(event.id)
 
 
 def _own_seq(tenant: Tenant, message_id: str) -> int | None:
     """The sequence number of `message_id` when it is one of this project's ids (its tag), else None."""
     position = message_position(message_id, tenant.event_tag)
-    return None if position is None else _seq(message_id)
+    return int(position) if position is not None and position.isdigit() and position.isascii() else None
 
 
 def _find_event(tenant: Tenant, message_id: str) -> StoredEvent | None:
-    seq = _own_seq(tenant, message_id)
-    if seq is None:
-        return None
-    events = tenant.events
-    at = bisect.bisect_left(events, seq, key=lambda event: _seq(event.id) or 0)
+    seq, events = _own_seq(tenant, message_id), tenant.events
+    at = len(events) if seq is None else bisect.bisect_left(events, seq, key=_event_seq)
     return events[at] if at < len(events) and events[at].id == message_id else None
 
 
@@ -168,7 +166,7 @@ def _list_events(store: MemoryStore, effect: ListEvents) -> tuple[StoredEvent, .
     after = _own_seq(tenant, effect.after)
     if after is None:
         return ()
-    start = bisect.bisect_right(events, after, key=lambda event: _seq(event.id) or 0)
+    start = bisect.bisect_right(events, after, key=_event_seq)
     return tuple(events[start : start + effect.limit])
 
 
@@ -190,15 +188,15 @@ def _fan_out(store: MemoryStore, effect: FanOutEvents) -> int | None:
     if tenant is None or effect.limit <= 0:
         return 0
     events = tenant.events
-    start = bisect.bisect_right(events, tenant.fanout_seq, key=lambda event: _seq(event.id) or 0)
+    start = bisect.bisect_right(events, tenant.fanout_seq, key=_event_seq)
     batch, starts = events[start : start + effect.limit], tenant.webhook_endpoint_from
     for event in batch:
-        seq = _seq(event.id) or 0
+        seq = _seq(event.id)
         for route in effect.routes:
             if starts.get(route.endpoint_id, 0) < seq and (event.type in route.types) == route.only:
                 _new_delivery(tenant, route.endpoint_id, event, effect.now_ms)
     if batch:
-        tenant.fanout_seq = _seq(batch[-1].id) or tenant.fanout_seq
+        tenant.fanout_seq = _seq(batch[-1].id)
     return len(batch)
 
 
@@ -211,7 +209,7 @@ def _claim(store: MemoryStore, effect: ClaimDeliveries) -> tuple[ClaimedDelivery
         return ()
     due = sorted(
         (
-            (row.delivery.next_attempt_at_millis, _seq(key[1]) or 0, key)
+            (row.delivery.next_attempt_at_millis, _seq(key[1]), key)
             for key, row in tenant.deliveries.items()
             if row.delivery.state is DeliveryState.PENDING
             and row.delivery.next_attempt_at_millis is not None
@@ -263,7 +261,7 @@ def _list_deliveries(store: MemoryStore, effect: ListDeliveries) -> tuple[Delive
     if tenant is None or (effect.limit is not None and effect.limit <= 0):
         return ()
     rows = [
-        ((_seq(message_id) or 0), row.delivery)
+        (_seq(message_id), row.delivery)
         for (endpoint_id, message_id), row in tenant.deliveries.items()
         if endpoint_id == effect.endpoint_id
     ]
@@ -322,10 +320,10 @@ def _trim(store: MemoryStore, effect: TrimWebhookData) -> None:
     cut = max(cut, len(events) - max(effect.keep_events, 0))
     # Kept whatever their age: the events of pending deliveries, and those not fanned out yet.
     pending = DeliveryState.PENDING
-    keep_from = [_seq(key[1]) or 0 for key, row in tenant.deliveries.items() if row.delivery.state is pending]
+    keep_from = [_seq(key[1]) for key, row in tenant.deliveries.items() if row.delivery.state is pending]
     if tenant.webhook_endpoints:
         keep_from.append(tenant.fanout_seq + 1)
     if keep_from:
         first_kept = min(keep_from)
-        cut = min(cut, bisect.bisect_left(events, first_kept, key=lambda event: _seq(event.id) or 0))
+        cut = min(cut, bisect.bisect_left(events, first_kept, key=_event_seq))
     del events[:cut]

@@ -1,13 +1,8 @@
-"""User and team API keys: records by id, an index by key hash, and one index per owner.
-
-Writes are a commit's (`backends.redis.commit`): a key put (its record, the hash index, the owner's index) guarded
-on its owner existing, a change of its changeable fields guarded on them as read. Reads are one `read` each
-(`backends.redis.read`). Deleting a user or a team drops its keys in the deletion's commit (`DropApiKey`).
-"""
+"""User and team API keys: records by id, an index by key hash, and one index per owner: reads, and how a `Commit`'s
+guards and writes of them become the commit script's ops (deleting a user or a team drops its keys in the deletion's
+commit: `DropApiKey`)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 from backends.redis.codecs import _api_key, _flat, _json, _json_fields, _required
 from backends.redis.commit import Ops, guards, writes
@@ -36,14 +31,14 @@ def _load_api_key(keys: KeySpace, effect: LoadApiKey) -> Plan[ApiKey | None]:
 @_plans(FindApiKeyByHash)
 def _find_api_key_by_hash(keys: KeySpace, effect: FindApiKeyByHash) -> Plan[ApiKey | None]:
     p = effect.project_id
-    return _api_key(first((yield by_index(keys.api_key_by_hash(p), effect.key_hash, keys.api_key(p)))))
+    return _api_key(first((yield by_index(keys.api_key_by_hash(p), effect.key_hash, keys.api_key(p, "")))))
 
 
 @_plans(ListApiKeys)
 def _list_api_keys(keys: KeySpace, effect: ListApiKeys) -> Plan[tuple[ApiKey, ...]]:
     # Newest first (by score, then by id, both descending).
     p = effect.project_id
-    found = call("HGETALL", cat(keys.api_key(p), MEMBER), need=1, out=1)
+    found = call("HGETALL", cat(keys.api_key(p, ""), MEMBER), need=1, out=1)
     index = keys.owner_api_keys(p, effect.type.value, effect.owner_id)
     reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, "REV", do=[found], out=1)])
     return tuple(_required(_api_key(item)) for item in reply[0])
@@ -52,23 +47,21 @@ def _list_api_keys(keys: KeySpace, effect: ListApiKeys) -> Plan[tuple[ApiKey, ..
 @guards(ApiKeyOwnerExists)
 def _api_key_owner_exists(ops: Ops, position: int, guard: ApiKeyOwnerExists) -> None:
     kind = RecordKind.USER if guard.type is ApiKeyType.USER else RecordKind.TEAM
-    ops.guards.append([position, "exists", ops.record_key(kind, guard.owner_id)])
+    ops.guards.append([position, "exists", ops.record_key(kind, guard.owner_id), 1])
 
 
 @guards(ApiKeyIs)
 def _api_key_is(ops: Ops, position: int, guard: ApiKeyIs) -> None:
     key_key = ops.key(ops.space.api_key(ops.project_id, guard.key.id))
-    ops.guards.append([position, "exists", key_key])
-    stored = dict(_json_fields(dataclasses.asdict(guard.key)))
-    for name in guard.names:
-        ops.guards.append([position, "hget", key_key, name, stored[name]])
+    ops.guards.append([position, "exists", key_key, 1])
+    ops.fields_are(position, key_key, guard.key, guard.names)
 
 
 @writes(PutApiKey)
 def _put_api_key(ops: Ops, write: PutApiKey) -> None:
     key, p, space = write.key, ops.project_id, ops.space
     key_key = ops.key(space.api_key(p, key.id))
-    ops.writes += [["del", key_key], ["hset", key_key, *_flat(_json_fields(dataclasses.asdict(key)))]]
+    ops.put(key_key, _json_fields(key))
     ops.writes.append(["hset", ops.key(space.api_key_by_hash(p)), key.key_hash, key.id])
     owner_index = ops.key(space.owner_api_keys(p, key.type.value, key.owner_id))
     ops.writes.append(["zadd", owner_index, str(key.created_at_millis), key.id])
@@ -82,9 +75,7 @@ def _patch_api_key(ops: Ops, write: PatchApiKey) -> None:
 
 @guards(UserApiKeysAre)
 def _user_api_keys_are(ops: Ops, position: int, guard: UserApiKeysAre) -> None:
-    owner_index = ops.key(ops.space.owner_api_keys(ops.project_id, ApiKeyType.USER.value, guard.user_id))
-    ops.guards.append([position, "zcard", owner_index, len(set(guard.key_ids))])
-    ops.guards += [[position, "zscore", owner_index, key_id, True] for key_id in guard.key_ids]
+    ops.exactly(position, ops.space.owner_api_keys(ops.project_id, ApiKeyType.USER.value, guard.user_id), guard.key_ids)
 
 
 @writes(DropApiKey)

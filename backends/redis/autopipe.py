@@ -31,8 +31,8 @@ from typing import Any
 import redis.exceptions
 from redis.commands.core import AsyncScript
 
-from backends.redis.plan import SCRIPTS, Batch, Call, Op, Script
-from backends.redis.runner import _split, raise_first_error
+from backends.redis.plan import Op
+from backends.redis.runner import _split, commands, raise_first_error
 
 #: One command: its name and arguments, as `Connection.pack_command` takes them.
 Command = tuple[Any, ...]
@@ -175,13 +175,14 @@ class AutoPipeline:
         sent together, and with those of concurrent requests. A script the server does not know (a restart, SCRIPT
         FLUSH: the reply NOSCRIPT, so it did not run) is loaded and run again, on its own. The first error reply is
         raised, as a redis-py pipeline raises it."""
-        commands, sources = _commands(ops, scripts)
-        raw = await self.execute(commands)
+        sent = commands(ops, scripts)
+        raw = await self.execute(sent)
         for at, reply in enumerate(raw):
-            if isinstance(reply, redis.exceptions.NoScriptError) and at in sources:
-                loaded, again = await self.execute((("SCRIPT", "LOAD", sources[at]), commands[at]))
+            if isinstance(reply, redis.exceptions.NoScriptError) and sent[at][0] == "EVALSHA":
+                source = next(script.script for script in scripts.values() if script.sha == sent[at][1])
+                loaded, again = await self.execute((("SCRIPT", "LOAD", source), sent[at]))
                 raw[at] = again if not isinstance(loaded, redis.exceptions.ResponseError) else loaded
-        replies = _split(raw, [(0, op) for op in ops])
+        replies = _split(raw, ops)
         raise_first_error(replies, ops)
         return replies
 
@@ -203,21 +204,3 @@ def _fault(exc: BaseException) -> BaseException:
     if isinstance(exc, asyncio.CancelledError):
         return redis.exceptions.ConnectionError("the connection's reader was cancelled")
     return redis.exceptions.ConnectionError(f"connection failed ({type(exc).__name__})")
-
-
-def _commands(ops: list[Op], scripts: Mapping[str, AsyncScript]) -> tuple[list[Command], dict[int, str]]:
-    """The commands of `ops`, in order (a Batch: each of its calls), and the source of each EVALSHA's script by
-    the command's index (to load it when the server answers NOSCRIPT)."""
-    commands: list[Command] = []
-    sources: dict[int, str] = {}
-    for op in ops:
-        if isinstance(op, Script):
-            sources[len(commands)] = SCRIPTS[op.name]
-            commands.append(("EVALSHA", scripts[op.name].sha, len(op.keys), *op.keys, *op.args))
-        elif isinstance(op, Call):
-            commands.append((op.command, *op.args))
-        elif isinstance(op, Batch):
-            commands += [(call.command, *call.args) for call in op.calls]
-        else:  # a Scan walks node by node, with the client's own SCAN
-            raise TypeError(f"{type(op).__name__} cannot be pipelined")
-    return commands, sources

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -25,6 +25,7 @@ from identity_proto.records import (
     project_from_json,
     project_to_json,
     user_from_json,
+    user_to_json,
 )
 
 T = TypeVar("T")
@@ -38,8 +39,9 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _flat(pairs: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    return tuple(item for pair in pairs for item in pair)
+def _flat(pairs: Iterable[tuple[str, str]]) -> list[str]:
+    """Pairs as HSET's arguments."""
+    return [item for pair in pairs for item in pair]
 
 
 def _record_fields(project: Project) -> list[tuple[str, str]]:
@@ -62,14 +64,14 @@ def _config_fields(changes: ProjectConfigChanges) -> list[tuple[str, str]]:
     return [(f"config.{name}", _json(plain[name])) for name in changed]
 
 
+def _items(reply: Any) -> Iterable[tuple[Any, Any]]:
+    """A hash's (field, value) pairs, as HGETALL (a dict) or a script (a flat list) returns it."""
+    return reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
+
+
 def _pairs(reply: Any) -> dict[str, str]:
-    """A hash as HGETALL (a dict) or a script (a flat list) returns it, in str; {} for nil or empty."""
-    if not reply:
-        return {}
-    items: Iterable[tuple[Any, Any]] = (
-        reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
-    )
-    return {_text(key): _text(value) for key, value in items}
+    """A hash (`_items`) in str; {} for nil or empty."""
+    return {_text(key): _text(value) for key, value in _items(reply)} if reply else {}
 
 
 def _project(reply: Any) -> Project | None:
@@ -89,16 +91,11 @@ def _project(reply: Any) -> Project | None:
     )
 
 
-def _stored(reply: Any) -> Project:
-    project = _project(reply)
-    if project is None:
-        raise RuntimeError("the script returned no record")
-    return project
-
-
-def _json_fields(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """One hash field per record field, each holding the field's JSON."""
-    return [(name, _json(value)) for name, value in data.items()]
+def _json_fields(record: Any) -> dict[str, str]:
+    """A record's hash: one field per record field, holding the field's JSON (a user's as `user_to_json` writes
+    it)."""
+    data = user_to_json(record) if isinstance(record, User) else dataclasses.asdict(record)
+    return {name: _json(value) for name, value in data.items()}
 
 
 def _decoded(reply: Any) -> dict[str, Any]:
@@ -110,63 +107,39 @@ def _decoded(reply: Any) -> dict[str, Any]:
     if isinstance(reply, (bytes, str)):
         data: dict[str, Any] = orjson.loads(reply)
         return data
-    items: Iterable[tuple[Any, Any]] = (
-        reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
-    )
-    return {_text(name): orjson.loads(value) for name, value in items}
+    return {_text(name): orjson.loads(value) for name, value in _items(reply)}
 
 
-_Record = TypeVar("_Record", VerificationCode, Session, Team)
+def _plain(cls: Any, **convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The decoder of records of `cls` from their hash (`_decoded`; None for none): fields it does not know are
+    ignored, missing ones default; `convert` turns a stored value back into its field's type (an enum's value into
+    the member, as the memory store holds it; a JSON array into a tuple)."""
+    known = frozenset(f.name for f in dataclasses.fields(cls))
+
+    def decode(reply: Any) -> Any:
+        data = _decoded(reply)
+        if not data:
+            return None
+        values = {name: value for name, value in data.items() if name in known}
+        for name, to in convert.items():
+            if name in values:
+                values[name] = to(values[name])
+        return cls(**values)
+
+    return decode
 
 
-def _plain_record(cls: type[_Record], reply: Any) -> _Record | None:
-    """A VerificationCode, Session or Team from its hash; fields it does not know are ignored, missing ones
-    default."""
-    data = _decoded(reply)
-    if not data:
-        return None
-    known = _field_names(cls)
-    return cls(**{name: value for name, value in data.items() if name in known})
-
-
-_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
-
-
-def _field_names(cls: type[Any]) -> frozenset[str]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
-    return names
+_code: Callable[[Any], VerificationCode | None] = _plain(VerificationCode, purpose=CodePurpose)
+_session: Callable[[Any], Session | None] = _plain(Session)
+_team: Callable[[Any], Team | None] = _plain(Team)
+_membership: Callable[[Any], Membership | None] = _plain(Membership, permissions=tuple)
+_api_key: Callable[[Any], ApiKey | None] = _plain(ApiKey, type=ApiKeyType)
+_email: Callable[[Any], Email | None] = _plain(Email)
 
 
 def _user(reply: Any) -> User | None:
     data = _decoded(reply)
     return user_from_json(data) if data else None
-
-
-def _code(reply: Any) -> VerificationCode | None:
-    code = _plain_record(VerificationCode, reply)
-    # Stored as its value; read back as the enum member, as the memory store holds it.
-    return None if code is None else dataclasses.replace(code, purpose=CodePurpose(code.purpose))
-
-
-def _session(reply: Any) -> Session | None:
-    return _plain_record(Session, reply)
-
-
-def _team(reply: Any) -> Team | None:
-    return _plain_record(Team, reply)
-
-
-def _membership(reply: Any) -> Membership | None:
-    data = _decoded(reply)
-    if not data:
-        return None
-    known = {f.name for f in dataclasses.fields(Membership)}
-    values = {name: value for name, value in data.items() if name in known}
-    if isinstance(values.get("permissions"), list):
-        values["permissions"] = tuple(values["permissions"])
-    return Membership(**values)
 
 
 def _required(record: T | None) -> T:
@@ -196,23 +169,3 @@ def _email_json(email: Email) -> str:
 
 def _outbox_prefix(to: str) -> str:
     return '{"to":' + _json(to) + ","
-
-
-def _email(item: str | bytes) -> Email:
-    data = orjson.loads(item)
-    known = {f.name for f in dataclasses.fields(Email)}
-    return Email(**{name: value for name, value in data.items() if name in known})
-
-
-# API keys
-
-
-def _api_key(reply: Any) -> ApiKey | None:
-    data = _decoded(reply)
-    if not data:
-        return None
-    known = _field_names(ApiKey)
-    values = {name: value for name, value in data.items() if name in known}
-    # Stored as its value; read back as the enum member, as the memory store holds it.
-    values["type"] = ApiKeyType(values["type"])
-    return ApiKey(**values)

@@ -45,7 +45,7 @@ def _attempt_code(keys: KeySpace, effect: AttemptVerificationCode) -> Plan[CodeA
     args += (ORPHAN_NONCE_TTL_MS,)
     if effect.with_holder:
         script_keys += (keys.users_by_email(p),)
-        args += (keys.user(p),)
+        args += (keys.user(p, ""),)
     reply = yield Script("attempt_code", script_keys, args)
     outcome = CodeOutcome(_text(reply[0]))
     code = _code(reply[1]) if len(reply) > 1 else None

@@ -5,46 +5,30 @@ The plan below translates the core's guards, writes and events into raw operatio
 every guard and, only if all hold, applies every write and records every event: one script, so atomic. The script
 knows Redis commands, not business rules: it could commit any store's layout.
 
-The op list (`ARGV[1]`): ``{"g": [guard, ...], "w": [write, ...]}``. A key is a number (an index into `KEYS`), or
-``{"p": prefix, "v": name}`` (the prefix followed by a value the script made: a membership's sequence number, in
-the project's slot like every key here). An argument is a string, or ``{"v": name}``.
+The op list (`ARGV[1]`): ``{"g": [guard, ...], "w": [write, ...], "r": [return, ...]}``. A key is a number (an
+index into `KEYS`), or ``{"p": prefix, "v": name}`` (the prefix followed by a value the script made: a membership's
+sequence number, in the project's slot like every key here). An argument is a string, or ``{"v": name}``.
 
-Guards (each starts with the index of the core guard it checks, which the script returns on a conflict):
-``[i, "absent", key]``, ``[i, "exists", key]``, ``[i, "hget", key, field, text or false]`` (the field's stored
-text is `text`; false: the field is absent), ``[i, "hgt", key, field, number]`` (the field holds a number above),
-``[i, "get", key, text or false]``, ``[i, "zscore", key, member, present]`` and ``[i, "sismember", key, member,
-present]`` (the member is there, or not, as `present` says), ``[i, "hlen", key, number]`` (the hash has that many
-fields; none when it is missing).
+Guards, each starting with the index of the core guard it checks (the script returns it on a conflict):
+``[i, command, key, argument, ..., expected]``, the reply of that Redis command ("exists", "hget", "hlen", "zcard",
+"scard", "sismember") is `expected` (false: a missing field; a list: one of them); ``[i, "hgt", key, field,
+number]`` (the field holds a number above); ``[i, "zscore", key, member, present]`` (the member is there, or not, as
+`present` says; with a `name` after it, its score becomes the value `name`, so later guards and writes can name the
+record it keys, such as a membership by its sequence number).
 
-Writes: ``["del", key]``, ``["hset", key, field, value, ...]``, ``["hdel", key, field, ...]``, ``["zadd", key,
-score, member]``, ``["sadd", key, member, ...]``, ``["set", key, value]``, ``["pexpireat", key, ms]``, ``["extend",
-key, ms]`` (expire at `ms` or later: PEXPIREAT, with GT when the key has an expiry), ``["incr", key, name]`` (the
-new value, as decimal text, is the value `name`), ``["event", events key, type, record key or 0, team key prefix or
-"", unselected (0/1), ids]`` (an event with the record's hash as stored now, and the team its ``selected_team_id``
-names; unselected: that field as null, no team).
+Writes: ``[command, key, argument, ...]``, the Redis command of that name on the key: "del", "hset", "hdel", "zadd",
+"zrem", "zremrangebyscore", "srem", "sadd", "set" (its options too: ``"NX"``), "lpush", "ltrim", "persist",
+"pexpireat"; ``["extend", key, ms]`` (expire at `ms` or later: PEXPIREAT, with GT when the key has an expiry); four
+that make the value `name`: ``["incr", key, name]`` (the new value, as decimal text), ``["zscore", key, member,
+name]`` (an error if the member is missing: guard it), ``["hget", key, field, name]`` ('' when missing; with a
+fifth item ``"json"``, JSON-decoded: a stored id that names a key) and ``["xlast", key, name]`` (the stream's last
+entry id, '0-0' when empty); and ``["event", events key, type, record key or 0, team key prefix or "", unselected
+(0/1), ids]`` (an event with the record's hash as stored now, and the team its ``selected_team_id`` names;
+unselected: that field as null, no team).
 
-More writes: ``["zrem", key, member, ...]``, ``["srem", key, member, ...]``, ``["zremrangebyscore", key, min,
-max]``, and three that make values: ``["zscore", key, member, name]`` (an error if the member is missing: guard it),
-``["hget", key, field, name]`` and ``["get", key, name]`` ('' when missing). ``["hget", key, field, name, "json"]``
-makes the field's value JSON-decoded (a string field, as `codecs` stores every field: a stored id that names a key).
-
-``["persist", key]`` removes the key's expiry; ``["xlast", key, name]`` makes the stream's last entry id ('0-0'
-when empty) the value `name`.
-
-For values with a lifetime and lists: ``["setnx", key, value]`` (SET NX: a counter created once), ``["lpush", key,
-value]`` and ``["ltrim", key, start, stop]``.
-
-Guard variants (for records keyed by a value, such as a membership by its sequence number): the `hget` guard's
-`text` may be a list of texts (false among them: or absent), the field holds one of them; ``[i, "zscore", key,
-member, true, name]`` also makes the member's score the value `name`, so later guards and writes can name the
-record it keys; ``[i, "zcard", key, n]`` and ``[i, "scard", key, n]``: the sorted set (set) has exactly `n` members.
-
-``["set", key, value, option, ...]`` passes its options to SET (``"NX"``: only when the key is missing).
-
-``"r": [key, ...]``: the records (hashes) to answer with once everything is written (`Commit.returns`), so that a
-write that answers with its record costs one round trip. An entry may also be ``{"k": key, "f": field, "p":
-prefix}``: the hash at the prefix followed by the id that field of that hash holds (JSON text; {} when it holds
-null or nothing).
+Returns (`Commit.returns`, so that a write that answers with its record costs one round trip): a key (its hash as
+stored once everything is written), or ``{"k": key, "f": field, "p": prefix}``: the hash at the prefix followed by
+the id that field of that hash holds (JSON text; {} when it holds null or nothing).
 
 Every key is in the project's hash-tag slot, so the script runs on Redis Cluster too.
 """
@@ -52,12 +36,12 @@ Every key is in the project's hash-tag slot, so the script runs on Redis Cluster
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import orjson
 
-from backends.redis.codecs import _change_fields, _json, _json_fields, _project, _team, _user
+from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _project, _team, _user
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.lua import _EMIT_EVENT, _RECORD_JSON
 from backends.redis.plan import Call, Plan, Script, _plans, script
@@ -86,13 +70,16 @@ from identity_proto.effects.commit import (
     SessionIsLive,
     SetIndex,
 )
-from identity_proto.records import Team, User, user_to_json
+from identity_proto.records import Team, User
 
 script(
     "commit",
     _RECORD_JSON
     + _EMIT_EVENT
     + """
+local reads = {exists = 1, hget = 1, hlen = 1, zcard = 1, scard = 1, sismember = 1}
+local plain = {del = 1, hset = 1, hdel = 1, zadd = 1, zrem = 1, zremrangebyscore = 1, srem = 1, sadd = 1, set = 1,
+  lpush = 1, ltrim = 1, persist = 1, pexpireat = 1}
 local ops = cjson.decode(ARGV[1])
 local vars = {}
 local function key(k)
@@ -109,35 +96,18 @@ local function args(op, first)
   return out
 end
 for _, g in ipairs(ops.g) do
-  local kind, k = g[2], key(g[3])
-  local holds
-  if kind == 'absent' then
-    holds = redis.call('EXISTS', k) == 0
-  elseif kind == 'exists' then
-    holds = redis.call('EXISTS', k) == 1
-  elseif kind == 'hget' then
-    local stored = redis.call('HGET', k, g[4])
-    if type(g[5]) == 'table' then
-      holds = false
-      for _, text in ipairs(g[5]) do holds = holds or stored == text end
-    else
-      holds = stored == g[5]
-    end
-  elseif kind == 'hgt' then
-    local stored = redis.call('HGET', k, g[4])
-    holds = stored ~= false and tonumber(stored) ~= nil and tonumber(stored) > tonumber(g[5])
-  elseif kind == 'get' then
-    holds = redis.call('GET', k) == g[4]
+  local kind, k, holds = g[2], key(g[3]), false
+  if kind == 'hgt' then
+    local stored = tonumber(redis.call('HGET', k, g[4]))
+    holds = stored ~= nil and stored > tonumber(g[5])
   elseif kind == 'zscore' then
     local score = redis.call('ZSCORE', k, g[4])
     holds = (score ~= false) == g[5]
     if holds and score and g[6] then vars[g[6]] = string.format('%.0f', tonumber(score)) end
-  elseif kind == 'zcard' or kind == 'scard' then
-    holds = redis.call(string.upper(kind), k) == g[4]
-  elseif kind == 'sismember' then
-    holds = (redis.call('SISMEMBER', k, g[4]) == 1) == g[5]
-  elseif kind == 'hlen' then
-    holds = redis.call('HLEN', k) == tonumber(g[4])
+  elseif reads[kind] then
+    local stored, expected = redis.call(kind, k, unpack(g, 4, #g - 1)), g[#g]
+    if type(expected) ~= 'table' then expected = {expected} end
+    for _, text in ipairs(expected) do holds = holds or stored == text end
   else
     return redis.error_reply('commit: unknown guard ' .. tostring(kind))
   end
@@ -145,20 +115,8 @@ for _, g in ipairs(ops.g) do
 end
 for _, w in ipairs(ops.w) do
   local kind = w[1]
-  if kind == 'del' then
-    redis.call('DEL', key(w[2]))
-  elseif kind == 'hset' then
-    redis.call('HSET', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'hdel' then
-    redis.call('HDEL', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'zadd' then
-    redis.call('ZADD', key(w[2]), arg(w[3]), arg(w[4]))
-  elseif kind == 'zrem' then
-    redis.call('ZREM', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'zremrangebyscore' then
-    redis.call('ZREMRANGEBYSCORE', key(w[2]), arg(w[3]), arg(w[4]))
-  elseif kind == 'srem' then
-    redis.call('SREM', key(w[2]), unpack(args(w, 3)))
+  if plain[kind] then
+    redis.call(kind, key(w[2]), unpack(args(w, 3)))
   elseif kind == 'zscore' then
     local score = redis.call('ZSCORE', key(w[2]), arg(w[3]))
     if score == false then return redis.error_reply('commit: no score for ' .. tostring(arg(w[3]))) end
@@ -167,22 +125,6 @@ for _, w in ipairs(ops.w) do
     local held = redis.call('HGET', key(w[2]), arg(w[3]))
     if held and w[5] == 'json' then held = cjson.decode(held) end
     vars[w[4]] = held or ''
-  elseif kind == 'get' then
-    vars[w[3]] = redis.call('GET', key(w[2])) or ''
-  elseif kind == 'sadd' then
-    redis.call('SADD', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'set' then
-    redis.call('SET', key(w[2]), unpack(args(w, 3)))
-  elseif kind == 'setnx' then
-    redis.call('SET', key(w[2]), arg(w[3]), 'NX')
-  elseif kind == 'lpush' then
-    redis.call('LPUSH', key(w[2]), arg(w[3]))
-  elseif kind == 'ltrim' then
-    redis.call('LTRIM', key(w[2]), arg(w[3]), arg(w[4]))
-  elseif kind == 'persist' then
-    redis.call('PERSIST', key(w[2]))
-  elseif kind == 'pexpireat' then
-    redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
   elseif kind == 'extend' then
     if redis.call('PTTL', key(w[2])) == -1 then
       redis.call('PEXPIREAT', key(w[2]), arg(w[3]))
@@ -270,7 +212,26 @@ class Ops:
     def record_prefix(self, kind: RecordKind) -> str:
         """The key of a record of `kind` without its id (in the project's slot)."""
         p = self.project_id
-        return self.space.user(p) if kind is RecordKind.USER else self.space.team(p)
+        return self.space.user(p, "") if kind is RecordKind.USER else self.space.team(p, "")
+
+    def put(self, key: int, fields: dict[str, str]) -> None:
+        """Writes that replace the hash at `key` with `fields`."""
+        self.writes += [["del", key], ["hset", key, *_flat(fields.items())]]
+
+    def exactly(self, position: int, name: str, members: Iterable[str], kind: str = "z") -> None:
+        """Guards: the sorted set (`kind` "z") or set ("s") `name` holds exactly `members`."""
+        key, held = self.key(name), dict.fromkeys(members)
+        self.guards.append([position, f"{kind}card", key, len(held)])
+        check, present = ("zscore", True) if kind == "z" else ("sismember", 1)
+        self.guards += [[position, check, key, member, present] for member in held]
+
+    def fields_are(self, position: int, key: Any, record: Any, names: Iterable[str]) -> None:
+        """Guards: the hash at `key` holds the fields `names` of `record` as its codec stores them (`codecs`); a field
+        missing from the hash reads as its default, so where `record` holds the default, missing holds too."""
+        stored, defaults = _json_fields(record), {f.name: f.default for f in dataclasses.fields(record)}
+        for name in names:
+            text = [stored[name], False] if getattr(record, name) == defaults[name] else stored[name]
+            self.guards.append([position, "hget", key, name, text])
 
     def index_key(self, index: IndexName) -> int:
         return self.key(self.space.user_index(self.project_id, index))
@@ -303,35 +264,20 @@ def writes(write_type: type[W]) -> Callable[[Callable[[Ops, W], None]], Callable
     return register
 
 
-def flat(pairs: list[tuple[str, str]]) -> list[str]:
-    return [item for pair in pairs for item in pair]
-
-
-def record_fields(record: User | Team) -> list[tuple[str, str]]:
-    """The hash fields of a record, as the other writes store it (`codecs`)."""
-    data = user_to_json(record) if isinstance(record, User) else dataclasses.asdict(record)
-    return _json_fields(data)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Guards
 
 
 @guards(IsAbsent)
 def _is_absent(ops: Ops, position: int, guard: IsAbsent) -> None:
-    ops.guards.append([position, "absent", ops.record_key(guard.kind, guard.id)])
+    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id), 0])
 
 
 @guards(FieldsAre)
 def _fields_are(ops: Ops, position: int, guard: FieldsAre) -> None:
     record_key = ops.record_key(guard.kind, guard.record.id)
-    ops.guards.append([position, "exists", record_key])
-    stored = dict(record_fields(guard.record))
-    defaults = {f.name: f.default for f in dataclasses.fields(guard.record)}
-    for name in guard.names:
-        # A field missing from the hash reads as its default (`codecs`): it holds the default too.
-        text = [stored[name], False] if getattr(guard.record, name) == defaults[name] else stored[name]
-        ops.guards.append([position, "hget", record_key, name, text])
+    ops.guards.append([position, "exists", record_key, 1])
+    ops.fields_are(position, record_key, guard.record, guard.names)
 
 
 @guards(IndexIs)
@@ -351,44 +297,34 @@ def _session_is_live(ops: Ops, position: int, guard: SessionIsLive) -> None:
 # Writes
 
 
-@writes(PutUser)
-def _put_user(ops: Ops, write: PutUser) -> None:
-    user = write.user
-    user_key = ops.record_key(RecordKind.USER, user.id)
-    ops.writes += [["del", user_key], ["hset", user_key, *flat(record_fields(user))]]
-    ops.writes.append(["zadd", ops.key(ops.space.user_order(ops.project_id)), str(user.signed_up_at_millis), user.id])
+#: The index that orders the records of a kind (ListUsers, ListTeams), and the field that scores them.
+_ORDER = {
+    RecordKind.USER: (KeySpace.user_order, "signed_up_at_millis"),
+    RecordKind.TEAM: (KeySpace.team_order, "created_at_millis"),
+}
 
 
-@writes(PatchUser)
-def _patch_user(ops: Ops, write: PatchUser) -> None:
-    order = ops.space.user_order(ops.project_id)
-    _patch(ops, RecordKind.USER, write.user_id, write.changes, "signed_up_at_millis", order)
+def _put(ops: Ops, kind: RecordKind, record: User | Team) -> None:
+    order, scored_by = _ORDER[kind]
+    ops.put(ops.record_key(kind, record.id), _json_fields(record))
+    ops.writes.append(["zadd", ops.key(order(ops.space, ops.project_id)), str(getattr(record, scored_by)), record.id])
 
 
-@writes(PutTeam)
-def _put_team(ops: Ops, write: PutTeam) -> None:
-    team = write.team
-    team_key = ops.record_key(RecordKind.TEAM, team.id)
-    ops.writes += [["del", team_key], ["hset", team_key, *flat(record_fields(team))]]
-    ops.writes.append(["zadd", ops.key(ops.space.team_order(ops.project_id)), str(team.created_at_millis), team.id])
-
-
-@writes(PatchTeam)
-def _patch_team(ops: Ops, write: PatchTeam) -> None:
-    order = ops.space.team_order(ops.project_id)
-    _patch(ops, RecordKind.TEAM, write.team_id, write.changes, "created_at_millis", order)
-
-
-def _patch(
-    ops: Ops, kind: RecordKind, record_id: str, changes: UserChanges | TeamChanges, scored_by: str, order_key: str
-) -> None:
+def _patch(ops: Ops, kind: RecordKind, record_id: str, changes: UserChanges | TeamChanges) -> None:
     """HSET just the changed fields; the order index follows a changed timestamp."""
     fields = _change_fields(changes)
     if fields:
-        ops.writes.append(["hset", ops.record_key(kind, record_id), *flat(fields)])
+        ops.writes.append(["hset", ops.record_key(kind, record_id), *_flat(fields)])
+    order, scored_by = _ORDER[kind]
     for name, value in changes:
         if name == scored_by:
-            ops.writes.append(["zadd", ops.key(order_key), str(value), record_id])
+            ops.writes.append(["zadd", ops.key(order(ops.space, ops.project_id)), str(value), record_id])
+
+
+writes(PutUser)(lambda ops, write: _put(ops, RecordKind.USER, write.user))
+writes(PutTeam)(lambda ops, write: _put(ops, RecordKind.TEAM, write.team))
+writes(PatchUser)(lambda ops, write: _patch(ops, RecordKind.USER, write.user_id, write.changes))
+writes(PatchTeam)(lambda ops, write: _patch(ops, RecordKind.TEAM, write.team_id, write.changes))
 
 
 @writes(PutMembership)
@@ -400,8 +336,7 @@ def _put_membership(ops: Ops, write: PutMembership) -> None:
     ops.writes.append(["zadd", ops.key(space.team_members(p, membership.team_id)), seq, membership.user_id])
     ops.writes.append(["zadd", ops.key(space.user_teams(p, membership.user_id)), seq, membership.team_id])
     ops.writes.append(["zadd", ops.key(space.membership_order(p)), seq, seq])
-    items = flat(_json_fields(dataclasses.asdict(membership)))
-    ops.writes.append(["hset", {"p": space.membership(p), "v": "seq"}, *items])
+    ops.writes.append(["hset", {"p": space.membership(p, ""), "v": "seq"}, *_flat(_json_fields(membership).items())])
 
 
 @writes(PutSession)
@@ -412,8 +347,8 @@ def _put_session(ops: Ops, write: PutSession) -> None:
     session_key = ops.key(space.session(p, session.id))
     token_key = ops.key(space.session_by_token(p, session.refresh_token_hash))
     user_sessions = ops.key(space.user_sessions(p, session.user_id))
-    items = flat(_json_fields(dataclasses.asdict(session)))
-    ops.writes += [["del", session_key], ["hset", session_key, *items], ["pexpireat", session_key, expires]]
+    ops.put(session_key, _json_fields(session))
+    ops.writes.append(["pexpireat", session_key, expires])
     ops.writes += [["set", token_key, session.id], ["pexpireat", token_key, expires]]
     ops.writes += [["sadd", user_sessions, session.id], ["extend", user_sessions, expires]]
 
@@ -447,7 +382,7 @@ def _event(ops: Ops, event: Announce) -> None:
         kind, record_id = event.record
         record_key = ops.record_key(kind, record_id)
         if kind is RecordKind.USER and event.with_team:
-            team_prefix = ops.space.team(ops.project_id)
+            team_prefix = ops.space.team(ops.project_id, "")
     events_key = ops.key(ops.space.events(ops.project_id))
     ids = "\n".join(event.ids)
     ops.writes.append(["event", events_key, event.type, record_key, team_prefix, 1 if event.unselected else 0, ids])

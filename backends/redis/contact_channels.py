@@ -1,12 +1,7 @@
 """Contact channels (identity_proto.effects.contact_channels has the design and every rule): the primary channel
 is the user's ``primary_email*`` fields, the others one hash per user (``user-channels``: channel id -> JSON), their
-auth addresses in the e-mail index.
-
-Reads are one `read` each (a consistent view: the user, their channels and the index entries of their addresses in one
-step). Writes are a commit's (`backends.redis.commit`): a stored channel put (HSET) or dropped (HDEL), the user's
-stored channels guarded as read (HLEN and each entry's text), a one-time code used. No Lua here decides anything.
-Every key is one of the project's (hash tag ``{p:<id>}``).
-"""
+auth addresses in the e-mail index. A read is a consistent view: the user, their channels and the index entries of
+their addresses in one step."""
 
 from __future__ import annotations
 
@@ -23,10 +18,12 @@ from identity_proto.effects import (
     ChannelsAre,
     CodeIsUnused,
     DropChannel,
+    InvitationIsUnused,
     ListContactChannels,
     ListProjectContactChannels,
     PutChannel,
     UseCode,
+    UseInvitation,
     UserChannels,
     channels_of,
 )
@@ -80,8 +77,8 @@ def _list_project_contact_channels(
 ) -> Plan[tuple[ContactChannel, ...]]:
     # Every user in ListUsers order with their stored channels (one script: a consistent view of the project).
     p = effect.project_id
-    user = call("HGETALL", cat(keys.user(p), MEMBER), t="r", need=1, out=1)
-    channels = call("HGETALL", cat(keys.user_channels(p), MEMBER), out=1)
+    user = call("HGETALL", cat(keys.user(p, ""), MEMBER), t="r", need=1, out=1)
+    channels = call("HGETALL", cat(keys.user_channels(p, ""), MEMBER), out=1)
     reply = yield read((keys.user_order(p),), [each("ZRANGE", key(1), 0, -1, do=[user, channels], out=1)])
     out: list[ContactChannel] = []
     items = iter(reply[0])
@@ -111,11 +108,17 @@ def _drop_channel(ops: Ops, write: DropChannel) -> None:
     ops.writes.append(["hdel", ops.key(ops.space.user_channels(ops.project_id, write.user_id)), write.channel_id])
 
 
-@guards(CodeIsUnused)
-def _code_is_unused(ops: Ops, position: int, guard: CodeIsUnused) -> None:
+def _code_is_unused(ops: Ops, position: int, guard: CodeIsUnused | InvitationIsUnused) -> None:
     ops.guards.append([position, "hget", ops.key(ops.space.code(ops.project_id, guard.code_hash)), "used", "false"])
 
 
-@writes(UseCode)
-def _use_code(ops: Ops, write: UseCode) -> None:
+guards(CodeIsUnused)(_code_is_unused)
+guards(InvitationIsUnused)(_code_is_unused)
+
+
+def _use_code(ops: Ops, write: UseCode | UseInvitation) -> None:
     ops.writes.append(["hset", ops.key(ops.space.code(ops.project_id, write.code_hash)), "used", "true"])
+
+
+writes(UseCode)(_use_code)
+writes(UseInvitation)(_use_code)

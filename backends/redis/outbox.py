@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.redis.codecs import _email, _outbox_prefix
+from backends.redis.codecs import _email, _outbox_prefix, _required
 from backends.redis.keys import KeySpace
 from backends.redis.plan import Call, Plan, _plans
 from backends.redis.read import FIRST, LAST, MEMBER, each, key, read
@@ -24,4 +24,4 @@ def _list_outbox(keys: KeySpace, effect: ListOutbox) -> Plan[tuple[Email, ...]]:
             (outbox,), [each("LRANGE", key(1), FIRST, LAST, do=[item], page=200, limit=effect.limit, out=1)]
         )
         items = reply[0]
-    return tuple(_email(item) for item in items)
+    return tuple(_required(_email(item)) for item in items)

@@ -1,14 +1,10 @@
 """What the password flows read and commit (the core decides: `identity_proto.flows.passwords`): the holder of an
-address with their channels, in one read; a commit's guard on a user's sessions (SCARD and SISMEMBER), a one-time
-code stored (the code with its TTL, its nonce counter created once) and a
-mail appended to the outbox (LPUSH, LTRIM). No Lua here decides anything.
-"""
+address with their channels, in one read; a one-time code stored (the code with its TTL, its nonce counter created
+once) and a mail appended to the outbox (LPUSH, LTRIM)."""
 
 from __future__ import annotations
 
-import dataclasses
-
-from backends.redis.codecs import _email_json, _flat, _json_fields
+from backends.redis.codecs import _email_json, _json_fields
 from backends.redis.commit import Ops, writes
 from backends.redis.contact_channels import channel_steps, user_channels
 from backends.redis.keys import GRACE_MS, KeySpace
@@ -21,7 +17,7 @@ from identity_proto.effects import FindAuthAddressHolder, PutCode, PutMail, User
 def _find_auth_address_holder(keys: KeySpace, effect: FindAuthAddressHolder) -> Plan[UserChannels | None]:
     # The user the index gives the address to, with their channels (None: nobody, or a user who is gone).
     p, holder = effect.project_id, ref(1)
-    user, channels = cat(keys.user(p), holder), cat(keys.user_channels(p), holder)
+    user, channels = cat(keys.user(p, ""), holder), cat(keys.user_channels(p, ""), holder)
     steps = [call("HGET", key(1), effect.email, need=1), *channel_steps(user, channels, key(1), [effect.email], 1)]
     return user_channels((yield read((keys.users_by_email(p),), steps)))
 
@@ -33,9 +29,9 @@ def _put_code(ops: Ops, write: PutCode) -> None:
     expires = str(code.expires_at_millis + GRACE_MS)
     code_key = ops.key(space.code(p, code.code_hash))
     nonce_key = ops.key(space.nonce(p, code.nonce_hash))
-    items = _flat(_json_fields(dataclasses.asdict(code)))
-    ops.writes += [["del", code_key], ["hset", code_key, *items], ["pexpireat", code_key, expires]]
-    ops.writes += [["setnx", nonce_key, "0"], ["extend", nonce_key, expires]]
+    ops.put(code_key, _json_fields(code))
+    ops.writes.append(["pexpireat", code_key, expires])
+    ops.writes += [["set", nonce_key, "0", "NX"], ["extend", nonce_key, expires]]
 
 
 @writes(PutMail)

@@ -20,7 +20,7 @@ from identity_proto.effects.permissions import DropProjectGrants
 @guards(ProjectGrantIs)
 def _project_grant_is(ops: Ops, position: int, guard: ProjectGrantIs) -> None:
     grants = ops.key(ops.space.user_permissions(ops.project_id, guard.user_id))
-    ops.guards.append([position, "sismember", grants, guard.permission_id, True])
+    ops.guards.append([position, "sismember", grants, guard.permission_id, 1])
     ops.guards.append([position, "scard", grants, guard.held])
 
 
@@ -41,7 +41,7 @@ def _list_project_permissions(
         held = yield Call("SMEMBERS", keys.user_permissions(project_id, user_id))
         return ((user_id, tuple(sorted(map(_text, held)))),) if held else ()
     # {user id, their permission ids} per user holding any.
-    held = call("SMEMBERS", cat(keys.user_permissions(project_id), MEMBER), need=1, out=1)
+    held = call("SMEMBERS", cat(keys.user_permissions(project_id, ""), MEMBER), need=1, out=1)
     reply = yield read(
         (keys.permission_users(project_id),), [each("SMEMBERS", key(1), do=[{"v": MEMBER, "out": 1}, held], out=1)]
     )

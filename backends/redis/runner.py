@@ -59,11 +59,6 @@ def _cluster_unreachable(exc: redis.exceptions.RedisClusterException) -> bool:
     return isinstance(exc, redis.exceptions.SlotNotCoveredError) or bool(_CLUSTER_UNREACHABLE.match(str(exc)))
 
 
-def _unavailable(effect: StorageEffect[Any], exc: BaseException) -> StorageUnavailable:
-    # The class name only: redis-py messages name the host, and a URL is never worth the risk of a password.
-    return StorageUnavailable(f"Redis unavailable during {type(effect).__name__} ({type(exc).__name__})")
-
-
 #: What the runners catch around every round trip: `_UNAVAILABLE`, and the cluster client's own exceptions.
 FAULTS: Final = (*_UNAVAILABLE, redis.exceptions.RedisClusterException)
 
@@ -73,10 +68,11 @@ def storage_fault(effect: StorageEffect[Any], exc: BaseException) -> StorageUnav
     runners, sync and asyncio, translate errors here only: ``except FAULTS as exc: raise storage_fault(effect, exc)
     from exc``. A `RedisClusterException` that does not say the cluster is unreachable is a misuse (keys of several
     slots in one command, ...): it is re-raised as it is."""
-    if isinstance(exc, _UNAVAILABLE):
-        return _unavailable(effect, exc)
-    if isinstance(exc, redis.exceptions.RedisClusterException) and _cluster_unreachable(exc):
-        return _unavailable(effect, exc)
+    if isinstance(exc, _UNAVAILABLE) or (
+        isinstance(exc, redis.exceptions.RedisClusterException) and _cluster_unreachable(exc)
+    ):
+        # The class name only: redis-py messages name the host, and a URL is never worth the risk of a password.
+        return StorageUnavailable(f"Redis unavailable during {type(effect).__name__} ({type(exc).__name__})")
     raise exc
 
 
@@ -91,7 +87,16 @@ def register_scripts(client: Any) -> dict[str, Any]:
 _ASYNC_MAX_CONNECTIONS = 100
 
 
-def _retry_backoff() -> ExponentialBackoff:
+def _options(socket_timeout: float, health_check_interval: float) -> dict[str, Any]:
+    """The timeouts every client `from_url` makes is given."""
+    return {
+        "socket_connect_timeout": socket_timeout,
+        "socket_timeout": socket_timeout,
+        "health_check_interval": health_check_interval,
+    }
+
+
+def _backoff() -> ExponentialBackoff:
     return ExponentialBackoff(cap=0.25, base=0.05)
 
 
@@ -122,22 +127,12 @@ def client_from_url(
 ) -> redis.Redis | redis.cluster.RedisCluster:
     """The sync client `RedisStore.from_url` makes (see there). The cluster client reads the cluster's map as it is
     made: a cluster it cannot reach is `StorageUnavailable` here."""
+    options = _options(socket_timeout, health_check_interval)
     if not cluster:
-        return redis.Redis.from_url(
-            url,
-            socket_connect_timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            health_check_interval=health_check_interval,
-            retry=redis.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
-        )
+        retry = redis.retry.Retry(_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,))
+        return redis.Redis.from_url(url, retry=retry, **options)
     try:
-        return _Cluster.from_url(
-            url,
-            socket_connect_timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            health_check_interval=health_check_interval,
-            retry=redis.retry.Retry(_retry_backoff(), 1),
-        )
+        return _Cluster.from_url(url, retry=redis.retry.Retry(_backoff(), 1), **options)
     except redis.exceptions.RedisClusterException as exc:
         if not _cluster_unreachable(exc):
             raise
@@ -151,22 +146,12 @@ def async_client_from_url(
     `_ASYNC_MAX_CONNECTIONS`: when every connection is busy (a burst of more concurrent requests than the pool has
     connections), a command waits up to `socket_timeout` for one instead of failing at once (redis-py's default pool
     refuses the 101st with `MaxConnectionsError`). Nothing connects yet."""
+    options = _options(socket_timeout, health_check_interval)
     if cluster:
-        return _AsyncCluster.from_url(
-            url,
-            socket_connect_timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            health_check_interval=health_check_interval,
-            retry=redis.asyncio.retry.Retry(_retry_backoff(), 1),
-        )
+        return _AsyncCluster.from_url(url, retry=redis.asyncio.retry.Retry(_backoff(), 1), **options)
+    retry = redis.asyncio.retry.Retry(_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,))
     pool = redis.asyncio.BlockingConnectionPool.from_url(
-        url,
-        max_connections=_ASYNC_MAX_CONNECTIONS,
-        timeout=socket_timeout,
-        socket_connect_timeout=socket_timeout,
-        socket_timeout=socket_timeout,
-        health_check_interval=health_check_interval,
-        retry=redis.asyncio.retry.Retry(_retry_backoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+        url, max_connections=_ASYNC_MAX_CONNECTIONS, timeout=socket_timeout, retry=retry, **options
     )
     return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: closing it closes the pool
 
@@ -225,19 +210,21 @@ def _start_together(effect: Together, keys: KeySpace, store: str) -> _Started:
     return _Started(plans, results, pending)
 
 
-def queue(pipe: Any, op: Op, scripts: Mapping[str, Any]) -> None:
-    """Queue one plan operation on a pipeline, sync or asyncio (a Batch queues each of its calls). A script is
-    queued as its EVALSHA: redis-py's `Script` on a pipeline makes the pipeline ask SCRIPT EXISTS first, a round
-    trip of its own; a script the server does not know answers NOSCRIPT instead (see `forgotten_scripts`)."""
-    if isinstance(op, Script):
-        pipe.execute_command("EVALSHA", scripts[op.name].sha, len(op.keys), *op.keys, *op.args)
-    elif isinstance(op, Call):
-        pipe.execute_command(op.command, *op.args)
-    elif isinstance(op, Batch):
-        for call in op.calls:
-            pipe.execute_command(call.command, *call.args)
-    else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
-        raise TypeError(f"{type(op).__name__} cannot be pipelined")
+def commands(ops: list[Op], scripts: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """The commands of plan operations, in order, to pipeline (a Batch: each of its calls). A script is its EVALSHA:
+    redis-py's `Script` on a pipeline makes the pipeline ask SCRIPT EXISTS first, a round trip of its own; a script
+    the server does not know answers NOSCRIPT instead (see `forgotten_scripts`)."""
+    out: list[tuple[Any, ...]] = []
+    for op in ops:
+        if isinstance(op, Script):
+            out.append(("EVALSHA", scripts[op.name].sha, len(op.keys), *op.keys, *op.args))
+        elif isinstance(op, Call):
+            out.append((op.command, *op.args))
+        elif isinstance(op, Batch):
+            out += [(call.command, *call.args) for call in op.calls]
+        else:  # a Scan walks node by node: never a plan's first operation, so never in a pipeline
+            raise TypeError(f"{type(op).__name__} cannot be pipelined")
+    return out
 
 
 def forgotten_scripts(replies: list[Any], ops: list[Op]) -> list[int]:
@@ -261,11 +248,11 @@ def raise_first_error(replies: list[Any], ops: list[Op]) -> None:
                 raise one
 
 
-def _split(raw: list[Any], pending: list[tuple[int, Op]]) -> list[Any]:
+def _split(raw: list[Any], ops: list[Op]) -> list[Any]:
     """The pipeline's replies regrouped per operation (a Batch gets the list of its calls' replies)."""
     replies: list[Any] = []
     at = 0
-    for _, op in pending:
+    for op in ops:
         if isinstance(op, Batch):
             replies.append(raw[at : at + len(op.calls)])
             at += len(op.calls)

@@ -47,7 +47,7 @@ def _use_refresh_token(keys: KeySpace, effect: UseRefreshToken) -> Plan[tuple[Se
     reply = yield Script(
         "use_refresh_token",
         (keys.session_by_token(project_id, effect.refresh_token_hash),),
-        (keys.session(project_id), keys.user(project_id), effect.now_ms),
+        (keys.session(project_id, ""), keys.user(project_id, ""), effect.now_ms),
     )
     if not reply:
         return None
@@ -64,7 +64,7 @@ def _list_sessions(keys: KeySpace, effect: ListSessions) -> Plan[tuple[Session, 
     project_id = effect.project_id
     # The ids of sessions gone (by TTL) are removed from the set.
     gone = ["SREM", key(1), MEMBER]
-    session = call("HGETALL", cat(keys.session(project_id), MEMBER), need=1, miss=gone, out=1)
+    session = call("HGETALL", cat(keys.session(project_id, ""), MEMBER), need=1, miss=gone, out=1)
     reply = yield read(
         (keys.user_sessions(project_id, effect.user_id),), [each("SMEMBERS", key(1), do=[session], out=1)]
     )
@@ -83,9 +83,7 @@ def _drop_session(ops: Ops, write: DropSession) -> None:
 @guards(UserSessionsAre)
 def _user_sessions_are(ops: Ops, position: int, guard: UserSessionsAre) -> None:
     # The set may hold ids of sessions gone by TTL (ListSessions prunes them): the set is what is guarded.
-    user_sessions = ops.key(ops.space.user_sessions(ops.project_id, guard.user_id))
-    ops.guards.append([position, "scard", user_sessions, len(set(guard.session_ids))])
-    ops.guards += [[position, "sismember", user_sessions, session_id, True] for session_id in guard.session_ids]
+    ops.exactly(position, ops.space.user_sessions(ops.project_id, guard.user_id), guard.session_ids, "s")
 
 
 @writes(EndSession)
@@ -96,10 +94,10 @@ def _end_session(ops: Ops, write: EndSession) -> None:
     ops.writes.append(["hget", session_key, "refresh_token_hash", "token", "json"])
     ops.writes.append(["hget", session_key, "user_id", "owner", "json"])
     ops.writes.append(["del", session_key])
-    ops.writes.append(["del", {"p": space.session_by_token(p), "v": "token"}])
-    ops.writes.append(["srem", {"p": space.user_sessions(p), "v": "owner"}, write.session_id])
+    ops.writes.append(["del", {"p": space.session_by_token(p, ""), "v": "token"}])
+    ops.writes.append(["srem", {"p": space.user_sessions(p, ""), "v": "owner"}, write.session_id])
 
 
 @guards(SessionExists)
 def _session_exists(ops: Ops, position: int, guard: SessionExists) -> None:
-    ops.guards.append([position, "exists", ops.key(ops.space.session(ops.project_id, guard.session_id))])
+    ops.guards.append([position, "exists", ops.key(ops.space.session(ops.project_id, guard.session_id)), 1])

@@ -19,9 +19,9 @@ from backends.redis.runner import (
     _split,
     _start_together,
     client_from_url,
+    commands,
     forgotten_scripts,
     gather,
-    queue,
     raise_first_error,
     register_scripts,
     storage_fault,
@@ -101,11 +101,8 @@ class RedisStore:
         after the other in the sync shell)."""
         if isinstance(self.client, redis.cluster.RedisCluster):
             return gather(*(self._execute(op) for _, op in pending))
-        with self.client.pipeline(transaction=False) as pipe:
-            for _, op in pending:
-                queue(pipe, op, self._scripts)
-            replies = _split(pipe.execute(raise_on_error=False), pending)
         ops = [op for _, op in pending]
+        replies = self._pipelined(ops, raise_on_error=False)
         for at in forgotten_scripts(replies, ops):
             replies[at] = self._execute(ops[at])
         raise_first_error(replies, ops)
@@ -119,10 +116,15 @@ class RedisStore:
             return self._scripts[op.name](keys=op.keys, args=op.args)
         if isinstance(op, Scan):
             return self._scan(op)
+        return (self._pipelined([op]))[0]
+
+    def _pipelined(self, ops: list[Op], *, raise_on_error: bool = True) -> list[Any]:
+        """The replies to `ops`, sent in one pipeline (not a transaction), regrouped per operation."""
+        client: Any = self.client  # redis-py types its sync client's commands loosely, its asyncio client's not
         with client.pipeline(transaction=False) as pipe:
-            for call in op.calls:
-                pipe.execute_command(call.command, *call.args)
-            return pipe.execute()
+            for command in commands(ops, self._scripts):
+                pipe.execute_command(*command)
+            return _split(pipe.execute(raise_on_error=raise_on_error), ops)
 
     def _scan(self, op: Scan) -> tuple[str, list[Any]]:
         client = self.client

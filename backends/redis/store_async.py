@@ -33,8 +33,8 @@ from backends.redis.runner import (
     _start_together,
     async_client_from_url,
     async_gather,
+    commands,
     forgotten_scripts,
-    queue,
     raise_first_error,
     register_scripts,
     storage_fault,
@@ -125,11 +125,8 @@ class AsyncRedisStore:
         # async-only: end
         if isinstance(self.client, redis.asyncio.cluster.RedisCluster):
             return await async_gather(*(self._execute(op) for _, op in pending))
-        async with self.client.pipeline(transaction=False) as pipe:
-            for _, op in pending:
-                queue(pipe, op, self._scripts)
-            replies = _split(await pipe.execute(raise_on_error=False), pending)
         ops = [op for _, op in pending]
+        replies = await self._pipelined(ops, raise_on_error=False)
         for at in forgotten_scripts(replies, ops):
             replies[at] = await self._execute(ops[at])
         raise_first_error(replies, ops)
@@ -147,10 +144,15 @@ class AsyncRedisStore:
             return await self._scripts[op.name](keys=op.keys, args=op.args)
         if isinstance(op, Scan):
             return await self._scan(op)
+        return (await self._pipelined([op]))[0]
+
+    async def _pipelined(self, ops: list[Op], *, raise_on_error: bool = True) -> list[Any]:
+        """The replies to `ops`, sent in one pipeline (not a transaction), regrouped per operation."""
+        client: Any = self.client  # redis-py types its sync client's commands loosely, its asyncio client's not
         async with client.pipeline(transaction=False) as pipe:
-            for call in op.calls:
-                pipe.execute_command(call.command, *call.args)
-            return await pipe.execute()
+            for command in commands(ops, self._scripts):
+                pipe.execute_command(*command)
+            return _split(await pipe.execute(raise_on_error=raise_on_error), ops)
 
     async def _scan(self, op: Scan) -> tuple[str, list[Any]]:
         client = self.client

@@ -1,15 +1,10 @@
 """Team invitations: one-time codes (`<p>code:<hash>`) found by id (`<p>invitation:<id>`) and listed by team and by
 address (two ZSETs scored by expiry): reads, and how a `Commit`'s guards and writes of them become the commit
-script's ops.
-
-Reads are one `read` each (`backends.redis.read`); key names are in `backends.redis.keys`.
-"""
+script's ops."""
 
 from __future__ import annotations
 
-import dataclasses
-
-from backends.redis.codecs import _code, _flat, _json_fields
+from backends.redis.codecs import _code, _json_fields
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import GRACE_MS, KeySpace
 from backends.redis.plan import Plan, _plans
@@ -17,11 +12,9 @@ from backends.redis.read import MEMBER, call, cat, each, first, key, read, ref
 from identity_proto.effects import (
     DropInvitation,
     InvitationIsStored,
-    InvitationIsUnused,
     ListTeamInvitations,
     LoadTeamInvitation,
     PutInvitation,
-    UseInvitation,
 )
 from identity_proto.records import CodePurpose, VerificationCode
 
@@ -50,7 +43,7 @@ def _list_team_invitations(keys: KeySpace, effect: ListTeamInvitations) -> Plan[
     if not indexes:
         return ()
     # The invitations the indexes list (ZUNION: each once), those whose keys are gone skipped.
-    code_hash = call("GET", cat(keys.invitation(project_id), MEMBER), need=1)
+    code_hash = call("GET", cat(keys.invitation(project_id, ""), MEMBER), need=1)
     code = call("HGETALL", cat(keys.code(project_id, ""), ref(1)), need=1, out=1)
     union = each("ZUNION", len(indexes), *(key(i + 1) for i in range(len(indexes))), do=[code_hash, code], out=1)
     reply = yield read(indexes, [union])
@@ -68,12 +61,7 @@ def _list_team_invitations(keys: KeySpace, effect: ListTeamInvitations) -> Plan[
 
 @guards(InvitationIsStored)
 def _invitation_is_stored(ops: Ops, position: int, guard: InvitationIsStored) -> None:
-    ops.guards.append([position, "exists", ops.key(ops.space.code(ops.project_id, guard.code_hash))])
-
-
-@guards(InvitationIsUnused)
-def _invitation_is_unused(ops: Ops, position: int, guard: InvitationIsUnused) -> None:
-    ops.guards.append([position, "hget", ops.key(ops.space.code(ops.project_id, guard.code_hash)), "used", "false"])
+    ops.guards.append([position, "exists", ops.key(ops.space.code(ops.project_id, guard.code_hash)), 1])
 
 
 @writes(PutInvitation)
@@ -85,8 +73,8 @@ def _put_invitation(ops: Ops, write: PutInvitation) -> None:
     expires = str(code.expires_at_millis + GRACE_MS)
     code_key, nonce_key = ops.key(space.code(p, code.code_hash)), ops.key(space.nonce(p, code.nonce_hash))
     invitation_key = ops.key(space.invitation(p, code.id or ""))
-    items = _flat(_json_fields(dataclasses.asdict(code)))
-    ops.writes += [["del", code_key], ["hset", code_key, *items], ["pexpireat", code_key, expires]]
+    ops.put(code_key, _json_fields(code))
+    ops.writes.append(["pexpireat", code_key, expires])
     ops.writes += [["set", nonce_key, "0", "NX"], ["extend", nonce_key, expires]]
     ops.writes += [["set", invitation_key, code.code_hash], ["pexpireat", invitation_key, expires]]
     drop_before = f"({code.created_at_millis - GRACE_MS}"
@@ -95,11 +83,6 @@ def _put_invitation(ops: Ops, write: PutInvitation) -> None:
         ops.writes.append(["zremrangebyscore", index_key, "-inf", drop_before])
         ops.writes.append(["zadd", index_key, str(code.expires_at_millis), code.id or ""])
         ops.writes.append(["extend", index_key, expires])
-
-
-@writes(UseInvitation)
-def _use_invitation(ops: Ops, write: UseInvitation) -> None:
-    ops.writes.append(["hset", ops.key(ops.space.code(ops.project_id, write.code_hash)), "used", "true"])
 
 
 @writes(DropInvitation)

@@ -1,15 +1,9 @@
 """Teams and memberships (memberships keyed by their sequence number, indexed three ways): reads, and how a
-`Commit`'s guards and writes of them become the commit script's ops.
-
-Reads are one `read` each (`backends.redis.read`); key names are in `backends.redis.keys`.
-"""
+`Commit`'s guards and writes of them become the commit script's ops."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
-from backends.redis.codecs import _change_fields, _flat, _json, _json_fields, _membership, _required, _team
+from backends.redis.codecs import _change_fields, _flat, _membership, _required, _team
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import KeySpace
 from backends.redis.plan import Call, Plan, _plans
@@ -24,7 +18,6 @@ from identity_proto.effects import (
     MembershipFieldsAre,
     MembershipIsAbsent,
     PatchMembership,
-    RecordExists,
     TeamApiKeysAre,
     TeamMembersAre,
 )
@@ -41,7 +34,7 @@ def _load_team(keys: KeySpace, effect: LoadTeam) -> Plan[Team | None]:
 def _list_teams(keys: KeySpace, effect: ListTeams) -> Plan[tuple[Team, ...]]:
     p = effect.project_id
     index = keys.team_order(p) if effect.user_id is None else keys.user_teams(p, effect.user_id)
-    team = call("HGETALL", cat(keys.team(p), MEMBER), need=1, out=1)
+    team = call("HGETALL", cat(keys.team(p, ""), MEMBER), need=1, out=1)
     reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, do=[team], out=1)])
     teams = [_required(_team(item)) for item in reply[0]]
     return tuple(sorted(teams, key=lambda t: (t.created_at_millis, t.id)))
@@ -53,7 +46,7 @@ def _load_membership(keys: KeySpace, effect: LoadMembership) -> Plan[Membership 
     p = effect.project_id
     steps = [
         call("ZSCORE", key(1), effect.user_id, t="i", need=1),
-        call("HGETALL", cat(keys.membership(p), ref(1)), out=1),
+        call("HGETALL", cat(keys.membership(p, ""), ref(1)), out=1),
     ]
     return _membership(first((yield read((keys.team_members(p, effect.team_id),), steps))))
 
@@ -72,7 +65,7 @@ def _list_memberships(keys: KeySpace, effect: ListMemberships) -> Plan[tuple[Mem
         index = keys.membership_order(project_id)
     # Each index is scored by sequence number: creation order.
     seq = {"v": SCORE, "t": "i"}
-    found = call("HGETALL", cat(keys.membership(project_id), ref(1)), need=1, out=1)
+    found = call("HGETALL", cat(keys.membership(project_id, ""), ref(1)), need=1, out=1)
     reply = yield read((index,), [each("ZRANGE", key(1), 0, -1, "WITHSCORES", do=[seq, found], pairs=1, out=1)])
     return tuple(_required(_membership(item)) for item in reply[0])
 
@@ -81,22 +74,12 @@ def _list_memberships(keys: KeySpace, effect: ListMemberships) -> Plan[tuple[Mem
 # Commit guards and writes. A membership's record is keyed by its sequence number, the score of its user in the
 # team's member index: a guard binds it (`zscore` with a name), a write looks it up (`zscore` write op).
 
-#: What a membership record holds in a field it lacks (written by an older version): its default.
-_MEMBERSHIP_DEFAULTS: dict[str, str] = {
-    f.name: _json(f.default) for f in dataclasses.fields(Membership) if f.default is not dataclasses.MISSING
-}
-
 
 def _membership_seq(ops: Ops, team_id: str, user_id: str) -> dict[str, str]:
     """Write ops that make the membership's sequence number a value; its record's key, naming that value."""
     name = f"w{len(ops.writes)}"
     ops.writes.append(["zscore", ops.key(ops.space.team_members(ops.project_id, team_id)), user_id, name])
-    return {"p": ops.space.membership(ops.project_id), "v": name}
-
-
-@guards(RecordExists)
-def _record_exists(ops: Ops, position: int, guard: RecordExists) -> None:
-    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
+    return {"p": ops.space.membership(ops.project_id, ""), "v": name}
 
 
 @guards(MembershipIsAbsent)
@@ -110,35 +93,22 @@ def _membership_fields_are(ops: Ops, position: int, guard: MembershipFieldsAre) 
     read, name = guard.record, f"g{position}"
     members = ops.key(ops.space.team_members(ops.project_id, read.team_id))
     ops.guards.append([position, "zscore", members, read.user_id, True, name])
-    stored = dict(_json_fields(dataclasses.asdict(read)))
-    record: dict[str, str] = {"p": ops.space.membership(ops.project_id), "v": name}
-    for field in guard.names:
-        text: Any = stored[field]
-        if _MEMBERSHIP_DEFAULTS.get(field) == text:
-            text = [text, False]  # a record without the field reads the default
-        ops.guards.append([position, "hget", record, field, text])
-
-
-def _exactly(ops: Ops, position: int, index: str, members: tuple[str, ...]) -> None:
-    """The sorted set `index` holds exactly `members`."""
-    key = ops.key(index)
-    ops.guards.append([position, "zcard", key, len(set(members))])
-    ops.guards += [[position, "zscore", key, member, True] for member in members]
+    ops.fields_are(position, {"p": ops.space.membership(ops.project_id, ""), "v": name}, read, guard.names)
 
 
 @guards(TeamMembersAre)
 def _team_members_are(ops: Ops, position: int, guard: TeamMembersAre) -> None:
-    _exactly(ops, position, ops.space.team_members(ops.project_id, guard.team_id), guard.user_ids)
+    ops.exactly(position, ops.space.team_members(ops.project_id, guard.team_id), guard.user_ids)
 
 
 @guards(TeamApiKeysAre)
 def _team_api_keys_are(ops: Ops, position: int, guard: TeamApiKeysAre) -> None:
-    _exactly(ops, position, ops.space.owner_api_keys(ops.project_id, "team", guard.team_id), guard.key_ids)
+    ops.exactly(position, ops.space.owner_api_keys(ops.project_id, "team", guard.team_id), guard.key_ids)
 
 
 @guards(UserTeamsAre)
 def _user_teams_are(ops: Ops, position: int, guard: UserTeamsAre) -> None:
-    _exactly(ops, position, ops.space.user_teams(ops.project_id, guard.user_id), guard.team_ids)
+    ops.exactly(position, ops.space.user_teams(ops.project_id, guard.user_id), guard.team_ids)
 
 
 @writes(PatchMembership)

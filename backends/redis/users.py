@@ -16,6 +16,7 @@ from identity_proto.effects import (
     ListUsers,
     LoadUser,
     LoadUserWithTeam,
+    RecordExists,
 )
 from identity_proto.effects.commit import RecordKind
 from identity_proto.records import Team, User
@@ -32,7 +33,7 @@ def _user_with_team_steps(keys: KeySpace, project_id: str) -> str:
     steps = [
         call("HGETALL", key(1), t="r", need=1, out=1),
         call("HGET", key(1), "selected_team_id", t="j"),
-        call("HGETALL", cat(keys.team(project_id), ref(2)), out=1),
+        call("HGETALL", cat(keys.team(project_id, ""), ref(2)), out=1),
     ]
     return encode(steps)
 
@@ -49,12 +50,15 @@ def _load_user_with_team(keys: KeySpace, effect: LoadUserWithTeam) -> Plan[tuple
 @_plans(FindUserByIndex)
 def _find_user_by_index(keys: KeySpace, effect: FindUserByIndex) -> Plan[User | None]:
     p = effect.project_id
-    return _user(first((yield by_index(keys.user_index(p, effect.index), effect.key, keys.user(p), "r"))))
+    return _user(first((yield by_index(keys.user_index(p, effect.index), effect.key, keys.user(p, ""), "r"))))
 
 
-@guards(Exists)
-def _exists(ops: Ops, position: int, guard: Exists) -> None:
-    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id)])
+def _exists(ops: Ops, position: int, guard: Exists | RecordExists) -> None:
+    ops.guards.append([position, "exists", ops.record_key(guard.kind, guard.id), 1])
+
+
+guards(Exists)(_exists)
+guards(RecordExists)(_exists)
 
 
 @writes(DropUser)
@@ -70,7 +74,7 @@ def _list_users(keys: KeySpace, effect: ListUsers) -> Plan[tuple[User, ...]]:
     p, rev = effect.project_id, ["REV"] if effect.descending else []
     # From the cursor's rank (O(log n)), then by rank a page at a time; members whose record is gone are skipped.
     steps = [call("ZREVRANK" if rev else "ZRANK", key(1), effect.cursor, need=1)] if effect.cursor is not None else []
-    user = call("HGETALL", cat(keys.user(p), MEMBER), t="r", need=1, out=1)
+    user = call("HGETALL", cat(keys.user(p, ""), MEMBER), t="r", need=1, out=1)
     paging = {"page": 256} if effect.limit is None else {"limit": effect.limit}
     steps.append(
         each("ZRANGE", key(1), FIRST, LAST, *rev, do=[user], out=1, **paging, **({"from": ref(1)} if steps else {}))

@@ -9,14 +9,8 @@ adds it back if an endpoint was created meanwhile. Whatever the interleaving, a 
 set once its creation has returned; a crash can at worst leave a project without endpoints in it (harmless: its
 fan-out finds nothing), never the reverse.
 
-Keys (the table in `keys`): the endpoints hash (id -> JSON, made in Python), the hash of where each endpoint's events
-start (the last stream id at its creation: it gets later events only), the fan-out cursor (the last stream id fanned
-out: FanOutEvents reads ``XRANGE (cursor + COUNT limit``), one hash per delivery (``<sortable entry id>:<endpoint
-id>``, its attempts a JSON array made by joining the JSON texts Python made: never re-encoded in Lua), each
-endpoint's index of its deliveries (sortable ids, score 0: ZREVRANGE is newest first), the due set (pending
-deliveries scored by their next attempt or their lease's end: claims are ZRANGEBYSCORE), the pending set (score 0:
-its first member is the oldest event a delivery still needs, which TrimWebhookData keeps) and the settled set (scored
-by the last attempt: what TrimWebhookData forgets). Claim tokens are kept as their SHA-256 only.
+The keys are the table's in `backends/README.md`. A delivery's attempts are a JSON array made by joining the JSON
+texts Python made (never re-encoded in Lua); claim tokens are kept as their SHA-256 only.
 
 The choices the effects leave open are the memory store's (`backends.memory.webhooks`), point by point."""
 
@@ -31,13 +25,8 @@ import orjson
 from backends.redis.codecs import _pairs, _text
 from backends.redis.commit import Ops, guards, writes
 from backends.redis.keys import SETTLED_DELIVERY_TTL_MS, KeySpace, webhook_delivery_id, webhook_sortable
-from backends.redis.lua import (
-    _FIELDS,
-    _WEBHOOK_IDS,
-    _WEBHOOK_NEW_DELIVERY,
-    _WEBHOOK_SETTLE,
-)
-from backends.redis.plan import Batch, Call, Plan, Script, _plans, script
+from backends.redis.lua import _EMIT_EVENT, _FIELDS
+from backends.redis.plan import Arg, Batch, Call, Plan, Script, _plans, script
 from backends.redis.read import FIRST, LAST, MEMBER, call, cat, each, key, read
 from identity_proto.effects import (
     TEST_EVENT_TYPE,
@@ -66,7 +55,7 @@ from identity_proto.effects import (
     TrimWebhookData,
     WebhookEndpoint,
 )
-from identity_proto.effects.webhooks import EVENTS_HARD_CAP, message_id
+from identity_proto.effects.webhooks import message_id
 from identity_proto.records import StoredEvent
 
 
@@ -115,6 +104,14 @@ def _delivery(reply: Any) -> Delivery:
 
 def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _delivery_at(space: KeySpace, project_id: str, message_id: str, endpoint_id: str) -> tuple[str, str, str]:
+    """A delivery the flow read (its message id one of the project's): its key, its id and its index member."""
+    entry_id = space.webhook_entry_id(project_id, message_id)
+    assert entry_id is not None  # guarded: the flow read the delivery
+    key = space.webhook_delivery(project_id, message_id, endpoint_id)
+    return key, webhook_delivery_id(entry_id, endpoint_id), webhook_sortable(entry_id)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -192,11 +189,6 @@ def _list_webhook_projects(keys: KeySpace, effect: ListWebhookProjects) -> Plan[
 # Events and deliveries
 
 
-def _entries(reply: Any) -> list[tuple[Any, Any]]:
-    """XRANGE's reply as (entry id, fields) pairs: redis-py's parsed tuples or the raw nested lists."""
-    return [(entry[0], entry[1]) for entry in reply or ()]
-
-
 @_plans(ListEvents)
 def _list_events(keys: KeySpace, effect: ListEvents) -> Plan[tuple[StoredEvent, ...]]:
     if effect.limit <= 0:
@@ -209,21 +201,102 @@ def _list_events(keys: KeySpace, effect: ListEvents) -> Plan[tuple[StoredEvent, 
         start = "(" + after
     reply = yield Call("XRANGE", keys.events(effect.project_id), start, "+", "COUNT", effect.limit)
     tag = keys.webhook_message_tag(effect.project_id)
-    return tuple(_event(entry_id, fields, tag) for entry_id, fields in _entries(reply))
+    return tuple(_event(entry[0], entry[1], tag) for entry in reply or ())  # redis-py's tuples, or lists
 
 
-# KEYS: events stream, endpoints, due, pending, the endpoint's delivery index. ARGV: the test event type, its data
-# JSON, endpoint id, now, delivery key prefix, the stream's hard cap, the project's message id tag. Records the event
-# (as `emit_event` does) and, if the endpoint exists, its one delivery; returns the entry id.
+#: Lua: what every webhook script starts with. KEYS: the events stream, the fan-out cursor, the endpoints, their
+#: starts, the due, pending and settled sets. ARGV: the delivery key prefix, the delivery index prefix, the project's
+#: message id tag (`_script`), then the script's own. Stream entry ids (``<ms>-<seq>``): `wh_less` compares two;
+#: `wh_sortable` makes the text whose byte order is theirs (each part 20 digits: the first part of a delivery id,
+#: `keys.webhook_delivery_id`), `wh_entry_id` undoes it; `wh_next` is the id right after one (numbers are exact: ms
+#: and seq stay far below 2**53). `wh_new_delivery` makes a pending delivery of an entry to an endpoint, due at
+#: `now` (its hash, its places in the due and pending sets and the endpoint's index); `wh_settle` settles one (state
+#: succeeded or failed) whose last attempt (or give-up) was at `at`: into the settled set, its hash expiring after
+#: `SETTLED_DELIVERY_TTL_MS`. `wh_endpoints_are`: the endpoints hash holds exactly those of `expected` (JSON: id ->
+#: the endpoint's JSON text, `_endpoints_read`), the guard of a fan-out and of a claim on the endpoints the core read.
+_LIB = (
+    _FIELDS
+    + f"""
+local events, cursor, endpoints, starts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local due, pending, settled = KEYS[5], KEYS[6], KEYS[7]
+local delivery_prefix, index_prefix, tag = ARGV[1], ARGV[2], ARGV[3]
+local function wh_parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)')
+  return tonumber(ms), tonumber(seq)
+end
+local function wh_less(a, b)
+  local am, as = wh_parts(a)
+  local bm, bs = wh_parts(b)
+  if am ~= bm then return am < bm end
+  return as < bs
+end
+local function wh_sortable(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return string.rep('0', 20 - #ms) .. ms .. '-' .. string.rep('0', 20 - #seq) .. seq
+end
+local function wh_entry_id(sortable)
+  local ms, seq = wh_parts(sortable)
+  return string.format('%.0f-%.0f', ms, seq)
+end
+local function wh_next(id)
+  local ms, seq = wh_parts(id)
+  return string.format('%.0f-%.0f', ms, seq + 1)
+end
+local function wh_new_delivery(endpoint_id, entry_id, event_type, now)
+  local sortable = wh_sortable(entry_id)
+  local did = sortable .. ':' .. endpoint_id
+  local key = delivery_prefix .. did
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'endpoint_id', endpoint_id, 'message_id', 'msg_' .. tag .. entry_id, 'event_type',
+    event_type, 'state', 'pending', 'next_attempt_at_millis', now, 'attempts', '[]', 'created_at_millis', now,
+    'failures', '0', 'claim', '', 'last_attempt_at_millis', '')
+  redis.call('ZADD', due, now, did)
+  redis.call('ZADD', pending, 0, did)
+  redis.call('ZADD', index_prefix .. endpoint_id, 0, sortable)
+end
+local function wh_settle(key, did, state, at)
+  redis.call('HSET', key, 'state', state, 'next_attempt_at_millis', '', 'claim', '', 'last_attempt_at_millis', at)
+  redis.call('ZREM', due, did)
+  redis.call('ZREM', pending, did)
+  redis.call('ZADD', settled, at, did)
+  redis.call('PEXPIRE', key, {SETTLED_DELIVERY_TTL_MS})
+end
+local function wh_endpoints_are(expected)
+  local n = 0
+  for id, json in pairs(cjson.decode(expected)) do
+    n = n + 1
+    if redis.call('HGET', endpoints, id) ~= json then return false end
+  end
+  return redis.call('HLEN', endpoints) == n
+end
+"""
+)
+
+
+def _script(keys: KeySpace, project_id: str, name: str, *args: Arg) -> Script:
+    """Webhook script `name` on the project's keys, with the arguments every one takes (`_LIB`), then `args`."""
+    p, k = project_id, keys
+    first = (k.events(p), k.webhook_cursor(p), k.webhook_endpoints(p), k.webhook_endpoint_from(p), k.webhook_due(p))
+    return Script(
+        name,
+        (*first, k.webhook_pending(p), k.webhook_settled(p)),
+        (k.webhook_delivery(p), k.webhook_deliveries(p, ""), k.webhook_message_tag(p), *args),
+    )
+
+
+def _endpoints_read(endpoints: tuple[WebhookEndpoint, ...]) -> str:
+    return orjson.dumps({e.id: _endpoint_json(e) for e in endpoints}).decode()
+
+
+# ARGV (after `_LIB`'s): the test event type, its data JSON, endpoint id, now. Records the event (`emit_event`) and,
+# if the endpoint exists, its one delivery; returns the entry id.
 script(
     "add_test_event",
-    _WEBHOOK_IDS
-    + _WEBHOOK_NEW_DELIVERY
+    _LIB
+    + _EMIT_EVENT
     + """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*', 't', ARGV[1], 'r', ARGV[2], 'm', '', 'i', '')
-if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then
-  wh_new_delivery(ARGV[5], KEYS[3], KEYS[4], KEYS[5], ARGV[3], id, 'msg_' .. ARGV[7] .. id, ARGV[1], ARGV[4])
-end
+local id = emit_event(events, ARGV[4], ARGV[5], '', '')
+if redis.call('HEXISTS', endpoints, ARGV[6]) == 1 then wh_new_delivery(ARGV[6], id, ARGV[4], ARGV[7]) end
 return id
 """,
 )
@@ -231,80 +304,38 @@ return id
 
 @_plans(AddTestEvent)
 def _add_test_event(keys: KeySpace, effect: AddTestEvent) -> Plan[StoredEvent]:
-    project_id = effect.project_id
-    entry_id = yield Script(
-        "add_test_event",
-        (
-            keys.events(project_id),
-            keys.webhook_endpoints(project_id),
-            keys.webhook_due(project_id),
-            keys.webhook_pending(project_id),
-            keys.webhook_deliveries(project_id, effect.endpoint_id),
-        ),
-        (
-            TEST_EVENT_TYPE,
-            effect.data_json,
-            effect.endpoint_id,
-            effect.now_ms,
-            keys.webhook_delivery(project_id),
-            EVENTS_HARD_CAP,
-            keys.webhook_message_tag(project_id),
-        ),
-    )
-    return _event(entry_id, {"t": TEST_EVENT_TYPE, "r": effect.data_json}, keys.webhook_message_tag(project_id))
+    p, data = effect.project_id, effect.data_json
+    entry_id = yield _script(keys, p, "add_test_event", TEST_EVENT_TYPE, data, effect.endpoint_id, effect.now_ms)
+    return _event(entry_id, {"t": TEST_EVENT_TYPE, "r": data}, keys.webhook_message_tag(p))
 
 
-#: Lua: whether the endpoints hash holds exactly the endpoints of `expected` (JSON: id -> the endpoint's JSON text,
-#: `_endpoints_read`): the guard of a fan-out and of a claim on the endpoints the core read.
-_ENDPOINTS_ARE = """
-local function wh_endpoints_are(key, expected)
-  local n = 0
-  for id, json in pairs(cjson.decode(expected)) do
-    n = n + 1
-    if redis.call('HGET', key, id) ~= json then return false end
-  end
-  return redis.call('HLEN', key) == n
-end
-"""
-
-
-def _endpoints_read(endpoints: tuple[WebhookEndpoint, ...]) -> str:
-    return orjson.dumps({e.id: _endpoint_json(e) for e in endpoints}).decode()
-
-
-# KEYS: events stream, cursor, endpoints, endpoint starts, due, pending. ARGV: now, limit, delivery key prefix,
-# delivery index prefix, the project's message id tag, the endpoints as read (`_ENDPOINTS_ARE`), the routes (JSON:
-# [endpoint id, only, types]). Unless the endpoints changed (then false), the entries after the cursor (at most
-# `limit`) become one delivery per route that takes their type and whose endpoint started before them; the cursor
-# moves to the last. Returns how many entries the cursor moved past.
+# ARGV (after `_LIB`'s): now, limit, the endpoints as read (`wh_endpoints_are`), the routes (JSON: [endpoint id,
+# only, types]). Unless the endpoints changed (then false), the entries after the cursor (at most `limit`) become one
+# delivery per route that takes their type and whose endpoint started before them; the cursor moves to the last.
+# Returns how many entries the cursor moved past.
 script(
     "fan_out_events",
-    _FIELDS
-    + _WEBHOOK_IDS
-    + _WEBHOOK_NEW_DELIVERY
-    + _ENDPOINTS_ARE
+    _LIB
     + """
-if not wh_endpoints_are(KEYS[3], ARGV[6]) then return false end
-local cursor = redis.call('GET', KEYS[2])
+if not wh_endpoints_are(ARGV[6]) then return false end
+local last = redis.call('GET', cursor)
 local start = '-'
-if cursor then start = '(' .. cursor end
-local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', ARGV[2])
+if last then start = '(' .. last end
+local entries = redis.call('XRANGE', events, start, '+', 'COUNT', ARGV[5])
 if #entries == 0 then return 0 end
 local routes = {}
 for _, r in ipairs(cjson.decode(ARGV[7])) do
   local types = {}
   for _, t in ipairs(r[3]) do types[t] = true end
-  routes[#routes + 1] = {id = r[1], only = r[2], types = types, from = redis.call('HGET', KEYS[4], r[1]) or '0-0'}
+  routes[#routes + 1] = {id = r[1], only = r[2], types = types, from = redis.call('HGET', starts, r[1]) or '0-0'}
 end
 for _, entry in ipairs(entries) do
   local id, t = entry[1], fields(entry[2])['t']
   for _, r in ipairs(routes) do
-    if wh_less(r.from, id) and (r.types[t] == true) == r.only then
-      wh_new_delivery(ARGV[3], KEYS[5], KEYS[6], ARGV[4] .. r.id, r.id, id, 'msg_' .. ARGV[5] .. id, t, ARGV[1])
-    end
+    if wh_less(r.from, id) and (r.types[t] == true) == r.only then wh_new_delivery(r.id, id, t, ARGV[4]) end
   end
 end
-redis.call('SET', KEYS[2], entries[#entries][1])
+redis.call('SET', cursor, entries[#entries][1])
 return #entries
 """,
 )
@@ -314,61 +345,40 @@ return #entries
 def _fan_out(keys: KeySpace, effect: FanOutEvents) -> Plan[int | None]:
     if effect.limit <= 0:
         return 0
-    project_id = effect.project_id
-    fanned = yield Script(
-        "fan_out_events",
-        (
-            keys.events(project_id),
-            keys.webhook_cursor(project_id),
-            keys.webhook_endpoints(project_id),
-            keys.webhook_endpoint_from(project_id),
-            keys.webhook_due(project_id),
-            keys.webhook_pending(project_id),
-        ),
-        (
-            effect.now_ms,
-            effect.limit,
-            keys.webhook_delivery(project_id),
-            keys.webhook_deliveries(project_id),
-            keys.webhook_message_tag(project_id),
-            _endpoints_read(effect.endpoints),
-            orjson.dumps([[r.endpoint_id, r.only, r.types] for r in effect.routes]).decode(),
-        ),
-    )
+    routes = orjson.dumps([[r.endpoint_id, r.only, r.types] for r in effect.routes]).decode()
+    read = _endpoints_read(effect.endpoints)
+    fanned = yield _script(keys, effect.project_id, "fan_out_events", effect.now_ms, effect.limit, read, routes)
     return None if fanned is None else int(fanned)
 
 
-# KEYS: due, endpoints, events stream, pending, settled. ARGV: now, lease (ms), limit, delivery key prefix, settled
-# TTL (ms), the endpoints as read (`_ENDPOINTS_ARE`), the sendable endpoints' ids (JSON), then one claim token hash
-# per claim. Unless the endpoints changed (then false), the deliveries due at `now` (oldest due first, at most
-# `limit`) are claimed: due again at now + lease, with the next token hash. One to an endpoint not sendable, or
-# whose event is no longer kept, is settled as failed instead (no attempt). Returns {delivery's HGETALL, stream
-# entry} per claim.
+# ARGV (after `_LIB`'s): now, lease (ms), limit, the endpoints as read (`wh_endpoints_are`), the sendable endpoints'
+# ids (JSON), then one claim token hash per claim. Unless the endpoints changed (then false), the deliveries due at
+# `now` (oldest due first, at most `limit`) are claimed: due again at now + lease, with the next token hash. One to
+# an endpoint not sendable, or whose event is no longer kept, is settled as failed instead (no attempt). Returns
+# {delivery's HGETALL, stream entry} per claim.
 script(
     "claim_deliveries",
-    _WEBHOOK_IDS
-    + _WEBHOOK_SETTLE
-    + _ENDPOINTS_ARE
+    _LIB
     + """
-if not wh_endpoints_are(KEYS[2], ARGV[6]) then return false end
+if not wh_endpoints_are(ARGV[7]) then return false end
 local sendable = {}
-for _, id in ipairs(cjson.decode(ARGV[7])) do sendable[id] = true end
-local until_at = string.format('%.0f', tonumber(ARGV[1]) + tonumber(ARGV[2]))
+for _, id in ipairs(cjson.decode(ARGV[8])) do sendable[id] = true end
+local until_at = string.format('%.0f', tonumber(ARGV[4]) + tonumber(ARGV[5]))
 local out = {}
-for _, did in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])) do
-  local key = ARGV[4] .. did
+for _, did in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', ARGV[4], 'LIMIT', 0, ARGV[6])) do
+  local key = delivery_prefix .. did
   local d = redis.call('HMGET', key, 'endpoint_id', 'message_id')
   if not d[1] then
-    redis.call('ZREM', KEYS[1], did)
-    redis.call('ZREM', KEYS[4], did)
+    redis.call('ZREM', due, did)
+    redis.call('ZREM', pending, did)
   else
     local entry_id = wh_entry_id(did)
-    local entry = redis.call('XRANGE', KEYS[3], entry_id, entry_id)
+    local entry = redis.call('XRANGE', events, entry_id, entry_id)
     if not sendable[d[1]] or #entry == 0 then
-      wh_settle(key, did, 'failed', ARGV[1], KEYS[1], KEYS[4], KEYS[5], ARGV[5])
+      wh_settle(key, did, 'failed', ARGV[4])
     else
-      redis.call('HSET', key, 'claim', ARGV[8 + #out], 'next_attempt_at_millis', until_at)
-      redis.call('ZADD', KEYS[1], until_at, did)
+      redis.call('HSET', key, 'claim', ARGV[9 + #out], 'next_attempt_at_millis', until_at)
+      redis.call('ZADD', due, until_at, did)
       out[#out + 1] = {redis.call('HGETALL', key), entry[1]}
     end
   end
@@ -382,28 +392,11 @@ return out
 def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDelivery, ...] | None]:
     if effect.limit <= 0:
         return ()
-    project_id = effect.project_id
     tokens = effect.claim_tokens[: effect.limit]
-    reply = yield Script(
-        "claim_deliveries",
-        (
-            keys.webhook_due(project_id),
-            keys.webhook_endpoints(project_id),
-            keys.events(project_id),
-            keys.webhook_pending(project_id),
-            keys.webhook_settled(project_id),
-        ),
-        (
-            effect.now_ms,
-            effect.lease_ms,
-            len(tokens),
-            keys.webhook_delivery(project_id),
-            SETTLED_DELIVERY_TTL_MS,
-            _endpoints_read(effect.endpoints),
-            orjson.dumps(effect.sendable).decode(),
-            *(_token_hash(token) for token in tokens),
-        ),
-    )
+    sendable, read = orjson.dumps(effect.sendable).decode(), _endpoints_read(effect.endpoints)
+    args: tuple[Arg, ...] = (effect.now_ms, effect.lease_ms, len(tokens), read, sendable)
+    args += tuple(_token_hash(token) for token in tokens)
+    reply = yield _script(keys, effect.project_id, "claim_deliveries", *args)
     if reply is None:
         return None
     endpoints = {e.id: e for e in effect.endpoints}  # as stored: the script checked it
@@ -417,30 +410,31 @@ def _claim(keys: KeySpace, effect: ClaimDeliveries) -> Plan[tuple[ClaimedDeliver
     return tuple(claimed)
 
 
-# KEYS: the delivery, due, pending, settled. ARGV: delivery id, claim token hash, attempt JSON, attempt time, the
-# state it settles in, its failures, settled TTL (ms), when it is due again (pending). The attempt is appended; only
-# under the current claim is the delivery settled or rescheduled. Returns 1 if the claim was current, else 0.
+# ARGV (after `_LIB`'s): delivery id, claim token hash, attempt JSON, attempt time, the state it settles in, its
+# failures, when it is due again (pending). The attempt is appended; only under the current claim is the delivery
+# settled or rescheduled. Returns 1 if the claim was current, else 0.
 script(
     "record_attempt",
-    _WEBHOOK_SETTLE
+    _LIB
     + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local attempts = redis.call('HGET', KEYS[1], 'attempts')
+local key = delivery_prefix .. ARGV[4]
+if redis.call('EXISTS', key) == 0 then return 0 end
+local attempts = redis.call('HGET', key, 'attempts')
 if attempts == '[]' then
-  attempts = '[' .. ARGV[3] .. ']'
+  attempts = '[' .. ARGV[6] .. ']'
 else
-  attempts = string.sub(attempts, 1, -2) .. ',' .. ARGV[3] .. ']'
+  attempts = string.sub(attempts, 1, -2) .. ',' .. ARGV[6] .. ']'
 end
-redis.call('HSET', KEYS[1], 'attempts', attempts)
-local d = redis.call('HMGET', KEYS[1], 'claim', 'state')
-if d[1] == '' or d[1] ~= ARGV[2] or d[2] ~= 'pending' then return 0 end
-redis.call('HSET', KEYS[1], 'failures', ARGV[6])
-if ARGV[5] ~= 'pending' then
-  wh_settle(KEYS[1], ARGV[1], ARGV[5], ARGV[4], KEYS[2], KEYS[3], KEYS[4], ARGV[7])
+redis.call('HSET', key, 'attempts', attempts)
+local d = redis.call('HMGET', key, 'claim', 'state')
+if d[1] == '' or d[1] ~= ARGV[5] or d[2] ~= 'pending' then return 0 end
+redis.call('HSET', key, 'failures', ARGV[9])
+if ARGV[8] ~= 'pending' then
+  wh_settle(key, ARGV[4], ARGV[8], ARGV[7])
   return 1
 end
-redis.call('HSET', KEYS[1], 'next_attempt_at_millis', ARGV[8], 'claim', '', 'last_attempt_at_millis', ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[8], ARGV[1])
+redis.call('HSET', key, 'next_attempt_at_millis', ARGV[10], 'claim', '', 'last_attempt_at_millis', ARGV[7])
+redis.call('ZADD', due, ARGV[10], ARGV[4])
 return 1
 """,
 )
@@ -451,25 +445,18 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
     entry_id = keys.webhook_entry_id(effect.project_id, effect.message_id)
     if entry_id is None:
         return False
-    project_id, attempt = effect.project_id, effect.attempt
-    current = yield Script(
+    attempt = effect.attempt
+    current = yield _script(
+        keys,
+        effect.project_id,
         "record_attempt",
-        (
-            keys.webhook_delivery(project_id, effect.message_id, effect.endpoint_id),
-            keys.webhook_due(project_id),
-            keys.webhook_pending(project_id),
-            keys.webhook_settled(project_id),
-        ),
-        (
-            webhook_delivery_id(entry_id, effect.endpoint_id),
-            _token_hash(effect.claim_token),
-            orjson.dumps(dataclasses.asdict(attempt)).decode(),
-            attempt.at_millis,
-            effect.state.value,
-            effect.failures,
-            SETTLED_DELIVERY_TTL_MS,
-            effect.next_attempt_at_millis or 0,
-        ),
+        webhook_delivery_id(entry_id, effect.endpoint_id),
+        _token_hash(effect.claim_token),
+        orjson.dumps(dataclasses.asdict(attempt)).decode(),
+        attempt.at_millis,
+        effect.state.value,
+        effect.failures,
+        effect.next_attempt_at_millis or 0,
     )
     return bool(current)
 
@@ -512,32 +499,25 @@ def _delivery_is(ops: Ops, position: int, guard: DeliveryIs) -> None:
 
 @guards(DeliveriesAre)
 def _deliveries_are(ops: Ops, position: int, guard: DeliveriesAre) -> None:
-    index = ops.key(ops.space.webhook_deliveries(ops.project_id, guard.endpoint_id))
-    entry_ids = {ops.space.webhook_entry_id(ops.project_id, message_id) for message_id in guard.message_ids}
-    members = {webhook_sortable(entry_id or "") for entry_id in entry_ids}  # ids the flow read: all of them valid
-    ops.guards.append([position, "zcard", index, len(members)])
-    ops.guards += [[position, "zscore", index, member, True] for member in members]
+    members = [_delivery_at(ops.space, ops.project_id, m, guard.endpoint_id)[2] for m in guard.message_ids]
+    ops.exactly(position, ops.space.webhook_deliveries(ops.project_id, guard.endpoint_id), members)
 
 
 @writes(DropDelivery)
 def _drop_delivery(ops: Ops, write: DropDelivery) -> None:
     space, p = ops.space, ops.project_id
-    entry_id = space.webhook_entry_id(p, write.message_id)
-    assert entry_id is not None  # guarded: the flow read the delivery
-    did = webhook_delivery_id(entry_id, write.endpoint_id)
-    ops.writes.append(["del", ops.key(space.webhook_delivery(p, write.message_id, write.endpoint_id))])
+    delivery, did, member = _delivery_at(space, p, write.message_id, write.endpoint_id)
+    ops.writes.append(["del", ops.key(delivery)])
     ops.writes += [["zrem", ops.key(k), did] for k in (space.webhook_due(p), space.webhook_pending(p))]
     ops.writes.append(["zrem", ops.key(space.webhook_settled(p)), did])
-    ops.writes.append(["zrem", ops.key(space.webhook_deliveries(p, write.endpoint_id)), webhook_sortable(entry_id)])
+    ops.writes.append(["zrem", ops.key(space.webhook_deliveries(p, write.endpoint_id)), member])
 
 
 @writes(RestartDelivery)
 def _restart_delivery(ops: Ops, write: RestartDelivery) -> None:
     space, p, now = ops.space, ops.project_id, str(write.now_ms)
-    entry_id = space.webhook_entry_id(p, write.message_id)
-    assert entry_id is not None  # guarded: the flow read the delivery
-    did = webhook_delivery_id(entry_id, write.endpoint_id)
-    delivery = ops.key(space.webhook_delivery(p, write.message_id, write.endpoint_id))
+    key, did, _ = _delivery_at(space, p, write.message_id, write.endpoint_id)
+    delivery = ops.key(key)
     fields = ["state", "pending", "next_attempt_at_millis", now, "claim", "", "failures", "0"]
     ops.writes += [["hset", delivery, *fields], ["persist", delivery]]
     ops.writes.append(["zadd", ops.key(space.webhook_due(p)), now, did])
@@ -545,42 +525,40 @@ def _restart_delivery(ops: Ops, write: RestartDelivery) -> None:
     ops.writes.append(["zrem", ops.key(space.webhook_settled(p)), did])
 
 
-# KEYS: events stream, cursor, endpoints, pending, settled. ARGV: before (ms), keep (events), delivery key prefix,
-# delivery index prefix. Forgets the settled deliveries last attempted before `before`, then trims the stream to
-# the entries from `before` on and the newest `keep` (XTRIM MINID, exact), keeping whatever their age the oldest
-# entry a pending delivery needs and everything after it, and (while the project has endpoints) the entries not
-# fanned out yet.
+# ARGV (after `_LIB`'s): before (ms), keep (events). Forgets the settled deliveries last attempted before `before`,
+# then trims the stream to the entries from `before` on and the newest `keep` (XTRIM MINID, exact), keeping whatever
+# their age the oldest entry a pending delivery needs and everything after it, and (while the project has endpoints)
+# the entries not fanned out yet.
 script(
     "trim_webhook_data",
-    _WEBHOOK_IDS
+    _LIB
     + """
-local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[1])
-for _, did in ipairs(old) do
-  redis.call('DEL', ARGV[3] .. did)
-  redis.call('ZREM', ARGV[4] .. string.sub(did, 43), string.sub(did, 1, 41))
-  redis.call('ZREM', KEYS[5], did)
+for _, did in ipairs(redis.call('ZRANGEBYSCORE', settled, '-inf', '(' .. ARGV[4])) do
+  redis.call('DEL', delivery_prefix .. did)
+  redis.call('ZREM', index_prefix .. string.sub(did, 43), string.sub(did, 1, 41))
+  redis.call('ZREM', settled, did)
 end
-local minid = ARGV[1] .. '-0'
-local keep = tonumber(ARGV[2])
+local minid = ARGV[4] .. '-0'
+local keep = tonumber(ARGV[5])
 local candidate = nil
 if keep <= 0 then
-  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
   if #last > 0 then candidate = wh_next(last[1][1]) end
 else
-  local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', keep)
+  local newest = redis.call('XREVRANGE', events, '+', '-', 'COUNT', keep)
   if #newest == keep then candidate = newest[keep][1] end
 end
 if candidate and wh_less(minid, candidate) then minid = candidate end
-local first_pending = redis.call('ZRANGE', KEYS[4], 0, 0)
+local first_pending = redis.call('ZRANGE', pending, 0, 0)
 if #first_pending > 0 then
   local needed = wh_entry_id(first_pending[1])
   if wh_less(needed, minid) then minid = needed end
 end
-if redis.call('HLEN', KEYS[3]) > 0 then
-  local next_id = wh_next(redis.call('GET', KEYS[2]) or '0-0')
+if redis.call('HLEN', endpoints) > 0 then
+  local next_id = wh_next(redis.call('GET', cursor) or '0-0')
   if wh_less(next_id, minid) then minid = next_id end
 end
-redis.call('XTRIM', KEYS[1], 'MINID', minid)
+redis.call('XTRIM', events, 'MINID', minid)
 return 1
 """,
 )
@@ -588,20 +566,5 @@ return 1
 
 @_plans(TrimWebhookData)
 def _trim(keys: KeySpace, effect: TrimWebhookData) -> Plan[None]:
-    project_id = effect.project_id
-    yield Script(
-        "trim_webhook_data",
-        (
-            keys.events(project_id),
-            keys.webhook_cursor(project_id),
-            keys.webhook_endpoints(project_id),
-            keys.webhook_pending(project_id),
-            keys.webhook_settled(project_id),
-        ),
-        (
-            max(effect.before_ms, 0),
-            max(effect.keep_events, 0),
-            keys.webhook_delivery(project_id),
-            keys.webhook_deliveries(project_id),
-        ),
-    )
+    before, keep = max(effect.before_ms, 0), max(effect.keep_events, 0)
+    yield _script(keys, effect.project_id, "trim_webhook_data", before, keep)

@@ -203,7 +203,7 @@ def test_after_a_rename_a_grant_of_a_membership_holding_awkward_ids_still_lands(
     assert membership.permissions == expected
     if isinstance(store, RedisStore):  # stored as the stores' codec writes it
         seq = store.client.zscore(store.keys.team_members(project.id, team.id), "alice")
-        stored = store.client.hget(store.keys.membership(project.id) + f"{seq:.0f}", "permissions")
+        stored = store.client.hget(store.keys.membership(project.id, "") + f"{seq:.0f}", "permissions")
         assert stored == orjson.dumps(expected)
 
 
