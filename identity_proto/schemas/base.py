@@ -42,6 +42,20 @@ def is_uuid(value: str) -> bool:
     return _UUID.match(value) is not None
 
 
+#: What a name shown to people may not contain: C0 and C1 control characters and DEL (NUL, ANSI escape sequences
+#: that rewrite a terminal or a log viewer, line breaks that forge log lines) and the bidirectional overrides and
+#: isolates that make a name read differently from what it is ("Trojan Source").
+_NOT_IN_NAMES = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _plain_name(value: Any) -> Any:
+    """For names shown to people (users', teams', member profiles', projects' display names): no control
+    characters or bidirectional overrides (400 `SCHEMA_ERROR`); everything else as given."""
+    if isinstance(value, str) and _NOT_IN_NAMES.search(value):
+        raise ValueError("must not contain control characters or bidirectional overrides")
+    return value
+
+
 def _not_null(value: Any) -> Any:
     """For optional fields that, when sent, must have a value: omit the key to keep the stored one; `null` is a
     mistake, not a reset."""

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.records import RateLimitSetting, TrustedDomain
-from identity_proto.schemas.base import Body, Query, _not_null, is_uuid
+from identity_proto.schemas.base import Body, Query, _not_null, _plain_name, is_uuid
 from identity_proto.schemas.oauth_accounts import MergeStrategy, OAuthProviderIn, unique_provider_ids
 from identity_proto.urls import UnsafeURL, parse_origin_pattern
 
@@ -106,6 +106,8 @@ class ProjectCreateBody(Body):
     display_name: str = Field(min_length=1, max_length=256)
     config: ProjectConfigPatch | None = None
 
+    _plain_display_name = field_validator("display_name")(_plain_name)
+
 
 class ProjectUpdateBody(Body):
     """PATCH /projects/current."""
@@ -114,6 +116,7 @@ class ProjectUpdateBody(Body):
     config: ProjectConfigPatch | None = None
 
     _non_null = field_validator("display_name", "config", mode="before")(_not_null)
+    _plain_display_name = field_validator("display_name")(_plain_name)
 
 
 class ProjectIdParams(Query):

@@ -6,7 +6,16 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from identity_proto.schemas.base import Body, Query, _metadata, _not_null, _profile_image, _uuid_or_me, is_uuid
+from identity_proto.schemas.base import (
+    Body,
+    Query,
+    _metadata,
+    _not_null,
+    _plain_name,
+    _profile_image,
+    _uuid_or_me,
+    is_uuid,
+)
 
 
 def _uuid_only(value: str | None) -> str | None:
@@ -22,6 +31,7 @@ class ClientTeamCreateBody(Body):
     profile_image_url: str | None = None
     client_metadata: Any = None
     creator_user_id: str | None = None
+    _plain_display_name = field_validator("display_name")(_plain_name)
     _image = field_validator("profile_image_url")(_profile_image)
     _client_metadata = field_validator("client_metadata")(_metadata)
     _creator = field_validator("creator_user_id")(lambda v: v if v is None else _uuid_or_me(v))
@@ -45,6 +55,7 @@ class ClientTeamUpdateBody(Body):
     _client_metadata = field_validator("client_metadata")(_metadata)
 
     _non_null = field_validator("display_name", mode="before")(_not_null)
+    _plain_display_name = field_validator("display_name")(_plain_name)
 
 
 class ServerTeamUpdateBody(ClientTeamUpdateBody):
@@ -102,3 +113,4 @@ class MemberProfileUpdateBody(Body):
     _image = field_validator("profile_image_url")(_profile_image)
 
     _non_null = field_validator("display_name", mode="before")(_not_null)
+    _plain_display_name = field_validator("display_name")(_plain_name)

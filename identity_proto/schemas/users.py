@@ -15,6 +15,7 @@ from identity_proto.schemas.base import (
     _metadata,
     _no_nul,
     _not_null,
+    _plain_name,
     _profile_image,
     _user_email,
     _uuid_or_me,
@@ -70,6 +71,7 @@ class ClientUserUpdateBody(Body):
     primary_email: str | None = None
 
     _display_name = field_validator("display_name", mode="before")(_empty_to_none)
+    _plain_display_name = field_validator("display_name")(_plain_name)
     _image = field_validator("profile_image_url")(_profile_image)
     _email_rule = field_validator("primary_email")(_email)
     _client_metadata = field_validator("client_metadata")(_metadata)
