@@ -532,7 +532,17 @@ emails = st.sampled_from(["ada@example.com", "ada2@example.com", "zed@example.or
 valid_user_patch = st.fixed_dictionaries(
     {},
     optional={
-        "display_name": st.one_of(st.none(), st.text(max_size=50)),
+        # Display names refuse control characters (categories Cc) and the bidirectional overrides and isolates.
+        "display_name": st.one_of(
+            st.none(),
+            st.text(
+                st.characters(
+                    exclude_categories=("Cc", "Cs"),
+                    exclude_characters="\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069",
+                ),
+                max_size=50,
+            ),
+        ),
         "client_metadata": json_values,
         "client_read_only_metadata": json_values,
         "server_metadata": json_values,
