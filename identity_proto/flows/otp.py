@@ -8,9 +8,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    PRIMARY_FIELDS,
     AddressHolder,
-    ChannelsAre,
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
@@ -18,14 +16,17 @@ from identity_proto.effects import (
     Flow,
     ListContactChannels,
     PutCode,
+    Together,
+    UserChannels,
     auth_address_verified,
     find_user_by_email,
     perform,
 )
 from identity_proto.effects.commit import (
+    Commit,
     CommitConflict,
+    Committed,
     FieldsAre,
-    Guard,
     IndexIs,
     IndexName,
     IsAbsent,
@@ -62,9 +63,7 @@ if TYPE_CHECKING:
     from identity_proto.schemas import CodeBody, SendSignInCodeBody
 
 __all__ = ["callback_is_trusted", "check_sign_in_code", "magic_link", "send_sign_in_code", "sign_in_with_code"]
-__all__ += ["sign_in_by_email", "sign_in_code_refusal", "store_sign_in_code"]
-
-Guards = tuple[Guard, ...]
+__all__ += ["code_refusal", "sign_in_by_email", "sign_in_code_refusal", "store_sign_in_code"]
 
 #: reference §2.2 step 4: the hosts that "localhost" covers (plus every `*.localhost` name), as a WHATWG parser
 #: serialises them.
@@ -99,30 +98,46 @@ def magic_link(callback: WebURL, code: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, ("code", code)])))
 
 
-def sign_in_code_refusal(project_id: str, email: str, *, sign_up_enabled: bool) -> Flow[EmailRefusal | Guards]:
-    """reference §2.2 step 2, decided on the address's holder read with their channels (`FindAuthAddressHolder`):
-    an auth e-mail whose matched channel is unverified (`auth_address_verified`) cannot sign in with a code, and an
-    address nobody holds (or a user who is gone) only when sign-up is enabled. Else the guards of what was read (none
-    for a free address: signing in decides on its holder again)."""
-    found = yield from perform(FindAuthAddressHolder(project_id, email))
+def code_refusal(found: UserChannels | None, email: str, *, sign_up_enabled: bool) -> EmailRefusal | None:
+    """reference §2.2 step 2, decided on `found`, the address's holder read with their channels
+    (`FindAuthAddressHolder`): an auth e-mail whose matched channel is unverified (`auth_address_verified`) cannot
+    sign in with a code, and an address nobody holds (or a user who is gone) only when sign-up is enabled."""
     if found is None:
-        return () if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
-    if not auth_address_verified(found.user, found.stored, email):
-        return EmailRefusal.UNVERIFIED
-    user = found.user
-    return IndexIs(IndexName.EMAIL, email, user.id), FieldsAre(user, PRIMARY_FIELDS), ChannelsAre(user.id, found.stored)
+        return None if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
+    return None if auth_address_verified(found.user, found.stored, email) else EmailRefusal.UNVERIFIED
+
+
+def sign_in_code_refusal(project_id: str, email: str, *, sign_up_enabled: bool) -> Flow[EmailRefusal | None]:
+    """`code_refusal` for `email`, its holder read here (one read, nothing written)."""
+    found = yield from perform(FindAuthAddressHolder(project_id, email))
+    return code_refusal(found, email, sign_up_enabled=sign_up_enabled)
 
 
 def store_sign_in_code(project_id: str, code: VerificationCode, *, sign_up_enabled: bool) -> Flow[EmailRefusal | None]:
-    """Store the sign-in `code` for its address unless that address cannot sign in with it (`sign_in_code_refusal`:
-    the refusal, nothing written): one read, then one commit guarded on what the decision read."""
+    """Store the sign-in `code` for its address unless that address cannot sign in with it (`code_refusal`: the
+    refusal, and no usable code left). One trip: the code's commit and the read of the address's holder go
+    together (`Together`: on Redis one pipeline, the commit first), and the decision is made on the holder as read
+    right after the code was stored.
+
+    Why not a read, then a commit guarded on what it read (the usual shape, and this one's before): that costs a
+    second round trip on every code sent, and the guards bought nothing a sign-in relies on. A sign-in code names
+    only its address, and signing in with it decides again, on the holder as they are then, whether that address
+    may sign in (`sign_in_by_email`); here the decision only says whether the code is mailed. Nor does a rule
+    move into the store: the commit is a plain `PutCode`, the rule stays in `code_refusal`. What it costs is
+    confined to a refusal (an error answer): the code was stored before the decision, so a second commit spends
+    it (stored again as used and expired; nobody was told it, and no attempt can succeed with it)."""
     if code.email is None or code.purpose != CodePurpose.SIGN_IN:
         raise ValueError(f"a sign-in code names its address and has the sign-in purpose: {code!r}")
-    decided = yield from sign_in_code_refusal(project_id, code.email, sign_up_enabled=sign_up_enabled)
-    if isinstance(decided, EmailRefusal):
-        return decided
-    yield from commit(project_id, decided, (PutCode(code),))
-    return None
+    stored, found = yield from perform(
+        Together((Commit(project_id, writes=(PutCode(code),)), FindAuthAddressHolder(project_id, code.email)))
+    )
+    if not isinstance(stored, Committed):  # pragma: no cover - an unguarded commit cannot conflict
+        raise RuntimeError(f"storing a sign-in code answered {stored!r}")
+    refusal = code_refusal(found, code.email, sign_up_enabled=sign_up_enabled)
+    if refusal is not None:
+        spent = replaced(code, {"used": True, "expires_at_millis": code.created_at_millis})
+        yield from commit(project_id, writes=(PutCode(spent),))
+    return refusal
 
 
 def _refused(refusal: EmailRefusal, email: str) -> KnownError:
@@ -140,7 +155,8 @@ def _refused(refusal: EmailRefusal, email: str) -> KnownError:
 def send_sign_in_code(ctx: RequestContext[SendSignInCodeBody]) -> Flow[Response]:
     """POST /auth/otp/send-sign-in-code: mail a code and a magic link; answer the nonce.
 
-    Reading the address's holder (with the per-address limit, one trip), then storing the code (one commit)."""
+    One trip (`store_sign_in_code`: the code stored and the address's holder read together); with rate limits on,
+    the per-address limit is counted before it, alone, so a request over the limit writes nothing."""
     project = ctx.require_auth().project
     body: SendSignInCodeBody = ctx.body
     if not project.config.magic_link_enabled:
@@ -148,9 +164,9 @@ def send_sign_in_code(ctx: RequestContext[SendSignInCodeBody]) -> Flow[Response]
     email, sign_up_enabled = normalize_email(body.email), project.config.sign_up_enabled
     if not callback_is_trusted(body.callback_url, project.config):
         # The address is checked first (reference §2.2 steps 2 and 4): a refused address is the error to show.
-        decided = yield from sign_in_code_refusal(project.id, email, sign_up_enabled=sign_up_enabled)
-        if isinstance(decided, EmailRefusal):
-            raise _refused(decided, email)
+        refusal = yield from sign_in_code_refusal(project.id, email, sign_up_enabled=sign_up_enabled)
+        if refusal is not None:
+            raise _refused(refusal, email)
         raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
     # Per address too, so one inbox cannot be flooded from many places. Only mail that goes out is counted: a
     # refused request must not spend the owner's budget (anyone could lock them out of code sign-in otherwise).
