@@ -101,10 +101,12 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
 
 def _reads(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
     """The reads `effect` is made of (itself, or the effects of a `Together` of reads); None when it writes."""
-    if not isinstance(effect, StorageEffect):
+    if type(effect) in READ_EFFECTS:  # one read (most requests' first effect)
+        return (effect,)
+    if not isinstance(effect, Together):
         return None
-    parts = effect.effects if isinstance(effect, Together) else (effect,)
-    return parts if parts and all(type(part) in READ_EFFECTS for part in parts) else None
+    parts = effect.effects
+    return parts if parts and READ_EFFECTS.issuperset(map(type, parts)) else None
 
 
 def _perform_all(effects: list[StorageEffect[Any]]) -> Flow[list[Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -126,7 +127,7 @@ def store_sign_in_code(project_id: str, code: VerificationCode, *, sign_up_enabl
     move into the store: the commit is a plain `PutCode`, the rule stays in `code_refusal`. What it costs is
     confined to a refusal (an error answer): the code was stored before the decision, so a second commit spends
     it (stored again as used and expired; nobody was told it, and no attempt can succeed with it)."""
-    if code.email is None or code.purpose != CodePurpose.SIGN_IN:
+    if code.email is None or code.purpose != _SIGN_IN:
         raise ValueError(f"a sign-in code names its address and has the sign-in purpose: {code!r}")
     stored, found = yield from perform(
         Together((Commit(project_id, writes=(PutCode(code),)), FindAuthAddressHolder(project_id, code.email)))
@@ -173,7 +174,7 @@ def send_sign_in_code(ctx: RequestContext[SendSignInCodeBody]) -> Flow[Response]
     limited = ctx.options.rate_limits_enabled
     rule, subject = rule_for("send_code_email", project.config), f"{project.id}:{email}"
     under_limit = limit_not_reached(rule, subject, now_ms=ctx.now_ms) if limited else None
-    code, record = new_code(ctx, CodePurpose.SIGN_IN, ctx.options.code_lifetime_ms, email=email)
+    code, record = new_code(ctx, _SIGN_IN, ctx.options.code_lifetime_ms, email=email)
     storing = store_sign_in_code(project.id, record, sign_up_enabled=sign_up_enabled)
     refusal = yield from guarded(storing, [under_limit] if under_limit is not None else [])
     if refusal is not None:
@@ -201,7 +202,7 @@ def sign_in_with_code(ctx: RequestContext[CodeBody]) -> Flow[Response]:
     sign-up of the same address) runs the rest again, which then reads and signs in the winner."""
     project = ctx.require_auth().project
     body: CodeBody = ctx.body
-    attempt = yield from present_code(ctx, project.id, body.code, CodePurpose.SIGN_IN, consume=True, with_holder=True)
+    attempt = yield from present_code(ctx, project.id, body.code, _SIGN_IN, consume=True, with_holder=True)
     email = (attempt.code.email if attempt.code is not None else None) or ""
     return (
         yield from rerun_on_conflict(
@@ -232,38 +233,56 @@ def _sign_in_with_address(
         if isinstance(upgraded, User):
             return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True))
         holder = None  # it met the address's holder: read them
-    newcomer = User(
-        id=new_uuid(ctx.entropy),
-        signed_up_at_millis=ctx.now_ms,
-        last_active_at_millis=ctx.now_ms,
-        primary_email=email,
-        primary_email_verified=True,
-        primary_email_auth_enabled=True,
-        otp_auth_enabled=True,
-    )
-    parts = sign_up_parts(ctx, project, newcomer)
-    refresh_token, session = new_session(ctx, user_id="")  # made the signed-in user's below
+    newcomer_id = new_uuid(ctx.entropy)  # drawn first, as always; the newcomer is made only for a sign-up
+
+    def newcomer() -> NewUser:
+        user = User(
+            id=newcomer_id,
+            signed_up_at_millis=ctx.now_ms,
+            last_active_at_millis=ctx.now_ms,
+            primary_email=email,
+            primary_email_verified=True,
+            primary_email_auth_enabled=True,
+            otp_auth_enabled=True,
+        )
+        return sign_up_parts(ctx, project, user)
+
+    # The session is the holder's when the code's step read one (made the signed-in user's below otherwise).
+    held = holder.user_id if holder is not None and holder.user is not None else None
+    refresh_token, session = new_session(ctx, user_id=held or "")
     result = yield from sign_in_by_email(
         project.id,
         email,
         ctx.now_ms,
         sign_up_enabled=project.config.sign_up_enabled,
-        newcomer=parts,
+        newcomer=newcomer,
         session=session,
         holder=holder,
     )
     outcome, user = result.outcome, result.user
-    if outcome is EmailSignInOutcome.UNVERIFIED:
-        raise _refused(EmailRefusal.UNVERIFIED, email)
-    if outcome is EmailSignInOutcome.SIGN_UP_DISABLED:
-        raise _refused(EmailRefusal.SIGN_UP_DISABLED, email)
-    if user is None or outcome is EmailSignInOutcome.ID_TAKEN:
+    if outcome is not _SIGNED_IN and outcome is not _SIGNED_UP:
+        if outcome is EmailSignInOutcome.UNVERIFIED:
+            raise _refused(EmailRefusal.UNVERIFIED, email)
+        if outcome is EmailSignInOutcome.SIGN_UP_DISABLED:
+            raise _refused(EmailRefusal.SIGN_UP_DISABLED, email)
+        if user is not None and outcome is EmailSignInOutcome.MFA_REQUIRED:
+            yield from require_second_factor(ctx, project, user, is_new_user=False)  # raises: the second factor
         raise RuntimeError(f"signing in by e-mail: {outcome.value}")  # a random id collided: a 500, logged
-    if outcome is EmailSignInOutcome.MFA_REQUIRED:
-        yield from require_second_factor(ctx, project, user, is_new_user=False)
-    session = replaced(session, {"user_id": user.id})
+    if user is None:  # pragma: no cover - a sign-in or sign-up answers its user
+        raise RuntimeError(f"signing in by e-mail: {outcome.value} without a user")
+    if session.user_id != user.id:
+        session = replaced(session, {"user_id": user.id})
     tokens = IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
-    return signed_in(user, tokens, is_new_user=outcome is EmailSignInOutcome.SIGNED_UP)
+    return signed_in(user, tokens, is_new_user=outcome is _SIGNED_UP)
+
+
+#: Bound once: reading a member off an enum class costs several times a global's read (EnumType's attribute hook).
+_SIGNED_IN, _SIGNED_UP, _MFA_REQUIRED = (
+    EmailSignInOutcome.SIGNED_IN,
+    EmailSignInOutcome.SIGNED_UP,
+    EmailSignInOutcome.MFA_REQUIRED,
+)
+_SIGN_IN, _EMAIL, _USER = CodePurpose.SIGN_IN, IndexName.EMAIL, RecordKind.USER
 
 
 #: What signing in a holder decides on: whether their address is verified, whether they have a second factor, and
@@ -284,7 +303,7 @@ def sign_in_by_email(
     now_ms: int,
     *,
     sign_up_enabled: bool,
-    newcomer: NewUser,
+    newcomer: NewUser | Callable[[], NewUser],
     session: Session,
     holder: AddressHolder | None = None,
 ) -> Flow[EmailSignIn]:
@@ -297,18 +316,22 @@ def sign_in_by_email(
       is earlier and store `session` as theirs (its `user_id` replaced): SIGNED_IN. Guarded on the index entry
       still naming them and on the fields the decision read.
     - nobody does: SIGN_UP_DISABLED (nothing written) unless `sign_up_enabled`; else `newcomer` (whose auth e-mail
-      is `email`) with `session` (`commit_new_user`): SIGNED_UP; ID_TAKEN (nothing written) when a user with its
-      id exists (random ids: practically never).
+      is `email`; or a callable making it, called only here: a returning user's sign-in makes no user, team or
+      permission list it would not store) with `session` (`commit_new_user`): SIGNED_UP; ID_TAKEN (nothing
+      written) when a user with its id exists (random ids: practically never).
 
     A concurrent change of what it decided on raises `CommitConflict` (nothing written)."""
-    if newcomer.user.auth_email != email:
-        raise ValueError("the user signing up holds the address as their auth e-mail")
+    if isinstance(newcomer, NewUser):
+        _check_newcomer(newcomer, email)
     if holder is None:
         found = yield from perform(find_user_by_email(project_id, email))
         holder = AddressHolder(None if found is None else found.id, found)
     user = holder.user
     if user is not None:
-        verified = yield from _address_verified(project_id, user, email)
+        if user.primary_email == email and user.primary_email_auth_enabled:  # their primary (no read: most)
+            verified = user.primary_email_verified
+        else:
+            verified = yield from _address_verified(project_id, user, email)
         if not verified:
             return EmailSignIn(EmailSignInOutcome.UNVERIFIED, user)
         mfa = user.totp_secret_base64 is not None
@@ -317,24 +340,33 @@ def sign_in_by_email(
             changes["otp_auth_enabled"] = True
         if not mfa and user.last_active_at_millis < now_ms:
             changes["last_active_at_millis"] = now_ms
-        writes: list[Write] = [PatchUser(user.id, UserChanges.of(changes.items()))] if changes else []
+        writes: list[Write] = [PatchUser(user.id, UserChanges(tuple(changes.items())))] if changes else []
         if not mfa:
             writes.append(PutSession(replaced(session, {"user_id": user.id})))
         if writes:
-            guards = (IndexIs(IndexName.EMAIL, email, user.id), FieldsAre(user, _HOLDER_FIELDS))
-            yield from commit(project_id, guards, tuple(writes))
-        user = replaced(user, changes) if changes else user
-        return EmailSignIn(EmailSignInOutcome.MFA_REQUIRED if mfa else EmailSignInOutcome.SIGNED_IN, user)
+            guards = (IndexIs(_EMAIL, email, user.id), FieldsAre(user, _HOLDER_FIELDS))
+            # The user as stored once the commit is applied, from the commit: no second copy made here.
+            returns = ((_USER, user.id),) if changes else ()
+            stored = yield from commit(project_id, guards, tuple(writes), returns=returns)
+            user = stored[0] if changes else user
+        return EmailSignIn(_MFA_REQUIRED if mfa else _SIGNED_IN, user)
     if not sign_up_enabled:
         return EmailSignIn(EmailSignInOutcome.SIGN_UP_DISABLED)
-    mine = replaced(session, {"user_id": newcomer.user.id})
+    parts = newcomer if isinstance(newcomer, NewUser) else _check_newcomer(newcomer(), email)
+    mine = session if session.user_id == parts.user.id else replaced(session, {"user_id": parts.user.id})
     try:
-        created = yield from commit_new_user(project_id, newcomer, mine, replaces=holder.user_id)
+        created = yield from commit_new_user(project_id, parts, mine, replaces=holder.user_id)
     except CommitConflict as conflict:
-        if conflict.guard == IsAbsent(RecordKind.USER, newcomer.user.id):
+        if conflict.guard == IsAbsent(RecordKind.USER, parts.user.id):
             return EmailSignIn(EmailSignInOutcome.ID_TAKEN)
         raise
     return EmailSignIn(EmailSignInOutcome.SIGNED_UP, created)
+
+
+def _check_newcomer(newcomer: NewUser, email: str) -> NewUser:
+    if newcomer.user.auth_email != email:
+        raise ValueError("the user signing up holds the address as their auth e-mail")
+    return newcomer
 
 
 def _address_verified(project_id: str, user: User, email: str) -> Flow[bool]:

@@ -1,7 +1,8 @@
 """Signing in with a code sent to an e-mail address, over every store: `store_sign_in_code` (store the code unless
 the address cannot sign in) and the core's `sign_in_by_email` (sign in whoever holds the address, or sign them up with
 their personal team: a read, then one `Commit`, re-run on a conflict as the sign-in flow does), with their refusals
-leaving no usable code and writing nothing else, concurrent sign-ups of one address making one user, and the TTLs of what they store on Redis."""
+leaving no usable code and writing nothing else, concurrent sign-ups of one address making one user, and the TTLs of
+what they store on Redis."""
 
 from __future__ import annotations
 
