@@ -88,7 +88,14 @@ def _commit(store: MemoryStore, effect: Commit) -> Conflict | Committed:
     returns = effect.returns
     if not returns:
         return _NOTHING_RETURNED
-    return Committed(tuple([_returned(tenant, named) for named in returns]))
+    found = []
+    for named in returns:
+        if type(named) is tuple:  # (kind, id): a user, most often (answering a PATCH, a sign-in)
+            kind, record_id = named
+            found.append((tenant.users if kind is _USER else records(tenant, kind)).get(record_id))
+        else:
+            found.append(_returned(tenant, named))
+    return Committed(tuple(found))
 
 
 def _returned(tenant: Tenant, named: Returned) -> Any:
