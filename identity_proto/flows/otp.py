@@ -116,9 +116,10 @@ def sign_in_code_refusal(project_id: str, email: str, *, sign_up_enabled: bool) 
 
 def store_sign_in_code(project_id: str, code: VerificationCode, *, sign_up_enabled: bool) -> Flow[EmailRefusal | None]:
     """Store the sign-in `code` for its address unless that address cannot sign in with it (`code_refusal`: the
-    refusal, and no usable code left). One trip: the code's commit and the read of the address's holder go
-    together (`Together`: on Redis one pipeline, the commit first), and the decision is made on the holder as read
-    right after the code was stored.
+    refusal, and no usable code left). One trip: the code's commit and the e-mail index's lookup of the address's
+    holder go together (`Together`: on Redis one pipeline, the commit first), and the decision is made on the
+    holder as read right after the code was stored. An address that is its holder's primary (the usual case)
+    decides on the user alone; another auth channel of theirs needs their channels, read then (a second trip).
 
     Why not a read, then a commit guarded on what it read (the usual shape, and this one's before): that costs a
     second round trip on every code sent, and the guards bought nothing a sign-in relies on. A sign-in code names
@@ -127,14 +128,21 @@ def store_sign_in_code(project_id: str, code: VerificationCode, *, sign_up_enabl
     move into the store: the commit is a plain `PutCode`, the rule stays in `code_refusal`. What it costs is
     confined to a refusal (an error answer): the code was stored before the decision, so a second commit spends
     it (stored again as used and expired; nobody was told it, and no attempt can succeed with it)."""
-    if code.email is None or code.purpose != _SIGN_IN:
+    email = code.email
+    if email is None or code.purpose != _SIGN_IN:
         raise ValueError(f"a sign-in code names its address and has the sign-in purpose: {code!r}")
-    stored, found = yield from perform(
-        Together((Commit(project_id, writes=(PutCode(code),)), FindAuthAddressHolder(project_id, code.email)))
+    stored, holder = yield Together(
+        (Commit(project_id, writes=(PutCode(code),)), find_user_by_email(project_id, email))
     )
     if not isinstance(stored, Committed):  # pragma: no cover - an unguarded commit cannot conflict
         raise RuntimeError(f"storing a sign-in code answered {stored!r}")
-    refusal = code_refusal(found, code.email, sign_up_enabled=sign_up_enabled)
+    if holder is None:  # nobody holds it (or a user who is gone)
+        refusal = None if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
+    elif holder.primary_email == email and holder.primary_email_auth_enabled:  # their primary: no channel read
+        refusal = None if holder.primary_email_verified else EmailRefusal.UNVERIFIED
+    else:
+        found = yield from perform(ListContactChannels(project_id, holder.id))
+        refusal = code_refusal(found, email, sign_up_enabled=sign_up_enabled)
     if refusal is not None:
         spent = replaced(code, {"used": True, "expires_at_millis": code.created_at_millis})
         yield from commit(project_id, writes=(PutCode(spent),))
