@@ -80,7 +80,7 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
             flow.close()
             raise
         return (yield from _resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
-    if not all(p.guard is not None and p.guard in carried for p in preconditions):
+    if not _all_carried(preconditions, carried):
         try:
             yield from check_preconditions(preconditions)
         except Exception:
@@ -99,12 +99,22 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
     return (yield from _resume(flow, value))
 
 
+def _all_carried(preconditions: Sequence[Precondition[Any]], carried: tuple[CommitGuard, ...]) -> bool:
+    """Whether the first commit carries every precondition's guard (then they need no trip of their own)."""
+    for precondition in preconditions:  # noqa: SIM110 - a loop: `all` of a generator costs one more on every write
+        if precondition.guard is None or precondition.guard not in carried:
+            return False
+    return True
+
+
 def _reads(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
     """The reads `effect` is made of (itself, or the effects of a `Together` of reads); None when it writes."""
-    if not isinstance(effect, StorageEffect):
+    if type(effect) in READ_EFFECTS:  # one read (most requests' first effect)
+        return (effect,)
+    if not isinstance(effect, Together):
         return None
-    parts = effect.effects if isinstance(effect, Together) else (effect,)
-    return parts if parts and all(type(part) in READ_EFFECTS for part in parts) else None
+    parts = effect.effects
+    return parts if parts and READ_EFFECTS.issuperset(map(type, parts)) else None
 
 
 def _perform_all(effects: list[StorageEffect[Any]]) -> Flow[list[Any]]:

@@ -168,6 +168,11 @@ def _checked_names(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+#: Bound once: reading a member off an enum class costs several times a global's read (EnumType's attribute hook),
+#: and every rendered user reads it.
+_CLIENT = AccessType.CLIENT
+
+
 def render_project(project: Project, access_type: AccessType, *, compat: bool = False) -> dict[str, Any]:
     """A project as `access_type` may see it: admin everything but secrets, others the public config. `compat`
     (compatibility mode): client and server see the original's client fields only (`render_original_project`
@@ -319,7 +324,7 @@ def render_user(
     team is always one of theirs) or the team is one of `caller_team_ids`, the teams the caller is a member of;
     otherwise both are null, as for a user with no selected team.
     """
-    if access_type is AccessType.CLIENT and user.id != caller_id and user.selected_team_id not in caller_team_ids:
+    if access_type is _CLIENT and user.id != caller_id and user.selected_team_id not in caller_team_ids:
         user, selected_team = replaced(user, {"selected_team_id": None}), None
     reason = restricted_reason(user, config)
     rendered: dict[str, Any] = {
@@ -353,7 +358,7 @@ def render_user(
             "sign_up": {"bot": user.risk_scores.bot, "free_trial_abuse": user.risk_scores.free_trial_abuse}
         },
     }
-    if access_type is AccessType.CLIENT:
+    if access_type is _CLIENT:
         for hidden in (*SERVER_ONLY_USER_FIELDS, *(ORIGINAL_SERVER_ONLY_USER_FIELDS if compat else ())):
             del rendered[hidden]
     return rendered

@@ -94,6 +94,8 @@ class Route:
     def body_model(self, access_type: AccessType | None) -> type[Body] | None:
         """The body model for this caller; None when the endpoint takes no body."""
         body = self.body
+        if body is None or isinstance(body, type):  # one model (checked first: `Mapping` is an ABC, slow to test)
+            return body
         if isinstance(body, Mapping):
             return next(iter(body.values())) if access_type is None else body[access_type]
         return body

@@ -183,7 +183,18 @@ class Service:
             routes=self._router.routes,
             live_session=None if live_session is None else live_session.guard,
         )
-        return (yield from guarded(_rerun_on_conflict(route, ctx), preconditions))
+        # The route's flow, run again from its first read when its commit found a guard broken by a concurrent
+        # write: the flow is pure given the request, the clock and entropy, so the re-run reads what that write left
+        # and decides on it ("one of N concurrent sign-ups wins" is "N-1 conflict, re-run, and see the winner"). A
+        # flow commits before any effect that cannot be repeated (mail), so a re-run repeats nothing observable.
+        # The preconditions ran with the first run (a conflict comes from a commit, at or after the first effect);
+        # re-runs go without them (`_rerun`). Not a generator wrapping the flow: every effect of every request would
+        # pass through one more frame.
+        try:
+            return (yield from guarded(route.flow(ctx), preconditions))
+        except CommitConflict as conflict:
+            first_conflict = conflict
+        return (yield from _rerun(route, ctx, first_conflict))
 
     def _authenticate(self, request: Request, now_ms: int) -> Flow[Auth | None]:
         """Step 3, answered from the `AuthCache` when the same authentication headers succeeded before (and the
@@ -236,16 +247,15 @@ class Service:
 MAX_COMMIT_ATTEMPTS = 5
 
 
-def _rerun_on_conflict(route: Route, ctx: RequestContext[Any, Any, Any]) -> Flow[Response]:
-    """The route's flow, run again from its first read when its commit found a guard broken by a concurrent write:
-    the flow is pure given the request, the clock and entropy, so the re-run reads what that write left and decides
-    on it ("one of N concurrent sign-ups wins" is "N-1 conflict, re-run, and see the winner"). A flow commits before
-    any effect that cannot be repeated (mail), so a re-run repeats nothing observable."""
-    for _attempt in range(MAX_COMMIT_ATTEMPTS):
+def _rerun(route: Route, ctx: RequestContext[Any, Any, Any], conflict: CommitConflict) -> Flow[Response]:
+    """The route's flow run again after its first run met `conflict`, up to `MAX_COMMIT_ATTEMPTS` runs in all;
+    then 503 WRITE_CONFLICT."""
+    for _attempt in range(MAX_COMMIT_ATTEMPTS - 1):
+        logger.debug("%s %s: %s; running the flow again", route.method, route.pattern, conflict)
         try:
             return (yield from route.flow(ctx))
-        except CommitConflict as conflict:
-            logger.debug("%s %s: %s; running the flow again", route.method, route.pattern, conflict)
+        except CommitConflict as again:
+            conflict = again
     raise KnownError(ErrorCode.WRITE_CONFLICT)
 
 

@@ -68,27 +68,46 @@ def applies(write_type: type[W]) -> Callable[[Callable[[Tenant, W], None]], Call
     return register
 
 
+#: The answer of a commit asked to return nothing (most): one shared instance, not one built per commit.
+_NOTHING_RETURNED = Committed(())
+
+
 @_performs(Commit)
 def _commit(store: MemoryStore, effect: Commit) -> Conflict | Committed:
+    # The hot path of every write, kept lean: no position kept per guard (on a conflict, the first guard equal to
+    # the one that failed is the one that failed: they are checked in order, and equal guards check the same).
     tenant = store.tenant(effect.project_id)
-    for position, guard in enumerate(effect.guards):
+    guards = effect.guards
+    for guard in guards:
         if not _GUARDS[type(guard)](tenant, guard):
-            return Conflict(position)
+            return Conflict(guards.index(guard))
     for write in effect.writes:
         _WRITES[type(write)](tenant, write)
     for event in effect.events:
         _record(tenant, event)
-    return Committed(tuple([_returned(tenant, named) for named in effect.returns]))
+    returns = effect.returns
+    if not returns:
+        return _NOTHING_RETURNED
+    found = []
+    for named in returns:
+        if type(named) is tuple:  # (kind, id): a user, most often (answering a PATCH, a sign-in)
+            kind, record_id = named
+            found.append((tenant.users if kind is _USER else records(tenant, kind)).get(record_id))
+        else:
+            found.append(_returned(tenant, named))
+    return Committed(tuple(found))
 
 
 def _returned(tenant: Tenant, named: Returned) -> Any:
     if isinstance(named, ReferencedBy):
         kind, record_id = named.of
-        holder = records(tenant, kind).get(record_id)
+        holder = (tenant.users if kind is _USER else records(tenant, kind)).get(record_id)
         referenced = None if holder is None else getattr(holder, named.field)
-        return None if referenced is None else records(tenant, named.kind).get(referenced)
-    kind, record_id = named
-    return records(tenant, kind).get(record_id)
+        if referenced is None:
+            return None
+        return (tenant.teams if named.kind is _TEAM else records(tenant, named.kind)).get(referenced)
+    kind, record_id = named  # a user, most often (answering a PATCH, a sign-in)
+    return (tenant.users if kind is _USER else records(tenant, kind)).get(record_id)
 
 
 def records(tenant: Tenant, kind: RecordKind) -> dict[str, Any]:
@@ -199,14 +218,19 @@ def _drop_index(tenant: Tenant, write: DropIndex) -> None:
 
 
 def _record(tenant: Tenant, event: Announce) -> None:
-    record: Any = None
+    named = event.record
+    if named is None:
+        tenant.record_event(event.type, ids=event.ids)
+        return
+    kind, record_id = named
+    if kind is not _USER:
+        tenant.record_event(event.type, record=records(tenant, kind).get(record_id), ids=event.ids)
+        return
+    record = tenant.users.get(record_id)
     team: Any = None
-    if event.record is not None:
-        kind, record_id = event.record
-        record = records(tenant, kind).get(record_id)
-        if kind is _USER and record is not None:
-            if event.unselected:
-                record = replaced(record, {"selected_team_id": None})
-            elif event.with_team and record.selected_team_id is not None:
-                team = tenant.teams.get(record.selected_team_id)
+    if record is not None:
+        if event.unselected:
+            record = replaced(record, {"selected_team_id": None})
+        elif event.with_team and record.selected_team_id is not None:
+            team = tenant.teams.get(record.selected_team_id)
     tenant.record_event(event.type, record=record, team=team, ids=event.ids)

@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Any, TypeAlias
 
 from identity_proto.changes import TeamChanges, UserChanges
-from identity_proto.effects.base import Flow, StorageEffect, perform
+from identity_proto.effects.base import Flow, StorageEffect
 from identity_proto.records import Membership, Session, Team, User
 
 __all__ = [
@@ -305,7 +305,8 @@ def commit(
     returns: tuple[Returned, ...] = (),
 ) -> Flow[tuple[Any, ...]]:
     """Yield one `Commit`; raise `CommitConflict` when a guard did not hold. Returns the records of `returns`."""
-    answer = yield from perform(Commit(project_id, guards, writes, events, returns))
+    # Yielded here, as `perform` would: one generator fewer on every write.
+    answer: Conflict | Committed = yield Commit(project_id, guards, writes, events, returns)
     if isinstance(answer, Conflict):
         raise CommitConflict(guards[answer.guard])
     return answer.records

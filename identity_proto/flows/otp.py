@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from identity_proto.changes import UserChanges
 from identity_proto.context import RequestContext
 from identity_proto.effects import (
-    PRIMARY_FIELDS,
     AddressHolder,
-    ChannelsAre,
     EmailRefusal,
     EmailSignIn,
     EmailSignInOutcome,
@@ -18,14 +17,17 @@ from identity_proto.effects import (
     Flow,
     ListContactChannels,
     PutCode,
+    Together,
+    UserChannels,
     auth_address_verified,
     find_user_by_email,
     perform,
 )
 from identity_proto.effects.commit import (
+    Commit,
     CommitConflict,
+    Committed,
     FieldsAre,
-    Guard,
     IndexIs,
     IndexName,
     IsAbsent,
@@ -62,9 +64,7 @@ if TYPE_CHECKING:
     from identity_proto.schemas import CodeBody, SendSignInCodeBody
 
 __all__ = ["callback_is_trusted", "check_sign_in_code", "magic_link", "send_sign_in_code", "sign_in_with_code"]
-__all__ += ["sign_in_by_email", "sign_in_code_refusal", "store_sign_in_code"]
-
-Guards = tuple[Guard, ...]
+__all__ += ["code_refusal", "sign_in_by_email", "sign_in_code_refusal", "store_sign_in_code"]
 
 #: reference §2.2 step 4: the hosts that "localhost" covers (plus every `*.localhost` name), as a WHATWG parser
 #: serialises them.
@@ -99,30 +99,54 @@ def magic_link(callback: WebURL, code: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, ("code", code)])))
 
 
-def sign_in_code_refusal(project_id: str, email: str, *, sign_up_enabled: bool) -> Flow[EmailRefusal | Guards]:
-    """reference §2.2 step 2, decided on the address's holder read with their channels (`FindAuthAddressHolder`):
-    an auth e-mail whose matched channel is unverified (`auth_address_verified`) cannot sign in with a code, and an
-    address nobody holds (or a user who is gone) only when sign-up is enabled. Else the guards of what was read (none
-    for a free address: signing in decides on its holder again)."""
-    found = yield from perform(FindAuthAddressHolder(project_id, email))
+def code_refusal(found: UserChannels | None, email: str, *, sign_up_enabled: bool) -> EmailRefusal | None:
+    """reference §2.2 step 2, decided on `found`, the address's holder read with their channels
+    (`FindAuthAddressHolder`): an auth e-mail whose matched channel is unverified (`auth_address_verified`) cannot
+    sign in with a code, and an address nobody holds (or a user who is gone) only when sign-up is enabled."""
     if found is None:
-        return () if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
-    if not auth_address_verified(found.user, found.stored, email):
-        return EmailRefusal.UNVERIFIED
-    user = found.user
-    return IndexIs(IndexName.EMAIL, email, user.id), FieldsAre(user, PRIMARY_FIELDS), ChannelsAre(user.id, found.stored)
+        return None if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
+    return None if auth_address_verified(found.user, found.stored, email) else EmailRefusal.UNVERIFIED
+
+
+def sign_in_code_refusal(project_id: str, email: str, *, sign_up_enabled: bool) -> Flow[EmailRefusal | None]:
+    """`code_refusal` for `email`, its holder read here (one read, nothing written)."""
+    found = yield from perform(FindAuthAddressHolder(project_id, email))
+    return code_refusal(found, email, sign_up_enabled=sign_up_enabled)
 
 
 def store_sign_in_code(project_id: str, code: VerificationCode, *, sign_up_enabled: bool) -> Flow[EmailRefusal | None]:
-    """Store the sign-in `code` for its address unless that address cannot sign in with it (`sign_in_code_refusal`:
-    the refusal, nothing written): one read, then one commit guarded on what the decision read."""
-    if code.email is None or code.purpose != CodePurpose.SIGN_IN:
+    """Store the sign-in `code` for its address unless that address cannot sign in with it (`code_refusal`: the
+    refusal, and no usable code left). One trip: the code's commit and the e-mail index's lookup of the address's
+    holder go together (`Together`: on Redis one pipeline, the commit first), and the decision is made on the
+    holder as read right after the code was stored. An address that is its holder's primary (the usual case)
+    decides on the user alone; another auth channel of theirs needs their channels, read then (a second trip).
+
+    Why not a read, then a commit guarded on what it read (the usual shape, and this one's before): that costs a
+    second round trip on every code sent, and the guards bought nothing a sign-in relies on. A sign-in code names
+    only its address, and signing in with it decides again, on the holder as they are then, whether that address
+    may sign in (`sign_in_by_email`); here the decision only says whether the code is mailed. Nor does a rule
+    move into the store: the commit is a plain `PutCode`, the rule stays in `code_refusal`. What it costs is
+    confined to a refusal (an error answer): the code was stored before the decision, so a second commit spends
+    it (stored again as used and expired; nobody was told it, and no attempt can succeed with it)."""
+    email = code.email
+    if email is None or code.purpose != _SIGN_IN:
         raise ValueError(f"a sign-in code names its address and has the sign-in purpose: {code!r}")
-    decided = yield from sign_in_code_refusal(project_id, code.email, sign_up_enabled=sign_up_enabled)
-    if isinstance(decided, EmailRefusal):
-        return decided
-    yield from commit(project_id, decided, (PutCode(code),))
-    return None
+    stored, holder = yield Together(
+        (Commit(project_id, writes=(PutCode(code),)), find_user_by_email(project_id, email))
+    )
+    if not isinstance(stored, Committed):  # pragma: no cover - an unguarded commit cannot conflict
+        raise RuntimeError(f"storing a sign-in code answered {stored!r}")
+    if holder is None:  # nobody holds it (or a user who is gone)
+        refusal = None if sign_up_enabled else EmailRefusal.SIGN_UP_DISABLED
+    elif holder.primary_email == email and holder.primary_email_auth_enabled:  # their primary: no channel read
+        refusal = None if holder.primary_email_verified else EmailRefusal.UNVERIFIED
+    else:
+        found = yield from perform(ListContactChannels(project_id, holder.id))
+        refusal = code_refusal(found, email, sign_up_enabled=sign_up_enabled)
+    if refusal is not None:
+        spent = replaced(code, {"used": True, "expires_at_millis": code.created_at_millis})
+        yield from commit(project_id, writes=(PutCode(spent),))
+    return refusal
 
 
 def _refused(refusal: EmailRefusal, email: str) -> KnownError:
@@ -140,7 +164,8 @@ def _refused(refusal: EmailRefusal, email: str) -> KnownError:
 def send_sign_in_code(ctx: RequestContext[SendSignInCodeBody]) -> Flow[Response]:
     """POST /auth/otp/send-sign-in-code: mail a code and a magic link; answer the nonce.
 
-    Reading the address's holder (with the per-address limit, one trip), then storing the code (one commit)."""
+    One trip (`store_sign_in_code`: the code stored and the address's holder read together); with rate limits on,
+    the per-address limit is counted before it, alone, so a request over the limit writes nothing."""
     project = ctx.require_auth().project
     body: SendSignInCodeBody = ctx.body
     if not project.config.magic_link_enabled:
@@ -148,16 +173,16 @@ def send_sign_in_code(ctx: RequestContext[SendSignInCodeBody]) -> Flow[Response]
     email, sign_up_enabled = normalize_email(body.email), project.config.sign_up_enabled
     if not callback_is_trusted(body.callback_url, project.config):
         # The address is checked first (reference §2.2 steps 2 and 4): a refused address is the error to show.
-        decided = yield from sign_in_code_refusal(project.id, email, sign_up_enabled=sign_up_enabled)
-        if isinstance(decided, EmailRefusal):
-            raise _refused(decided, email)
+        refusal = yield from sign_in_code_refusal(project.id, email, sign_up_enabled=sign_up_enabled)
+        if refusal is not None:
+            raise _refused(refusal, email)
         raise KnownError(ErrorCode.REDIRECT_URL_NOT_WHITELISTED)
     # Per address too, so one inbox cannot be flooded from many places. Only mail that goes out is counted: a
     # refused request must not spend the owner's budget (anyone could lock them out of code sign-in otherwise).
     limited = ctx.options.rate_limits_enabled
     rule, subject = rule_for("send_code_email", project.config), f"{project.id}:{email}"
     under_limit = limit_not_reached(rule, subject, now_ms=ctx.now_ms) if limited else None
-    code, record = new_code(ctx, CodePurpose.SIGN_IN, ctx.options.code_lifetime_ms, email=email)
+    code, record = new_code(ctx, _SIGN_IN, ctx.options.code_lifetime_ms, email=email)
     storing = store_sign_in_code(project.id, record, sign_up_enabled=sign_up_enabled)
     refusal = yield from guarded(storing, [under_limit] if under_limit is not None else [])
     if refusal is not None:
@@ -185,7 +210,7 @@ def sign_in_with_code(ctx: RequestContext[CodeBody]) -> Flow[Response]:
     sign-up of the same address) runs the rest again, which then reads and signs in the winner."""
     project = ctx.require_auth().project
     body: CodeBody = ctx.body
-    attempt = yield from present_code(ctx, project.id, body.code, CodePurpose.SIGN_IN, consume=True, with_holder=True)
+    attempt = yield from present_code(ctx, project.id, body.code, _SIGN_IN, consume=True, with_holder=True)
     email = (attempt.code.email if attempt.code is not None else None) or ""
     return (
         yield from rerun_on_conflict(
@@ -216,38 +241,56 @@ def _sign_in_with_address(
         if isinstance(upgraded, User):
             return (yield from finish_sign_in(ctx, project, upgraded, is_new_user=True))
         holder = None  # it met the address's holder: read them
-    newcomer = User(
-        id=new_uuid(ctx.entropy),
-        signed_up_at_millis=ctx.now_ms,
-        last_active_at_millis=ctx.now_ms,
-        primary_email=email,
-        primary_email_verified=True,
-        primary_email_auth_enabled=True,
-        otp_auth_enabled=True,
-    )
-    parts = sign_up_parts(ctx, project, newcomer)
-    refresh_token, session = new_session(ctx, user_id="")  # made the signed-in user's below
+    newcomer_id = new_uuid(ctx.entropy)  # drawn first, as always; the newcomer is made only for a sign-up
+
+    def newcomer() -> NewUser:
+        user = User(
+            id=newcomer_id,
+            signed_up_at_millis=ctx.now_ms,
+            last_active_at_millis=ctx.now_ms,
+            primary_email=email,
+            primary_email_verified=True,
+            primary_email_auth_enabled=True,
+            otp_auth_enabled=True,
+        )
+        return sign_up_parts(ctx, project, user)
+
+    # The session is the holder's when the code's step read one (made the signed-in user's below otherwise).
+    held = holder.user_id if holder is not None and holder.user is not None else None
+    refresh_token, session = new_session(ctx, user_id=held or "")
     result = yield from sign_in_by_email(
         project.id,
         email,
         ctx.now_ms,
         sign_up_enabled=project.config.sign_up_enabled,
-        newcomer=parts,
+        newcomer=newcomer,
         session=session,
         holder=holder,
     )
     outcome, user = result.outcome, result.user
-    if outcome is EmailSignInOutcome.UNVERIFIED:
-        raise _refused(EmailRefusal.UNVERIFIED, email)
-    if outcome is EmailSignInOutcome.SIGN_UP_DISABLED:
-        raise _refused(EmailRefusal.SIGN_UP_DISABLED, email)
-    if user is None or outcome is EmailSignInOutcome.ID_TAKEN:
+    if outcome is not _SIGNED_IN and outcome is not _SIGNED_UP:
+        if outcome is EmailSignInOutcome.UNVERIFIED:
+            raise _refused(EmailRefusal.UNVERIFIED, email)
+        if outcome is EmailSignInOutcome.SIGN_UP_DISABLED:
+            raise _refused(EmailRefusal.SIGN_UP_DISABLED, email)
+        if user is not None and outcome is EmailSignInOutcome.MFA_REQUIRED:
+            yield from require_second_factor(ctx, project, user, is_new_user=False)  # raises: the second factor
         raise RuntimeError(f"signing in by e-mail: {outcome.value}")  # a random id collided: a 500, logged
-    if outcome is EmailSignInOutcome.MFA_REQUIRED:
-        yield from require_second_factor(ctx, project, user, is_new_user=False)
-    session = replaced(session, {"user_id": user.id})
+    if user is None:  # pragma: no cover - a sign-in or sign-up answers its user
+        raise RuntimeError(f"signing in by e-mail: {outcome.value} without a user")
+    if session.user_id != user.id:
+        session = replaced(session, {"user_id": user.id})
     tokens = IssuedTokens(refresh_token, issue_access_token(ctx, project, user, session.id), session)
-    return signed_in(user, tokens, is_new_user=outcome is EmailSignInOutcome.SIGNED_UP)
+    return signed_in(user, tokens, is_new_user=outcome is _SIGNED_UP)
+
+
+#: Bound once: reading a member off an enum class costs several times a global's read (EnumType's attribute hook).
+_SIGNED_IN, _SIGNED_UP, _MFA_REQUIRED = (
+    EmailSignInOutcome.SIGNED_IN,
+    EmailSignInOutcome.SIGNED_UP,
+    EmailSignInOutcome.MFA_REQUIRED,
+)
+_SIGN_IN, _EMAIL = CodePurpose.SIGN_IN, IndexName.EMAIL
 
 
 #: What signing in a holder decides on: whether their address is verified, whether they have a second factor, and
@@ -268,7 +311,7 @@ def sign_in_by_email(
     now_ms: int,
     *,
     sign_up_enabled: bool,
-    newcomer: NewUser,
+    newcomer: NewUser | Callable[[], NewUser],
     session: Session,
     holder: AddressHolder | None = None,
 ) -> Flow[EmailSignIn]:
@@ -281,18 +324,22 @@ def sign_in_by_email(
       is earlier and store `session` as theirs (its `user_id` replaced): SIGNED_IN. Guarded on the index entry
       still naming them and on the fields the decision read.
     - nobody does: SIGN_UP_DISABLED (nothing written) unless `sign_up_enabled`; else `newcomer` (whose auth e-mail
-      is `email`) with `session` (`commit_new_user`): SIGNED_UP; ID_TAKEN (nothing written) when a user with its
-      id exists (random ids: practically never).
+      is `email`; or a callable making it, called only here: a returning user's sign-in makes no user, team or
+      permission list it would not store) with `session` (`commit_new_user`): SIGNED_UP; ID_TAKEN (nothing
+      written) when a user with its id exists (random ids: practically never).
 
     A concurrent change of what it decided on raises `CommitConflict` (nothing written)."""
-    if newcomer.user.auth_email != email:
-        raise ValueError("the user signing up holds the address as their auth e-mail")
+    if isinstance(newcomer, NewUser):
+        _check_newcomer(newcomer, email)
     if holder is None:
         found = yield from perform(find_user_by_email(project_id, email))
         holder = AddressHolder(None if found is None else found.id, found)
     user = holder.user
     if user is not None:
-        verified = yield from _address_verified(project_id, user, email)
+        if user.primary_email == email and user.primary_email_auth_enabled:  # their primary (no read: most)
+            verified = user.primary_email_verified
+        else:
+            verified = yield from _address_verified(project_id, user, email)
         if not verified:
             return EmailSignIn(EmailSignInOutcome.UNVERIFIED, user)
         mfa = user.totp_secret_base64 is not None
@@ -301,24 +348,34 @@ def sign_in_by_email(
             changes["otp_auth_enabled"] = True
         if not mfa and user.last_active_at_millis < now_ms:
             changes["last_active_at_millis"] = now_ms
-        writes: list[Write] = [PatchUser(user.id, UserChanges.of(changes.items()))] if changes else []
+        writes: list[Write] = [PatchUser(user.id, UserChanges(tuple(changes.items())))] if changes else []
         if not mfa:
-            writes.append(PutSession(replaced(session, {"user_id": user.id})))
+            theirs = session if session.user_id == user.id else replaced(session, {"user_id": user.id})
+            writes.append(PutSession(theirs))
         if writes:
-            guards = (IndexIs(IndexName.EMAIL, email, user.id), FieldsAre(user, _HOLDER_FIELDS))
+            guards = (IndexIs(_EMAIL, email, user.id), FieldsAre(user, _HOLDER_FIELDS))
             yield from commit(project_id, guards, tuple(writes))
+        # The user as the commit left them, made here: asking the commit to return them (`returns`) would save this
+        # copy on the memory store, but costs a Redis store far more (the record's fields in the reply, decoded).
         user = replaced(user, changes) if changes else user
-        return EmailSignIn(EmailSignInOutcome.MFA_REQUIRED if mfa else EmailSignInOutcome.SIGNED_IN, user)
+        return EmailSignIn(_MFA_REQUIRED if mfa else _SIGNED_IN, user)
     if not sign_up_enabled:
         return EmailSignIn(EmailSignInOutcome.SIGN_UP_DISABLED)
-    mine = replaced(session, {"user_id": newcomer.user.id})
+    parts = newcomer if isinstance(newcomer, NewUser) else _check_newcomer(newcomer(), email)
+    mine = session if session.user_id == parts.user.id else replaced(session, {"user_id": parts.user.id})
     try:
-        created = yield from commit_new_user(project_id, newcomer, mine, replaces=holder.user_id)
+        created = yield from commit_new_user(project_id, parts, mine, replaces=holder.user_id)
     except CommitConflict as conflict:
-        if conflict.guard == IsAbsent(RecordKind.USER, newcomer.user.id):
+        if conflict.guard == IsAbsent(RecordKind.USER, parts.user.id):
             return EmailSignIn(EmailSignInOutcome.ID_TAKEN)
         raise
     return EmailSignIn(EmailSignInOutcome.SIGNED_UP, created)
+
+
+def _check_newcomer(newcomer: NewUser, email: str) -> NewUser:
+    if newcomer.user.auth_email != email:
+        raise ValueError("the user signing up holds the address as their auth e-mail")
+    return newcomer
 
 
 def _address_verified(project_id: str, user: User, email: str) -> Flow[bool]:

@@ -258,15 +258,14 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     # 2. the user, when a rule needs its current state (a PATCH of plain fields goes straight to the write: one
     #    round trip; the commit itself says whether the user exists). Read with it, in the same trip: the user's
     #    channels and the holder of the new address (a new primary e-mail), their sessions (a new password).
-    missing = ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND
     current: User | None = None  # read only when a rule needs it: the rules below take None otherwise
-    read = _Read()
+    read = _NOTHING_READ
     if given & _NEEDS_CURRENT_USER:
         password = server_body is not None and ("password" in given or "password_hash" in given)
         read = yield from _read_current(project.id, user_id, body.primary_email, "primary_email" in given, password)
         current = read.user
         if current is None:  # through `me`, a deleted user is no "me" (reference §1.2 step 9)
-            raise KnownError(missing)
+            raise _missing(me=me)
 
     changes: dict[str, Any] = {}
 
@@ -311,16 +310,25 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
             user_changes,
             current=current,
             read=read,
-            read_fields=_read_fields(given),
+            read_fields=() if current is None else _read_fields(given),
             live=live,
             switch=switch,
         )
     except _UserGone:
-        raise KnownError(missing) from None
+        raise _missing(me=me) from None
     rendered = render_user(
         updated, auth.access_type, project.config, team, caller_id=auth.user_id, compat=ctx.options.compat
     )
     return json_response(200, rendered)
+
+
+#: Bound once: reading a member off an enum class is several times slower than a global (EnumType.__getattr__).
+_USER, _TEAM = RecordKind.USER, RecordKind.TEAM
+
+
+def _missing(*, me: bool) -> KnownError:
+    """The error of an update whose user is not there: through `me`, a deleted user is no "me"."""
+    return KnownError(ErrorCode.CANNOT_GET_OWN_USER_WITHOUT_USER if me else ErrorCode.USER_NOT_FOUND)
 
 
 class _UserGone(Exception):
@@ -343,25 +351,27 @@ def save_user(
     change: no session survives), `user.updated`; guarded by `read_fields` of `current` (or the user's existence),
     the index entries moved and `live`; with the guards and writes of a primary e-mail `switch`. Answers the user
     and their selected team as stored. Raises `_UserGone`, `email_taken`, or `CommitConflict` (the flow is re-run)."""
-    guards: list[CommitGuard] = [*([] if live is None else [live]), *switch[0]]
-    writes: list[CommitWrite] = [*switch[1]]
-    exists = Exists(RecordKind.USER, user_id)
-    if current is None:
-        guards.append(exists)
+    exists = Exists(_USER, user_id)
+    patch = PatchUser(user_id, changes)
+    guards: tuple[CommitGuard, ...]
+    writes: tuple[CommitWrite, ...]
+    if current is None:  # a blind write (most PATCHes): its tuples made directly (a switch needs the user read)
+        guards = (exists,) if live is None else (live, exists)
+        writes = (patch,)
     else:
         moves = yield from _email_index_moves(project_id, current, changes.apply(current), read, dict(changes))
-        guards.append(FieldsAre(current, read_fields))
-        guards += moves[0]
-        writes += moves[1]
-    writes.append(PatchUser(user_id, changes))
-    writes += [DropSession(session) for session in read.sessions]
+        guards = (*(() if live is None else (live,)), *switch[0], FieldsAre(current, read_fields), *moves[0])
+        writes = (*switch[1], *moves[1], patch)
+    if read.sessions:
+        writes += tuple([DropSession(session) for session in read.sessions])
+    user = (_USER, user_id)
     try:
         updated, team = yield from commit(
             project_id,
-            tuple(guards),
-            tuple(writes),
-            (Announce("user.updated", (RecordKind.USER, user_id), with_team=True),),
-            ((RecordKind.USER, user_id), ReferencedBy(RecordKind.TEAM, (RecordKind.USER, user_id), "selected_team_id")),
+            guards,
+            writes,
+            (Announce("user.updated", user, with_team=True),),
+            (user, ReferencedBy(_TEAM, user, "selected_team_id")),
         )
     except CommitConflict as conflict:
         if conflict.guard is exists:
@@ -383,7 +393,7 @@ def patch_user(
     fields = dict(changes)
     if not (fields.keys() & _EMAIL_FIELDS) and not revoke_sessions:
         try:
-            return (yield from save_user(project_id, user_id, changes, current=None, read=_Read(), live=live))
+            return (yield from save_user(project_id, user_id, changes, current=None, read=_NOTHING_READ, live=live))
         except _UserGone:
             return None
     new = fields.get("primary_email")
@@ -407,6 +417,10 @@ class _Read:
         self.holder: str | None = None
         self.holder_read = False
         self.sessions: tuple[Session, ...] = ()
+
+
+#: What a blind write read: nothing (shared: never changed; `_read_current` makes a `_Read` of its own).
+_NOTHING_READ = _Read()
 
 
 def _read_current(

@@ -1,7 +1,8 @@
 """Signing in with a code sent to an e-mail address, over every store: `store_sign_in_code` (store the code unless
 the address cannot sign in) and the core's `sign_in_by_email` (sign in whoever holds the address, or sign them up with
 their personal team: a read, then one `Commit`, re-run on a conflict as the sign-in flow does), with their refusals
-writing nothing, concurrent sign-ups of one address making one user, and the TTLs of what they store on Redis."""
+leaving no usable code and writing nothing else, concurrent sign-ups of one address making one user, and the TTLs of
+what they store on Redis."""
 
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def nothing_stored_for_the_session(store: Store, session: Session) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Storing a sign-in code (`store_sign_in_code`: a read, then a commit)
+# Storing a sign-in code (`store_sign_in_code`: its commit and the read of its address's holder, together)
 
 
 def test_a_code_for_a_free_address_is_stored_when_sign_up_is_enabled(store: Store) -> None:
