@@ -177,13 +177,15 @@ def test_redis_killed_under_load_then_back_from_its_aof(
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged users lost, e.g. {missing[:3]}"
         project = http.get("/api/v1/projects/current", headers=server_headers())
         assert project.status_code == 200, project.text  # the dev project came back with the AOF too
-    # The delivery loop, whose passes failed every poll while Redis was down: one line when the outage began and
-    # one when the store answered again, no traceback (a pass failing for another reason still logs one).
+    # The delivery loop, whose passes fail while Redis is down: at most one line when the outage began and one when
+    # the store answered again, no traceback (a pass failing for another reason still logs one). Under load the
+    # loop defers its passes to requests, and may not run one during the outage at all: then neither line.
     stop(service.process)
     log = service.process.stderr.read().decode() if service.process.stderr else ""
     webhook_lines = [line for line in log.splitlines() if "webhook" in line]
-    assert sum("webhook deliveries paused" in line for line in webhook_lines) == 1, webhook_lines
-    assert sum("webhook deliveries resumed" in line for line in webhook_lines) == 1, webhook_lines
+    paused = sum("webhook deliveries paused" in line for line in webhook_lines)
+    assert paused <= 1, webhook_lines
+    assert sum("webhook deliveries resumed" in line for line in webhook_lines) == paused, webhook_lines
     assert not any("delivery pass failed" in line for line in webhook_lines), webhook_lines
     assert "Traceback" not in log, log[-3000:]
     with capsys.disabled():
