@@ -52,7 +52,6 @@ from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.effects.teams import UserTeamsAre
 from identity_proto.records import (
     ApiKeyType,
-    VerificationCode,
     replaced,
 )
 
@@ -203,7 +202,7 @@ def _drop_api_key(tenant: Tenant, write: DropApiKey) -> None:
         tenant.owner_api_keys.pop(owner, None)
 
 
-#: Ids whose code is gone (swept by `codes` once expired) are dropped every this many new invitations.
+#: Ids whose code is gone (swept by `_put_code` once expired) are dropped every this many new invitations.
 _PRUNE_EVERY = 256
 
 
@@ -267,24 +266,13 @@ applies(UseCode)(_use_code)
 applies(UseInvitation)(_use_code)
 
 
-@applies(PutCode)
-def _put_code(tenant: Tenant, write: PutCode) -> None:
-    put_code(tenant, write.code)
-
-
-@applies(PutMail)
-def _put_mail(tenant: Tenant, write: PutMail) -> None:
-    tenant.outbox.appendleft(write.mail)
-    while len(tenant.outbox) > write.keep:
-        tenant.outbox.pop()
-
-
 #: Expired codes are swept every this many new codes (the core judges expiry; this only frees memory).
 _CODES_SWEEP_EVERY = 1024
 
 
-def put_code(tenant: Tenant, code: VerificationCode) -> None:
-    """Store a code in place of one with its hash (a commit's `PutCode`)."""
+@applies(PutCode)
+def _put_code(tenant: Tenant, write: PutCode) -> None:
+    code = write.code
     tenant.codes[code.code_hash] = code
     tenant.codes_created += 1
     if tenant.codes_created % _CODES_SWEEP_EVERY == 0:
@@ -294,6 +282,13 @@ def put_code(tenant: Tenant, code: VerificationCode) -> None:
             nonce_hash = tenant.codes.pop(code_hash).nonce_hash
             if not any(c.nonce_hash == nonce_hash for c in tenant.codes.values()):
                 tenant.nonce_attempts.pop(nonce_hash, None)
+
+
+@applies(PutMail)
+def _put_mail(tenant: Tenant, write: PutMail) -> None:
+    tenant.outbox.appendleft(write.mail)
+    while len(tenant.outbox) > write.keep:
+        tenant.outbox.pop()
 
 
 @applies(PutProviderTokens)

@@ -74,6 +74,7 @@ from identity_proto.records import (
     ApiKeyType,
     ContactChannel,
     ProjectConfig,
+    VerificationCode,
     contact_channel_to_json,
 )
 
@@ -264,16 +265,11 @@ def _invitation_is_stored(ops: Ops, position: int, guard: InvitationIsStored) ->
 
 @writes(PutInvitation)
 def _put_invitation(ops: Ops, write: PutInvitation) -> None:
-    # The code as PutCode stores it (its nonce's attempt counter kept if attempts came first); the
-    # id entry and both index entries expire with it (`GRACE_MS` past its expiry: TTLs only collect garbage), and
-    # index entries whose keys expired more than the grace ago are dropped on the way.
+    # The code as PutCode stores it; the id entry and both index entries expire with it, and index entries whose
+    # keys expired more than the grace ago are dropped on the way.
     space, p, code = ops.space, ops.project_id, write.code
-    expires = str(code.expires_at_millis + GRACE_MS)
-    code_key, nonce_key = ops.key(space.code(p, code.code_hash)), ops.key(space.nonce(p, code.nonce_hash))
+    expires = _store_code(ops, code)
     invitation_key = ops.key(space.invitation(p, code.id or ""))
-    ops.put(code_key, _json_fields(code))
-    ops.writes.append(["pexpireat", code_key, expires])
-    ops.writes += [["set", nonce_key, "0", "NX"], ["extend", nonce_key, expires]]
     ops.writes += [["set", invitation_key, code.code_hash], ["pexpireat", invitation_key, expires]]
     drop_before = f"({code.created_at_millis - GRACE_MS}"
     for index in (space.team_invitations(p, code.team_id or ""), space.invitations_to(p, code.email or "")):
@@ -335,14 +331,20 @@ writes(UseInvitation)(_use_code)
 
 @writes(PutCode)
 def _put_code(ops: Ops, write: PutCode) -> None:
-    # TTLs collect garbage only: `GRACE_MS` past the code's expiry (`keys.py`), the nonce counter's at least that.
-    space, p, code = ops.space, ops.project_id, write.code
+    _store_code(ops, write.code)
+
+
+def _store_code(ops: Ops, code: VerificationCode) -> str:
+    """Writes that store a one-time code, and its nonce's attempt counter unless attempts came first; returns when
+    they expire. TTLs collect garbage only: `GRACE_MS` past the code's expiry (`keys.py`), the counter's at least
+    that."""
+    space, p = ops.space, ops.project_id
     expires = str(code.expires_at_millis + GRACE_MS)
-    code_key = ops.key(space.code(p, code.code_hash))
-    nonce_key = ops.key(space.nonce(p, code.nonce_hash))
+    code_key, nonce_key = ops.key(space.code(p, code.code_hash)), ops.key(space.nonce(p, code.nonce_hash))
     ops.put(code_key, _json_fields(code))
     ops.writes.append(["pexpireat", code_key, expires])
     ops.writes += [["set", nonce_key, "0", "NX"], ["extend", nonce_key, expires]]
+    return expires
 
 
 @writes(PutMail)
