@@ -8,30 +8,20 @@ Records are immutable dataclasses: readers get the stored object itself, never a
 Expiry is decided by the core against the request's clock; this store keeps what it is told to keep.
 
 Layout: `store` (`Tenant`, the stores, the handler registry), `commit` (`Commit`: guards checked and writes applied
-through registries by type), and one module per resource (its handlers, commit guards and writes), named as in
-`backends.redis`. backends/README.md describes the contract and how to find an effect's handler.
+through registries by type), `reads`, `writes` (a resource's own commit guards and writes), `operations` (the
+specific ones) and `webhooks`, named as in `backends.redis`. backends/README.md describes the contract and how to
+find an effect's handler.
 """
 
 from __future__ import annotations
 
-# The resource modules register their handlers as they are imported.
+# These modules register their handlers as they are imported.
 from backends.memory import (  # noqa: F401
-    api_keys,
-    codes,
     commit,
-    contact_channels,
-    oauth,
-    outbox,
-    passwords,
-    permissions,
-    projects,
-    rate_limits,
-    sessions,
-    team_invitations,
-    teams,
-    testing,
-    users,
+    operations,
+    reads,
     webhooks,
+    writes,
 )
 from backends.memory.store import AsyncMemoryStore, MemoryStore, Tenant
 

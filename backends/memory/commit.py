@@ -2,7 +2,7 @@
 lock (one step: no other effect sees it half done). No business rule lives here: the core decided.
 
 How each guard is checked and each write applied is registered by type (`checks`, `applies`): the generic ones
-here, a resource's own in its module, beside its other handlers."""
+here, a resource's own in `writes.py`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The memory store's core: the per-project data (`Tenant`), `MemoryStore` (one lock around each effect) and its
-asyncio face, and the registry of handlers by effect type (filled by the resource modules)."""
+asyncio face, and the registry of handlers by effect type (filled by the other modules)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ class Tenant:
     #: user id -> channel id -> the user's stored (non-primary) contact channels. The primary channel is the
     #: user's `primary_email*` fields; the e-mail index holds every auth channel's address.
     channels: dict[str, dict[str, ContactChannel]] = field(default_factory=dict)
-    #: (kind, key) -> the project's short-lived values (outer codes) and when they expire (`backends.memory.oauth`).
+    #: (kind, key) -> the project's short-lived values (outer codes) and when they expire (`operations`).
     short_lived: dict[tuple[str, str], tuple[str, int | None]] = field(default_factory=dict)
     #: The OAuth index: `oauth_index_key(provider id, account id)` of every sign-in account -> its user's id.
     oauth_index: dict[str, str] = field(default_factory=dict)

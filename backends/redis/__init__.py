@@ -4,7 +4,7 @@ backends/README.md has this package's modules, how to find an effect's plan, and
 
 Atomicity (every effect is atomic): a write is one `Commit`, one run of the generic `commit` script (`commit.py`);
 a read of one key is one command, a read that follows pointers one run of the generic `read` script (`read.py`), so
-none observes half of a write; the few operations kept specific are a script each, in their resource's module. A
+none observes half of a write; the few operations kept specific are a script each (`operations.py`, `webhooks.py`). A
 read of a whole team or user is O(its memberships), ListUsers with no limit O(users): a script blocks the server
 that long.
 
@@ -30,24 +30,13 @@ is down that project's requests get 503 and others go on, until the cluster decl
 
 from __future__ import annotations
 
-# The resource modules register their plans and scripts as they are imported.
+# These modules register their plans and scripts as they are imported.
 from backends.redis import (  # noqa: F401
-    api_keys,
-    codes,
     commit,
-    contact_channels,
-    oauth,
-    outbox,
-    passwords,
-    permissions,
-    projects,
-    rate_limits,
-    sessions,
-    team_invitations,
-    teams,
-    testing,
-    users,
+    operations,
+    reads,
     webhooks,
+    writes,
 )
 from backends.redis.keys import DEFAULT_NAMESPACE, GRACE_MS, ORPHAN_NONCE_TTL_MS, KeySpace
 from backends.redis.plan import SCRIPTS, Batch, Call, Op, Plan, Scan, Script

@@ -180,7 +180,7 @@ W = TypeVar("W", bound=CommitWrite)
 
 class Ops:
     """The op list of one commit, and the keys it names (each once, in `KEYS` order). What a guard or a write adds
-    is registered by type (`guards`, `writes`): the generic ones here, a resource's own in its module."""
+    is registered by type (`guards`, `writes`): the generic ones here, a resource's own in `writes.py`."""
 
     def __init__(self, keys: KeySpace, project_id: str) -> None:
         self.space = keys

@@ -78,8 +78,7 @@ def _plans(effect_type: type[E]) -> Callable[[Callable[[KeySpace, E], Plan[Any]]
 
 
 #: The Lua scripts by name, each registered once per store (`register_script`). Each touches only keys of one
-#: project's slot. Filled by `script` as the resource modules are imported (importing `backends.redis` imports them
-#: all).
+#: project's slot. Filled by `script` as the modules are imported (importing `backends.redis` imports them all).
 _SCRIPTS: dict[str, str] = {}
 SCRIPTS: Final[Mapping[str, str]] = _SCRIPTS
 
