@@ -330,6 +330,7 @@ class Settings:
             now_ms=now_ms,
             entropy=entropy,
             disable=self.disabled_projects,
+            recreate_missing=self.dev_mode,
         )
         self.announce_disabled(disabled)
         if not self.dev_mode:

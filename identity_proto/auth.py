@@ -27,8 +27,9 @@ SDK already handles: it tries its refresh token, which fails for a revoked sessi
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -126,6 +127,10 @@ class ProjectCache:
         self._entries: dict[str, tuple[Project, int]] = {}
         self._max_entries = max_entries
         self._lock = threading.Lock()
+        #: Dev mode (`Service.bootstrap(recreate_missing=True)`): the projects start-up makes sure of, and the flow
+        #: that does it again when one of them is missing from the store (a Redis restarted empty).
+        self.recreatable: frozenset[str] = frozenset()
+        self.recreate: Callable[[int], Flow[object]] | None = None
 
     def load(self, project_id: str, now_ms: int) -> Flow[Project | None]:
         """The project, from the cache while fresh, else from the store."""
@@ -134,6 +139,14 @@ class ProjectCache:
             if found is not None and now_ms - found[1] < self.ttl_ms and now_ms >= found[1]:
                 return found[0]
         project = yield from load_project(project_id)
+        if project is None and self.recreate is not None and project_id in self.recreatable:
+            # As a restart would: a dev-mode store that lost its projects (emptied, or a Redis restarted without
+            # persistence) would otherwise answer CURRENT_PROJECT_NOT_FOUND for the dev project until one.
+            logger.warning(
+                "project %s is missing from the store (was it emptied?): made again, as at start-up", project_id
+            )
+            yield from self.recreate(now_ms)
+            project = yield from load_project(project_id)
         if project is not None and self.ttl_ms > 0:
             with self._lock:
                 if len(self._entries) >= self._max_entries:
@@ -153,6 +166,8 @@ class ProjectCache:
         with self._lock:
             self._entries.pop(project_id, None)
 
+
+logger = logging.getLogger("identity_service")
 
 _KEY_HEADERS = ("publishable-client-key", "secret-server-key", "super-secret-admin-key", "admin-access-token")
 #: Every header `authenticate` reads (by suffix): its result is a function of these, the project and the clock.

@@ -129,11 +129,19 @@ class Service:
         now_ms: int,
         entropy: Entropy,
         disable: tuple[str, ...] = (),
+        recreate_missing: bool = False,
     ) -> Flow[tuple[str, ...]]:
         """Start-up: make sure the internal and the default project exist, and that the projects in `disable`
-        authenticate nothing (see `bootstrap_projects`). Returns those of `disable` that were in the store."""
+        authenticate nothing (see `bootstrap_projects`). Returns those of `disable` that were in the store.
+        `recreate_missing` (dev mode): a request naming one of those two projects when the store no longer has it
+        makes them again, as a restart would."""
         for project_id in ("internal", *((default.id,) if default else ()), *disable):
             self.projects.forget(project_id)
+        if recreate_missing:
+            self.projects.recreatable = frozenset(("internal", *((default.id,) if default else ())))
+            self.projects.recreate = lambda now: bootstrap_projects(
+                default, internal_admin_key, now_ms=now, entropy=entropy
+            )
         return bootstrap_projects(default, internal_admin_key, now_ms=now_ms, entropy=entropy, disable=disable)
 
     # ----------------------------------------------------------------------------------------------------------

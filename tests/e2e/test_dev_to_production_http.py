@@ -4,11 +4,15 @@ dev project."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 import httpx
 import pytest
 import redis
 
 from identity_hosting.settings import DEV_PROJECT_ID
+from tests.conftest import spawn_redis_server
 from tests.contract.test_production_start_contract import (
     DEV_ADMIN,
     DEV_CLIENT,
@@ -74,3 +78,34 @@ def test_dev_project_is_disabled_when_production_starts_on_its_store(redis_serve
     assert len(lines) == 1, log
     assert "disabled" in lines[0]
     assert "WARNING" in lines[0]
+
+
+@pytest.fixture
+def own_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server for one test: it is emptied under the service."""
+    yield from spawn_redis_server(tmp_path_factory)
+
+
+def test_in_dev_mode_a_store_emptied_under_the_service_gets_its_projects_again(own_redis_server: RedisServer) -> None:
+    # A Redis restarted without persistence (or FLUSHALL) took the dev project: the service made it again at the
+    # next request naming it, as a restart would, instead of answering CURRENT_PROJECT_NOT_FOUND until one.
+    url = f"redis://{own_redis_server.host}:{own_redis_server.port}/0"
+    dev = start_hypercorn({"IDENTITY_BACKEND": "redis", "IDENTITY_REDIS_URL": url})
+    try:
+        with httpx.Client(base_url=dev.base_url, timeout=10.0) as http:
+            assert http.get("/api/v1/projects/current", headers=DEV_CLIENT).status_code == 200
+            admin = redis.Redis(host=own_redis_server.host, port=own_redis_server.port)
+            admin.flushall()
+            admin.close()
+            time.sleep(1.1)  # past the project cache's second
+            again = http.get("/api/v1/projects/current", headers=DEV_CLIENT)
+            assert again.status_code == 200, again.text
+            assert again.json()["id"] == DEV_PROJECT_ID
+            created = http.post("/api/v1/users", headers=DEV_SERVER, json={"primary_email": "ada@example.com"})
+            assert created.status_code == 201, created.text
+            assert http.get("/api/v1/internal/projects", headers=DEV_INTERNAL).status_code == 200
+    finally:
+        stop(dev.process)
+        log = dev.process.stderr.read().decode() if dev.process.stderr else ""
+        stop_server(dev)
+    assert f"project {DEV_PROJECT_ID} is missing from the store (was it emptied?): made again" in log
