@@ -59,6 +59,7 @@ from identity_proto import (
     arun,
     new_request_id,
 )
+from identity_proto.render import text_response
 
 __all__ = ["IdentityASGI", "app"]
 
@@ -326,13 +327,9 @@ async def _drain(receive: Receive, received: int) -> None:
 def _body_timeout_response(timeout_s: float) -> Response:
     """408 for a body that did not arrive in time: plain text (it is no API answer: nothing was read, and no route
     knows of it), and `Connection: close`, which the server honours by closing once it is sent."""
-    headers = (
-        ("content-type", "text/plain; charset=utf-8"),
-        ("cache-control", "no-store, max-age=0"),
-        ("x-content-type-options", "nosniff"),
-        ("connection", "close"),
+    return text_response(
+        408, f"The request body did not arrive within {timeout_s:g} s.", headers=(("connection", "close"),)
     )
-    return Response(408, headers, f"The request body did not arrive within {timeout_s:g} s.".encode())
 
 
 async def _send_response(send: Send, response: Response) -> None:

@@ -7,6 +7,7 @@ import socket
 import subprocess
 from contextlib import closing
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis
 from redis.backoff import NoBackoff
@@ -54,3 +55,19 @@ def answers_ping(port: int) -> bool:
         return False
     finally:
         client.close()
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid`, from /proc (no psutil)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found

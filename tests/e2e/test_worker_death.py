@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import free_port, stop
+from tests.processes import children, free_port, stop
 
 pytestmark = pytest.mark.e2e
 
@@ -27,15 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 START_S = 60.0
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
 def _descendants(pid: int) -> list[int]:
-    return [d for child in _children(pid) for d in (child, *_descendants(child))]
+    return [d for child in children(pid) for d in (child, *_descendants(child))]
 
 
 def _workers(pid: int) -> list[int]:

@@ -31,7 +31,7 @@ import redis
 
 from tests.e2e.conftest import Server, start_hypercorn, stop_server
 from tests.hardening._results import write_results
-from tests.processes import RedisServer
+from tests.processes import RedisServer, children
 from tests.support import client_headers, server_headers
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -51,26 +51,10 @@ MAX_RSS_GROWTH = 0.5
 # The process that serves, and its memory
 
 
-def _children(pid: int) -> list[int]:
-    """Direct children of `pid`, from /proc (no psutil)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
 def serving_pid(root: int) -> int:
     """Hypercorn with --workers 1 spawns its worker (multiprocessing spawn) next to a resource tracker: the worker
     is the child whose command line runs `spawn_main`; without one, the root process serves."""
-    for child in _children(root):
+    for child in children(root):
         try:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
