@@ -326,6 +326,13 @@ def _live_reset_code(
     read = yield from _reset_read(project_id, record)
     found = read[0]
     if found is not None and not _may_reset(found, record):
+        # A concurrent reset with this code may have used it and changed the password between the two reads
+        # above: that answers as used (409), as the reset's own commit would, not as unknown. Only this refusal
+        # pays the extra guard-only commit.
+        try:
+            yield from commit(project_id, (CodeIsUnused(record.code_hash),))
+        except CommitConflict:
+            raise KnownError(ErrorCode.VERIFICATION_CODE_ALREADY_USED) from None
         raise KnownError(ErrorCode.VERIFICATION_CODE_NOT_FOUND)
     return record, read
 

@@ -5,13 +5,15 @@ their order of checks, their session rules and their rate limits."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 
+from backends.memory import MemoryStore
 from identity_proto import Request, run
-from identity_proto.effects import StorageEffect
+from identity_proto.effects import ListContactChannels, StorageEffect, Together
 from identity_proto.records import CodePurpose
 from tests.support import Harness, Reply, admin_headers, client_headers, server_headers
 
@@ -363,6 +365,38 @@ def test_a_code_whose_user_was_deleted_resets_nothing() -> None:
     gone = reset(h, code)
     assert (gone.status, gone.known_error) == (404, "USER_NOT_FOUND")
     assert reset(h, code).known_error == "VERIFICATION_CODE_ALREADY_USED"
+
+
+class _Interleaved(MemoryStore):
+    """A memory store that, once armed, runs `meanwhile` just before the next read of a user's channels: another
+    request lands between a reset's code check and its read of the user, as it can on a shared Redis."""
+
+    meanwhile: Callable[[], None] | None = None
+
+    def apply(self, effect: StorageEffect[Any]) -> Any:
+        parts = effect.effects if isinstance(effect, Together) else (effect,)
+        if self.meanwhile is not None and any(isinstance(part, ListContactChannels) for part in parts):
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
+        return super().apply(effect)
+
+
+@pytest.mark.parametrize("path", ["reset", "check-code"])
+def test_a_reset_that_lands_between_a_code_check_and_its_user_read_answers_the_loser_409_already_used(
+    path: str,
+) -> None:
+    h = Harness(store=_Interleaved())
+    make_user(h)
+    code = reset_code(h)
+    won: list[Reply] = []
+    assert isinstance(h.store, _Interleaved)
+    h.store.meanwhile = lambda: won.append(reset(h, code, "winner's password"))
+
+    lost = reset(h, code) if path == "reset" else check(h, code)
+
+    assert [r.status for r in won] == [200]
+    assert (lost.status, lost.known_error) == (409, "VERIFICATION_CODE_ALREADY_USED")
+    assert password_sign_in(h, password="winner's password").status == 200
 
 
 # --- update ---------------------------------------------------------------------------------------------------
