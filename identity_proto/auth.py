@@ -362,10 +362,9 @@ def _verify_access_token(
         signer = yield from projects.load(token_project_id, now_ms)
         if signer is None:
             raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
-    # An anonymous user's token is signed with their own key (`tokens.anonymous_users_scalar`), named by its
-    # audience: a token whose audience says otherwise than its key fails here.
-    anonymous = _is_anonymous_audience(unverified)
-    claims = token_cache.verify(access_token_key(signer.signing_key, anonymous=anonymous), token)
+    # Anonymous and restricted users' tokens are signed with keys of their own (`tokens.access_token_key`), named
+    # by the audience: a token whose audience says otherwise than its key fails here.
+    claims = token_cache.verify(access_token_key(signer.signing_key, _audience(unverified)), token)
     if claims is None or not isinstance(claims.get("sub"), str) or not isinstance(claims.get("exp"), int):
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     if now_ms >= claims["exp"] * 1000:
@@ -394,8 +393,9 @@ def _token_project_id(claims: Mapping[str, Any] | None) -> str | None:
     return project_id or None
 
 
-def _is_anonymous_audience(claims: Mapping[str, Any] | None) -> bool:
-    return claims is not None and isinstance(claims.get("aud"), str) and claims["aud"].endswith(":anon")
+def _audience(claims: Mapping[str, Any] | None) -> str:
+    audience = claims.get("aud") if claims is not None else None
+    return audience if isinstance(audience, str) else ""
 
 
 def _check_user_kind(claims: Mapping[str, Any], request: Request, headers: HeaderReader) -> None:

@@ -44,7 +44,7 @@ __all__ = [
     "SigningKey",
     "VerifiedTokenCache",
     "access_token_key",
-    "anonymous_users_scalar",
+    "derived_scalar",
     "hash_secret",
     "load_signing",
     "new_api_key",
@@ -136,25 +136,33 @@ def new_signing_key(entropy: Entropy) -> str:
     return f"{scalar:064x}"
 
 
-@functools.lru_cache(maxsize=4096)
-def anonymous_users_scalar(scalar_hex: str) -> str:
-    """The private scalar of the key that signs a project's anonymous users' tokens, derived from the project's
-    own scalar (HMAC-SHA256 with a fixed label, 512 bits reduced into [1, n - 1]): every worker sharing a store
-    derives the same key, nothing more is stored, and rotating the project's key rotates this one.
+#: The audience suffixes (reference §1.3: `<project id>:anon`, `<project id>:restricted`) whose tokens are signed
+#: with a key of their own, and the label each one's key is derived with (`derived_scalar`).
+_AUDIENCE_KEY_LABELS = {"anon": b"anonymous-users", "restricted": b"restricted-users"}
 
-    The original signs anonymous users' tokens with a key of their own (another `kid`, reference part 2 §4) that
-    its JWKS lists only with `?include_anonymous=true`; so does this service. A backend that verifies tokens
-    against the plain JWKS and forgets to check `aud` or `iss` then still never takes an anonymous visitor for a
-    signed-up user."""
+
+@functools.lru_cache(maxsize=4096)
+def derived_scalar(scalar_hex: str, label: bytes) -> str:
+    """The private scalar of a key derived from a project's own scalar for `label` (HMAC-SHA256, 512 bits reduced
+    into [1, n - 1]): every worker sharing a store derives the same key, nothing more is stored, and rotating the
+    project's key rotates this one."""
     secret = bytes.fromhex(scalar_hex)
-    wide = b"".join(hmac.digest(secret, b"anonymous-users" + bytes([i]), "sha256") for i in (1, 2))
+    wide = b"".join(hmac.digest(secret, label + bytes([i]), "sha256") for i in (1, 2))
     return f"{int.from_bytes(wide) % (_P256_ORDER - 1) + 1:064x}"
 
 
-def access_token_key(project_scalar_hex: str, *, anonymous: bool) -> SigningKey:
-    """The key that signs and verifies a project's access tokens: its own, or for anonymous users' tokens (those
-    whose `aud` is `<project id>:anon`) the one derived for them (`anonymous_users_scalar`)."""
-    return SigningKey.from_scalar(anonymous_users_scalar(project_scalar_hex) if anonymous else project_scalar_hex)
+def access_token_key(project_scalar_hex: str, audience: str) -> SigningKey:
+    """The key that signs and verifies a project's access tokens whose `aud` is `audience`: the project's own for
+    signed-up users (`<project id>`), and a key derived for each of the other kinds (`<project id>:anon` for
+    anonymous users, `<project id>:restricted` for restricted ones).
+
+    The original signs each kind with keys of its own (reference part 2 §4), and its JWKS lists the restricted
+    users' keys only with `?include_restricted=true` and the anonymous users' only with `?include_anonymous=true`;
+    so does this service. A backend that verifies tokens against the plain JWKS and forgets to check `aud` or
+    `iss` then still never takes an anonymous visitor, or a user the project holds back (an unverified e-mail
+    where verification is required, a restriction by an admin), for a signed-up user in good standing."""
+    label = _AUDIENCE_KEY_LABELS.get(audience.partition(":")[2])
+    return SigningKey.from_scalar(project_scalar_hex if label is None else derived_scalar(project_scalar_hex, label))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 caller is an anonymous user.
 
 An anonymous user is an ordinary user with `is_anonymous` set: no e-mail, no sign-in method, restricted with the
-reason `anonymous`, their access tokens signed with a key of their own (`tokens.anonymous_users_scalar`) and
+reason `anonymous`, their access tokens signed with a key of their own (`tokens.access_token_key`) and
 accepted only with the allow-anonymous header (`auth`). The official SDK's `getUser({or: "anonymous"})` signs
 one up when nobody is signed in; every later sign-up it sends carries the anonymous access token, and then that
 same user (same id) becomes the signed-up one instead of a new user being made: password sign-up and code sign-in

@@ -211,7 +211,7 @@ def _token_user(ctx: RequestContext, project: Project, token: str) -> Flow[str]:
     signer = project if token_project_id == project.id else (yield from perform(LoadProject(token_project_id)))
     if signer is None:
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
-    verified = access_token_key(signer.signing_key, anonymous=audience.endswith(":anon")).verify(token)
+    verified = access_token_key(signer.signing_key, audience).verify(token)
     if verified is None or not isinstance(verified.get("sub"), str) or not isinstance(verified.get("exp"), int):
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     if ctx.now_ms >= verified["exp"] * 1000:

@@ -239,16 +239,20 @@ def _require_internal(ctx: RequestContext) -> None:
 
 
 def jwks(ctx: RequestContext[None, JwksQuery, AnyProjectIdParams]) -> Flow[Response]:
-    """GET /projects/{project_id}/.well-known/jwks.json?include_anonymous= (no authentication): the public key that
-    verifies the project's access tokens, and with `include_anonymous=true` also the key of its anonymous users'
-    tokens (reference part 2 §4: so a backend verifying against the plain set never accepts an anonymous user);
-    404 for an unknown project."""
+    """GET /projects/{project_id}/.well-known/jwks.json?include_restricted=&include_anonymous= (no
+    authentication): the public key that verifies the project's signed-up users' access tokens; with
+    `include_restricted=true` also the key of its restricted users' tokens, and with `include_anonymous=true` that
+    one and the key of its anonymous users' tokens (reference part 2 §4: so a backend verifying against the plain
+    set never accepts a restricted or anonymous user); 404 for an unknown project."""
     project_id: str = ctx.params.project_id
     check_project_admits(project_id, None)
     project = yield from load_project(project_id)
     if project is None:
         raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
-    keys = [access_token_key(project.signing_key, anonymous=False).public_jwk()]
+    audiences = [project.id]
+    if ctx.query.include_restricted == "true" or ctx.query.include_anonymous == "true":
+        audiences.append(f"{project.id}:restricted")
     if ctx.query.include_anonymous == "true":
-        keys.append(access_token_key(project.signing_key, anonymous=True).public_jwk())
+        audiences.append(f"{project.id}:anon")
+    keys = [access_token_key(project.signing_key, audience).public_jwk() for audience in audiences]
     return json_response(200, {"keys": keys}, headers=(("cache-control", "public, max-age=3600"),))

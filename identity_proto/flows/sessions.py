@@ -121,9 +121,9 @@ def issue_access_token(ctx: RequestContext, project: Project, user: User, sessio
         lifetime_ms=ctx.options.access_token_lifetime_ms,
         base_url=ctx.base_url,
     )
-    # Anonymous users' tokens are signed with a key of their own, listed in the JWKS only on request (see
-    # `tokens.anonymous_users_scalar`).
-    return access_token_key(project.signing_key, anonymous=user.is_anonymous).sign(claims)
+    # Anonymous and restricted users' tokens are signed with keys of their own, listed in the JWKS only on request
+    # (see `tokens.access_token_key`).
+    return access_token_key(project.signing_key, claims["aud"]).sign(claims)
 
 
 def new_session(

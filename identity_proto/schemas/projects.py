@@ -137,9 +137,8 @@ class ProjectIdParams(Query):
 
 
 class JwksQuery(Query):
-    """GET /projects/{project_id}/.well-known/jwks.json: `include_anonymous=true` adds the key of anonymous users'
-    tokens; `include_restricted` is accepted and changes nothing (restricted users' tokens are signed with the
-    project's own key)."""
+    """GET /projects/{project_id}/.well-known/jwks.json: `include_restricted=true` adds the key of restricted users'
+    tokens, `include_anonymous=true` that one and the key of anonymous users' tokens."""
 
     include_restricted: Literal["true", "false"] | None = None
     include_anonymous: Literal["true", "false"] | None = None

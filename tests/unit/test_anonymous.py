@@ -164,14 +164,15 @@ def test_an_anonymous_token_is_signed_with_a_key_listed_only_with_include_anonym
     h = Harness()
     tokens = sign_up_anonymously(h)
     plain = h.request("GET", JWKS).json
+    with_restricted = h.request("GET", JWKS, query="include_restricted=true").json
     with_anonymous = h.request("GET", JWKS, query="include_anonymous=true").json
-    assert len(plain["keys"]) == 1
-    assert len(with_anonymous["keys"]) == 2
-    assert with_anonymous["keys"][0] == plain["keys"][0]
-    assert with_anonymous["keys"][1]["kid"] != plain["keys"][0]["kid"]
-    assert h.request("GET", JWKS, query="include_restricted=true").json == plain
-    with pytest.raises(InvalidKeyIdError):
-        decode(tokens["access_token"], plain)
+    assert [len(keys["keys"]) for keys in (plain, with_restricted, with_anonymous)] == [1, 2, 3]
+    assert with_anonymous["keys"][:2] == with_restricted["keys"]
+    assert with_restricted["keys"][0] == plain["keys"][0]
+    assert len({key["kid"] for key in with_anonymous["keys"]}) == 3
+    for keys in (plain, with_restricted):
+        with pytest.raises(InvalidKeyIdError):
+            decode(tokens["access_token"], keys)
     claims = decode(tokens["access_token"], with_anonymous)
     assert claims["aud"] == f"{PROJECT_ID}:anon"
     assert claims["iss"].endswith(f"/api/v1/projects-anonymous-users/{PROJECT_ID}")
@@ -182,6 +183,30 @@ def test_an_anonymous_token_is_signed_with_a_key_listed_only_with_include_anonym
     )
 
 
+def test_a_restricted_users_token_is_signed_with_a_key_listed_only_with_include_restricted() -> None:
+    # A user held back by an admin (or by an unverified e-mail where verification is required) is no signed-up
+    # user in good standing: a backend verifying against the plain JWKS refuses their token, as the original's.
+    h = Harness()
+    user_id = h.request("POST", "/api/v1/users", server_headers(), json={"restricted_by_admin": True}).json["id"]
+    session = h.request("POST", "/api/v1/auth/sessions", server_headers(), json={"user_id": user_id})
+    assert session.status == 200, session.body
+    token = session.json["access_token"]
+    with pytest.raises(InvalidKeyIdError):
+        decode(token, h.request("GET", JWKS).json)
+    for query in ("include_restricted=true", "include_anonymous=true"):
+        claims = decode(token, h.request("GET", JWKS, query=query).json)
+        assert (claims["sub"], claims["aud"], claims["is_restricted"]) == (user_id, f"{PROJECT_ID}:restricted", True)
+        assert claims["iss"].endswith(f"/api/v1/projects-restricted-users/{PROJECT_ID}")
+    allow = {"x-service-allow-restricted-user": "true"}
+    reply = h.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": token}, **allow))
+    assert (reply.status, reply.json["id"]) == (200, user_id)
+    # Lifting the restriction makes the next token a signed-up user's, signed with the project's own key.
+    lifted = h.request("PATCH", f"/api/v1/users/{user_id}", server_headers(), json={"restricted_by_admin": False})
+    assert lifted.status == 200, lifted.body
+    again = h.request("POST", "/api/v1/auth/sessions", server_headers(), json={"user_id": user_id}).json
+    assert decode(again["access_token"], h.request("GET", JWKS).json)["aud"] == PROJECT_ID
+
+
 def test_a_token_whose_audience_and_key_disagree_is_unparsable() -> None:
     # An anonymous user's claims signed with the project's own key (or the other way round) never verify: the
     # audience names the key.
@@ -189,11 +214,11 @@ def test_a_token_whose_audience_and_key_disagree_is_unparsable() -> None:
     tokens = sign_up_anonymously(h)
     project = h.project()
     claims = decode(tokens["access_token"], h.request("GET", JWKS, query="include_anonymous=true").json)
-    forged = access_token_key(project.signing_key, anonymous=False).sign(claims)
+    forged = access_token_key(project.signing_key, PROJECT_ID).sign(claims)
     reply = h.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": forged}, **ALLOW))
     assert (reply.status, reply.known_error) == (401, "UNPARSABLE_ACCESS_TOKEN")
     plain_claims = {**claims, "aud": PROJECT_ID, "is_anonymous": False}
-    forged = access_token_key(project.signing_key, anonymous=True).sign(plain_claims)
+    forged = access_token_key(project.signing_key, f"{PROJECT_ID}:anon").sign(plain_claims)
     reply = h.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": forged}, **ALLOW))
     assert (reply.status, reply.known_error) == (401, "UNPARSABLE_ACCESS_TOKEN")
 
