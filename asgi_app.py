@@ -24,17 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
-import os
-import signal
-import sys
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from pathlib import Path
 from typing import Any
 
 from identity_hosting.oauth_client import AsyncProviderHttpClient
 from identity_hosting.settings import (
+    CONFIGURATION_EXIT_STATUS,
     ConfigurationError,
     Dashboard,
     Settings,
@@ -43,7 +39,9 @@ from identity_hosting.settings import (
     build_async_store,
     configure_logging,
     declared_body_length,
+    end_hypercorn_worker,
     report_configuration_error,
+    settings_or_exit,
     wall_clock_ms,
 )
 from identity_hosting.webhook_loops import AsyncDeliveryLoop, BusyMeter
@@ -113,8 +111,11 @@ class IdentityASGI:
 
     @classmethod
     def from_env(cls) -> IdentityASGI:
-        """The app as the environment configures it."""
-        return cls(Settings.from_env())
+        """The app as the environment configures it, for a host's module scope (`app.mount("/auth",
+        IdentityASGI.from_env())`): a bad environment ends the process with one line naming the variable and
+        status 3, under any server (`settings_or_exit`). To handle the error yourself, build
+        `IdentityASGI(Settings.from_env())`, which raises `ConfigurationError`."""
+        return cls(settings_or_exit())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -396,34 +397,12 @@ class _FromEnvironment:
         if scope["type"] == "lifespan":
             message = await receive()
             if message["type"] == "lifespan.startup":
-                _end_hypercorn_worker()
+                end_hypercorn_worker(CONFIGURATION_EXIT_STATUS)
                 await send({"type": "lifespan.startup.failed", "message": str(error)})
         elif scope["type"] == "http":
             request_id = new_request_id(SystemEntropy())
             known = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
             await _send_response(send, Service().error_response(known, request_id))
-
-
-def _end_hypercorn_worker(status: int = 3) -> None:
-    """Under Hypercorn's command line, end the process now with `status`, the line that says why already printed.
-
-    Hypercorn turns `lifespan.startup.failed` into a traceback, and its master process drops a worker's exit status
-    (up to 0.18.0 it exits 0 whenever a worker fails: pgjones/hypercorn#269), so a supervisor would read a refused
-    start as a clean stop. A worker therefore ends its master with a signal the master does not handle, which is a
-    failure status, and exits without unwinding (there is nothing to clean up: no store was built). Elsewhere (other
-    servers, Hypercorn's `serve()` called by an application) this does nothing: they honour the ASGI message."""
-    process = multiprocessing.current_process()
-    target = getattr(process, "_target", None)
-    worker = str(getattr(target, "__module__", "")).startswith("hypercorn.")
-    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    command_line = Path(sys.argv[0]).name == "hypercorn" or getattr(main_spec, "name", "") == "hypercorn.__main__"
-    if not (worker or command_line):
-        return
-    parent = multiprocessing.parent_process()
-    if worker and parent is not None and parent.pid == os.getppid():
-        os.kill(parent.pid, signal.SIGUSR1)
-    sys.stderr.flush()
-    os._exit(status)
 
 
 #: The application Hypercorn serves: `hypercorn asgi_app:app`, configured from the environment when first served.

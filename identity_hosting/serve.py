@@ -10,8 +10,9 @@ the service answers again about a second after a worker's death. SIGTERM and SIG
 which stops its workers gracefully; the command then exits with the master's status.
 
 Not restarted (the command exits non-zero, for the supervisor above it to see): a master that exits within
-`START_GRACE_S` of starting (bad configuration, a busy port: its own message says which), or more than
-`MAX_RESTARTS` times within `RESTART_WINDOW_S`.
+`START_GRACE_S` of starting (a busy port: its own message says which), or more than `MAX_RESTARTS` times within
+`RESTART_WINDOW_S`. A bad environment is found before Hypercorn starts: one line naming the variable, status 3,
+as under `hypercorn asgi_app:app`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from types import FrameType
+
+from identity_hosting.settings import (
+    CONFIGURATION_EXIT_STATUS,
+    ConfigurationError,
+    Settings,
+    report_configuration_error,
+)
 
 __all__ = ["main"]
 
@@ -40,6 +48,11 @@ def _say(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run Hypercorn with `argv` (default: this process's arguments) until asked to stop; its exit status."""
     command = [sys.executable, "-m", "hypercorn", *(sys.argv[1:] if argv is None else argv), APP]
+    try:  # the environment the application will read: refused here, in one line, before any worker starts
+        Settings.from_env()
+    except ConfigurationError as exc:
+        report_configuration_error(exc)
+        return CONFIGURATION_EXIT_STATUS
     stopping: list[int] = []  # the signal we were asked to stop with
     child: subprocess.Popen[bytes] | None = None
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import importlib.resources
 import logging
+import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -46,6 +48,7 @@ from identity_proto.records import Project
 from identity_proto.schemas.base import is_uuid
 
 __all__ = [
+    "CONFIGURATION_EXIT_STATUS",
     "DEV_INTERNAL_ADMIN_KEY",
     "DEV_KEYS",
     "DEV_PROJECT",
@@ -59,7 +62,9 @@ __all__ = [
     "build_sync_store",
     "configure_logging",
     "declared_body_length",
+    "end_hypercorn_worker",
     "report_configuration_error",
+    "settings_or_exit",
     "wall_clock_ms",
 ]
 
@@ -100,6 +105,47 @@ def report_configuration_error(error: ConfigurationError) -> None:
     """Say why the service will not start, in one line on standard error (logging is not set up yet: its level is
     part of the configuration that failed)."""
     print(f"identity service: configuration error: {error}", file=sys.stderr, flush=True)
+
+
+#: The exit status of a process that refused to start on a bad environment (as Gunicorn's worker boot error).
+CONFIGURATION_EXIT_STATUS = 3
+
+
+def settings_or_exit(environ: Mapping[str, str] | None = None) -> Settings:
+    """`Settings.from_env`, for hosts built at a module's import (`IdentityASGI.from_env()`,
+    `IdentityWSGI.from_env()`): on a bad environment, one line on standard error naming the variable, and the
+    process ends with `CONFIGURATION_EXIT_STATUS` instead of a traceback (`SystemExit`, which Python, Flask's
+    command line, Gunicorn and pytest report without one; under Hypercorn's command line its master ends too,
+    `end_hypercorn_worker`). Every host fails alike: `hypercorn asgi_app:app`, `identity-service`, and an app
+    embedding the service in FastAPI, Starlette, Flask or Django."""
+    try:
+        return Settings.from_env(environ)
+    except ConfigurationError as exc:
+        report_configuration_error(exc)
+        end_hypercorn_worker(CONFIGURATION_EXIT_STATUS)
+        raise SystemExit(CONFIGURATION_EXIT_STATUS) from None
+
+
+def end_hypercorn_worker(status: int) -> None:
+    """Under Hypercorn's command line, end the process now with `status`, the line that says why already printed.
+
+    Hypercorn turns `lifespan.startup.failed` into a traceback, and its master process drops a worker's exit status
+    (up to 0.18.0 it exits 0 whenever a worker fails: pgjones/hypercorn#269), so a supervisor would read a refused
+    start as a clean stop. A worker therefore ends its master with a signal the master does not handle, which is a
+    failure status, and exits without unwinding (there is nothing to clean up: no store was built). Elsewhere (other
+    servers, Hypercorn's `serve()` called by an application) this does nothing: they honour the ASGI message."""
+    process = multiprocessing.current_process()
+    target = getattr(process, "_target", None)
+    worker = str(getattr(target, "__module__", "")).startswith("hypercorn.")
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    command_line = Path(sys.argv[0]).name == "hypercorn" or getattr(main_spec, "name", "") == "hypercorn.__main__"
+    if not (worker or command_line):
+        return
+    parent = multiprocessing.parent_process()
+    if worker and parent is not None and parent.pid == os.getppid():
+        os.kill(parent.pid, signal.SIGUSR1)
+    sys.stderr.flush()
+    os._exit(status)
 
 
 class SystemEntropy:

@@ -27,6 +27,7 @@ from identity_hosting.settings import (
     configure_logging,
     declared_body_length,
     report_configuration_error,
+    settings_or_exit,
     wall_clock_ms,
 )
 from identity_hosting.webhook_loops import BusyMeter, DeliveryThread
@@ -97,8 +98,10 @@ class IdentityWSGI:
 
     @classmethod
     def from_env(cls) -> IdentityWSGI:
-        """The app as the environment configures it."""
-        return cls(Settings.from_env())
+        """The app as the environment configures it, for a host's module scope: a bad environment ends the process
+        with one line naming the variable and status 3 (`settings.settings_or_exit`). To handle the error
+        yourself, build `IdentityWSGI(Settings.from_env())`, which raises `ConfigurationError`."""
+        return cls(settings_or_exit())
 
     def startup(self) -> None:
         """Build the store and bootstrap the configured projects (once, whichever thread comes first)."""

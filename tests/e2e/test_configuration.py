@@ -1,5 +1,6 @@
 """The environment is read when the service is first served, not when its modules are imported; a bad variable
-stops `hypercorn asgi_app:app` with one line that names it; production mode warns about development settings."""
+stops every host (`hypercorn asgi_app:app`, `identity-service`, an app embedding the service in FastAPI or Flask)
+with one line that names it and a non-zero status; production mode warns about development settings."""
 
 from __future__ import annotations
 
@@ -50,10 +51,39 @@ def test_importing_the_hosts_with_a_bad_environment_succeeds(variable: str, env:
     assert (finished.returncode, finished.stdout, finished.stderr) == (0, "imported\n", "")
 
 
+#: Every way the service is started, given a bind address: each reads the environment and must refuse a bad one alike.
+HOSTS = {
+    "hypercorn": lambda bind: [sys.executable, "-m", "hypercorn", "asgi_app:app", "--bind", bind],
+    # the installed production command (the console script runs `identity_hosting.serve:main`)
+    "identity-service": lambda bind: [sys.executable, "-m", "identity_hosting.serve", "--bind", bind],
+    # embedded: an app module that builds the service at import (`IdentityASGI.from_env()` / `IdentityWSGI...`)
+    "fastapi-under-hypercorn": lambda bind: [
+        sys.executable,
+        "-m",
+        "hypercorn",
+        "tests.downstream.mounted_fastapi:app",
+        "--bind",
+        bind,
+    ],
+    "flask-run": lambda bind: [
+        sys.executable,
+        "-m",
+        "flask",
+        "--app",
+        "tests.downstream.mounted_flask",
+        "run",
+        "--port",
+        bind.rsplit(":", 1)[1],
+    ],
+    "flask-imported": lambda bind: [sys.executable, "-c", "import tests.downstream.mounted_flask"],
+}
+
+
+@pytest.mark.parametrize("host", HOSTS)
 @pytest.mark.parametrize(("variable", "env"), BAD_ENVIRONMENTS.values(), ids=BAD_ENVIRONMENTS.keys())
-def test_bad_configuration_exits_non_zero_with_one_line(variable: str, env: dict[str, str]) -> None:
+def test_bad_configuration_exits_non_zero_with_one_line(host: str, variable: str, env: dict[str, str]) -> None:
     finished = subprocess.run(
-        [sys.executable, "-m", "hypercorn", "asgi_app:app", "--bind", f"127.0.0.1:{free_port()}"],
+        HOSTS[host](f"127.0.0.1:{free_port()}"),
         cwd=ROOT,
         env=_environment(env),
         capture_output=True,
@@ -68,6 +98,8 @@ def test_bad_configuration_exits_non_zero_with_one_line(variable: str, env: dict
     assert said[0].startswith("identity service: configuration error: ")
     assert variable in said[0]
     assert output.splitlines()[0] == said[0]  # the first line says why
+    if host != "hypercorn" and host != "fastapi-under-hypercorn":  # see `settings.end_hypercorn_worker`
+        assert finished.returncode == 3, output
 
 
 def test_wsgi_app_with_a_bad_environment_answers_500_and_says_why_once(
