@@ -84,6 +84,7 @@ from identity_proto.schemas import (
     OAuthProviderIdParams,
     OAuthProviderParams,
     OAuthTokenGrantBody,
+    OriginalProjectUpdateBody,
     OutboxQuery,
     PasswordSignInBody,
     PasswordSignUpBody,
@@ -666,6 +667,13 @@ ROUTES: tuple[Route, ...] = (
 #: project's own admin access.
 COMPAT_ROUTES: tuple[Route, ...] = (
     Route("GET", f"{V1}/internal/projects/current", projects.get_current_project_original, ADMIN_ONLY),
+    Route(
+        "PATCH",
+        f"{V1}/internal/projects/current",
+        projects.update_current_project_original,
+        ADMIN_ONLY,
+        OriginalProjectUpdateBody,
+    ),
     Route("DELETE", f"{V1}/internal/projects/current", projects.delete_current_project, ADMIN_ONLY),
 )
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from identity_proto.schemas import (
         AnyProjectIdParams,
         JwksQuery,
+        OriginalProjectUpdateBody,
+        ProjectConfigPatch,
         ProjectCreateBody,
         ProjectIdParams,
         ProjectUpdateBody,
@@ -49,6 +51,7 @@ __all__ = [
     "list_projects_endpoint",
     "new_project",
     "update_current_project",
+    "update_current_project_original",
 ]
 
 
@@ -176,18 +179,33 @@ def delete_current_project(ctx: RequestContext) -> Flow[Response]:
 
 def update_current_project(ctx: RequestContext[ProjectUpdateBody]) -> Flow[Response]:
     """PATCH /projects/current (admin): display name and any subset of the config keys."""
-    auth = ctx.require_auth()
     body: ProjectUpdateBody = ctx.body
-    changes = body.config.changes() if body.config is not None else None
+    updated = yield from _update_current(ctx, body.display_name, body.config)
+    return json_response(200, render_project(updated, AccessType.ADMIN, compat=ctx.options.compat))
+
+
+def update_current_project_original(ctx: RequestContext[OriginalProjectUpdateBody]) -> Flow[Response]:
+    """PATCH /internal/projects/current (admin; compatibility mode): the original's admin project update (its
+    SDK's `project.update`, its dashboard's settings pages), in its names and shapes, answered with its admin
+    view. The same update as PATCH /projects/current, translated (`OriginalProjectUpdateBody`)."""
+    original: OriginalProjectUpdateBody = ctx.body
+    config = original.config.ours() if original.config is not None else None
+    updated = yield from _update_current(ctx, original.display_name, config)
+    return json_response(200, render_original_project(updated))
+
+
+def _update_current(ctx: RequestContext, display_name: str | None, config: ProjectConfigPatch | None) -> Flow[Project]:
+    auth = ctx.require_auth()
+    changes = config.changes() if config is not None else None
     # OAuth accounts: provider secrets are write-only (kept from the stored config) and some types dev-only
     if changes is not None and "oauth_providers" in changes.as_dict():
         stored = yield from load_project(auth.project.id)
         changes = configured_providers(ctx, stored.config if stored is not None else None, changes)
-    updated = yield from update_project(auth.project.id, display_name=body.display_name, config=changes)
+    updated = yield from update_project(auth.project.id, display_name=display_name, config=changes)
     ctx.forget_project(auth.project.id)
     if updated is None:  # deleted between authentication and now
         raise KnownError(ErrorCode.CURRENT_PROJECT_NOT_FOUND, details={"project_id": auth.project.id})
-    return json_response(200, render_project(updated, AccessType.ADMIN, compat=ctx.options.compat))
+    return updated
 
 
 def create_project_endpoint(ctx: RequestContext[ProjectCreateBody]) -> Flow[Response]:

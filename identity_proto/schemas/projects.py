@@ -148,3 +148,129 @@ class AnyProjectIdParams(Query):
     """Path parameters naming a project by id (a UUID or `internal`)."""
 
     project_id: str = Field(max_length=64)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Compatibility mode: the original's admin project update (its SDK's `project.update`)
+
+#: The original's default e-mail theme (`render.ORIGINAL_DEFAULT_EMAIL_THEME_ID`): the only one mail here has.
+_ORIGINAL_DEFAULT_EMAIL_THEME_ID = "1df07ae6-abf3-4a40-83a5-a1a2cbe336ac"
+
+
+class OriginalIdIn(Body):
+    """A permission of the original's default permission lists: `{"id": ...}`."""
+
+    id: str = Field(min_length=1, max_length=256)
+
+
+class OriginalProviderIn(Body):
+    """One provider of the original's `config.oauth_providers`: "shared" (its development keys, served here by
+    the mock provider, in dev mode) or "standard" with the provider's client id and secret."""
+
+    id: str
+    type: Literal["shared", "standard"]
+    client_id: str | None = Field(default=None, min_length=1, max_length=512)
+    client_secret: str | None = Field(default=None, min_length=1, max_length=2048)
+    microsoft_tenant_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,128}$")
+    facebook_config_id: str | None = None
+    apple_bundle_ids: list[str] | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _provider(cls, value: str) -> str:
+        from identity_proto.records import OAUTH_PROVIDER_TYPES
+
+        if value not in OAUTH_PROVIDER_TYPES or value in ("oidc", "mock"):
+            raise ValueError(f"{value!r} is not a provider of this service")
+        return value
+
+    @field_validator("facebook_config_id", "apple_bundle_ids")
+    @classmethod
+    def _unsupported(cls, value: Any) -> Any:
+        if value:
+            raise ValueError("is not supported by this service (no Facebook or Apple provider)")
+        return value
+
+    def ours(self) -> dict[str, Any]:
+        """This provider in `OAuthProviderIn`'s shape."""
+        if self.type == "shared":
+            return {"id": self.id, "type": "mock"}
+        out: dict[str, Any] = {"id": self.id, "type": self.id, "client_id": self.client_id}
+        if self.client_secret is not None:
+            out["client_secret"] = self.client_secret
+        if self.microsoft_tenant_id is not None:
+            out["microsoft_tenant_id"] = self.microsoft_tenant_id
+        return out
+
+
+class OriginalEmailConfigIn(Body):
+    """The original's `config.email_config`: only `{"type": "shared"}` here (mail goes out through the service's
+    own mailer, `IDENTITY_MAIL`; a project has no SMTP server of its own)."""
+
+    type: Literal["shared"]
+
+
+class OriginalConfigPatch(Body):
+    """The original's admin config update (`projectsCrudAdminUpdateSchema.config`), in its names and shapes."""
+
+    sign_up_enabled: bool | None = None
+    credential_enabled: bool | None = None
+    magic_link_enabled: bool | None = None
+    passkey_enabled: Literal[False] | None = None  # passkeys are not built (yet)
+    allow_localhost: bool | None = None
+    create_team_on_sign_up: bool | None = None
+    client_team_creation_enabled: bool | None = None
+    client_user_deletion_enabled: bool | None = None
+    allow_user_api_keys: bool | None = None
+    allow_team_api_keys: bool | None = None
+    oauth_account_merge_strategy: MergeStrategy | None = None
+    domains: list[DomainIn] | None = None
+    oauth_providers: list[OriginalProviderIn] | None = Field(default=None, max_length=64)
+    email_config: OriginalEmailConfigIn | None = None
+    email_theme: Literal["1df07ae6-abf3-4a40-83a5-a1a2cbe336ac"] | None = None
+    team_creator_default_permissions: list[OriginalIdIn] | None = None
+    team_member_default_permissions: list[OriginalIdIn] | None = None
+    user_default_permissions: list[OriginalIdIn] | None = None
+
+    @field_validator("oauth_providers")
+    @classmethod
+    def _unique(cls, value: list[OriginalProviderIn] | None) -> list[OriginalProviderIn] | None:
+        ids = [p.id for p in value or ()]
+        if len(ids) != len(set(ids)):
+            raise ValueError("has a provider id more than once")
+        return value
+
+    def ours(self) -> ProjectConfigPatch:
+        """The same update in this service's config names (what stays the same here is left out)."""
+        data: dict[str, Any] = {}
+        for name in sorted(self.model_fields_set):
+            value = getattr(self, name)
+            if value is None or name in ("passkey_enabled", "email_config", "email_theme"):
+                continue  # null keeps the value, as in the original; the rest is what this service always has
+            if name == "oauth_providers":
+                data[name] = [p.ours() for p in value]
+            elif name.endswith("_permissions"):
+                data[name] = [item.id for item in value]
+            elif name == "domains":
+                data[name] = [{"domain": d.domain, "handler_path": d.handler_path} for d in value]
+            else:
+                data[name] = value
+        return ProjectConfigPatch.model_validate(data)
+
+
+class OriginalProjectUpdateBody(Body):
+    """PATCH /internal/projects/current (compatibility mode): the original's admin project update. What this
+    service has no notion of is accepted only with the value it always answers (no description or logos, not in
+    production mode, onboarding completed): anything else is refused (400), never acknowledged and lost."""
+
+    display_name: str | None = Field(default=None, min_length=1, max_length=256)
+    description: Literal[""] | None = None
+    is_production_mode: Literal[False] | None = None
+    onboarding_status: Literal["completed"] | None = None
+    logo_url: None = None
+    logo_full_url: None = None
+    logo_dark_mode_url: None = None
+    logo_full_dark_mode_url: None = None
+    config: OriginalConfigPatch | None = None
+
+    _plain_display_name = field_validator("display_name")(_plain_name)

@@ -269,3 +269,93 @@ def test_internal_projects_current_exists_only_in_compatibility_mode() -> None:
     # our own route, DELETE /internal/projects/{project_id}, takes a project id
     assert (reply.status_code, reply.headers["x-service-known-error"]) == (400, "SCHEMA_ERROR")
     assert project.id in project.fake.store.projects
+
+
+def test_the_originals_admin_update_of_the_current_project_is_translated_and_answered_in_its_shape() -> None:
+    # The original's SDK: `adminApp.getProject()` then `project.update({...})` sends this PATCH with the original's
+    # names and shapes; the answer is its admin view again.
+    fake = IdentityFake(compat=True)
+    project = fake.create_project()
+    update = {
+        "display_name": "Renamed",
+        "description": "",  # what this service always answers: accepted, nothing to store
+        "is_production_mode": False,
+        "config": {
+            "sign_up_enabled": False,
+            "magic_link_enabled": False,
+            "client_team_creation_enabled": True,
+            "allow_localhost": False,
+            "oauth_account_merge_strategy": "raise_error",
+            "domains": [{"domain": "https://app.example.com", "handler_path": "/auth/handler"}],
+            "oauth_providers": [
+                {"id": "github", "type": "shared"},
+                {"id": "google", "type": "standard", "client_id": "google-client", "client_secret": "g-secret"},
+            ],
+            "email_config": {"type": "shared"},
+            "team_creator_default_permissions": [{"id": "team_member"}, {"id": "team_admin"}],
+            "team_member_default_permissions": [{"id": "team_member"}],
+            "user_default_permissions": [],
+        },
+    }
+    with project.client("admin") as http:
+        reply = http.patch("/api/v1/internal/projects/current", json=update)
+        read = http.get("/api/v1/internal/projects/current").json()
+        ours = http.get("/api/v1/projects/current").json()
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == read
+    assert read["display_name"] == "Renamed"
+    config = read["config"]
+    assert (config["sign_up_enabled"], config["magic_link_enabled"], config["client_team_creation_enabled"]) == (
+        False,
+        False,
+        True,
+    )
+    assert (config["allow_localhost"], config["oauth_account_merge_strategy"]) == (False, "raise_error")
+    assert config["domains"] == [{"domain": "https://app.example.com", "handler_path": "/auth/handler"}]
+    assert config["oauth_providers"] == [
+        {"id": "github", "provider_config_id": "github", "type": "shared"},
+        {"id": "google", "provider_config_id": "google", "type": "standard", "client_id": "google-client"},
+    ]
+    assert config["team_creator_default_permissions"] == [{"id": "team_admin"}, {"id": "team_member"}]
+    assert "g-secret" not in reply.text
+    # stored as this service's own config: one project, two views
+    assert ours["config"]["team_creator_default_permissions"] == ["team_member", "team_admin"]
+    assert [p["type"] for p in ours["config"]["oauth_providers"]] == ["mock", "google"]
+    assert fake.store.projects[project.id].config.oauth_providers[1].client_secret == "g-secret"
+
+
+def test_the_originals_admin_update_refuses_what_this_service_would_not_keep_and_changes_nothing() -> None:
+    fake = IdentityFake(compat=True)
+    project = fake.create_project()
+    with project.client("admin") as http:
+        before = http.get("/api/v1/internal/projects/current").json()
+        refusals = [
+            {"display_name": "Kept?", "description": "A description this service has no place for"},
+            {"display_name": "Kept?", "is_production_mode": True},
+            {"logo_url": "https://example.com/logo.png"},
+            {"config": {"email_config": {"type": "standard", "host": "smtp.example.com"}}},
+            {"config": {"passkey_enabled": True}},
+            {"config": {"oauth_providers": [{"id": "facebook", "type": "standard", "client_id": "x"}]}},
+            {"config": {"team_creator_default_permissions": ["team_admin"]}},  # ours, not the original's shape
+            {"config": {"rate_limits": {}}},  # a key of ours the original's body does not have
+        ]
+        answers = [http.patch("/api/v1/internal/projects/current", json=body) for body in refusals]
+        after = http.get("/api/v1/internal/projects/current").json()
+    for body, answer in zip(refusals, answers, strict=True):
+        assert (answer.status_code, answer.headers.get("x-stack-known-error")) == (400, "SCHEMA_ERROR"), (
+            body,
+            answer.text,
+        )
+    assert after == before
+
+
+def test_the_originals_admin_update_needs_admin_access_and_compatibility_mode() -> None:
+    fake = IdentityFake(compat=True)
+    project = fake.create_project()
+    with project.client("server") as http:
+        refused = http.patch("/api/v1/internal/projects/current", json={"display_name": "No"})
+    assert (refused.status_code, refused.headers["x-stack-known-error"]) == (401, "INSUFFICIENT_ACCESS_TYPE")
+    ours = IdentityFake().create_project()
+    with ours.client("admin") as http:
+        assert http.patch("/api/v1/internal/projects/current", json={"display_name": "No"}).status_code == 405
+    assert ours.fake.store.projects[ours.id].display_name != "No"
