@@ -445,4 +445,10 @@ class PlainError(IdentityError):
 
 
 class StorageUnavailable(IdentityError):
-    """The store could not be reached or did not answer in time (raised by backends only)."""
+    """The store could not be reached or did not answer in time (raised by backends only). `quiet`: the store has
+    said so already (a refusal while it knows the store is down, logged once per outage): the service logs the
+    request at debug level only."""
+
+    def __init__(self, message: str = "", *, quiet: bool = False) -> None:
+        super().__init__(message)
+        self.quiet = quiet

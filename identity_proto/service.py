@@ -106,7 +106,9 @@ class Service:
         except PlainError as error:
             response = text_response(error.status, error.message, error.headers)
         except StorageUnavailable as exc:
-            logger.warning("storage unavailable (request %s): %s", request_id, exc)
+            logger.log(
+                logging.DEBUG if exc.quiet else logging.WARNING, "storage unavailable (request %s): %s", request_id, exc
+            )
             response = self._error(KnownError(ErrorCode.STORAGE_UNAVAILABLE, context={"request_id": request_id}))
         except Exception:
             logger.exception("unhandled error (request %s) on %s %s", request_id, request.method, request.path)

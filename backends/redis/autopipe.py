@@ -65,6 +65,8 @@ class AutoPipeline:
         #: Set while the reader has nothing to read; the writer wakes it.
         self._idle: asyncio.Future[None] | None = None
         self._closed = False
+        #: Failed attempts to connect so far: a request that waited behind one that failed fails with it.
+        self._connect_failures = 0
 
     async def execute(self, commands: Sequence[Command]) -> list[Any]:
         """The replies to `commands`, in order; an error reply is its `ResponseError` in its place (not raised).
@@ -72,6 +74,8 @@ class AutoPipeline:
         `ConnectionError`)."""
         try:
             return await self._send(commands)
+        except _ConnectFailed:
+            raise  # Redis is not there: asking again now would only make this request, and those behind it, wait
         except redis.exceptions.ConnectionError:
             return await self._send(commands)
 
@@ -94,9 +98,18 @@ class AutoPipeline:
             raise redis.exceptions.ConnectionError("the store is closed")
         if self._connecting is None:
             self._connecting = asyncio.Lock()
+        failures = self._connect_failures
         async with self._connecting:
             if self._conn is None:
-                conn = await self._pool.get_connection()
+                if self._connect_failures != failures:
+                    # The attempt this request waited behind failed: its answer is this one's too (each waiting
+                    # request trying in turn made the last of 50 wait 10 s for its 503 with Redis down).
+                    raise _ConnectFailed("connecting to Redis failed")
+                try:
+                    conn = await self._pool.get_connection()
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+                    self._connect_failures += 1
+                    raise _ConnectFailed(f"connecting to Redis failed ({type(exc).__name__})") from exc
                 self._conn = conn
                 self._reader = asyncio.get_running_loop().create_task(self._read(conn))
             return self._conn
@@ -194,6 +207,10 @@ class AutoPipeline:
             return
         self._broken(conn, redis.exceptions.ConnectionError("the store is closed"))
         await asyncio.sleep(0)  # let the release run
+
+
+class _ConnectFailed(redis.exceptions.ConnectionError):
+    """No connection could be made (after redis-py's own retry of the connect): not retried by `execute`."""
 
 
 def _fault(exc: BaseException) -> BaseException:

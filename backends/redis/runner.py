@@ -13,8 +13,11 @@ ALREADY_USED) for a write that did happen.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
-from collections.abc import Awaitable, Mapping
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -74,6 +77,86 @@ def storage_fault(effect: StorageEffect[Any], exc: BaseException) -> StorageUnav
         # The class name only: redis-py messages name the host, and a URL is never worth the risk of a password.
         return StorageUnavailable(f"Redis unavailable during {type(effect).__name__} ({type(exc).__name__})")
     raise exc
+
+
+logger = logging.getLogger("identity_service")
+
+
+class CircuitBreaker:
+    """Fail fast while Redis is known to be down: after a fault, every request is refused at once
+    (`StorageUnavailable`, `quiet`: the outage is said once, here) for `window_s`; then one request at a time goes
+    through as a probe. A probe that reaches Redis closes the circuit; one that fails opens it for another window.
+
+    Why: without it, each request waits for its own connection attempts (a connect timeout, redis-py's retry and
+    backoff) while the others queue behind it, so with 50 requests in flight the last 503 came after 10 s (Redis
+    refusing connections) to 30 s (Redis accepting and dropping them); with it, the requests in flight when Redis
+    went away get their 503 from the attempt they share, and every later one in microseconds. The price: a
+    recovery is seen up to `window_s` late. One line is logged when the circuit opens and one when it closes.
+
+    Shared by the asyncio store (one event loop) and the sync one (threads): the state is guarded by a lock, taken
+    only while the circuit is open. On a Redis Cluster the stores keep it off (`enabled=False`): one node down
+    leaves the projects of the others available, and the cluster client follows the cluster's own failover."""
+
+    def __init__(
+        self, window_s: float = 0.5, clock: Callable[[], float] = time.monotonic, *, enabled: bool = True
+    ) -> None:
+        self.window_s = window_s
+        self.enabled = enabled
+        self._clock = clock
+        self._lock = threading.Lock()
+        #: When the circuit opened (None: closed), when the next probe may go, and whether one is out.
+        self._opened_at: float | None = None
+        self._probe_at = 0.0
+        self._probing = False
+
+    @property
+    def open(self) -> bool:
+        """Whether requests are being refused at once (or probing)."""
+        return self._opened_at is not None
+
+    def admit(self, effect: StorageEffect[Any]) -> bool:
+        """Let a request through (True when it is the probe) or refuse it at once."""
+        if self._opened_at is None:
+            return False
+        with self._lock:
+            if self._opened_at is None:
+                return False
+            if not self._probing and self._clock() >= self._probe_at:
+                self._probing = True
+                return True
+        raise StorageUnavailable(f"Redis unavailable during {type(effect).__name__} (circuit open)", quiet=True)
+
+    def failed(self) -> None:
+        """A request met a fault: open the circuit (saying so once), or keep it open for another window."""
+        if not self.enabled:
+            return
+        with self._lock:
+            now = self._clock()
+            if self._opened_at is None:
+                self._opened_at = now
+                logger.warning(
+                    "Redis unavailable: answering 503 at once, one request every %.1f s checks whether it is back",
+                    self.window_s,
+                )
+            self._probe_at = now + self.window_s
+            self._probing = False
+
+    def succeeded(self) -> None:
+        """A request reached Redis: close the circuit (saying so once)."""
+        if self._opened_at is None:
+            return
+        with self._lock:
+            if self._opened_at is None:
+                return
+            down = self._clock() - self._opened_at
+            self._opened_at, self._probing = None, False
+        logger.warning("Redis available again after %.1f s", down)
+
+    def abandoned(self, probe: bool) -> None:
+        """A request let through ended without an answer (cancelled): the next one probes instead."""
+        if probe:
+            with self._lock:
+                self._probing = False
 
 
 def register_scripts(client: Any) -> dict[str, Any]:

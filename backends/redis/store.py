@@ -14,6 +14,7 @@ from backends.redis.plan import _PLANS, Call, Op, Plan, Scan, Script, _plan_for
 from backends.redis.runner import (
     _SCAN_COUNT,
     FAULTS,
+    CircuitBreaker,
     _scan_cursor,
     _scan_position,
     _split,
@@ -27,6 +28,7 @@ from backends.redis.runner import (
     storage_fault,
 )
 from identity_proto.effects import StorageEffect, Together
+from identity_proto.errors import StorageUnavailable
 
 T = TypeVar("T")
 
@@ -45,6 +47,7 @@ class RedisStore:
     ) -> None:
         self.client = client
         self.keys = KeySpace(namespace)
+        self._breaker = CircuitBreaker(enabled=not isinstance(client, redis.cluster.RedisCluster))
         self._scripts: dict[str, RedisScript] = register_scripts(client)
 
     @classmethod
@@ -67,10 +70,25 @@ class RedisStore:
         return cls(client, namespace=namespace)
 
     def apply(self, effect: StorageEffect[T]) -> T:
-        """Perform one effect by running its command plan."""
-        if isinstance(effect, Together):
-            return cast(T, self._apply_together(effect))
-        return cast(T, self._finish(_plan_for(effect, self.keys, type(self).__name__), None, effect))
+        """Perform one effect by running its command plan; refused at once while Redis is known to be down
+        (`runner.CircuitBreaker`)."""
+        probe = self._breaker.admit(effect)
+        try:
+            if isinstance(effect, Together):
+                result: Any = self._apply_together(effect)
+            else:
+                result = self._finish(_plan_for(effect, self.keys, type(self).__name__), None, effect)
+        except StorageUnavailable:
+            self._breaker.failed()
+            raise
+        except Exception:
+            self._breaker.succeeded()  # Redis answered (an error reply): it is there
+            raise
+        except BaseException:
+            self._breaker.abandoned(probe)
+            raise
+        self._breaker.succeeded()
+        return cast(T, result)
 
     def _finish(self, plan: Plan[Any], reply: Any, effect: StorageEffect[Any]) -> Any:
         while True:

@@ -27,6 +27,7 @@ from backends.redis.plan import _PLANS, Call, Op, Plan, Scan, Script, _plan_for
 from backends.redis.runner import (
     _SCAN_COUNT,
     FAULTS,
+    CircuitBreaker,
     _scan_cursor,
     _scan_position,
     _split,
@@ -40,6 +41,7 @@ from backends.redis.runner import (
     storage_fault,
 )
 from identity_proto.effects import StorageEffect, Together
+from identity_proto.errors import StorageUnavailable
 
 T = TypeVar("T")
 
@@ -58,6 +60,7 @@ class AsyncRedisStore:
     ) -> None:
         self.client = client
         self.keys = KeySpace(namespace)
+        self._breaker = CircuitBreaker(enabled=not isinstance(client, redis.asyncio.cluster.RedisCluster))
         self._scripts: dict[str, AsyncScript] = register_scripts(client)
         # async-only: begin
         #: On one server (not a cluster, not a single-connection client), every command but SCAN is pipelined
@@ -87,10 +90,25 @@ class AsyncRedisStore:
         return cls(client, namespace=namespace)
 
     async def apply(self, effect: StorageEffect[T]) -> T:
-        """Perform one effect by running its command plan."""
-        if isinstance(effect, Together):
-            return cast(T, await self._apply_together(effect))
-        return cast(T, await self._finish(_plan_for(effect, self.keys, type(self).__name__), None, effect))
+        """Perform one effect by running its command plan; refused at once while Redis is known to be down
+        (`runner.CircuitBreaker`)."""
+        probe = self._breaker.admit(effect)
+        try:
+            if isinstance(effect, Together):
+                result: Any = await self._apply_together(effect)
+            else:
+                result = await self._finish(_plan_for(effect, self.keys, type(self).__name__), None, effect)
+        except StorageUnavailable:
+            self._breaker.failed()
+            raise
+        except Exception:
+            self._breaker.succeeded()  # Redis answered (an error reply): it is there
+            raise
+        except BaseException:
+            self._breaker.abandoned(probe)
+            raise
+        self._breaker.succeeded()
+        return cast(T, result)
 
     async def _finish(self, plan: Plan[Any], reply: Any, effect: StorageEffect[Any]) -> Any:
         while True:

@@ -169,10 +169,15 @@ def test_redis_down_gives_503_then_recovers(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "redis-server did not restart"
                 time.sleep(0.02)
             # The restarted Redis is empty (no persistence here) and the service talks to it without a restart:
-            # the user list answers (empty) at once, and once the worker's one-second project cache has expired,
-            # the dev project it no longer finds is made again, as a restart would (dev mode; it answered
+            # once its circuit breaker's next probe (every half second while Redis is down) has found Redis back,
+            # the user list answers (empty), and once the worker's one-second project cache has expired, the dev
+            # project it no longer finds is made again, as a restart would (dev mode; it answered
             # CURRENT_PROJECT_NOT_FOUND until a restart).
-            users = httpx.get(f"{service.base_url}/api/v1/users", headers=server_headers())
+            deadline = time.monotonic() + 10
+            while (users := httpx.get(f"{service.base_url}/api/v1/users", headers=server_headers())).status_code == 503:
+                assert users.headers["x-service-known-error"] == "STORAGE_UNAVAILABLE"
+                assert time.monotonic() < deadline, "the service did not see Redis back"
+                time.sleep(0.05)
             assert (users.status_code, users.json()["items"]) == (200, [])
             time.sleep(1.1)
             back = httpx.get(url, headers=server_headers())
