@@ -17,7 +17,18 @@ from tests.processes import RedisServer, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Generated or local directories of a checkout, left out when a test copies it (`shutil.ignore_patterns`).
-NOT_SOURCE = (".venv", ".git", "build", "dist", "*.egg-info", "node_modules", "__pycache__", "*_cache", ".hypothesis")
+NOT_SOURCE = (
+    ".venv",
+    ".git",
+    "build",
+    "dist",
+    "site",  # the docs site that scripts/test builds
+    "*.egg-info",
+    "node_modules",
+    "__pycache__",
+    "*_cache",
+    ".hypothesis",
+)
 
 
 @dataclass
