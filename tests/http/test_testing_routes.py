@@ -104,7 +104,18 @@ def test_reset_export_and_import_over_http() -> None:
         assert "correct horse" not in str(exported)
         assert exported["users"][0]["password_hash"].startswith("$2b$")
         imported = http.post(f"/api/v1/testing/projects/{target.id}/import", headers=internal_headers(), json=exported)
-        assert imported.json() == {"imported": {"users": 1, "teams": 1, "memberships": 1}}
+        assert imported.json() == {
+            "imported": {
+                "users": 1,
+                "teams": 1,
+                "memberships": 1,
+                "contact_channels": 0,
+                "project_permissions": 0,
+                "api_keys": 0,
+                "team_invitations": 0,
+                "webhook_endpoints": 0,
+            }
+        }
         signed = http.post(
             "/api/v1/auth/password/sign-in",
             headers=target.headers("client"),
