@@ -1,13 +1,16 @@
 """Export and import of a project's data as one JSON document: what a test suite seeds, carried whole, secrets as
-the store keeps them (hashes), never as plaintext.
+the store keeps them: hashes of passwords, API keys and invitation codes (their plaintext is never stored, so never
+exported); the two secrets the service must keep in plaintext to use them (webhook signing secrets, OAuth client
+secrets) as they are, which is why export and import are dev/test-mode routes (below).
 
 What a version 2 document carries (`export_project_data`), each kind a list of JSON objects of its stored fields:
 
 - `project`: the source's id and display name (for the reader; an import keeps the target's) and its `config`
   (sign-up switches, trusted domains, the permission definitions of both scopes, API-key switches, OAuth providers;
-  an import of version 2 applies it: grants, keys and OAuth accounts are then defined in the target as in the
-  source). The config holds the OAuth providers' client secrets as stored (in plaintext: the service needs them to
-  call the provider), as it did in version 1;
+  an import of version 2 applies it, so grants, keys and OAuth accounts are defined in the target as in the
+  source; a document without `project.config` leaves the target's config as it is). The config holds the OAuth
+  providers' client secrets as stored (in plaintext: the service needs them to call the provider), as it did in
+  version 1;
 - `users`: every field as stored: password hashes (bcrypt/argon2 MCF), TOTP secrets and the last TOTP step as
   stored (base64 of the raw secret: the store keeps it so, as a code must be computed from it), metadata, the
   restriction, risk scores, the primary e-mail channel (`primary_email*`) and the linked OAuth accounts
@@ -136,7 +139,7 @@ def export_project_data(project_id: str, now_ms: int) -> Flow[dict[str, Any]]:
     """The project's data as a version 2 document (the module docstring says what it carries and what never)."""
     project = yield from perform(LoadProject(project_id))
     if project is None:
-        raise KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
+        raise _project_not_found(project_id)
     users, teams, memberships, channels, grants, endpoints = yield from perform(
         Together(
             (
@@ -229,6 +232,7 @@ def _endpoint_json(endpoint: WebhookEndpoint) -> dict[str, Any]:
 class _Document:
     """A document's records, parsed and checked (`_parse`)."""
 
+    version: int
     config: ProjectConfig | None
     users: tuple[User, ...]
     channels: tuple[tuple[ContactChannel, bool], ...]  # with `signs_in`
@@ -241,7 +245,7 @@ class _Document:
 
     def counts(self) -> dict[str, int]:
         counts = {"users": len(self.users), "teams": len(self.teams), "memberships": len(self.memberships)}
-        if self.config is None:  # a version 1 document: what version 1 answered
+        if self.version == 1:  # what version 1 answered
             return counts
         return {
             **counts,
@@ -264,6 +268,8 @@ def import_project_data(project_id: str, data: dict[str, Any]) -> Flow[dict[str,
         document = _parse(data, version)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise _invalid(f"invalid export document: {exc}") from None
+    if (yield from perform(LoadProject(project_id))) is None:
+        raise _project_not_found(project_id)
     yield from _refuse_existing(project_id, document)
     existing = (yield from perform(ListWebhookEndpoints(project_id))) if document.endpoints else ()
     guards, writes, events, meanings = _commit_parts(project_id, document, len(existing))
@@ -271,10 +277,14 @@ def import_project_data(project_id: str, data: dict[str, Any]) -> Flow[dict[str,
         yield from commit(project_id, tuple(guards), tuple(writes), tuple(events))
     except CommitConflict as conflict:
         meaning = meanings.get(id(conflict.guard))
-        if meaning is None:  # the project or its endpoints changed meanwhile: the service runs the import again
+        if meaning is None:  # the project's endpoints changed meanwhile: the service runs the import again
             raise
         raise meaning() from None
     return document.counts()
+
+
+def _project_not_found(project_id: str) -> KnownError:
+    return KnownError(ErrorCode.PROJECT_NOT_FOUND, details={"project_id": project_id})
 
 
 def _invalid(message: str) -> KnownError:
@@ -296,15 +306,18 @@ def _parse(data: dict[str, Any], version: int) -> _Document:
     """Every record of the document, checked on its own (fields and types) and together (unique ids and addresses,
     references inside the document). Raises TypeError, KeyError or ValueError naming the problem."""
     config = None
-    if version >= 2:
-        project = data.get("project")
-        if not isinstance(project, dict) or not isinstance(project.get("config"), dict):
-            raise TypeError("project.config must be an object")
-        config = _checked(config_from_json(project["config"]), "project.config")
+    project = data.get("project")
+    if version >= 2 and project is not None:  # no `project` (or no config in it): the target keeps its config
+        if not isinstance(project, dict) or not isinstance(project.get("config", {}), dict):
+            raise TypeError("project must be an object, its config an object")
+        if "config" in project:
+            config = _checked(config_from_json(project["config"]), "project.config")
     users = tuple(_user(item) for item in _items(data, "users"))
     teams = tuple(_checked(Team(**item), "team") for item in _items(data, "teams"))
     memberships = tuple(
-        _checked(Membership(**{**item, "permissions": tuple(sorted(item.get("permissions", ())))}), "membership")
+        _checked(
+            Membership(**{**item, "permissions": tuple(sorted(_strings(item.get("permissions", []))))}), "membership"
+        )
         for item in _items(data, "memberships")
     )
     channels = tuple(_channel(item) for item in _items(data, "contact_channels")) if version >= 2 else ()
@@ -312,7 +325,7 @@ def _parse(data: dict[str, Any], version: int) -> _Document:
     keys = tuple(_api_key(item) for item in _items(data, "api_keys")) if version >= 2 else ()
     invitations = tuple(_invitation(item) for item in _items(data, "team_invitations")) if version >= 2 else ()
     endpoints = tuple(_endpoint(item) for item in _items(data, "webhook_endpoints")) if version >= 2 else ()
-    document = _Document(config, users, channels, teams, memberships, grants, keys, invitations, endpoints)
+    document = _Document(version, config, users, channels, teams, memberships, grants, keys, invitations, endpoints)
     _check_together(document)
     return document
 
@@ -334,10 +347,16 @@ def _channel(item: dict[str, Any]) -> tuple[ContactChannel, bool]:
 
 
 def _grant(item: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
-    user_id, ids = item["user_id"], item["permission_ids"]
-    if not isinstance(user_id, str) or not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise TypeError("a project permission grant is {user_id: string, permission_ids: [string]}")
-    return user_id, tuple(sorted(set(ids)))
+    user_id = item["user_id"]
+    if not isinstance(user_id, str):
+        raise TypeError("a project permission grant's user_id is a string")
+    return user_id, tuple(sorted(set(_strings(item["permission_ids"]))))
+
+
+def _strings(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise TypeError(f"expected a list of strings, not {value!r}")
+    return value
 
 
 def _api_key(item: dict[str, Any]) -> ApiKey:
@@ -346,13 +365,15 @@ def _api_key(item: dict[str, Any]) -> ApiKey:
 
 def _invitation(item: dict[str, Any]) -> VerificationCode:
     fields = {name: item[name] for name in _INVITATION_FIELDS}
+    if not all(isinstance(fields[name], str) for name in ("id", "team_id", "email")):
+        raise TypeError("a team invitation's id, team_id and email are strings")
     code = VerificationCode(**{**fields, "email": checked_email(fields["email"])}, purpose=CodePurpose.TEAM_INVITATION)
     return _checked(code, "team invitation")
 
 
 def _endpoint(item: dict[str, Any]) -> WebhookEndpoint:
     types_ = item.get("event_types")
-    endpoint = WebhookEndpoint(**{**item, "event_types": None if types_ is None else tuple(types_)})
+    endpoint = WebhookEndpoint(**{**item, "event_types": None if types_ is None else tuple(_strings(types_))})
     return _checked(endpoint, "webhook endpoint")
 
 
@@ -423,8 +444,8 @@ def _check_together(d: _Document) -> None:
     _unique(_sign_in_accounts(d), "sign-in OAuth account")
     primaries = {u.id: u.primary_email for u in d.users}
     _unique(((c.user_id, c.value) for c, _ in d.channels), "contact channel address of user")
+    _unique((a.id for u in d.users for a in u.oauth_accounts), "OAuth account id")
     for user in d.users:
-        _unique((a.id for a in user.oauth_accounts), f"OAuth account of user {user.id}:")
         if user.selected_team_id is not None and user.selected_team_id not in team_ids:
             raise ValueError(f"user {user.id} selects team {user.selected_team_id}, which the document lacks")
     references: list[tuple[str, str, set[str]]] = [("membership of user", m.user_id, user_ids) for m in d.memberships]
@@ -488,8 +509,8 @@ def _commit_parts(
         if meaning is not None:
             meanings[id(g)] = meaning
 
+    guard(RecordExists(RecordKind.PROJECT, project_id), functools.partial(_project_not_found, project_id))
     if d.config is not None:
-        guard(RecordExists(RecordKind.PROJECT, project_id))
         changes = ProjectConfigChanges.of((f.name, getattr(d.config, f.name)) for f in dataclasses.fields(d.config))
         writes.append(PatchProject(project_id, config=changes))
     for user in d.users:

@@ -306,6 +306,10 @@ def _bad(document: dict[str, Any], name: str) -> dict[str, Any]:
         key["owner_id"] = "no-team"
     elif name == "invitation without a hash":
         del bad["team_invitations"][0]["code_hash"]
+    elif name == "permissions as text":
+        bad["memberships"][0]["permissions"] = "team_admin"
+    elif name == "invitation without an id":
+        bad["team_invitations"][0]["id"] = None
     elif name == "config":
         bad["project"]["config"]["domains"] = "everywhere"
     return bad
@@ -322,6 +326,8 @@ def _bad(document: dict[str, Any], name: str) -> dict[str, Any]:
         "shared sign-in address",
         "key of a missing team",
         "invitation without a hash",
+        "permissions as text",
+        "invitation without an id",
         "config",
     ],
 )
@@ -364,6 +370,27 @@ def test_a_record_the_target_holds_is_409_and_nothing_is_written(store: Store) -
     renamed["users"] = [{**u, "id": u["id"] + "-2"} for u in users_only["users"]]
     taken_address = over.import_(over.target_id, renamed)
     assert (taken_address.status, taken_address.known_error) == (409, "USER_EMAIL_ALREADY_EXISTS")
+
+
+def test_a_document_without_a_config_leaves_the_targets(store: Store) -> None:
+    over = Portable(store)
+    seed(over)
+    exported = over.export(DEV_PROJECT.id)
+    without = {name: value for name, value in exported.items() if name != "project"}
+    without = {**without, "api_keys": [], "users": [{**u, "oauth_accounts": []} for u in exported["users"]]}
+    before = over.export(over.target_id)["project"]["config"]
+    assert over.import_(over.target_id, without).status == 200
+    after = over.export(over.target_id)
+    assert after["project"]["config"] == before
+    assert before != exported["project"]["config"]
+    assert len(after["users"]) == 2
+
+
+def test_an_import_into_a_project_that_does_not_exist_is_404(store: Store) -> None:
+    over = Portable(store)
+    seed(over)
+    missing = over.import_("0c6a1d5e-0000-4000-8000-000000000000", over.export(DEV_PROJECT.id))
+    assert (missing.status, missing.known_error) == (404, "PROJECT_NOT_FOUND")
 
 
 def test_a_version_1_document_still_imports(store: Store) -> None:
