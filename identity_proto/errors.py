@@ -101,6 +101,9 @@ class ErrorCode(Enum):
     BRANCH_DOES_NOT_EXIST = (400, "The branch with ID {branch_id} does not exist.")
     INSUFFICIENT_ACCESS_TYPE = (401, "{message}")
     EXPECTED_INTERNAL_PROJECT = (401, "The project ID is expected to be internal.")
+    #: Dev/test mode's import (`flows.portability`): a record of the document exists in the project already;
+    #: nothing was written.
+    IMPORT_CONFLICT = (409, "Not imported: {message}")
     UNPARSABLE_ADMIN_ACCESS_TOKEN = (
         401,
         "Admin access tokens are not accepted by this service; use the super secret admin key.",
@@ -406,6 +409,7 @@ ORIGINAL_PLAIN: dict[ErrorCode, str | None] = {
             ErrorCode.REQUEST_BODY_TOO_LARGE,
             ErrorCode.STORAGE_UNAVAILABLE,
             ErrorCode.WRITE_CONFLICT,
+            ErrorCode.IMPORT_CONFLICT,
             ErrorCode.RATE_LIMITED,
             ErrorCode.CANNOT_SET_BOTH_PASSWORD_AND_HASH,
             ErrorCode.INVALID_PASSWORD_HASH,

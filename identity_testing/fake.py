@@ -734,12 +734,14 @@ class TestProject:
         run(perform(DeleteProject(self.id)), self.fake.store)
 
     def export(self) -> dict[str, Any]:
-        """Users (password hashes as hashes), teams and memberships as a JSON-ready dict."""
+        """This project's data as a JSON-ready dict, secrets as the store keeps them (password hashes, API key hashes,
+        invitation code hashes; webhook signing secrets as they are): `identity_proto.flows.portability`."""
         result: dict[str, Any] = run(export_project_data(self.id, self.fake.clock.now_ms()), self.fake.store)
         return result
 
     def import_data(self, data: Mapping[str, Any]) -> dict[str, int]:
-        """Add an export's users, teams and memberships to this project."""
+        """Add an export's records to this project, all or nothing (a version 2 export sets its config too);
+        answers how many of each kind."""
         result: dict[str, int] = run(import_project_data(self.id, dict(data)), self.fake.store)
         return result
 

@@ -29,6 +29,7 @@ from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore
 from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings
 from identity_proto import arun
+from identity_proto.errors import KnownError
 from identity_proto.flows.portability import import_project_data
 
 
@@ -67,7 +68,14 @@ async def main(argv: list[str] | None = None) -> int:
     app = IdentityASGI(settings, store=store)
     await app.startup()
     if args.seed is not None:
-        await arun(import_project_data(DEV_PROJECT.id, json.loads(args.seed.read_text())), store)
+        try:
+            await arun(import_project_data(DEV_PROJECT.id, json.loads(args.seed.read_text())), store)
+        except (OSError, ValueError, KnownError) as exc:  # nothing was imported: say why, start nothing
+            reason = exc.message if isinstance(exc, KnownError) else str(exc)
+            print(f"identity_testing.server: cannot import the seed {args.seed}: {reason}", file=sys.stderr)
+            await app.shutdown()
+            sock.close()
+            return 1
 
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]  # Hypercorn listens on our socket, and owns it from here

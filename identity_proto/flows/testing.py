@@ -76,13 +76,14 @@ def reset_project(ctx: RequestContext[None, None, AnyProjectIdParams]) -> Flow[R
 
 
 def export_project(ctx: RequestContext[None, None, AnyProjectIdParams]) -> Flow[Response]:
-    """GET /testing/projects/{project_id}/export: users (with password hashes), teams, memberships as JSON."""
+    """GET /testing/projects/{project_id}/export: the project's data as JSON, secrets as the store keeps them
+    (hashes; webhook signing secrets as they are: `flows.portability` says what is carried and what never)."""
     _require_internal(ctx)
     return json_response(200, (yield from export_project_data(ctx.params.project_id, ctx.now_ms)))
 
 
 def import_project(ctx: RequestContext[ImportBody, None, AnyProjectIdParams]) -> Flow[Response]:
-    """POST /testing/projects/{project_id}/import: add an export's users, teams and memberships."""
+    """POST /testing/projects/{project_id}/import: add an export's records (all of them, or nothing)."""
     _require_internal(ctx)
     data = ctx.body.model_dump()
     counts = yield from import_project_data(ctx.params.project_id, data)

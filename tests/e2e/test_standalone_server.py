@@ -21,8 +21,9 @@ pytestmark = pytest.mark.e2e
 
 
 def test_start_seed_use_and_stop(tmp_path: Path) -> None:
-    source = IdentityFake().create_project()
-    source.create_user("seeded@example.com", display_name="Seeded", password="long enough")
+    source = IdentityFake().create_project(allow_user_api_keys=True)
+    seeded = source.create_user("seeded@example.com", display_name="Seeded", password="long enough")
+    api_key = source.create_api_key(user_id=seeded["id"])  # the seed holds its hash; the key authenticates
     seed = tmp_path / "seed.json"
     seed.write_text(json.dumps(source.export()))
 
@@ -52,6 +53,10 @@ def test_start_seed_use_and_stop(tmp_path: Path) -> None:
             json={"email": "seeded@example.com", "password": "long enough"},
         )
         assert signed.status_code == 200
+        checked = httpx.post(
+            f"{started['base_url']}/api/v1/user-api-keys/check", headers=headers, json={"api_key": api_key}
+        )
+        assert checked.json()["user_id"] == seeded["id"]  # the seed's config (API keys on) came along too
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
     finally:
@@ -103,3 +108,19 @@ def test_fake_server_announces_the_port_it_was_given() -> None:
         stop(process)
         if process.stdout:
             process.stdout.close()
+
+
+def test_a_seed_that_does_not_import_fails_without_ready_line(tmp_path: Path) -> None:
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps({"format": "identity-service/project-data", "version": 99}))
+    finished = subprocess.run(
+        [sys.executable, "-m", "identity_testing.server", "--port", "0", "--seed", str(seed)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert finished.returncode == 1
+    assert finished.stdout == ""
+    assert "cannot import the seed" in finished.stderr
+    assert "version 1 or 2" in finished.stderr

@@ -3,12 +3,14 @@ process (the testing API's clock) and over HTTP (the /testing/clock route)."""
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 import httpx
 import pytest
 
-from identity_testing import IdentityFake
+from identity_testing import IdentityFake, TestProject
 from tests.support import internal_headers
 
 DAY_MS = 24 * 3600 * 1000
@@ -104,7 +106,18 @@ def test_reset_export_and_import_over_http() -> None:
         assert "correct horse" not in str(exported)
         assert exported["users"][0]["password_hash"].startswith("$2b$")
         imported = http.post(f"/api/v1/testing/projects/{target.id}/import", headers=internal_headers(), json=exported)
-        assert imported.json() == {"imported": {"users": 1, "teams": 1, "memberships": 1}}
+        assert imported.json() == {
+            "imported": {
+                "users": 1,
+                "teams": 1,
+                "memberships": 1,
+                "contact_channels": 0,
+                "project_permissions": 0,
+                "api_keys": 0,
+                "team_invitations": 0,
+                "webhook_endpoints": 0,
+            }
+        }
         signed = http.post(
             "/api/v1/auth/password/sign-in",
             headers=target.headers("client"),
@@ -176,3 +189,74 @@ def test_an_import_stops_at_a_taken_user_id_or_address() -> None:
         assert (taken.status_code, taken.headers["x-service-known-error"]) == (409, "USER_EMAIL_ALREADY_EXISTS")
         users = http.get("/api/v1/users", headers=target.headers("server")).json()["items"]
         assert [u["primary_email"] for u in users] == ["ada@example.com"]
+
+
+def _signed_in_user(project: TestProject, tokens: dict[str, Any]) -> str:
+    with project.client("client") as client:
+        me = client.get("/api/v1/users/me", headers={"x-service-access-token": tokens["access_token"]})
+    return str(me.json()["id"])
+
+
+def test_the_fakes_export_carries_every_kind_to_another_project() -> None:
+    """`project.export()` / `import_data()`: OAuth sign-in accounts, TOTP, grants, keys, invitations and endpoints
+    arrive whole; the secrets a client holds work there (key texts, the invitation's code, the OAuth account)."""
+    fake = IdentityFake()
+    source = fake.create_project("source", allow_user_api_keys=True, allow_team_api_keys=True)
+    source.use_mock_oauth("github")
+    ada = _signed_in_user(source, source.oauth_sign_in("github", email="ada@example.com"))
+    bob = source.create_user("bob@example.com", password="correct horse", display_name="Bob")["id"]
+    source.enable_totp(bob)
+    source.define_permission("read_reports")
+    source.grant_project_permission(ada, "read_reports")
+    user_key = source.create_api_key(user_id=ada)
+    with source.client("server") as server:
+        team = server.post("/api/v1/teams", json={"display_name": "Crew", "creator_user_id": ada}).json()["id"]
+        body = {"team_id": team, "email": "bob@example.com", "callback_url": "http://localhost:3000/invite"}
+        assert server.post("/api/v1/team-invitations/send-code", json=body).status_code == 200
+        assert server.post(
+            "/api/v1/contact-channels",
+            json={"user_id": bob, "type": "email", "value": "bob@work.example", "used_for_auth": True},
+        ).is_success
+    code = source.last_code("bob@example.com", kind="team_invitation")
+    team_key = source.create_api_key(team_id=team)
+    source.add_webhook_receiver(lambda headers, body: 200, ["user.created"])
+
+    exported = source.export()
+    text = json.dumps(exported)
+    assert all(secret not in text for secret in (user_key, team_key, code, "correct horse"))
+    target = fake.create_project("target")
+    counts = target.import_data(json.loads(text))
+    assert counts == {
+        "users": 2,
+        "teams": 1,
+        "memberships": 1,
+        "contact_channels": 1,
+        "project_permissions": 1,
+        "api_keys": 2,
+        "team_invitations": 1,
+        "webhook_endpoints": 1,
+    }
+    again = target.export()
+    for document in (exported, again):
+        del document["exported_at_millis"], document["project"]["id"], document["project"]["display_name"]
+    assert again == exported
+
+    again_ada = target.oauth_sign_in("github", email="ada@example.com")  # the same account signs the same user in
+    assert (again_ada["is_new_user"], _signed_in_user(target, again_ada)) == (False, ada)
+    with target.client("server") as server:
+        assert server.post("/api/v1/user-api-keys/check", json={"api_key": user_key}).json()["user_id"] == ada
+        assert server.post("/api/v1/team-api-keys/check", json={"api_key": team_key}).json()["team_id"] == team
+    with target.client("client") as client:
+        signed = client.post(
+            "/api/v1/auth/password/sign-in", json={"email": "bob@work.example", "password": "correct horse"}
+        )
+        assert signed.json()["code"] == "MULTI_FACTOR_AUTHENTICATION_REQUIRED"  # his TOTP came along
+        attempt = signed.json()["details"]["attempt_code"]
+        mfa = {"type": "totp", "totp": target.current_totp(bob), "code": attempt}
+        tokens = client.post("/api/v1/auth/mfa/sign-in", json=mfa).json()
+        accepted = client.post(
+            "/api/v1/team-invitations/accept",
+            headers={"x-service-access-token": tokens["access_token"]},
+            json={"code": code},
+        )
+        assert accepted.status_code == 200, accepted.text
