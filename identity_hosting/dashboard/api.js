@@ -133,11 +133,11 @@ export function segment(value) {
 
 /**
  * Where a mailed link of the project leads (`name`: "password-reset", "magic-link-callback", "team-invitation"): the
- * first trusted domain's handler, else a localhost handler (the project allows localhost callbacks by default). The
- * service checks it against the project's config: the person may change it before sending.
+ * first trusted domain's handler, else a handler on this page's own origin (accepted on localhost, which projects
+ * allow by default). The service checks it against the project's config: the person may change it before sending.
  */
 export async function handlerUrl(name) {
-  let base = "http://localhost:3000/handler";
+  let base = new URL("/handler", window.location.origin).href;
   try {
     const project = await api("GET", "/projects/current");
     const domain = (project.config?.domains ?? [])[0];

@@ -19,8 +19,6 @@ from tests.dashboard.test_dashboard_browser import connect, go
 
 pytestmark = pytest.mark.e2e
 
-HANDLER = "http://localhost:3000/handler"
-
 
 def _get(http: httpx.Client, project: Project, path: str, **params: str) -> Any:
     answer = http.get(f"/api/v1{path}", headers=project.headers("admin"), params=params)
@@ -47,6 +45,7 @@ def _password_signs_in(http: httpx.Client, project: Project, email: str, passwor
 
 
 def users_scenario(page: Browser, backend: Backend, project: Project) -> None:
+    handler = f"{backend.base_url}/handler"  # no trusted domain: the page's own origin (a loopback one)
     page.secrets += [project.super_secret_admin_key, project.secret_server_key]
     email = f"ada-{uuid.uuid4().hex[:8]}@example.com"
     connect(page, project.id, project.super_secret_admin_key)
@@ -92,16 +91,16 @@ def users_scenario(page: Browser, backend: Backend, project: Project) -> None:
 
     # A reset link and a sign-in code, mailed to the primary e-mail, their links leading where the page said.
     page.until(
-        lambda: page.find("#reset-password-callback").get_attribute("value") == f"{HANDLER}/password-reset",
+        lambda: page.find("#reset-password-callback").get_attribute("value") == f"{handler}/password-reset",
         "the reset link's target filled in",
     )
     page.click("#reset-password-submit")
     page.text_of("#sign-in-status", f"A password reset link was mailed to {email}.")
     with backend.http() as http:
         (mail,) = _outbox(http, project, email)
-        assert mail["magic_link"].startswith(f"{HANDLER}/password-reset?code=")
+        assert mail["magic_link"].startswith(f"{handler}/password-reset?code=")
     page.until(
-        lambda: page.find("#sign-in-code-callback").get_attribute("value") == f"{HANDLER}/magic-link-callback",
+        lambda: page.find("#sign-in-code-callback").get_attribute("value") == f"{handler}/magic-link-callback",
         "the sign-in link's target filled in",
     )
     page.click("#sign-in-code-submit")
@@ -109,7 +108,7 @@ def users_scenario(page: Browser, backend: Backend, project: Project) -> None:
     with backend.http() as http:
         newest = _outbox(http, project, email)[0]
         assert "Your code is" in newest["subject"]
-        assert newest["magic_link"].startswith(f"{HANDLER}/magic-link-callback?code=")
+        assert newest["magic_link"].startswith(f"{handler}/magic-link-callback?code=")
     # A link to a domain the project does not trust: refused, with the service's reason; nothing mailed.
     page.type_into("#sign-in-code-callback", "https://elsewhere.example/handler/magic-link-callback")
     page.click("#sign-in-code-submit")
@@ -147,10 +146,18 @@ def users_scenario(page: Browser, backend: Backend, project: Project) -> None:
 
 
 def teams_scenario(page: Browser, backend: Backend, project: Project) -> None:
+    # A trusted domain: the invitation's link leads to its handler.
+    handler = "https://app.example.com/auth"
     page.secrets += [project.super_secret_admin_key, project.secret_server_key]
     ada = f"ada-{uuid.uuid4().hex[:8]}@example.com"
     grace = f"grace-{uuid.uuid4().hex[:8]}@example.com"
     with backend.http() as http:
+        trusted = http.patch(
+            "/api/v1/projects/current",
+            headers=project.headers("admin"),
+            json={"config": {"domains": [{"domain": "https://app.example.com", "handler_path": "/auth"}]}},
+        )
+        assert trusted.status_code == 200, trusted.text
         ids = {}
         for email, name in ((ada, "Ada"), (grace, "Grace")):
             made = http.post(
@@ -224,7 +231,7 @@ def teams_scenario(page: Browser, backend: Backend, project: Project) -> None:
     # An invitation, mailed and listed.
     lin = f"lin-{uuid.uuid4().hex[:8]}@example.com"
     page.until(
-        lambda: page.find("#invite-callback").get_attribute("value") == f"{HANDLER}/team-invitation",
+        lambda: page.find("#invite-callback").get_attribute("value") == f"{handler}/team-invitation",
         "the invitation link's target filled in",
     )
     page.type_into("#invite-email", lin)
@@ -234,7 +241,7 @@ def teams_scenario(page: Browser, backend: Backend, project: Project) -> None:
     with backend.http() as http:
         invitations = _get(http, project, "/team-invitations", team_id=str(team_id))["items"]
         assert [invitation["recipient_email"] for invitation in invitations] == [lin]
-        assert _outbox(http, project, lin)[0]["magic_link"].startswith(f"{HANDLER}/team-invitation?code=")
+        assert _outbox(http, project, lin)[0]["magic_link"].startswith(f"{handler}/team-invitation?code=")
 
     # Grace removed, after a confirmation (cancelled first: she stays).
     page.click(page.find(f"{grace_row} .remove-member"))
