@@ -148,6 +148,7 @@ export function renderProjects(view) {
   }
   const list = h("div", { id: "projects-results" });
   const created = h("div", { id: "project-created", "aria-live": "polite" });
+  const status = h("div", { id: "projects-status", "aria-live": "polite" });
   const nameInput = h("input", { id: "new-project-name", type: "text", autocomplete: "off", placeholder: "My app" });
   const createForm = form(
     { id: "new-project-form", class: "toolbar" },
@@ -187,13 +188,13 @@ export function renderProjects(view) {
     if (!agreed) return;
     try {
       await api("DELETE", `/internal/projects/${segment(project.id)}`, { auth: internalCredentials.get() });
-      notice(created, "ok", `Project “${project.display_name}” deleted.`);
+      notice(status, "ok", `Project “${project.display_name}” deleted.`);
       if (credentials.get()?.projectId === project.id) {
         credentials.clear();
         view.refreshHeader();
       }
     } catch (error) {
-      notice(created, "error", error);
+      notice(status, "error", error);
     }
     load();
   }
@@ -257,6 +258,7 @@ export function renderProjects(view) {
       h("p", { class: "muted" }, "Every project of this service (project id ", h("code", {}, INTERNAL_PROJECT_ID), ", internal admin key)."),
       createForm,
       created,
+      status,
       list,
     ),
   );

@@ -316,7 +316,8 @@ function loadMembers(view, container, teamId) {
           () => [],
         ),
       ]);
-      definitions = defined;
+      // The project's own permissions first, then the system ones ($…).
+      definitions = [...defined.filter((d) => !d.id.startsWith("$")), ...defined.filter((d) => d.id.startsWith("$"))];
       return profiles.map((profile) => ({
         profile,
         permissions: permissions.error

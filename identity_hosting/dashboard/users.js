@@ -224,7 +224,7 @@ function createUserCard(view, reload) {
       "div",
       { class: "toolbar" },
       field("E-mail", email, "Signs in with a code, a link or the password."),
-      field("Display name", name),
+      field("Display name", name, "Optional."),
       field("Password", password, "Optional."),
     ),
     h("label", { class: "check" }, verified, h("span", {}, "The e-mail is verified")),
@@ -716,7 +716,7 @@ function impersonationBanner(user, tokens) {
   ].join("\n");
   const box = (id, label, value) =>
     field(label, h("input", { id, type: "text", readOnly: true, value, class: "mono", spellcheck: "false", autocomplete: "off" }));
-  const code = h("textarea", { id: "impersonation-snippet", class: "json-editor", rows: "4", readOnly: true, spellcheck: "false" });
+  const code = h("textarea", { id: "impersonation-snippet", class: "json-editor", rows: "6", readOnly: true, spellcheck: "false" });
   code.value = snippet;
   return h(
     "div",

@@ -15,7 +15,7 @@ import pytest
 from selenium.webdriver.support.ui import Select
 
 from tests.dashboard.conftest import Backend, Browser, Project, create_project, internal_headers
-from tests.dashboard.test_dashboard_browser import connect, go
+from tests.dashboard.test_dashboard_browser import connect, go, shot
 
 pytestmark = pytest.mark.e2e
 
@@ -129,6 +129,7 @@ def users_scenario(page: Browser, backend: Backend, project: Project) -> None:
     assert f"x-service-access-token: {access_token}" in snippet
     assert f"{backend.base_url}/api/v1/users/me" in snippet
     page.text_of("#sessions-table", "impersonation")
+    shot(page, backend, "user-sign-in")
     with backend.http() as http:
         me = http.get(
             "/api/v1/users/me",
@@ -238,6 +239,7 @@ def teams_scenario(page: Browser, backend: Backend, project: Project) -> None:
     page.click("#invite-submit")
     page.text_of("#team-invitations-status", f"An invitation was mailed to {lin}.")
     page.text_of("#team-invitations-table", lin)
+    shot(page, backend, "team-actions")
     with backend.http() as http:
         invitations = _get(http, project, "/team-invitations", team_id=str(team_id))["items"]
         assert [invitation["recipient_email"] for invitation in invitations] == [lin]
@@ -292,7 +294,7 @@ def delete_project_scenario(page: Browser, backend: Backend, project: Project) -
         assert http.get("/api/v1/projects/current", headers=project.headers("admin")).status_code == 200
     page.click(page.find(f"{row} .delete-project"))
     page.click("#confirm-ok")
-    page.text_of("#project-created", f"Project “{project.display_name}” deleted.")
+    page.text_of("#projects-status", f"Project “{project.display_name}” deleted.")
     page.until(lambda: not page.find_all(row), "the project's row gone")
     page.find(f'#projects-table tr[data-project-id="{spare.id}"]')
     assert page.driver.execute_script("return window.sessionStorage.getItem('identity-dashboard:admin');") is None
@@ -303,10 +305,14 @@ def delete_project_scenario(page: Browser, backend: Backend, project: Project) -
         assert spare.id in [item["id"] for item in listed]
         gone = http.get("/api/v1/projects/current", headers=project.headers("admin"))
         assert gone.status_code >= 400
-        # Deleting it again through the API: the service's answer for a project that is not there.
-        again = http.delete(f"/api/v1/internal/projects/{project.id}", headers=internal_headers())
-        assert again.headers.get("x-service-known-error") == "PROJECT_NOT_FOUND"
-        http.delete(f"/api/v1/internal/projects/{spare.id}", headers=internal_headers())
+        # The spare one deleted elsewhere meanwhile: the page's delete shows the service's refusal, and the list
+        # refreshes.
+        assert http.delete(f"/api/v1/internal/projects/{spare.id}", headers=internal_headers()).status_code == 200
+    spare_row = f'#projects-table tr[data-project-id="{spare.id}"]'
+    page.click(page.find(f"{spare_row} .delete-project"))
+    page.click("#confirm-ok")
+    page.text_of("#projects-status .state-error", "PROJECT_NOT_FOUND")
+    page.until(lambda: not page.find_all(spare_row), "the spare project's row gone")
 
 
 # ------------------------------------------------------------------------------------------------------------
