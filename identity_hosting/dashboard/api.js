@@ -130,3 +130,22 @@ export async function api(method, path, { query = {}, body, auth } = {}) {
 export function segment(value) {
   return encodeURIComponent(String(value));
 }
+
+/**
+ * Where a mailed link of the project leads (`name`: "password-reset", "magic-link-callback", "team-invitation"): the
+ * first trusted domain's handler, else a handler on this page's own origin (accepted on localhost, which projects
+ * allow by default). The service checks it against the project's config: the person may change it before sending.
+ */
+export async function handlerUrl(name) {
+  let base = new URL("/handler", window.location.origin).href;
+  try {
+    const project = await api("GET", "/projects/current");
+    const domain = (project.config?.domains ?? [])[0];
+    if (domain && typeof domain.domain === "string") {
+      base = `${domain.domain.replace(/\/+$/, "")}${domain.handler_path || "/handler"}`;
+    }
+  } catch {
+    // the default stands; the service says so if it refuses it
+  }
+  return `${base.replace(/\/+$/, "")}/${name}`;
+}

@@ -1,9 +1,10 @@
-// The current project's config (read and edit), and the internal project's list of projects (list and create).
+// The current project's config (read and edit), and the internal project's list of projects (list, create, and
+// delete after a confirmation).
 
-import { DEV, INTERNAL_PROJECT_ID, api, credentials, internalCredentials, isLocalhost } from "./api.js";
+import { DEV, INTERNAL_PROJECT_ID, api, credentials, internalCredentials, isLocalhost, segment } from "./api.js";
 import { oauthProvidersCard } from "./oauth.js"; // OAuth accounts
 import { permissionDefinitionsCard } from "./permissions.js";
-import { busy, empty, errorBox, field, fieldList, fill, form, formatTime, h, notice, section } from "./ui.js";
+import { busy, confirmAction, empty, errorBox, field, fieldList, fill, form, formatTime, h, notice, section } from "./ui.js";
 
 /** Config keys PATCH /projects/current accepts: booleans as checkboxes, lists as JSON. Others are read-only. */
 const BOOLEAN_KEYS = [
@@ -147,6 +148,7 @@ export function renderProjects(view) {
   }
   const list = h("div", { id: "projects-results" });
   const created = h("div", { id: "project-created", "aria-live": "polite" });
+  const status = h("div", { id: "projects-status", "aria-live": "polite" });
   const nameInput = h("input", { id: "new-project-name", type: "text", autocomplete: "off", placeholder: "My app" });
   const createForm = form(
     { id: "new-project-form", class: "toolbar" },
@@ -173,6 +175,30 @@ export function renderProjects(view) {
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "new-project-submit" }, "Create project")),
   );
 
+  // The internal project is never listed (nor deleted: the service refuses it); the dev project may be, and dev
+  // mode makes it again, empty, at the next request that names it.
+  async function remove(project) {
+    const agreed = await confirmAction({
+      title: "Delete this project?",
+      message:
+        `${project.display_name} (${project.id}) will be deleted with every user, team, key and setting it has. This cannot be undone.` +
+        (project.id === DEV.projectId ? " Dev mode makes the dev project again, empty, at its next request." : ""),
+      confirmLabel: "Delete project",
+    });
+    if (!agreed) return;
+    try {
+      await api("DELETE", `/internal/projects/${segment(project.id)}`, { auth: internalCredentials.get() });
+      notice(status, "ok", `Project “${project.display_name}” deleted.`);
+      if (credentials.get()?.projectId === project.id) {
+        credentials.clear();
+        view.refreshHeader();
+      }
+    } catch (error) {
+      notice(status, "error", error);
+    }
+    load();
+  }
+
   function load() {
     return section(
       list,
@@ -185,7 +211,7 @@ export function renderProjects(view) {
         return h(
           "table",
           { class: "table", id: "projects-table" },
-          h("thead", {}, h("tr", {}, h("th", {}, "Project"), h("th", {}, "Id"), h("th", {}, "Created"), h("th", {}, "Sign-up"))),
+          h("thead", {}, h("tr", {}, h("th", {}, "Project"), h("th", {}, "Id"), h("th", {}, "Created"), h("th", {}, "Sign-up"), h("th", {}, ""))),
           h(
             "tbody",
             {},
@@ -197,6 +223,7 @@ export function renderProjects(view) {
                 h("td", { class: "mono small" }, project.id),
                 h("td", { class: "small" }, formatTime(project.created_at_millis)),
                 h("td", { class: "small" }, project.config?.sign_up_enabled ? "open" : "closed"),
+                h("td", {}, h("button", { type: "button", class: "danger small-button delete-project", onclick: () => remove(project) }, "Delete")),
               ),
             ),
           ),
@@ -231,6 +258,7 @@ export function renderProjects(view) {
       h("p", { class: "muted" }, "Every project of this service (project id ", h("code", {}, INTERNAL_PROJECT_ID), ", internal admin key)."),
       createForm,
       created,
+      status,
       list,
     ),
   );

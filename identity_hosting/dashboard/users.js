@@ -1,6 +1,6 @@
 // Users: the searchable, paginated list, and one user with every field, their teams and sessions, and edits.
 
-import { api, segment } from "./api.js";
+import { API_BASE, api, credentials, handlerUrl, segment } from "./api.js";
 import { linkedAccountsCard } from "./oauth.js"; // OAuth accounts
 import {
   avatar,
@@ -174,8 +174,64 @@ export function renderUsers(view) {
       searchForm,
       results,
     ),
+    createUserCard(view, load),
   );
   load();
+}
+
+/** A new user (POST /users): an e-mail that signs in, a display name and a password, each optional. */
+function createUserCard(view, reload) {
+  const email = h("input", { id: "new-user-email", type: "email", autocomplete: "off", spellcheck: "false", placeholder: "ada@example.com" });
+  const verified = h("input", { id: "new-user-email-verified", type: "checkbox" });
+  const name = h("input", { id: "new-user-display-name", type: "text", autocomplete: "off" });
+  const password = h("input", { id: "new-user-password", type: "password", autocomplete: "new-password" });
+  const status = h("div", { id: "new-user-status", "aria-live": "polite" });
+  const element = form(
+    { id: "new-user-form", class: "stack" },
+    () =>
+      busy(element, async () => {
+        const body = {};
+        const address = email.value.trim();
+        if (address) {
+          body.primary_email = address;
+          body.primary_email_auth_enabled = true;
+          body.primary_email_verified = verified.checked;
+        }
+        if (name.value.trim()) body.display_name = name.value.trim();
+        if (password.value) body.password = password.value;
+        let user;
+        try {
+          user = await api("POST", "/users", { body });
+        } catch (error) {
+          notice(status, "error", error);
+          return;
+        }
+        for (const input of [email, name, password]) input.value = "";
+        verified.checked = false;
+        fill(
+          status,
+          h(
+            "p",
+            { class: "state state-ok", role: "status" },
+            "Created ",
+            h("a", { href: `#/users/${encodeURIComponent(user.id)}`, id: "new-user-link", "data-user-id": user.id }, userLabel(user)),
+            ".",
+          ),
+        );
+        if (view.isCurrent()) reload();
+      }),
+    h(
+      "div",
+      { class: "toolbar" },
+      field("E-mail", email, "Signs in with a code, a link or the password."),
+      field("Display name", name, "Optional."),
+      field("Password", password, "Optional."),
+    ),
+    h("label", { class: "check" }, verified, h("span", {}, "The e-mail is verified")),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "new-user-submit" }, "Create user")),
+    status,
+  );
+  return h("section", { class: "card", id: "new-user" }, h("h3", {}, "Create a user"), element);
 }
 
 // ----------------------------------------------------------------------------------------------------------
@@ -352,12 +408,15 @@ function userPage(view, initial) {
     fill(metadataForm, h("h3", {}, "Metadata"), element);
   }
 
+  const signIn = h("section", { class: "card", id: "user-sign-in" });
+  signInCard(view, signIn, () => user, patch);
   const teams = h("section", { class: "card", id: "user-teams" });
   const sessions = h("section", { class: "card", id: "user-sessions" });
   const danger = dangerZone(view, () => user);
   show(user);
   loadTeams(view, teams, user.id);
-  sessionsCard(view, sessions, () => user);
+  const reloadSessions = sessionsCard(view, sessions, () => user);
+  signIn.addEventListener("session-started", () => reloadSessions());
   // API keys
   const apiKeys = h("section", { class: "card", id: "user-api-keys" });
   apiKeysCard(view, apiKeys, () => user);
@@ -373,6 +432,7 @@ function userPage(view, initial) {
   return [
     summary,
     h("div", { class: "grid" }, h("div", { class: "column" }, fields), h("div", { class: "column" }, h("section", { class: "card", id: "user-edits" }, nameForm, emailForm, restrictionForm, metadataForm))),
+    signIn,
     h("div", { class: "grid" }, h("div", { class: "column" }, teams), h("div", { class: "column" }, sessions)),
     h("div", { class: "grid" }, h("div", { class: "column" }, channels), h("div", { class: "column" }, permissions)),
     apiKeys,
@@ -545,6 +605,129 @@ function sessionsCard(view, container, currentUser) {
 
   fill(container, h("div", { class: "card-head" }, h("h3", {}, "Sessions"), revokeAll), status, body);
   load();
+  return load;
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// Sign-in: set the password, mail a reset link or a sign-in code, and start a session as the user (impersonation)
+
+function signInCard(view, container, currentUser, patch) {
+  const status = h("div", { id: "sign-in-status", "aria-live": "polite" });
+  const impersonation = h("div", { id: "impersonation-result", "aria-live": "polite" });
+
+  const password = h("input", { id: "user-password", type: "password", autocomplete: "new-password" });
+  const passwordForm = form(
+    { id: "user-password-form", class: "stack" },
+    () =>
+      busy(passwordForm, async () => {
+        if (!password.value) {
+          notice(status, "error", { code: "MISSING_FIELDS", message: "Type the new password first." });
+          return;
+        }
+        const updated = await patch(status, { password: password.value }, "Password set.");
+        if (updated) password.value = "";
+      }),
+    field("New password", password, "Replaces the user's password (they keep their sessions)."),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", id: "user-password-save" }, "Set password")),
+  );
+
+  /** A form that mails the user's primary e-mail a link to `path` (its target editable, checked by the service). */
+  function mailForm(id, label, hint, handler, path, done) {
+    const callback = h("input", { id: `${id}-callback`, type: "url", autocomplete: "off", spellcheck: "false" });
+    handlerUrl(handler).then((url) => {
+      if (!callback.value) callback.value = url;
+    });
+    const element = form(
+      { id: `${id}-form`, class: "stack" },
+      () =>
+        busy(element, async () => {
+          const email = currentUser().primary_email;
+          if (!email) {
+            notice(status, "error", { code: "NO_PRIMARY_EMAIL", message: "This user has no primary e-mail to mail." });
+            return;
+          }
+          try {
+            await api("POST", path, { body: { email, callback_url: callback.value.trim() } });
+            notice(status, "ok", done(email));
+          } catch (error) {
+            notice(status, "error", error);
+          }
+        }),
+      field("Link leads to", callback, hint),
+      h("div", { class: "actions" }, h("button", { type: "submit", id: `${id}-submit` }, label)),
+    );
+    return element;
+  }
+
+  const minutes = h("input", { id: "impersonate-minutes", type: "number", min: "1", max: "1440", value: "60" });
+  const impersonateForm = form(
+    { id: "impersonate-form", class: "stack" },
+    () =>
+      busy(impersonateForm, async () => {
+        const user = currentUser();
+        const lifetime = Math.round(Number(minutes.value) * 60 * 1000);
+        let tokens;
+        try {
+          tokens = await api("POST", "/auth/sessions", {
+            body: { user_id: user.id, is_impersonation: true, ...(lifetime > 0 ? { expires_in_millis: lifetime } : {}) },
+          });
+        } catch (error) {
+          notice(status, "error", error);
+          return;
+        }
+        fill(impersonation, impersonationBanner(user, tokens));
+        notice(status, "ok", `Impersonation session started for ${userLabel(user)}.`);
+        container.dispatchEvent(new CustomEvent("session-started"));
+      }),
+    field("Lasts (minutes)", minutes),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "danger", id: "impersonate-submit" }, "Impersonate")),
+  );
+
+  fill(
+    container,
+    h("h3", {}, "Sign-in"),
+    status,
+    h(
+      "div",
+      { class: "grid" },
+      h("div", { class: "column" }, passwordForm),
+      h(
+        "div",
+        { class: "column" },
+        mailForm("reset-password", "Send password reset", "Where the mailed reset link opens.", "password-reset", "/auth/password/send-reset-code", (email) => `A password reset link was mailed to ${email}.`),
+        mailForm("sign-in-code", "Send sign-in code", "Where the mailed magic link opens; the mail also carries the code.", "magic-link-callback", "/auth/otp/send-sign-in-code", (email) => `A sign-in code was mailed to ${email}.`),
+      ),
+    ),
+    h("h4", {}, "Impersonate"),
+    h("p", { class: "muted" }, "Start a session as this user, marked as an impersonation (listed with the sessions, revocable there)."),
+    impersonateForm,
+    impersonation,
+  );
+}
+
+/** The tokens of an impersonation session, and a request that uses them, in read-only boxes (shown once). */
+function impersonationBanner(user, tokens) {
+  const project = credentials.get()?.projectId ?? "";
+  const snippet = [
+    `curl ${API_BASE}/users/me \\`,
+    "  -H 'x-service-access-type: client' \\",
+    `  -H 'x-service-project-id: ${project}' \\`,
+    `  -H 'x-service-access-token: ${tokens.access_token}'`,
+  ].join("\n");
+  const box = (id, label, value) =>
+    field(label, h("input", { id, type: "text", readOnly: true, value, class: "mono", spellcheck: "false", autocomplete: "off" }));
+  const code = h("textarea", { id: "impersonation-snippet", class: "json-editor", rows: "6", readOnly: true, spellcheck: "false" });
+  code.value = snippet;
+  return h(
+    "div",
+    { class: "banner warn", id: "impersonation-banner", role: "note" },
+    h("strong", {}, `Impersonation session for ${userLabel(user)}`),
+    h("p", {}, "Anything done with these tokens is done as this user. They are shown only here; revoke the session when done."),
+    box("impersonation-access-token", "Access token", tokens.access_token),
+    box("impersonation-refresh-token", "Refresh token", tokens.refresh_token),
+    field("Try it", code, "The user, as the service sees this session (add the publishable client key if the project requires it)."),
+    h("div", { class: "actions" }, h("button", { type: "button", id: "impersonation-done", onclick: (event) => event.target.closest("#impersonation-banner").remove() }, "Done")),
+  );
 }
 
 // ----------------------------------------------------------------------------------------------------------
@@ -581,6 +764,9 @@ function apiKeysCard(view, container, currentUser) {
       body,
       "API keys",
       async () => {
+        // Asked only when the project allows user API keys: the service refuses the listing otherwise.
+        const project = await api("GET", "/projects/current");
+        if (project.config?.allow_user_api_keys === false) return { off: true };
         try {
           return await api("GET", "/user-api-keys", { query: { user_id: currentUser().id } });
         } catch (error) {

@@ -28,6 +28,8 @@ export function renderWebhooks(view) {
   const list = h("div", { id: "webhook-endpoints-list" });
   const deliveries = h("section", { class: "card", id: "webhook-deliveries", hidden: true });
   let endpoints = [];
+  /** Reloads the deliveries panel (while it shows an endpoint's). */
+  let reloadDeliveries = null;
 
   /** The secret an answer carried, once: a read-only box and a copy button; gone at the next change. */
   function showSecret(endpoint, what) {
@@ -161,6 +163,7 @@ export function renderWebhooks(view) {
         (data) => deliveriesTable(endpoint, data.items ?? [], load_),
         view.isCurrent,
       );
+    reloadDeliveries = load_;
     fill(
       deliveries,
       h(
@@ -259,7 +262,11 @@ export function renderWebhooks(view) {
           {
             type: "button",
             class: "small-button send-test",
-            onclick: () => act(() => api("POST", `${path}/test`), (answer) => `Test event ${answer.message_id} queued for ${endpoint.url}.`),
+            onclick: async () => {
+              const sent = await act(() => api("POST", `${path}/test`), (answer) => `Test event ${answer.message_id} queued for ${endpoint.url}.`);
+              // The panel shows the new delivery when it shows this endpoint's.
+              if (sent && !deliveries.hidden && deliveries.dataset.endpointId === endpoint.id && reloadDeliveries) reloadDeliveries();
+            },
           },
           "Send test",
         ),

@@ -1,6 +1,6 @@
 """The dashboard's API keys card, in headless Chromium against a real Hypercorn on the memory store and on Redis: a
 user's keys listed newest first by their last four characters, one revoked after a confirmation (and then refused
-by `check`), and the card's note while the project has user API keys switched off."""
+by `check`), and the card's note while the project has user API keys switched off (without asking for them)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,11 @@ def test_an_admin_sees_a_users_api_keys_and_revokes_one(page: Browser, backend: 
 
         _open_user(page, user_id, name)
         page.text_of("#api-keys-body .state-empty", "User API keys are off for this project")
+        # Off: the page never asks for the keys (the service would refuse it, a 400 in the console).
+        page.text_of("#user-sessions", "Sessions")
+        page.drain_logs()
+        assert [r["url"] for r in page.requests if "/user-api-keys" in r["url"]] == []
+        assert not [line for line in page.console if "status of 400" in str(line.get("message", ""))]
 
         switched = http.patch(
             "/api/v1/projects/current",
