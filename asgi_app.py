@@ -29,10 +29,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from identity_hosting.oauth_client import AsyncProviderHttpClient
+from identity_hosting.pages import hypercorn_bound_url
 from identity_hosting.settings import (
     CONFIGURATION_EXIT_STATUS,
     ConfigurationError,
-    Dashboard,
     Settings,
     SystemEntropy,
     body_too_large,
@@ -91,7 +91,8 @@ class IdentityASGI:
         self._store = store
         self._mailer = self.settings.mailers().async_
         self._started = False
-        self.dashboard = Dashboard()
+        #: The dashboard, the API explorer and dev mode's home page (`identity_hosting.pages`).
+        self.pages = self.settings.pages()
         #: Standalone (the module's `app`): send the service's log lines to stderr at start-up. Embedded: leave
         #: logging to the embedding application.
         self._configure_logs = configure_logs
@@ -137,7 +138,9 @@ class IdentityASGI:
                 self._store = build_async_store(self.settings)
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
-            flow = self.settings.start_up(self.service, now_ms=self.clock(), entropy=self.entropy)
+            flow = self.settings.start_up(
+                self.service, now_ms=self.clock(), entropy=self.entropy, bound_url=hypercorn_bound_url()
+            )
             await arun(flow, self._store)
             self._started = True
             # What first requests would otherwise build (models, token signing, hashing), built in a thread once the
@@ -252,7 +255,7 @@ class IdentityASGI:
             except KnownError as refused:  # the body is over the limit
                 await respond(self.service.error_response(refused, new_request_id(self.entropy)))
                 return
-            static = self.dashboard.response(request.method, request.path)
+            static = self.pages.response(request)
             if static is not None:
                 await respond(static)
                 return

@@ -30,13 +30,13 @@ from typing import Any
 
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.mailers import MailerPair, mailer_from_url
+from identity_hosting.pages import Pages, StaticFiles, page_urls
 from identity_proto import (
     AsyncStore,
     Entropy,
     IssuedKeys,
     MalformedRequest,
     ProjectSeed,
-    Response,
     Service,
     ServiceOptions,
     Store,
@@ -341,8 +341,14 @@ class Settings:
         """The sync and async mailers for `mail` (both None for the outbox, which lives in the store)."""
         return mailer_from_url(self.mail)
 
-    def announce(self) -> None:
-        """Log what the service runs on; in dev mode, the dev project's public values too (never real keys)."""
+    def pages(self) -> Pages:
+        """What the hosts serve before the core: the dashboard, the API explorer, and in dev mode the home page."""
+        return Pages(Dashboard(), dev_project=self.default_project if self.dev_mode else None)
+
+    def announce(self, bound_url: str | None = None) -> None:
+        """Log what the service runs on; in dev mode, the dev project's public values too (never real keys), and
+        where the dashboard and the API explorer are, one line each: under `IDENTITY_BASE_URL` when it is set, else
+        under `bound_url` (the address the server listens on, when the host knows it)."""
         logger.info(
             "identity service starting: backend=%s mode=%s", self.backend, "dev" if self.dev_mode else "production"
         )
@@ -362,14 +368,18 @@ class Settings:
                 if self.internal_admin_key
                 else "unset",
             )
+            urls = page_urls(self.base_url or bound_url or "<this server's URL>")
+            logger.info("dashboard: %s", urls["dashboard"])
+            logger.info("API explorer: %s (OpenAPI document: %s)", urls["explorer"], urls["openapi"])
         else:
             logger.info("default project %s (keys from the environment)", self.default_project.id)
 
-    def start_up(self, service: Service, *, now_ms: int, entropy: Entropy) -> Flow[None]:
-        """What both hosts do at start-up, as a flow each runs against its store (`arun` or `run`): announce, make
-        sure the configured projects exist (`Service.bootstrap`), log the ones disabled, and in production warn about
-        settings that suit development only."""
-        self.announce()
+    def start_up(self, service: Service, *, now_ms: int, entropy: Entropy, bound_url: str | None = None) -> Flow[None]:
+        """What both hosts do at start-up, as a flow each runs against its store (`arun` or `run`): announce (the
+        server's address, `bound_url`, when the host knows it), make sure the configured projects exist
+        (`Service.bootstrap`), log the ones disabled, and in production warn about settings that suit development
+        only."""
+        self.announce(bound_url)
         disabled = yield from service.bootstrap(
             self.default_project,
             self.internal_admin_key,
@@ -478,14 +488,6 @@ def configure_logging(level: str) -> None:
 #: this is where they are in a checkout.
 DASHBOARD_DIR = Path(__file__).resolve().parent / "dashboard"
 DASHBOARD_PREFIX = "/dashboard"
-_MEDIA_TYPES = {
-    ".html": "text/html; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".svg": "image/svg+xml",
-    ".png": "image/png",
-    ".ico": "image/x-icon",
-}
 #: The page talks only to this service's API: no other origin may be reached, framed or loaded.
 _DASHBOARD_HEADERS = (
     ("cache-control", "no-store, max-age=0"),
@@ -500,42 +502,13 @@ _DASHBOARD_HEADERS = (
 )
 
 
-class Dashboard:
+class Dashboard(StaticFiles):
     """The dashboard's files, read once at start-up; answers GET requests under /dashboard (hosts ask first,
-    before handing a request to the core)."""
+    before handing a request to the core: see `pages.Pages`)."""
 
     def __init__(self, directory: Traversable | None = None) -> None:
-        self._files: dict[str, tuple[str, bytes]] = {}
         root = directory if directory is not None else importlib.resources.files("identity_hosting") / "dashboard"
-        if root.is_dir():
-            self._add(root, "")
-
-    def _add(self, folder: Traversable, prefix: str) -> None:
-        for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
-            suffix = Path(entry.name).suffix
-            if entry.is_dir():
-                self._add(entry, f"{prefix}{entry.name}/")
-            elif suffix in _MEDIA_TYPES:
-                self._files[prefix + entry.name] = (_MEDIA_TYPES[suffix], entry.read_bytes())
-
-    def response(self, method: str, path: str) -> Response | None:
-        """The file for `path`, a 404 under /dashboard, or None when the path is not the dashboard's.
-
-        The page names its files and the API by relative URLs, so that it works wherever the service is mounted:
-        /dashboard itself therefore redirects to /dashboard/ (by a relative `Location`, which keeps the mount
-        point the browser sees)."""
-        if path != DASHBOARD_PREFIX and not path.startswith(DASHBOARD_PREFIX + "/"):
-            return None
-        if method not in {"GET", "HEAD"}:
-            return Response(405, (("allow", "GET, HEAD"), *_DASHBOARD_HEADERS))
-        if path == DASHBOARD_PREFIX:
-            return Response(308, (("location", "dashboard/"), *_DASHBOARD_HEADERS))
-        name = path[len(DASHBOARD_PREFIX) :].lstrip("/") or "index.html"
-        found = self._files.get(name)
-        if found is None:
-            return Response(404, (("content-type", "text/plain; charset=utf-8"), *_DASHBOARD_HEADERS), b"Not found")
-        media_type, body = found
-        return Response(200, (("content-type", media_type), *_DASHBOARD_HEADERS), b"" if method == "HEAD" else body)
+        super().__init__(DASHBOARD_PREFIX, root, _DASHBOARD_HEADERS)
 
 
 # webhooks: delivery

@@ -19,7 +19,6 @@ from typing import Any
 from identity_hosting.oauth_client import ProviderHttpClient
 from identity_hosting.settings import (
     ConfigurationError,
-    Dashboard,
     Settings,
     SystemEntropy,
     body_too_large,
@@ -77,7 +76,8 @@ class IdentityWSGI:
         self.store = store
         self.mailer = mailer if mailer is not None else self.settings.mailers().sync
         self._started = False
-        self.dashboard = Dashboard()
+        #: The dashboard, the API explorer and dev mode's home page (`identity_hosting.pages`).
+        self.pages = self.settings.pages()
         #: Standalone (the module's `app`): send the service's log lines to stderr at start-up. Embedded: leave
         #: logging to the embedding application.
         self._configure_logs = configure_logs
@@ -199,7 +199,7 @@ class IdentityWSGI:
             return self.service.error_response(error, new_request_id(self.entropy))
         except KnownError as refused:  # the body is over the limit
             return self.service.error_response(refused, new_request_id(self.entropy))
-        static = self.dashboard.response(request.method, request.path)
+        static = self.pages.response(request)
         if static is not None:
             return static
         provider = self.provider_client().for_request(request, self.service.options)

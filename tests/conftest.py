@@ -1,4 +1,4 @@
-"""Fixtures shared by every suite: the real redis-server the tests start themselves."""
+"""Fixtures shared by every suite: the real redis-server the tests start themselves, the installed wheel."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.installed_wheel import installed, wheel  # noqa: F401 - fixtures, shared by the e2e and dashboard suites
 from tests.processes import RedisServer, answers_ping, free_port, stop
 from tests.smtp_server import start_smtp  # noqa: F401 - a fixture, shared by the mail and e2e suites
 

@@ -14,27 +14,30 @@ import pytest
 
 from tests.dashboard.conftest import Backend, Browser, Project
 from tests.dashboard.test_dashboard_actions_browser import delete_project_scenario, teams_scenario, users_scenario
-from tests.e2e.conftest import ROOT, Server
-from tests.e2e.test_installed_package import _outside_environment, installed, wheel  # noqa: F401 - fixtures
+from tests.e2e.conftest import Server
+from tests.installed_wheel import outside_environment
 from tests.processes import free_port, stop
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def wheel_server(installed: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:  # noqa: F811
+def wheel_server(installed: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The installed package's `hypercorn asgi_app:app` (dev mode, memory store, outbox mail: its defaults), started
     from an empty directory with nothing of the checkout on its path."""
     where = subprocess.run(
         [str(installed / "python"), "-c", "import identity_hosting; print(identity_hosting.__file__)"],
         cwd=tmp_path_factory.mktemp("where"),
-        env=_outside_environment(),
+        env=outside_environment(),
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     ).stdout.strip()
-    assert not Path(where).resolve().is_relative_to(ROOT), f"the package was imported from the checkout: {where}"
+    # From the installed environment's site-packages: that environment is kept in the pytest cache, which may be in
+    # the checkout (scripts/test), so "not under the checkout" would refuse it.
+    site_packages = next((installed.parent / "lib").glob("python*/site-packages")).resolve()
+    assert Path(where).resolve().is_relative_to(site_packages), f"the package was not imported from the wheel: {where}"
     empty = tmp_path_factory.mktemp("empty")
     port = free_port()
     started = time.monotonic()
@@ -42,7 +45,7 @@ def wheel_server(installed: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     process = subprocess.Popen(
         [str(installed / "hypercorn"), "asgi_app:app", "--bind", f"127.0.0.1:{port}"],
         cwd=empty,
-        env={**_outside_environment(), "IDENTITY_RATE_LIMITS": "off"},
+        env={**outside_environment(), "IDENTITY_RATE_LIMITS": "off"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -1,12 +1,13 @@
 """The service embedded under /auth in a user's application, served by real servers on loopback: a Starlette app and a
 FastAPI app under Hypercorn (ASGI `root_path`), a Flask app and a Django project under werkzeug's server (WSGI
 `SCRIPT_NAME`, through DispatcherMiddleware). Every URL the service makes follows the mount point: a code sign-in
-gives a token whose `iss` leads to the JWKS that verifies it (PyJWT), and the dashboard loads its files and talks to
-the API under /auth in headless Chromium. The apps are in tests/downstream/mounted_apps.py."""
+gives a token whose `iss` leads to the JWKS that verifies it (PyJWT), and the dashboard and the API explorer load their
+files and talk to the API under /auth in headless Chromium. The apps are in tests/downstream/mounted_apps.py."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from werkzeug.serving import make_server
 from identity_hosting.settings import DEV_KEYS, Settings
 from identity_hosting.wsgi import IdentityWSGI
 from tests.dashboard.conftest import Browser
+from tests.dashboard.test_api_explorer import check_same_origin_and_quiet, open_explorer_and_try_the_welcome_endpoint
 from tests.downstream.mounted_apps import MOUNT_POINT, create_django_app, create_flask_app
 from tests.e2e.conftest import start_hypercorn, stop_server
 from tests.support import PROJECT_ID, client_headers, server_headers
@@ -163,3 +165,34 @@ def test_the_dashboard_under_the_mount_loads_its_files_and_uses_the_api_there(
         assert url.startswith((f"{mounted.url}/dashboard/", f"{mounted.url}/api/v1/")), f"outside the mount: {url}"
     errors = [line["message"] for line in driver.get_log("browser") if line["level"] == "SEVERE"]
     assert errors == []
+
+
+def test_the_explorer_under_the_mount_loads_its_files_and_tries_the_api_there(
+    mounted: Mounted, browser: Browser
+) -> None:
+    driver = browser.driver
+    browser.reset_logs()
+    driver.get_log("performance")
+
+    driver.get(f"{mounted.url}/explorer")
+    open_explorer_and_try_the_welcome_endpoint(browser, mounted.url)  # "Try it out" went to /auth/api/v1
+
+    assert driver.current_url.startswith(f"{mounted.url}/explorer/")
+    statuses = check_same_origin_and_quiet(browser, mounted.url, f"{mounted.url}/")
+    for name in ("", "init.js", "swagger-ui/swagger-ui-bundle.js", "swagger-ui/swagger-ui.css"):
+        assert statuses[f"{mounted.url}/explorer/{name}"] == 200, statuses
+    assert statuses[f"{mounted.url}/api/v1/openapi.json"] == 200
+    assert statuses[f"{mounted.url}/api/v1"] == 200
+
+
+def test_the_dev_home_page_under_the_mount_links_the_pages_there(mounted: Mounted) -> None:
+    page = httpx.get(f"{mounted.url}/", headers={"accept": "text/html"}, timeout=10.0)
+    assert page.status_code == 200, page.text
+    links = re.findall(r'<a id="(\w+)" href="([^"]+)"', page.text)
+    assert links == [
+        ("dashboard", f"{MOUNT_POINT}/dashboard/"),
+        ("explorer", f"{MOUNT_POINT}/explorer/"),
+        ("openapi", f"{MOUNT_POINT}/api/v1/openapi.json"),
+    ]
+    for _name, href in links:
+        assert httpx.get(mounted.origin + href, timeout=10.0).status_code == 200, href

@@ -3,16 +3,12 @@ environment outside the checkout (dependencies from the package index), then use
 `hypercorn asgi_app:app` serves the API and the dashboard, and another project's test suite keeps its own module
 names and pays nothing for our pytest plugin until it uses a fixture.
 
-Building and installing takes a while the first time; the environment is kept in the pytest cache, keyed by the
-wheel's contents, so later runs reuse it until the package changes."""
+The wheel and its environment are the fixtures of tests/installed_wheel.py (kept in the pytest cache, keyed by the
+wheel's contents, so later runs reuse the environment until the package changes)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import subprocess
-import sys
 import textwrap
 import time
 import zipfile
@@ -23,65 +19,13 @@ import httpx
 import pytest
 
 from identity_hosting.settings import DEV_PROJECT_ID
-from tests.e2e.conftest import NOT_SOURCE, ROOT
+from tests.installed_wheel import outside_environment
 from tests.processes import free_port, stop
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 #: What the wheel may install at the top level of site-packages: these, and names starting with `identity_`.
 TOP_LEVEL = {"identity_proto", "backends", "asgi_app"}
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A wheel built by pip from a clean copy of the checkout (a build/ directory left in the checkout by an earlier
-    build could otherwise slip stale modules into it)."""
-    work = tmp_path_factory.mktemp("wheel")
-    source = work / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(work / "dist"), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    (built,) = (work / "dist").glob("*.whl")
-    return built
-
-
-@pytest.fixture(scope="session")
-def installed(wheel: Path, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `bin` directory of a fresh virtual environment where pip installed the wheel (and pytest, for the
-    downstream suite). Reused across runs while the wheel's contents are the same."""
-    digest = hashlib.sha256()
-    with zipfile.ZipFile(wheel) as archive:
-        for name in sorted(archive.namelist()):
-            digest.update(name.encode() + b"\0" + archive.read(name) + b"\0")
-    key = digest.hexdigest()[:16]
-    cache = getattr(request.config, "cache", None)
-    root = cache.mkdir("installed-wheel") if cache is not None else tmp_path_factory.mktemp("installed-wheel")
-    for old in root.iterdir():  # environments of earlier versions of the package
-        if old.name != key:
-            shutil.rmtree(old, ignore_errors=True)
-    venv = root / key
-    done = venv / ".installed"
-    if not done.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-        subprocess.run(
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel), "pytest"],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        done.touch()
-    return venv / "bin"
-
-
-def _outside_environment() -> dict[str, str]:
-    """This process's environment without the service's variables or anything that points back at the checkout."""
-    drop = {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}
-    return {k: v for k, v in os.environ.items() if not k.startswith("IDENTITY_") and k not in drop}
 
 
 def test_the_wheel_installs_only_our_top_level_names(wheel: Path) -> None:
@@ -91,6 +35,9 @@ def test_the_wheel_installs_only_our_top_level_names(wheel: Path) -> None:
     assert {name for name in names if name not in TOP_LEVEL and not name.startswith("identity_")} == set()
     with zipfile.ZipFile(wheel) as archive:
         assert "identity_hosting/dashboard/index.html" in archive.namelist()
+        # The API explorer: Swagger UI comes with the package (nothing is fetched at run time), its licence beside it.
+        for name in ("index.html", "init.js", "swagger-ui/swagger-ui-bundle.js", "swagger-ui/LICENSE"):
+            assert f"identity_hosting/explorer/{name}" in archive.namelist(), name
 
 
 @pytest.fixture(params=["hypercorn", "identity-service"])
@@ -104,7 +51,7 @@ def hypercorn_from_install(installed: Path, tmp_path: Path, request: pytest.Fixt
     process = subprocess.Popen(
         [str(installed / request.param), *app, "--bind", f"127.0.0.1:{port}"],
         cwd=empty,
-        env=_outside_environment(),
+        env=outside_environment(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -187,7 +134,7 @@ def test_downstream_project_with_generic_module_names(installed: Path, tmp_path:
     finished = subprocess.run(
         [str(installed / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_downstream.py"],
         cwd=project,
-        env=_outside_environment(),
+        env=outside_environment(),
         capture_output=True,
         text=True,
         timeout=300,
