@@ -323,10 +323,11 @@ class IdentityASGI:
             await _send_response(send, response)
 
         try:
-            operator = await self._operator_response(scope, note)
-            if operator is not None:
-                await respond(operator)
-                return
+            if scope["path"].endswith(observability.ENDINGS):
+                operator = await self._operator_response(scope, note)
+                if operator is not None:
+                    await respond(operator)
+                    return
             if not self._started:
                 await self.startup()
             assert self._store is not None

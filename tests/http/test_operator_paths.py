@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore
 from backends.redis import AsyncRedisStore
-from identity_hosting.observability import ACCESS_LOGGER, Metrics
+from identity_hosting.observability import Metrics
 from identity_hosting.settings import ConfigurationError, Settings
 from identity_proto import SeededEntropy, StorageUnavailable
 from identity_proto.effects import StorageEffect
@@ -277,29 +276,18 @@ def test_the_delivery_loop_reports_its_attempts_and_a_scrape_counts_the_backlog(
 
 
 @pytest.fixture
-def access_lines() -> Iterator[list[str]]:
-    """The lines written on the access logger while the test runs."""
-    lines: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    handler = Keep()
-    logger = logging.getLogger(ACCESS_LOGGER)
-    logger.addHandler(handler)
-    try:
-        yield lines
-    finally:
-        logger.removeHandler(handler)
+def access_lines(capsys: pytest.CaptureFixture[str]) -> Callable[[], list[str]]:
+    """The access-log lines written to standard error so far (the only lines there in these tests)."""
+    capsys.readouterr()
+    return lambda: capsys.readouterr().err.splitlines()
 
 
-def test_the_access_log_is_off_by_default(access_lines: list[str]) -> None:
+def test_the_access_log_is_off_by_default(access_lines: Callable[[], list[str]]) -> None:
     _exchange(_app(), ("GET", "/api/v1", {}))
-    assert access_lines == []
+    assert access_lines() == []
 
 
-def test_one_json_line_per_request_with_its_request_id_and_no_secret(access_lines: list[str]) -> None:
+def test_one_json_line_per_request_with_its_request_id_and_no_secret(access_lines: Callable[[], list[str]]) -> None:
     app = _app(access_log="json", trusted_proxy_header="x-forwarded-for")
     secret_code = "ABC123-secret-code-value"
     answers = _exchange(
@@ -309,8 +297,9 @@ def test_one_json_line_per_request_with_its_request_id_and_no_secret(access_line
         ("GET", "/api/v1", {"headers": {"x-forwarded-for": "10.0.0.1, 203.0.113.7", "authorization": secret_code}}),
         ("GET", "/health/live", {}),
     )
-    assert len(access_lines) == len(answers)
-    records = [json.loads(line) for line in access_lines]
+    lines = access_lines()
+    assert len(lines) == len(answers)
+    records = [json.loads(line) for line in lines]
     for answer, record in zip(answers, records, strict=True):
         assert record["status"] == answer.status_code
         assert record["request_id"] == answer.headers.get("x-service-request-id")
@@ -331,7 +320,7 @@ def test_one_json_line_per_request_with_its_request_id_and_no_secret(access_line
     assert records[2]["client"] == "203.0.113.7"  # the trusted proxy's header, its last address
     assert records[3]["route"] == "/health/live"
     keys = server_headers() | client_headers()
-    for line in access_lines:
+    for line in lines:
         assert secret_code not in line
         assert "code=" not in line
         for name, value in keys.items():
@@ -339,13 +328,12 @@ def test_one_json_line_per_request_with_its_request_id_and_no_secret(access_line
                 assert value not in line
 
 
-def test_a_text_line_says_the_same(access_lines: list[str]) -> None:
+def test_a_text_line_says_the_same(access_lines: Callable[[], list[str]]) -> None:
     (answer,) = _exchange(_app(access_log="text"), ("GET", "/api/v1/users/me", {"headers": server_headers()}))
-    (line,) = access_lines
-    assert re.fullmatch(
-        r'127\.0\.0\.1 "GET /api/v1/users/me" \d{3} [0-9.]+ms access=server request_id=\w+( error=\w+)?',
-        line,
-    ), line
+    (line,) = access_lines()
+    time = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+    rest = r'127\.0\.0\.1 "GET /api/v1/users/me" \d{3} [0-9.]+ms access=server request_id=\w+( error=\w+)?'
+    assert re.fullmatch(f"{time} {rest}", line), line
     assert answer.headers["x-service-request-id"] in line
 
 
