@@ -117,9 +117,10 @@ class IdentityASGI:
         # operators: probes, metrics, access log (`identity_hosting.observability`)
         self.metrics = observability.Metrics() if self.settings.metrics else None
         self._operator_paths = observability.OperatorPaths(self.metrics, self.settings.metrics_token)
-        self._access_log = observability.AccessLog(self.settings.access_log) if self.settings.access_log else None
-        self._observed = self.metrics is not None or self._access_log is not None
-        self._request_id_header = self.service.options.request_id_headers[0].encode()
+        access_log = observability.AccessLog(self.settings.access_log) if self.settings.access_log else None
+        self._observer = observability.RequestObserver(self.metrics, access_log) if self.metrics or access_log else None
+        # the access log's: the first name the service stamps the request id under
+        self._request_id_header = self.service.options.request_id_headers[0].encode() if access_log else b""
         trusted = self.settings.trusted_proxy_header
         self._trusted_header = trusted.encode() if trusted else None
 
@@ -237,14 +238,16 @@ class IdentityASGI:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._busy.started()
         try:
-            if self._observed:
-                await self._http_observed(scope, receive, send)
+            if self._observer is not None:
+                await self._http_observed(scope, receive, send, self._observer)
             else:
                 await self._http_in_flight(scope, receive, send, None)
         finally:
             self._busy.finished()
 
-    async def _http_observed(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _http_observed(
+        self, scope: Scope, receive: Receive, send: Send, observer: observability.RequestObserver
+    ) -> None:
         """A request counted in the metrics and written to the access log once its answer was sent."""
         began = observability.monotonic()
         note = RequestNote()
@@ -258,30 +261,18 @@ class IdentityASGI:
         try:
             await self._http_in_flight(scope, receive, send_seen, note)
         finally:
-            seconds = observability.monotonic() - began
-            method: str = scope["method"]
             status = answer[0]["status"] if answer else 499  # no answer: the client went away first
-            route = observability.route_label(note, method, status)
-            access = observability.access_label(note)
-            if self.metrics is not None:
-                self.metrics.request(route, method, status, access, seconds)
-                self.metrics.noted(route, note)
-            if self._access_log is not None:
-                client = scope.get("client")
-                self._access_log.write(
-                    method=method,
-                    route=route,
-                    status=status,
-                    seconds=seconds,
-                    request_id=observability.request_id_of(answer[0]["headers"], self._request_id_header)
-                    if answer
-                    else None,
-                    access_type=access,
-                    client=observability.client_of(
-                        scope.get("headers", ()), client[0] if client else None, self._trusted_header
-                    ),
-                    error=note.error,
-                )
+            peer = scope.get("client")
+            observer.answered(
+                scope["method"],
+                note,
+                status,
+                observability.monotonic() - began,
+                lambda: observability.request_id_of(answer[0]["headers"], self._request_id_header) if answer else None,
+                lambda: observability.client_of(
+                    scope.get("headers", ()), peer[0] if peer else None, self._trusted_header
+                ),
+            )
 
     async def _operator_response(self, scope: Scope, note: RequestNote | None) -> Response | None:
         """The answer to a probe or a scrape (`identity_hosting.observability`); None for any other request."""

@@ -34,7 +34,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
@@ -56,6 +56,7 @@ __all__ = [
     "AccessLog",
     "Metrics",
     "OperatorPaths",
+    "RequestObserver",
     "readiness",
 ]
 
@@ -350,6 +351,44 @@ class AccessLog:
         return f"{self._second_text}.{int((now - second) * 1000):03d}Z"
 
 
+class RequestObserver:
+    """What a host does once a request was answered: count it in the metrics, write its access-log line (either may
+    be None: off)."""
+
+    __slots__ = ("access_log", "metrics")
+
+    def __init__(self, metrics: Metrics | None, access_log: AccessLog | None) -> None:
+        self.metrics = metrics
+        self.access_log = access_log
+
+    def answered(
+        self,
+        method: str,
+        note: RequestNote,
+        status: int,
+        seconds: float,
+        request_id: Callable[[], str | None],
+        client: Callable[[], str | None],
+    ) -> None:
+        """`request_id` and `client` are asked only when a line is written."""
+        route = route_label(note, method, status)
+        access = _ACCESS_LABELS[note.access_type]
+        if self.metrics is not None:
+            self.metrics.request(route, method, status, access, seconds)
+            self.metrics.noted(route, note)
+        if self.access_log is not None:
+            self.access_log.write(
+                method=method,
+                route=route,
+                status=status,
+                seconds=seconds,
+                request_id=request_id(),
+                access_type=access,
+                client=client(),
+                error=note.error,
+            )
+
+
 def request_id_of(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
     """The request id among a response's ASGI headers."""
     for key, value in headers:
@@ -376,10 +415,6 @@ def route_label(note: RequestNote, method: str, status: int) -> str:
 
 #: Access types as labels (`AccessType.value` is a property: slower than a dict on every request).
 _ACCESS_LABELS: dict[AccessType | None, str] = {None: "none", **{access: access.value for access in AccessType}}
-
-
-def access_label(note: RequestNote) -> str:
-    return _ACCESS_LABELS[note.access_type]
 
 
 def monotonic() -> float:

@@ -18,10 +18,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from asgi_app import IdentityASGI
-from backends.memory import AsyncMemoryStore
+from backends.memory import AsyncMemoryStore, MemoryStore
 from backends.redis import AsyncRedisStore
 from identity_hosting.observability import Metrics
 from identity_hosting.settings import ConfigurationError, Settings
+from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import SeededEntropy, StorageUnavailable
 from identity_proto.effects import StorageEffect
 from identity_proto.effects.commit import Commit, Conflict
@@ -363,3 +364,50 @@ def test_operator_settings_are_read() -> None:
     assert (settings.access_log, settings.metrics, settings.metrics_token) == ("json", True, TOKEN)
     assert TOKEN not in repr(settings)
     assert (Settings.from_env({}).access_log, Settings.from_env({}).metrics) == ("", False)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The WSGI host: the same paths, metrics and lines
+
+
+def _wsgi(store: Any = None, **settings: Any) -> IdentityWSGI:
+    return IdentityWSGI(Settings(**settings), store=store, entropy=SeededEntropy(1), webhook_delivery=False)
+
+
+def _wsgi_exchange(app: IdentityWSGI, *requests: tuple[str, str, dict[str, Any]]) -> list[httpx.Response]:
+    with httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://test") as client:
+        return [client.request(method, path, **kwargs) for method, path, kwargs in requests]
+
+
+class _SyncDownStore(MemoryStore):
+    def apply(self, effect: StorageEffect[Any]) -> Any:
+        raise StorageUnavailable("down")
+
+
+def test_the_wsgi_host_serves_the_probes() -> None:
+    live, ready = _wsgi_exchange(_wsgi(), ("GET", "/health/live", {}), ("GET", "/health/ready", {}))
+    assert (live.status_code, ready.status_code, ready.json()) == (200, 200, {"status": "ready"})
+    down = _wsgi(store=_SyncDownStore())
+    live, ready = _wsgi_exchange(down, ("GET", "/health/live", {}), ("GET", "/health/ready", {}))
+    assert (live.status_code, ready.status_code, ready.json()["code"]) == (200, 503, "STORAGE_UNAVAILABLE")
+
+
+def test_the_wsgi_host_counts_requests_and_writes_one_line_each(access_lines: Callable[[], list[str]]) -> None:
+    app = _wsgi(metrics=True, metrics_token=TOKEN, access_log="json")
+    answers = _wsgi_exchange(
+        app,
+        ("GET", "/api/v1/users/0f1e2d3c-4b5a-4678-9abc-def012345678", {"headers": server_headers()}),
+        ("GET", "/metrics", {}),
+        ("GET", "/metrics", {"headers": {"authorization": f"Bearer {TOKEN}"}}),
+    )
+    assert [a.status_code for a in answers] == [404, 401, 200]
+    samples = _samples(answers[-1].text)
+    labels = {"route": "/api/v1/users/{user_id}", "method": "GET", "status": "404", "access_type": "server"}
+    assert _value(samples, "identity_http_requests_total", **labels) == 1
+    refused = {"route": "/metrics", "method": "GET", "status": "401", "access_type": "none"}
+    assert _value(samples, "identity_http_requests_total", **refused) == 1
+    records = [json.loads(line) for line in access_lines()]
+    assert [r["status"] for r in records] == [404, 401, 200]
+    assert records[0]["request_id"] == answers[0].headers["x-service-request-id"]
+    assert records[0]["route"] == "/api/v1/users/{user_id}"
+    assert TOKEN not in "".join(access_lines())
