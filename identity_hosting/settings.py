@@ -16,6 +16,7 @@ dev project left in the store by an earlier start in dev mode is disabled at sta
 from __future__ import annotations
 
 import importlib.resources
+import importlib.util
 import logging
 import multiprocessing
 import os
@@ -559,6 +560,8 @@ def _operator_settings(env: Mapping[str, str]) -> dict[str, Any]:
         raise ConfigurationError("IDENTITY_METRICS_TOKEN must be at least 16 printable ASCII characters, no spaces")
     if token is not None and metrics != "on":
         raise ConfigurationError("IDENTITY_METRICS_TOKEN is set but IDENTITY_METRICS is not 'on'")
+    if metrics == "on" and importlib.util.find_spec("prometheus_client") is None:
+        raise ConfigurationError("IDENTITY_METRICS=on needs the prometheus-client package, which is not installed")
     directory = env.get("PROMETHEUS_MULTIPROC_DIR")
     if metrics == "on" and directory and not Path(directory).is_dir():
         raise ConfigurationError("PROMETHEUS_MULTIPROC_DIR must name an existing directory (the metrics' files)")

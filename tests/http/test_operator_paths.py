@@ -411,3 +411,15 @@ def test_the_wsgi_host_counts_requests_and_writes_one_line_each(access_lines: Ca
     assert records[0]["request_id"] == answers[0].headers["x-service-request-id"]
     assert records[0]["route"] == "/api/v1/users/{user_id}"
     assert TOKEN not in "".join(access_lines())
+
+
+def test_metrics_on_without_prometheus_client_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "prometheus_client" else real(name, *a)
+    )
+    with pytest.raises(ConfigurationError, match="prometheus-client"):
+        Settings.from_env({"IDENTITY_METRICS": "on"})
+    assert Settings.from_env({}).metrics is False  # off, it is never looked for
