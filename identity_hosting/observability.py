@@ -240,6 +240,7 @@ class Metrics:
         if self._directory:
             from prometheus_client import multiprocess
 
+            _forget_dead_workers(self._directory)
             registry = prom.CollectorRegistry()
             multiprocess.MultiProcessCollector(registry, path=self._directory)  # type: ignore[no-untyped-call]
             return prom.generate_latest(registry), prom.CONTENT_TYPE_LATEST
@@ -296,18 +297,41 @@ class Metrics:
             multiprocess.mark_process_dead(os.getpid(), self._directory)  # type: ignore[no-untyped-call]
 
 
+def _forget_dead_workers(directory: str) -> None:
+    """Drop the live gauges of workers that are gone without saying so (SIGKILL, the OOM killer: a worker stopped
+    gracefully says so itself, `Metrics.process_ended`), so that a scrape does not report, say, a circuit open in
+    a worker that no longer exists. Their counters and histograms stay: those must never go back."""
+    from prometheus_client import multiprocess
+
+    for name in os.listdir(directory):
+        if name.startswith("gauge_live") and name.endswith(".db"):
+            pid = name[: -len(".db")].rpartition("_")[2]
+            if pid.isdigit() and not _alive(int(pid)):
+                multiprocess.mark_process_dead(int(pid), directory)  # type: ignore[no-untyped-call]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
 class AccessLog:
     """One line per request on standard error (`format`: "text" or "json"), written whole, in one write: lines of
     several workers sharing the stream never interleave. Not through `logging`: a log record costs several times
     what the rest of the line does (its caller lookup, its thread and process names), on every request."""
 
-    __slots__ = ("_second", "_second_text", "_stream", "format")
+    __slots__ = ("_second", "_stream", "format")
 
     def __init__(self, format: str, stream: TextIO | None = None) -> None:
         self.format = format
         self._stream = stream  # None: `sys.stderr` as it is at each write
-        self._second = -1
-        self._second_text = ""
+        #: The last second formatted, and its text: one tuple, replaced whole (threads of a WSGI server share it).
+        self._second: tuple[int, str] = (-1, "")
 
     def write(
         self,
@@ -345,10 +369,12 @@ class AccessLog:
     def _now(self) -> str:
         """The time in UTC, ISO 8601 to the millisecond (the date and second formatted once a second)."""
         now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second, self._second_text = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        return f"{self._second_text}.{int((now - second) * 1000):03d}Z"
+        second, text = self._second
+        if int(now) != second:
+            second = int(now)
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
+        return f"{text}.{int((now - second) * 1000):03d}Z"
 
 
 class RequestObserver:

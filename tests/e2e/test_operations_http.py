@@ -100,3 +100,32 @@ def test_identity_service_keeps_the_workers_metrics_in_a_directory_of_its_own(tm
             process.stderr.close()
     assert "PROMETHEUS_MULTIPROC_DIR is not set" not in stderr
     assert not directory.exists(), "identity-service left its metrics directory behind"
+
+
+_WORKER = """
+import os, sys
+from identity_hosting.observability import Metrics
+from identity_proto import RequestNote
+metrics = Metrics()
+if sys.argv[1] == "die":  # a worker that counts a request, sees the circuit open, and is killed
+    metrics.request("/api/v1", "GET", 200, "none", 0.001)
+    metrics.circuit(True)
+    os._exit(0)  # no shutdown: as SIGKILL leaves it
+sys.stdout.write(metrics.exposition()[0].decode())
+"""
+
+
+def test_a_killed_worker_keeps_its_counts_but_not_its_gauges(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", _WORKER, "die"], cwd=ROOT, env=env, check=True)
+    scrape = subprocess.run(
+        [sys.executable, "-c", _WORKER, "scrape"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(scrape)
+        for s in family.samples
+    }
+    labels = (("access_type", "none"), ("method", "GET"), ("route", "/api/v1"), ("status", "200"))
+    assert samples[("identity_http_requests_total", labels)] == 1
+    assert samples.get(("identity_store_circuit_open", ()), 0) == 0  # the dead worker's open circuit is forgotten
