@@ -18,16 +18,20 @@ It translates ASGI messages into a `Request`, runs the core's flow with the asyn
   or negative Content-Length is 400 before any of the body is read.
 - a last guard: whatever goes wrong in this host, the client gets a 500 known-error body with a request id,
   never a dropped connection.
+
+and the operators' view (`identity_hosting.observability`): the health probes, `/metrics` and the access log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from identity_hosting import observability
 from identity_hosting.oauth_client import AsyncProviderHttpClient
 from identity_hosting.pages import hypercorn_bound_url
 from identity_hosting.settings import (
@@ -52,8 +56,10 @@ from identity_proto import (
     KnownError,
     MalformedRequest,
     Request,
+    RequestNote,
     Response,
     Service,
+    StorageUnavailable,
     arun,
     new_request_id,
 )
@@ -109,6 +115,15 @@ class IdentityASGI:
         self._owns_webhook_sender = webhook_sender is None
         self.webhook_loop: AsyncDeliveryLoop | None = None
         self._busy = BusyMeter()  # webhooks: the delivery loop defers to requests
+        # operators: probes, metrics, access log (`identity_hosting.observability`)
+        self.metrics = observability.Metrics() if self.settings.metrics else None
+        self._operator_paths = observability.OperatorPaths(self.metrics, self.settings.metrics_token)
+        access_log = observability.AccessLog(self.settings.access_log) if self.settings.access_log else None
+        self._observer = observability.RequestObserver(self.metrics, access_log) if self.metrics or access_log else None
+        # the access log's: the first name the service stamps the request id under
+        self._request_id_header = self.service.options.request_id_headers[0].encode() if access_log else b""
+        trusted = self.settings.trusted_proxy_header
+        self._trusted_header = trusted.encode() if trusted else None
 
     @classmethod
     def from_env(cls) -> IdentityASGI:
@@ -136,6 +151,8 @@ class IdentityASGI:
                 return
             if self._store is None:
                 self._store = build_async_store(self.settings)
+            if self.metrics is not None and hasattr(self._store, "observe"):
+                self._store.observe(self.metrics)  # the Redis store's operations and circuit breaker
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             flow = self.settings.start_up(
@@ -165,6 +182,7 @@ class IdentityASGI:
             entropy=self.entropy,
             poll_s=self.settings.webhook_poll_s,
             busy=self._busy,
+            observer=self.metrics,
         )
         self.webhook_loop.start()
 
@@ -188,6 +206,8 @@ class IdentityASGI:
         if self._provider is not None and self._owns_provider:
             provider, self._provider = self._provider, None
             await provider.aclose()
+        if self.metrics is not None:
+            self.metrics.process_ended()
         self._started = False
 
     def provider_client(self) -> AsyncProviderHttpClient:
@@ -221,11 +241,74 @@ class IdentityASGI:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._busy.started()
         try:
-            await self._http_in_flight(scope, receive, send)
+            if self._observer is not None:
+                await self._http_observed(scope, receive, send, self._observer)
+            else:
+                await self._http_in_flight(scope, receive, send, None)
         finally:
             self._busy.finished()
 
-    async def _http_in_flight(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _http_observed(
+        self, scope: Scope, receive: Receive, send: Send, observer: observability.RequestObserver
+    ) -> None:
+        """A request counted in the metrics and written to the access log once its answer was sent."""
+        began = observability.monotonic()
+        note = RequestNote()
+        answer: list[Message] = []
+
+        async def send_seen(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer.append(message)
+            await send(message)
+
+        try:
+            await self._http_in_flight(scope, receive, send_seen, note)
+        finally:
+            status = answer[0]["status"] if answer else 499  # no answer: the client went away first
+            peer = scope.get("client")
+            observer.answered(
+                scope["method"],
+                note,
+                status,
+                observability.monotonic() - began,
+                lambda: observability.request_id_of(answer[0]["headers"], self._request_id_header) if answer else None,
+                lambda: observability.client_of(
+                    scope.get("headers", ()), peer[0] if peer else None, self._trusted_header
+                ),
+            )
+
+    async def _operator_response(self, scope: Scope, note: RequestNote | None) -> Response | None:
+        """The answer to a probe or a scrape (`identity_hosting.observability`); None for any other request."""
+        path: str = scope["path"]
+        root_path: str = scope.get("root_path", "").rstrip("/")
+        if root_path and path.startswith(root_path + "/"):  # mounted under a prefix
+            path = path[len(root_path) :]
+        kind = self._operator_paths.kind(scope["method"], path)
+        if kind is None:
+            return None
+        if note is not None:
+            note.route = path
+        if kind == "live":
+            return observability.liveness()
+        if kind == "metrics":
+            authorization = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+            refused = self._operator_paths.scrape_refused(None if authorization is None else authorization.decode())
+            if refused is not None:
+                return refused
+            backlog = None
+            if self._started and self._store is not None:
+                with contextlib.suppress(StorageUnavailable):  # the store's own metrics say so
+                    backlog = await arun(observability.webhook_backlog(), self._store)
+            return self._operator_paths.scrape(backlog)
+        try:
+            if not self._started:
+                await self.startup()
+            assert self._store is not None
+            return await arun(observability.readiness(), self._store)
+        except StorageUnavailable:  # the start-up's bootstrap found no store
+            return observability.not_ready()
+
+    async def _http_in_flight(self, scope: Scope, receive: Receive, send: Send, note: RequestNote | None) -> None:
         started = False
 
         async def respond(response: Response) -> None:
@@ -234,6 +317,11 @@ class IdentityASGI:
             await _send_response(send, response)
 
         try:
+            if scope["path"].endswith(observability.ENDINGS):
+                operator = await self._operator_response(scope, note)
+                if operator is not None:
+                    await respond(operator)
+                    return
             if not self._started:
                 await self.startup()
             assert self._store is not None
@@ -260,7 +348,7 @@ class IdentityASGI:
                 await respond(static)
                 return
             provider = self.provider_client().for_request(request, self.service.options)
-            flow = self.service.handle(request, self.clock(), self.entropy)
+            flow = self.service.handle(request, self.clock(), self.entropy, note)
             response = await arun(flow, self._store, self._mailer, provider)
             await respond(response)
         except Exception:

@@ -6,6 +6,7 @@ Run as subprocesses by `benchmarks.run` (each task in a fresh interpreter, pinne
     python -m benchmarks.inproc roundtrips --redis-url URL    # Redis round trips per operation, counted
     python -m benchmarks.inproc startup --runs 5              # import to first response, seconds (medians)
     python -m benchmarks.inproc plugin-overhead --runs 7      # CPU seconds the pytest plugin adds to a run
+    python -m benchmarks.inproc observability --duration 4    # the ASGI host with metrics / access log on vs off
     python -m benchmarks.inproc growth-worker --store memory --users 1000000   # see benchmarks.growth
 
 Each prints one JSON document (growth workers speak a line protocol on stdin/stdout instead).
@@ -231,6 +232,93 @@ def task_rates(args: argparse.Namespace) -> dict[str, Any]:
             "cpu_us": cpu / ops_done * 1e6,
             "cpu_share": cpu / wall,
         }
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the operators' view: what metrics and the access log cost the ASGI host
+
+#: Each mode's settings (`identity_hosting.observability`); "off" is the default.
+OBSERVABILITY_MODES: dict[str, dict[str, Any]] = {
+    "off": {},
+    "metrics": {"metrics": True},
+    "access_log": {"access_log": "json"},
+    "both": {"metrics": True, "access_log": "json"},
+}
+
+
+def task_observability(args: argparse.Namespace) -> dict[str, Any]:
+    """Authenticated GETs (`/api/v1/projects/current`, server access, memory store) through the raw ASGI host in
+    process, no server and no socket: each mode in RATE_SLICES slices taken round robin, the median slice's rate and
+    the CPU microseconds per request, with the ratio to "off". The access log goes to /dev/null (one write per line,
+    as to a pipe). Metrics single-process (no PROMETHEUS_MULTIPROC_DIR), unless the caller's environment sets it."""
+    import asyncio
+
+    from asgi_app import IdentityASGI
+    from identity_hosting.settings import DEV_KEYS, DEV_PROJECT_ID, Settings
+
+    headers = [
+        (b"x-service-access-type", b"server"),
+        (b"x-service-project-id", DEV_PROJECT_ID.encode()),
+        (b"x-service-secret-server-key", DEV_KEYS.secret_server_key.encode()),
+    ]
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/api/v1/projects/current",
+        "headers": headers,
+        "query_string": b"",
+        "client": ("127.0.0.1", 50000),
+        "scheme": "http",
+        "root_path": "",
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    loop = asyncio.new_event_loop()
+    apps = {name: IdentityASGI(Settings(rate_limits=False, **kw)) for name, kw in OBSERVABILITY_MODES.items()}
+    for app in apps.values():  # started, without the delivery task (nothing to deliver: it would only add noise)
+        loop.run_until_complete(app.startup())
+        if app.webhook_loop is not None:
+            loop.run_until_complete(app.webhook_loop.stop())
+
+    async def twenty(app: Any) -> None:
+        for _ in range(20):
+            await app(scope, receive, send)
+
+    null = open(os.devnull, "w")  # noqa: SIM115 (open for the whole task)
+    saved, sys.stderr = sys.stderr, null
+    try:
+        slices: dict[str, list[dict[str, float]]] = {name: [] for name in apps}
+        for k in range(RATE_SLICES):
+            for name in apps if k % 2 == 0 else reversed(list(apps)):
+                app = apps[name]
+                got = measure(lambda app=app: loop.run_until_complete(twenty(app)), args.duration / RATE_SLICES, 1, 5)
+                slices[name].append(got)
+    finally:
+        sys.stderr = saved
+        null.close()
+        for app in apps.values():
+            loop.run_until_complete(app.shutdown())
+        loop.close()
+    assert set(statuses) == {200}, set(statuses)
+    out: dict[str, Any] = {}
+    for name, got in slices.items():
+        requests = sum(s["ops"] for s in got) * 20
+        out[name] = {
+            "rate": statistics.median(s["rate"] for s in got) * 20,
+            "cpu_us": sum(s["cpu_s"] for s in got) / requests * 1e6,
+        }
+    for name in out:
+        out[name]["rate_vs_off"] = out[name]["rate"] / out["off"]["rate"]
+        out[name]["cpu_vs_off"] = out[name]["cpu_us"] / out["off"]["cpu_us"]
     return out
 
 
@@ -754,6 +842,7 @@ def main() -> None:
     rates.add_argument("--duration", type=float, default=1.0)
     sub.add_parser("startup").add_argument("--runs", type=int, default=5)
     sub.add_parser("plugin-overhead").add_argument("--runs", type=int, default=7)
+    sub.add_parser("observability").add_argument("--duration", type=float, default=4.0)
     trips = sub.add_parser("roundtrips")
     trips.add_argument("--redis-url", required=True)
     worker = sub.add_parser("growth-worker")
@@ -773,6 +862,8 @@ def main() -> None:
         print(orjson.dumps(task_startup(args)).decode())
     elif args.task == "plugin-overhead":
         print(orjson.dumps(task_plugin_overhead(args)).decode())
+    elif args.task == "observability":
+        print(orjson.dumps(task_observability(args), option=orjson.OPT_INDENT_2).decode())
     else:
         task_growth_worker(args)
 

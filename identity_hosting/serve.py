@@ -13,13 +13,21 @@ Not restarted (the command exits non-zero, for the supervisor above it to see): 
 `START_GRACE_S` of starting (a busy port: its own message says which), or more than `MAX_RESTARTS` times within
 `RESTART_WINDOW_S`. A bad environment is found before Hypercorn starts: one line naming the variable, status 3,
 as under `hypercorn asgi_app:app`.
+
+Metrics (`IDENTITY_METRICS=on`): the workers keep them in prometheus_client's multiprocess files
+(`identity_hosting.observability`), in the directory `PROMETHEUS_MULTIPROC_DIR` names, emptied here before the first
+start (files of an earlier run would be added in) and kept across restarts (counters never go back). When it is not
+set, this command makes a fresh directory and removes it at exit.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -49,10 +57,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run Hypercorn with `argv` (default: this process's arguments) until asked to stop; its exit status."""
     command = [sys.executable, "-m", "hypercorn", *(sys.argv[1:] if argv is None else argv), APP]
     try:  # the environment the application will read: refused here, in one line, before any worker starts
-        Settings.from_env()
+        settings = Settings.from_env()
     except ConfigurationError as exc:
         report_configuration_error(exc)
         return CONFIGURATION_EXIT_STATUS
+    made_directory = _metrics_directory() if settings.metrics else None
+    try:
+        return _serve(command)
+    finally:
+        if made_directory is not None:
+            shutil.rmtree(made_directory, ignore_errors=True)
+
+
+def _metrics_directory() -> str | None:
+    """Prepare the workers' shared metrics directory (see the module's docstring); the one made here, if any."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        for name in os.listdir(directory):
+            if name.endswith(".db"):
+                os.remove(os.path.join(directory, name))
+        return None
+    made = tempfile.mkdtemp(prefix="identity-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = made  # the child, and its workers, inherit it
+    return made
+
+
+def _serve(command: list[str]) -> int:
     stopping: list[int] = []  # the signal we were asked to stop with
     child: subprocess.Popen[bytes] | None = None
 

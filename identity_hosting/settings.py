@@ -16,6 +16,7 @@ dev project left in the store by an earlier start in dev mode is disabled at sta
 from __future__ import annotations
 
 import importlib.resources
+import importlib.util
 import logging
 import multiprocessing
 import os
@@ -197,6 +198,12 @@ class Settings:
     #: Outbound requests (webhooks, OAuth providers) may reach private and loopback addresses too (always in dev
     #: mode; in production only when the operator says: `IDENTITY_ALLOW_PRIVATE_ADDRESSES=1`).
     webhook_allow_private: bool = False
+    # operators (identity_hosting.observability)
+    #: The access log's format, "text" or "json"; "" off.
+    access_log: str = ""
+    #: Whether GET /metrics answers (Prometheus), and the bearer token it then asks for (None: none).
+    metrics: bool = False
+    metrics_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -286,6 +293,7 @@ class Settings:
         webhooks = _webhook_settings(env)
         return cls(
             **webhooks,
+            **_operator_settings(env),
             oauth_timeout_s=oauth_timeout_s,
             oauth_token_key=oauth_token_key,
             redis_cluster=redis_cluster == "1",
@@ -512,6 +520,31 @@ class Dashboard(StaticFiles):
 
 
 # webhooks: delivery
+def _operator_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The access log and the metrics (`identity_hosting.observability`)."""
+    access_log = env.get("IDENTITY_ACCESS_LOG", "off").strip().lower()
+    if access_log not in {"off", "text", "json"}:
+        raise ConfigurationError("IDENTITY_ACCESS_LOG must be 'off', 'text' or 'json'")
+    metrics = env.get("IDENTITY_METRICS", "off").strip().lower()
+    if metrics not in {"on", "off"}:
+        raise ConfigurationError("IDENTITY_METRICS must be 'on' or 'off'")
+    token = env.get("IDENTITY_METRICS_TOKEN") or None
+    if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token):
+        raise ConfigurationError("IDENTITY_METRICS_TOKEN must be at least 16 printable ASCII characters, no spaces")
+    if token is not None and metrics != "on":
+        raise ConfigurationError("IDENTITY_METRICS_TOKEN is set but IDENTITY_METRICS is not 'on'")
+    if metrics == "on" and importlib.util.find_spec("prometheus_client") is None:
+        raise ConfigurationError("IDENTITY_METRICS=on needs the prometheus-client package, which is not installed")
+    directory = env.get("PROMETHEUS_MULTIPROC_DIR")
+    if metrics == "on" and directory and not Path(directory).is_dir():
+        raise ConfigurationError("PROMETHEUS_MULTIPROC_DIR must name an existing directory (the metrics' files)")
+    return {
+        "access_log": "" if access_log == "off" else access_log,
+        "metrics": metrics == "on",
+        "metrics_token": token,
+    }
+
+
 def _webhook_number(env: Mapping[str, str], name: str, default: str, low: float, high: float) -> float:
     try:
         value = float(env.get(name, default))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from identity_hosting.webhook_common import (
     _DEFER_STEP_S,
@@ -24,7 +25,14 @@ from identity_proto import AsyncStore, Entropy, Service, arun
 from identity_proto.drivers import AsyncWebhookSender
 from identity_proto.flows.webhook_delivery import PassReport, WebhookDelivery
 
-__all__ = ["AsyncDeliveryPasses"]
+__all__ = ["AsyncDeliveryPasses", "PassObserver"]
+
+
+class PassObserver(Protocol):
+    """Told of every pass of the loop (metrics: `identity_hosting.observability.Metrics`)."""
+
+    def delivery_pass(self, report: PassReport | None) -> None:
+        """A pass ended with `report`, or failed (None: the store was unavailable)."""
 
 
 class AsyncDeliveryPasses:
@@ -41,6 +49,7 @@ class AsyncDeliveryPasses:
         poll_s: float = 1.0,
         busy: Callable[[], int] = lambda: 0,
         max_defer_s: float = MAX_DEFER_S,
+        observer: PassObserver | None = None,
     ) -> None:
         self.delivery = WebhookDelivery(service.options)
         self._store = store
@@ -50,6 +59,7 @@ class AsyncDeliveryPasses:
         self._poll_s = poll_s
         self._busy = busy
         self._max_defer_s = max_defer_s
+        self._observer = observer
         self._failures = _FailureLog()
         self._stopping = AsyncSignal()
         self._wake = AsyncSignal()
@@ -69,7 +79,15 @@ class AsyncDeliveryPasses:
         """One pass, now."""
         async with self._pass_lock:
             flow = self.delivery.run_pass(self._clock(), self._entropy, claim_limit=claim_limit)
-            return await arun(flow, self._store, webhooks=self._sender)
+            try:
+                report = await arun(flow, self._store, webhooks=self._sender)
+            except Exception:
+                if self._observer is not None:
+                    self._observer.delivery_pass(None)
+                raise
+            if self._observer is not None:
+                self._observer.delivery_pass(report)
+            return report
 
     async def _run(self) -> None:
         while not self._stopping.is_set():

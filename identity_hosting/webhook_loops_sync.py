@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from identity_hosting.webhook_common import (
     _DEFER_STEP_S,
@@ -19,7 +20,14 @@ from identity_proto import Entropy, Service, Store, run
 from identity_proto.drivers import WebhookSender
 from identity_proto.flows.webhook_delivery import PassReport, WebhookDelivery
 
-__all__ = ["DeliveryPasses"]
+__all__ = ["DeliveryPasses", "PassObserver"]
+
+
+class PassObserver(Protocol):
+    """Told of every pass of the loop (metrics: `identity_hosting.observability.Metrics`)."""
+
+    def delivery_pass(self, report: PassReport | None) -> None:
+        """A pass ended with `report`, or failed (None: the store was unavailable)."""
 
 
 class DeliveryPasses:
@@ -36,6 +44,7 @@ class DeliveryPasses:
         poll_s: float = 1.0,
         busy: Callable[[], int] = lambda: 0,
         max_defer_s: float = MAX_DEFER_S,
+        observer: PassObserver | None = None,
     ) -> None:
         self.delivery = WebhookDelivery(service.options)
         self._store = store
@@ -45,6 +54,7 @@ class DeliveryPasses:
         self._poll_s = poll_s
         self._busy = busy
         self._max_defer_s = max_defer_s
+        self._observer = observer
         self._failures = _FailureLog()
         self._stopping = Signal()
         self._wake = Signal()
@@ -64,7 +74,15 @@ class DeliveryPasses:
         """One pass, now."""
         with self._pass_lock:
             flow = self.delivery.run_pass(self._clock(), self._entropy, claim_limit=claim_limit)
-            return run(flow, self._store, webhooks=self._sender)
+            try:
+                report = run(flow, self._store, webhooks=self._sender)
+            except Exception:
+                if self._observer is not None:
+                    self._observer.delivery_pass(None)
+                raise
+            if self._observer is not None:
+                self._observer.delivery_pass(report)
+            return report
 
     def _run(self) -> None:
         while not self._stopping.is_set():

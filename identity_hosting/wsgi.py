@@ -3,19 +3,23 @@
     gunicorn identity_hosting.wsgi:app   # or mount `IdentityWSGI(...)` inside your own WSGI application
 
 It mirrors `asgi_app`: a body limit (413; never more than the limit plus one byte is read), malformed requests
-and Content-Length headers (400), a last guard (500 with a request id), and a lazy, thread-safe start (the first
-request bootstraps the configured projects). The store must be sync here: the memory store, or Redis through
+and Content-Length headers (400), a last guard (500 with a request id), a lazy, thread-safe start (the first
+request bootstraps the configured projects), and the operators' view (`identity_hosting.observability`: the health
+probes, `/metrics` and the access log; under a server with several worker processes, the metrics need
+`PROMETHEUS_MULTIPROC_DIR` as under Hypercorn). The store must be sync here: the memory store, or Redis through
 `redis.Redis`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
+from identity_hosting import observability
 from identity_hosting.oauth_client import ProviderHttpClient
 from identity_hosting.settings import (
     ConfigurationError,
@@ -37,12 +41,15 @@ from identity_proto import (
     KnownError,
     MalformedRequest,
     Request,
+    RequestNote,
     Response,
     Service,
+    StorageUnavailable,
     Store,
     new_request_id,
     run,
 )
+from identity_proto.context import forwarded_client
 from identity_proto.drivers import Mailer
 
 __all__ = ["IdentityWSGI", "app"]
@@ -95,6 +102,15 @@ class IdentityWSGI:
         #: False: no delivery thread (the in-process fake delivers itself, at its test's pace).
         self._webhook_delivery = webhook_delivery
         self._busy = BusyMeter()  # webhooks: the delivery thread defers to requests
+        # operators: probes, metrics, access log (`identity_hosting.observability`)
+        self.metrics = observability.Metrics() if self.settings.metrics else None
+        self._operator_paths = observability.OperatorPaths(self.metrics, self.settings.metrics_token)
+        access_log = observability.AccessLog(self.settings.access_log) if self.settings.access_log else None
+        self._observer = observability.RequestObserver(self.metrics, access_log) if self.metrics or access_log else None
+        # the access log's: the first name the service stamps the request id under
+        self._request_id_header = self.service.options.request_id_headers[0] if access_log else ""
+        trusted = self.settings.trusted_proxy_header
+        self._trusted_key = "HTTP_" + trusted.upper().replace("-", "_") if trusted else None
 
     @classmethod
     def from_env(cls) -> IdentityWSGI:
@@ -110,6 +126,8 @@ class IdentityWSGI:
                 return
             if self.store is None:
                 self.store = build_sync_store(self.settings)
+            if self.metrics is not None and hasattr(self.store, "observe"):
+                self.store.observe(self.metrics)  # the Redis store's operations and circuit breaker
             if self._configure_logs:
                 configure_logging(self.settings.log_level)
             flow = self.settings.start_up(self.service, now_ms=self.clock(), entropy=self.entropy)
@@ -133,6 +151,7 @@ class IdentityWSGI:
             entropy=self.entropy,
             poll_s=self.settings.webhook_poll_s,
             busy=self._busy,
+            observer=self.metrics,
         )
         self.webhook_thread.start()
 
@@ -154,6 +173,8 @@ class IdentityWSGI:
             provider, self._provider = self._provider, None
         if provider is not None and self._owns_provider:
             provider.close()
+        if self.metrics is not None:
+            self.metrics.process_ended()
 
     def provider_client(self) -> ProviderHttpClient:
         """The OAuth provider client (`IDENTITY_OAUTH_TIMEOUT_SECONDS`), built on first use (once, whichever
@@ -174,8 +195,11 @@ class IdentityWSGI:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         self._busy.started()
+        observer = self._observer
+        began = observability.monotonic() if observer is not None else 0.0
+        note = RequestNote() if observer is not None else None
         try:
-            response = self._respond(environ)
+            response = self._respond(environ, note)
         except Exception:
             request_id = new_request_id(self.entropy)
             logger.exception("host error (request %s)", request_id)
@@ -185,9 +209,55 @@ class IdentityWSGI:
             self._busy.finished()
         reason = HTTPStatus(response.status).phrase
         start_response(f"{response.status} {reason}", list(response.headers))
+        if observer is not None and note is not None:
+            # Once the answer is handed to the server: the time it takes to send the body is the server's.
+            observer.answered(
+                environ.get("REQUEST_METHOD", "GET"),
+                note,
+                response.status,
+                observability.monotonic() - began,
+                lambda: next((v for k, v in response.headers if k == self._request_id_header), None),
+                lambda: forwarded_client(
+                    environ.get(self._trusted_key) if self._trusted_key else None, environ.get("REMOTE_ADDR") or None
+                ),
+            )
         return [response.body]
 
-    def _respond(self, environ: dict[str, Any]) -> Response:
+    def _operator_response(self, environ: dict[str, Any], note: RequestNote | None) -> Response | None:
+        """The answer to a probe or a scrape (`identity_hosting.observability`); None for any other request."""
+        path: str = environ.get("PATH_INFO", "") or "/"
+        script_name = environ.get("SCRIPT_NAME", "").rstrip("/")
+        if script_name and path.startswith(script_name + "/"):
+            path = path[len(script_name) :]
+        kind = self._operator_paths.kind(environ.get("REQUEST_METHOD", "GET"), path)
+        if kind is None:
+            return None
+        if note is not None:
+            note.route = path
+        if kind == "live":
+            return observability.liveness()
+        if kind == "metrics":
+            refused = self._operator_paths.scrape_refused(environ.get("HTTP_AUTHORIZATION"))
+            if refused is not None:
+                return refused
+            backlog = None
+            if self._started and self.store is not None:
+                with contextlib.suppress(StorageUnavailable):  # the store's own metrics say so
+                    backlog = run(observability.webhook_backlog(), self.store)
+            return self._operator_paths.scrape(backlog)
+        try:
+            if not self._started:
+                self.startup()
+            assert self.store is not None
+            return run(observability.readiness(), self.store)
+        except StorageUnavailable:  # the start-up's bootstrap found no store
+            return observability.not_ready()
+
+    def _respond(self, environ: dict[str, Any], note: RequestNote | None = None) -> Response:
+        if (environ.get("PATH_INFO") or "/").endswith(observability.ENDINGS):
+            operator = self._operator_response(environ, note)
+            if operator is not None:
+                return operator
         if not self._started:
             self.startup()
         assert self.store is not None
@@ -203,7 +273,7 @@ class IdentityWSGI:
         if static is not None:
             return static
         provider = self.provider_client().for_request(request, self.service.options)
-        return run(self.service.handle(request, self.clock(), self.entropy), self.store, self.mailer, provider)
+        return run(self.service.handle(request, self.clock(), self.entropy, note), self.store, self.mailer, provider)
 
     def _read_body(self, environ: dict[str, Any]) -> bytes:
         """The whole body, never reading more than the limit plus one byte of `wsgi.input` (the server's stream).

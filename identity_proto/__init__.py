@@ -20,7 +20,7 @@ from identity_proto.effects import ComputeEffect, Effect, Flow, StorageEffect
 from identity_proto.errors import ErrorCode, IdentityError, KnownError, StorageUnavailable
 from identity_proto.flows.projects import IssuedKeys, ProjectSeed
 from identity_proto.http import MalformedRequest, Request, Response
-from identity_proto.service import Service
+from identity_proto.service import RequestNote, Service
 from identity_proto.tokens import Entropy, SeededEntropy, new_request_id
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "MalformedRequest",
     "ProjectSeed",
     "Request",
+    "RequestNote",
     "Response",
     "SeededEntropy",
     "Service",

@@ -165,11 +165,17 @@ def public_base_url(request: Request, options: ServiceOptions) -> str:
 
 def client_address(request: Request, options: ServiceOptions) -> str | None:
     """The address rate limits count by (see `ServiceOptions.trusted_proxy_header`)."""
-    if options.trusted_proxy_header:
-        forwarded = request.header(options.trusted_proxy_header)
-        if forwarded:
-            return forwarded.split(",")[-1].strip() or request.client
-    return request.client
+    return forwarded_client(
+        request.header(options.trusted_proxy_header) if options.trusted_proxy_header else None, request.client
+    )
+
+
+def forwarded_client(forwarded: str | None, peer: str | None) -> str | None:
+    """The client's address: the last address of the trusted proxy's header `forwarded` (the one that proxy
+    appended) when there is one, else the peer's. Hosts that log before a `Request` exists use it too."""
+    if forwarded:
+        return forwarded.split(",")[-1].strip() or peer
+    return peer
 
 
 @functools.cache

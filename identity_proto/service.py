@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
@@ -45,12 +46,28 @@ from identity_proto.tokens import Entropy, VerifiedTokenCache, load_signing, new
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["Service"]
+__all__ = ["RequestNote", "Service"]
 
 logger = logging.getLogger("identity_proto")
 
 _KNOWN_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _ACCESS_ORDER = (AccessType.CLIENT, AccessType.SERVER, AccessType.ADMIN)
+
+
+@dataclass(slots=True)
+class RequestNote:
+    """What answering one request found out, for the host's metrics and access log: a host that wants it passes
+    one to `Service.handle`, which fills it in as the request goes (a request refused early leaves the later fields
+    as they are). Every field is bounded, so that a host may use each as a metric label: never the raw path."""
+
+    #: The matched route's template (`/api/v1/users/{user_id}`); None when no route matched (404, 405, preflight).
+    route: str | None = None
+    #: The caller's access type once authenticated; None for an unauthenticated request.
+    access_type: AccessType | None = None
+    #: The known error's code when the answer is one (`RATE_LIMITED`, `WRITE_CONFLICT`, `STORAGE_UNAVAILABLE`...).
+    error: ErrorCode | None = None
+    #: How often the route's flow ran again after its commit met a concurrent write (`MAX_COMMIT_ATTEMPTS`).
+    reruns: int = 0
 
 
 class Service:
@@ -96,12 +113,17 @@ class Service:
         load_signing()
         load_hashing()
 
-    def handle(self, request: Request, now_ms: int, entropy: Entropy) -> Flow[Response]:
-        """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`."""
+    def handle(
+        self, request: Request, now_ms: int, entropy: Entropy, note: RequestNote | None = None
+    ) -> Flow[Response]:
+        """Answer `request` at time `now_ms` (milliseconds since the epoch), drawing randomness from `entropy`;
+        what it finds out on the way goes into `note` (when given)."""
         request_id = new_request_id(entropy)
         try:
-            response = yield from self._respond(request, now_ms, entropy, request_id)
+            response = yield from self._respond(request, now_ms, entropy, request_id, note)
         except KnownError as error:
+            if note is not None:
+                note.error = error.code
             response = self._error(error)
         except PlainError as error:
             response = text_response(error.status, error.message, error.headers)
@@ -109,9 +131,13 @@ class Service:
             logger.log(
                 logging.DEBUG if exc.quiet else logging.WARNING, "storage unavailable (request %s): %s", request_id, exc
             )
+            if note is not None:
+                note.error = ErrorCode.STORAGE_UNAVAILABLE
             response = self._error(KnownError(ErrorCode.STORAGE_UNAVAILABLE, context={"request_id": request_id}))
         except Exception:
             logger.exception("unhandled error (request %s) on %s %s", request_id, request.method, request.path)
+            if note is not None:
+                note.error = ErrorCode.INTERNAL_ERROR
             response = self._error(KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id}))
         # Browsers send an Origin with every cross-origin request, preflights included; an OPTIONS without one is
         # answered as a preflight all the same.
@@ -148,7 +174,9 @@ class Service:
 
     # ----------------------------------------------------------------------------------------------------------
 
-    def _respond(self, request: Request, now_ms: int, entropy: Entropy, request_id: str) -> Flow[Response]:
+    def _respond(
+        self, request: Request, now_ms: int, entropy: Entropy, request_id: str, note: RequestNote | None
+    ) -> Flow[Response]:
         if request.method not in _KNOWN_METHODS:
             raise KnownError(
                 ErrorCode.METHOD_NOT_ALLOWED,
@@ -157,6 +185,8 @@ class Service:
         route, raw_params, allowed = self._router.match(request.method, request.path)
         if route is None:
             return self._preflight(allowed)
+        if note is not None:
+            note.route = route.pattern
         if self.options.dev_mode:
             # Dev/test mode: tests may have frozen or moved the clock (kept in the store, so all workers agree).
             override = yield from perform(LoadClockOverride())
@@ -164,6 +194,8 @@ class Service:
                 now_ms = override.now(now_ms)
         body = _parse_body(request) if request.method != "GET" else None
         auth = yield from self._authenticate(request, now_ms)
+        if note is not None and auth is not None:
+            note.access_type = auth.access_type
         _check_access(route, auth)
         preconditions: list[Precondition[Any]] = []
         if self.options.rate_limits_enabled:
@@ -204,7 +236,7 @@ class Service:
             return (yield from guarded(route.flow(ctx), preconditions))
         except CommitConflict as conflict:
             first_conflict = conflict
-        return (yield from _rerun(route, ctx, first_conflict))
+        return (yield from _rerun(route, ctx, first_conflict, note))
 
     def _authenticate(self, request: Request, now_ms: int) -> Flow[Auth | None]:
         """Step 3, answered from the `AuthCache` when the same authentication headers succeeded before (and the
@@ -257,11 +289,15 @@ class Service:
 MAX_COMMIT_ATTEMPTS = 5
 
 
-def _rerun(route: Route, ctx: RequestContext[Any, Any, Any], conflict: CommitConflict) -> Flow[Response]:
+def _rerun(
+    route: Route, ctx: RequestContext[Any, Any, Any], conflict: CommitConflict, note: RequestNote | None
+) -> Flow[Response]:
     """The route's flow run again after its first run met `conflict`, up to `MAX_COMMIT_ATTEMPTS` runs in all;
-    then 503 WRITE_CONFLICT."""
+    then 503 WRITE_CONFLICT. Each run again is counted in `note`."""
     for _attempt in range(MAX_COMMIT_ATTEMPTS - 1):
         logger.debug("%s %s: %s; running the flow again", route.method, route.pattern, conflict)
+        if note is not None:
+            note.reruns += 1
         try:
             return (yield from route.flow(ctx))
         except CommitConflict as again:

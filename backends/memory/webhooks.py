@@ -28,6 +28,7 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
+    CountPendingDeliveries,
     DeliveriesAre,
     Delivery,
     DeliveryIs,
@@ -267,6 +268,15 @@ def _list_deliveries(store: MemoryStore, effect: ListDeliveries) -> tuple[Delive
     ]
     rows.sort(key=lambda pair: pair[0], reverse=True)
     return tuple(delivery for _, delivery in rows[: effect.limit])
+
+
+@_performs(CountPendingDeliveries)
+def _count_pending(store: MemoryStore, effect: CountPendingDeliveries) -> int:
+    tenant = store.tenants.get(effect.project_id)
+    if tenant is None:
+        return 0
+    pending = DeliveryState.PENDING
+    return sum(1 for row in tenant.deliveries.values() if row.delivery.state is pending)
 
 
 @_performs(LoadDelivery)

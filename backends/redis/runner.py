@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import redis
 import redis.asyncio
@@ -82,6 +82,18 @@ def storage_fault(effect: StorageEffect[Any], exc: BaseException) -> StorageUnav
 logger = logging.getLogger("identity_service")
 
 
+class StoreObserver(Protocol):
+    """What a host that measures the store is told (`observe`): each operation's outcome, and the circuit
+    breaker's state when it changes. Called on the store's path: it must be quick and must not raise."""
+
+    def performed(self, operation: str, outcome: str, seconds: float) -> None:
+        """One effect performed (`operation`: its type's name) in `seconds`: "ok", "unavailable" (a fault, or the
+        circuit refused it at once), "error" (Redis answered with an error) or "cancelled" (the request went)."""
+
+    def circuit(self, is_open: bool) -> None:
+        """The circuit breaker opened (Redis is known to be down) or closed again."""
+
+
 class CircuitBreaker:
     """Fail fast while Redis is known to be down: after a fault, every request is refused at once
     (`StorageUnavailable`, `quiet`: the outage is said once, here) for `window_s`; then one request at a time goes
@@ -108,6 +120,8 @@ class CircuitBreaker:
         self._opened_at: float | None = None
         self._probe_at = 0.0
         self._probing = False
+        #: Told when the circuit opens and closes (`StoreObserver.circuit`).
+        self.observer: StoreObserver | None = None
 
     @property
     def open(self) -> bool:
@@ -138,6 +152,8 @@ class CircuitBreaker:
                     "Redis unavailable: answering 503 at once, one request every %.1f s checks whether it is back",
                     self.window_s,
                 )
+                if self.observer is not None:
+                    self.observer.circuit(True)
             self._probe_at = now + self.window_s
             self._probing = False
 
@@ -151,6 +167,8 @@ class CircuitBreaker:
             down = self._clock() - self._opened_at
             self._opened_at, self._probing = None, False
         logger.warning("Redis available again after %.1f s", down)
+        if self.observer is not None:
+            self.observer.circuit(False)
 
     def abandoned(self, probe: bool) -> None:
         """A request let through ended without an answer (cancelled): the next one probes instead."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, TypeVar, cast
 
 import redis
@@ -15,6 +16,7 @@ from backends.redis.runner import (
     _SCAN_COUNT,
     FAULTS,
     CircuitBreaker,
+    StoreObserver,
     _scan_cursor,
     _scan_position,
     _split,
@@ -48,6 +50,7 @@ class RedisStore:
         self.client = client
         self.keys = KeySpace(namespace)
         self._breaker = CircuitBreaker(enabled=not isinstance(client, redis.cluster.RedisCluster))
+        self._observer: StoreObserver | None = None
         self._scripts: dict[str, RedisScript] = register_scripts(client)
 
     @classmethod
@@ -69,9 +72,31 @@ class RedisStore:
         )
         return cls(client, namespace=namespace)
 
+    def observe(self, observer: StoreObserver) -> None:
+        """Tell `observer` of every operation from now on, and of the circuit breaker's changes (metrics)."""
+        self._observer = self._breaker.observer = observer
+
     def apply(self, effect: StorageEffect[T]) -> T:
         """Perform one effect by running its command plan; refused at once while Redis is known to be down
         (`runner.CircuitBreaker`)."""
+        if self._observer is None:
+            return self._apply(effect)
+        started = time.perf_counter()
+        outcome = "cancelled"
+        try:
+            result = self._apply(effect)
+            outcome = "ok"
+        except StorageUnavailable:
+            outcome = "unavailable"
+            raise
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            self._observer.performed(type(effect).__name__, outcome, time.perf_counter() - started)
+        return result
+
+    def _apply(self, effect: StorageEffect[T]) -> T:
         probe = self._breaker.admit(effect)
         try:
             if isinstance(effect, Together):

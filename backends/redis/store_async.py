@@ -14,6 +14,7 @@ too (fewer reads and writes). A `Together`'s first operations are one pipeline t
 
 from __future__ import annotations
 
+import time
 from typing import Any, TypeVar, cast
 
 import redis
@@ -28,6 +29,7 @@ from backends.redis.runner import (
     _SCAN_COUNT,
     FAULTS,
     CircuitBreaker,
+    StoreObserver,
     _scan_cursor,
     _scan_position,
     _split,
@@ -61,6 +63,7 @@ class AsyncRedisStore:
         self.client = client
         self.keys = KeySpace(namespace)
         self._breaker = CircuitBreaker(enabled=not isinstance(client, redis.asyncio.cluster.RedisCluster))
+        self._observer: StoreObserver | None = None
         self._scripts: dict[str, AsyncScript] = register_scripts(client)
         # async-only: begin
         #: On one server (not a cluster, not a single-connection client), every command but SCAN is pipelined
@@ -89,9 +92,31 @@ class AsyncRedisStore:
         )
         return cls(client, namespace=namespace)
 
+    def observe(self, observer: StoreObserver) -> None:
+        """Tell `observer` of every operation from now on, and of the circuit breaker's changes (metrics)."""
+        self._observer = self._breaker.observer = observer
+
     async def apply(self, effect: StorageEffect[T]) -> T:
         """Perform one effect by running its command plan; refused at once while Redis is known to be down
         (`runner.CircuitBreaker`)."""
+        if self._observer is None:
+            return await self._apply(effect)
+        started = time.perf_counter()
+        outcome = "cancelled"
+        try:
+            result = await self._apply(effect)
+            outcome = "ok"
+        except StorageUnavailable:
+            outcome = "unavailable"
+            raise
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            self._observer.performed(type(effect).__name__, outcome, time.perf_counter() - started)
+        return result
+
+    async def _apply(self, effect: StorageEffect[T]) -> T:
         probe = self._breaker.admit(effect)
         try:
             if isinstance(effect, Together):

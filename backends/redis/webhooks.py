@@ -33,6 +33,7 @@ from identity_proto.effects import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
+    CountPendingDeliveries,
     DeliveriesAre,
     Delivery,
     DeliveryAttempt,
@@ -459,6 +460,11 @@ def _record_attempt(keys: KeySpace, effect: RecordAttempt) -> Plan[bool]:
         effect.next_attempt_at_millis or 0,
     )
     return bool(current)
+
+
+@_plans(CountPendingDeliveries)
+def _count_pending(keys: KeySpace, effect: CountPendingDeliveries) -> Plan[int]:
+    return int((yield Call("ZCARD", keys.webhook_pending(effect.project_id))))
 
 
 @_plans(ListDeliveries)

@@ -197,6 +197,7 @@ from identity_proto.effects.webhooks import (
     AddTestEvent,
     ClaimDeliveries,
     ClaimedDelivery,
+    CountPendingDeliveries,
     DeliveriesAre,
     Delivery,
     DeliveryAttempt,
@@ -253,6 +254,7 @@ __all__ = [
     "Committed",
     "ComputeEffect",
     "Conflict",
+    "CountPendingDeliveries",
     "DefinitionsWrite",
     "DeleteProject",
     "DeliveriesAre",
@@ -433,6 +435,7 @@ READ_EFFECTS: frozenset[type[StorageEffect[Any]]] = frozenset(
         ListEvents,
         ListWebhookProjects,
         ListDeliveries,
+        CountPendingDeliveries,
     }
 )
 

@@ -19,6 +19,8 @@ How delivery works (every worker of every process runs the same loop, `flows.web
    of `RETRY_SCHEDULE_MS` (counted on the service's clock, so a fake clock drives retries), or, after the last,
    the delivery has failed.
 
+`CountPendingDeliveries` reads the backlog: the deliveries not yet succeeded or given up (the hosts' metrics).
+
 Endpoint secrets are kept as given (`whsec_<base64>`): a signature needs the key itself. They are rendered only in
 the responses that create or rotate them.
 """
@@ -75,6 +77,7 @@ __all__ = [
     "AddTestEvent",
     "ClaimDeliveries",
     "ClaimedDelivery",
+    "CountPendingDeliveries",
     "DeliveriesAre",
     "Delivery",
     "DeliveryAttempt",
@@ -263,6 +266,13 @@ class AddTestEvent(StorageEffect[StoredEvent]):
 @dataclass(frozen=True, slots=True)
 class ListWebhookProjects(StorageEffect[tuple[str, ...]]):
     """The ids of the projects that have at least one endpoint."""
+
+
+@dataclass(frozen=True, slots=True)
+class CountPendingDeliveries(StorageEffect[int]):
+    """How many of the project's deliveries are pending (due now or later, claimed or not): the webhook backlog."""
+
+    project_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -583,6 +583,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     effects.ListDeliveries,
     effects.LoadDelivery,
     effects.TrimWebhookData,
+    effects.CountPendingDeliveries,
     # --- end webhooks ---
 }
 

@@ -29,6 +29,7 @@ from identity_proto.effects import (
     ClaimDeliveries,
     ClaimedDelivery,
     CommitConflict,
+    CountPendingDeliveries,
     DeleteProject,
     Delivery,
     DeliveryAttempt,
@@ -184,6 +185,26 @@ def test_deleting_an_endpoint_drops_its_deliveries_pending_or_not(store: Store) 
     # an endpoint created again with the same id starts empty
     add_endpoint(store, first.delivery.endpoint_id)
     assert deliveries(store, first.delivery.endpoint_id) == ()
+
+
+def test_the_pending_deliveries_are_counted_per_project_until_settled(store: Store) -> None:
+    assert store.apply(CountPendingDeliveries(PROJECT)) == 0  # nothing of the project stored yet
+    add_endpoint(store, "ep-1")
+    add_endpoint(store, "ep-2")
+    record_events(store, "user.created", "user.updated")
+    assert store.apply(CountPendingDeliveries(PROJECT)) == 0  # events not fanned out yet
+    assert run(fan_out_events(PROJECT, NOW), store) == 2
+    assert store.apply(CountPendingDeliveries(PROJECT)) == 4
+    first, second = claim(store, limit=2)
+    assert store.apply(CountPendingDeliveries(PROJECT)) == 4  # claimed is still pending
+    assert record(store, first, attempt(NOW, 200, None))
+    assert record(store, second, attempt(NOW))  # failed: due again later
+    assert store.apply(CountPendingDeliveries(PROJECT)) == 3
+    assert store.apply(CountPendingDeliveries(OTHER_PROJECT)) == 0
+    assert run(drop_webhook_endpoint(PROJECT, "ep-2"), store) is True
+    assert store.apply(CountPendingDeliveries(PROJECT)) == len(
+        [d for d in deliveries(store, "ep-1") if d.state is DeliveryState.PENDING]
+    )
 
 
 def test_deleting_an_endpoint_conflicts_with_a_delivery_made_meanwhile(store: Store) -> None:

@@ -10,8 +10,9 @@ outbox, API keys (created, checked, a wrong one checked, revoked), sign-out.
 - in process (an `IdentityFake`, both hosts), with the `identity_proto` and `identity_service` loggers captured by
   `caplog` at DEBUG: none of the values above, nor the keys of the project used, is in any record;
 - a real Hypercorn in production mode (IDENTITY_PROJECT_ID, the three keys and IDENTITY_INTERNAL_ADMIN_KEY set to
-  values of our own) at IDENTITY_LOG_LEVEL=DEBUG: its whole stderr holds none of those values, nor any secret the
-  flows handled. (The dev keys are printed at a dev start on purpose; production keys must never be.)
+  values of our own) at IDENTITY_LOG_LEVEL=DEBUG, with the JSON access log on (IDENTITY_ACCESS_LOG=json): its whole
+  stderr holds none of those values, nor any secret the flows handled, and one access-log line per request, with
+  that request's id. (The dev keys are printed at a dev start on purpose; production keys must never be.)
 
 A 500 is not triggered here (no request reaches one).
 """
@@ -19,6 +20,7 @@ A 500 is not triggered here (no request reaches one).
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import re
 import secrets
@@ -354,15 +356,18 @@ def test_no_secret_in_a_production_hypercorns_stderr() -> None:
         "IDENTITY_LOG_LEVEL": "DEBUG",
         "IDENTITY_PASSWORD_ROUNDS": "4",
         "IDENTITY_MAIL": "outbox",
+        "IDENTITY_ACCESS_LOG": "json",
     }
     server = start_hypercorn(env)
     chunks: list[bytes] = []
+    request_ids: list[str] = []  # of every answer the exercise got
     assert server.process.stderr is not None
     stderr = server.process.stderr
     reader = threading.Thread(target=lambda: chunks.append(stderr.read()), daemon=True)
     reader.start()  # drained while we run: a full pipe would stall the server
     try:
-        with httpx.Client(base_url=server.base_url, timeout=10.0) as http:
+        hooks = {"response": [lambda response: request_ids.append(response.headers["x-service-request-id"])]}
+        with httpx.Client(base_url=server.base_url, timeout=10.0, event_hooks=hooks) as http:
             found = exercise(http, keys)
             # The one 500 we know how to trigger (a NUL byte in a password, a known bug pinned in
             # test_properties.py): its traceback is logged; the password must not be.
@@ -395,6 +400,10 @@ def test_no_secret_in_a_production_hypercorns_stderr() -> None:
     )
     assert leaked == [], f"secrets in Hypercorn's stderr: {leaked}\n{text}"
     assert not dev_keys_printed, "a production start announced the dev project"
+    access = [json.loads(line) for line in text.splitlines() if line.startswith('{"time":')]
+    logged = [line["request_id"] for line in access if line["route"] != "/api/v1"]  # not start_hypercorn's polls
+    assert sorted(logged) == sorted(request_ids), "not one access-log line per request"
+    assert len(request_ids) > 40
 
 
 # ----------------------------------------------------------------------------------------------------------------
