@@ -145,8 +145,13 @@ class MemoryStore:
     #: The effect types this store performs (the contract tests check that it is all of them).
     performs = _HANDLERS
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_every_event: bool = False) -> None:
         self._lock = threading.RLock()
+        #: Whether a commit records its events when the project has no webhook endpoint. The service's stores do not
+        #: (no endpoint is owed them: an endpoint gets only the events recorded after it, so they would never be
+        #: delivered, and a project without endpoints would keep one per write); the fake's does, for
+        #: `project.events()`, within the bounds `record_event` applies.
+        self.keeps_every_event = keep_every_event
         self.projects: dict[str, Project] = {}
         self.tenants: dict[str, Tenant] = {}
         self.clock_override: ClockOverride | None = None
