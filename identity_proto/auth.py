@@ -350,7 +350,7 @@ def _verify_access_token(
     """
     # A token verified before names its project in claims already decoded; only a new one is decoded unverified.
     seen = token_cache.seen(token)
-    unverified = seen if seen is not None else unverified_claims(token)
+    unverified = seen[1] if seen is not None else unverified_claims(token)
     token_project_id = _token_project_id(unverified)
     if token_project_id is None:
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
@@ -364,7 +364,7 @@ def _verify_access_token(
             raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     # Anonymous and restricted users' tokens are signed with keys of their own (`tokens.access_token_key`), named
     # by the audience: a token whose audience says otherwise than its key fails here.
-    claims = token_cache.verify(access_token_key(signer.signing_key, _audience(unverified)), token)
+    claims = token_cache.verify(access_token_key(signer.signing_key, _audience(unverified)), token, seen, now_ms)
     if claims is None or not isinstance(claims.get("sub"), str) or not isinstance(claims.get("exp"), int):
         raise KnownError(ErrorCode.UNPARSABLE_ACCESS_TOKEN)
     if now_ms >= claims["exp"] * 1000:

@@ -10,7 +10,8 @@ hash), and the ids the payload names. `event_data` renders it as the original do
 payload is the state right after the change, not the state at delivery.
 
 Which write records which events is each store's handler's business, following the table below exactly; the
-contract suite checks every store against it.
+contract suite checks every store against it. A store records them only while the project has a webhook endpoint
+(`Commit`): nobody else is owed them.
 """
 
 from __future__ import annotations

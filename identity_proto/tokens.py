@@ -276,29 +276,50 @@ class VerifiedTokenCache:
 
     Only signatures are memoised; callers still compare `exp` with their own `now` on every use, so a cached
     token expires exactly when an uncached one would. A hit counts only for the key that verified the token.
+
+    Kept small, since every new access token (each sign-in and refresh) adds an entry: an entry is the token's
+    SHA-256 and its claims as compact JSON (about 0.8 KiB, not the token and a dict: 3.5 KiB), and entries whose
+    token has expired (at the caller's `now_ms`) leave from the least recently used end as new ones come.
     """
 
     def __init__(self, max_entries: int = 10_000) -> None:
-        self._entries: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
+        #: digest -> (key id, exp in seconds, claims as JSON)
+        self._entries: OrderedDict[bytes, tuple[str, int, str]] = OrderedDict()
         self._max_entries = max_entries
         self._lock = threading.Lock()
 
-    def seen(self, token: str) -> dict[str, Any] | None:
-        """The claims of `token` if some key verified it before (which key is for `verify` to check), else None."""
-        entry = self._entries.get(token)
-        return None if entry is None else entry[1]
+    def __len__(self) -> int:
+        return len(self._entries)
 
-    def verify(self, key: SigningKey, token: str) -> dict[str, Any] | None:
-        """Claims of `token` if signed by `key`, else None."""
-        with self._lock:
-            entry = self._entries.get(token)
-            if entry is not None and entry[0] == key.kid:
-                self._entries.move_to_end(token)
-                return entry[1]
+    def seen(self, token: str) -> tuple[str, dict[str, Any]] | None:
+        """(id of the key that verified `token`, its claims) if some key verified it before, else None (which key
+        is for `verify` to check: pass what this answered)."""
+        entry = self._entries.get(hashlib.sha256(token.encode()).digest())
+        return None if entry is None else (entry[0], orjson.loads(entry[2]))
+
+    def verify(
+        self, key: SigningKey, token: str, seen: tuple[str, dict[str, Any]] | None = None, now_ms: int = 0
+    ) -> dict[str, Any] | None:
+        """Claims of `token` if signed by `key`, else None. `seen`: what `seen(token)` answered, if asked; `now_ms`:
+        the request's clock (entries expired by then may go)."""
+        digest = hashlib.sha256(token.encode()).digest()
+        if seen is not None and seen[0] == key.kid:
+            with self._lock:
+                if digest in self._entries:
+                    self._entries.move_to_end(digest)
+            return seen[1]
         claims = key.verify(token)
         if claims is not None:
+            exp = claims.get("exp")
+            entry = (key.kid, exp if isinstance(exp, int) else 0, orjson.dumps(claims).decode())  # (a copy: 8 KiB less)
             with self._lock:
-                self._entries[token] = (key.kid, claims)
-                if len(self._entries) > self._max_entries:
-                    self._entries.popitem(last=False)
+                entries = self._entries
+                entries[digest] = entry
+                entries.move_to_end(digest)
+                now = now_ms // 1000
+                while entries:
+                    oldest = next(iter(entries.values()))
+                    if len(entries) <= self._max_entries and oldest[1] >= now:
+                        break
+                    entries.popitem(last=False)
         return claims

@@ -214,7 +214,7 @@ class IdentityFake:
             # Tokens name this issuer whichever client (or Host header) asked for them.
             base_url=BASE_URL,
         )
-        self.store = MemoryStore()
+        self.store = MemoryStore(keep_every_event=True)  # `project.events()` lists them with or without endpoints
         self.service = Service(self.settings.service_options())
         self.entropy: Entropy = SeededEntropy(seed) if seed is not None else SystemEntropy()
         self.wsgi = IdentityWSGI(

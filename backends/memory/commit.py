@@ -83,8 +83,9 @@ def _commit(store: MemoryStore, effect: Commit) -> Conflict | Committed:
             return Conflict(guards.index(guard))
     for write in effect.writes:
         _WRITES[type(write)](tenant, write)
-    for event in effect.events:
-        _record(tenant, event)
+    if tenant.webhook_endpoints or store.keeps_every_event:  # else no endpoint is owed them: nothing to keep
+        for event in effect.events:
+            _record(tenant, event)
     returns = effect.returns
     if not returns:
         return _NOTHING_RETURNED

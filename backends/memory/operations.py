@@ -4,7 +4,7 @@ records), rate-limit counters, deleting a project, and dev/test mode (the clock 
 
 from __future__ import annotations
 
-from backends.memory.store import MemoryStore, _performs
+from backends.memory.store import MemoryStore, Tenant, _performs
 from identity_proto.effects import (
     AddressHolder,
     AttemptVerificationCode,
@@ -19,6 +19,7 @@ from identity_proto.effects import (
     TakeShortLived,
     UseRefreshToken,
 )
+from identity_proto.effects.codes import ORPHAN_NONCE_TTL_MS
 from identity_proto.records import ClockOverride, Session, User, replaced
 
 
@@ -46,9 +47,13 @@ def _use_refresh_token(store: MemoryStore, effect: UseRefreshToken) -> tuple[Ses
 
 @_performs(AttemptVerificationCode)
 def _attempt_code(store: MemoryStore, effect: AttemptVerificationCode) -> CodeAttempt:
-    tenant = store.tenant(effect.project_id)
-    before = tenant.nonce_attempts.get(effect.nonce_hash, 0)
-    tenant.nonce_attempts[effect.nonce_hash] = before + 1
+    tenant, nonce_hash = store.tenant(effect.project_id), effect.nonce_hash
+    counts = tenant.nonce_attempts
+    before = counts.get(nonce_hash)
+    if before is None:  # no code has this nonce (PutCode starts its count): counted for a while only
+        before = 0
+        _count_orphan(tenant, nonce_hash, effect.now_ms)
+    counts[nonce_hash] = before + 1
     code = tenant.codes.get(effect.code_hash)
     if code is None or code.purpose != effect.purpose:
         return CodeAttempt(CodeOutcome.NOT_FOUND)
@@ -65,6 +70,19 @@ def _attempt_code(store: MemoryStore, effect: AttemptVerificationCode) -> CodeAt
         holder_id = tenant.email_index.get(code.email)
         holder = AddressHolder(holder_id, None if holder_id is None else tenant.users.get(holder_id))
     return CodeAttempt(CodeOutcome.OK, code, holder)
+
+
+#: Orphan nonce counts (attempts on nonces no code has: guesses) are swept when this many exist.
+_ORPHANS_SWEEP_AT = 1024
+
+
+def _count_orphan(tenant: Tenant, nonce_hash: str, now_ms: int) -> None:
+    orphans = tenant.orphan_nonces
+    orphans[nonce_hash] = now_ms + ORPHAN_NONCE_TTL_MS
+    if len(orphans) >= _ORPHANS_SWEEP_AT and len(orphans) % _ORPHANS_SWEEP_AT == 0:
+        for gone in [n for n, expires in orphans.items() if expires <= now_ms]:
+            del orphans[gone]
+            tenant.nonce_attempts.pop(gone, None)
 
 
 #: Expired short-lived values are swept every this many puts (the core judges expiry; this only frees memory).

@@ -61,9 +61,11 @@ class Tenant:
     user_order: list[tuple[int, str]] = field(default_factory=list)
     #: auth e-mail -> user id, for users whose primary e-mail signs them in.
     email_index: dict[str, str] = field(default_factory=dict)
-    #: code hash -> code; nonce hash -> attempts so far.
+    #: code hash -> code; nonce hash -> attempts so far (from 0 when a code has it, as on Redis), kept while a code
+    #: has that nonce; a nonce no code has (attempts made it) -> when its count goes (`ORPHAN_NONCE_TTL_MS` after).
     codes: dict[str, VerificationCode] = field(default_factory=dict)
     nonce_attempts: dict[str, int] = field(default_factory=dict)
+    orphan_nonces: dict[str, int] = field(default_factory=dict)
     sessions: dict[str, Session] = field(default_factory=dict)
     #: refresh token hash -> session id; user id -> session ids.
     session_by_token: dict[str, str] = field(default_factory=dict)
@@ -79,6 +81,15 @@ class Tenant:
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     api_key_by_hash: dict[str, str] = field(default_factory=dict)
     owner_api_keys: dict[tuple[ApiKeyType, str], set[str]] = field(default_factory=dict)
+
+    def drop_codes(self, code_hashes: list[str]) -> None:
+        """Forget these codes, and the attempt counts of their nonces that no other code has (one pass)."""
+        codes = self.codes
+        nonces = {codes.pop(code_hash).nonce_hash for code_hash in code_hashes if code_hash in codes}
+        if nonces:
+            nonces.difference_update(code.nonce_hash for code in codes.values())
+            for nonce_hash in nonces:
+                self.nonce_attempts.pop(nonce_hash, None)
 
     def drop_api_keys(self, key_type: ApiKeyType, owner_id: str) -> None:
         """Remove every key of one owner (with its user or team: called under the store's lock by the deletion)."""
@@ -145,8 +156,13 @@ class MemoryStore:
     #: The effect types this store performs (the contract tests check that it is all of them).
     performs = _HANDLERS
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_every_event: bool = False) -> None:
         self._lock = threading.RLock()
+        #: Whether a commit records its events when the project has no webhook endpoint. The service's stores do not
+        #: (no endpoint is owed them: an endpoint gets only the events recorded after it, so they would never be
+        #: delivered, and a project without endpoints would keep one per write); the fake's does, for
+        #: `project.events()`, within the bounds `record_event` applies.
+        self.keeps_every_event = keep_every_event
         self.projects: dict[str, Project] = {}
         self.tenants: dict[str, Tenant] = {}
         self.clock_override: ClockOverride | None = None

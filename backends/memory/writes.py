@@ -52,6 +52,7 @@ from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.effects.teams import UserTeamsAre
 from identity_proto.records import (
     ApiKeyType,
+    VerificationCode,
     replaced,
 )
 
@@ -214,7 +215,7 @@ def _invitation_is_stored(tenant: Tenant, guard: InvitationIsStored) -> bool:
 @applies(PutInvitation)
 def _put_invitation(tenant: Tenant, write: PutInvitation) -> None:
     code = write.code
-    tenant.codes[code.code_hash] = code
+    _keep_code(tenant, code)
     tenant.team_invitations[code.id or ""] = code.code_hash
     if len(tenant.team_invitations) % _PRUNE_EVERY == 0:
         for gone in [i for i, code_hash in tenant.team_invitations.items() if code_hash not in tenant.codes]:
@@ -224,10 +225,8 @@ def _put_invitation(tenant: Tenant, write: PutInvitation) -> None:
 @applies(DropInvitation)
 def _drop_invitation(tenant: Tenant, write: DropInvitation) -> None:
     code = write.code
-    del tenant.codes[code.code_hash]
+    tenant.drop_codes([code.code_hash])
     tenant.team_invitations.pop(code.id or "", None)
-    if not any(other.nonce_hash == code.nonce_hash for other in tenant.codes.values()):
-        tenant.nonce_attempts.pop(code.nonce_hash, None)
 
 
 @checks(ChannelsAre)
@@ -270,18 +269,21 @@ applies(UseInvitation)(_use_code)
 _CODES_SWEEP_EVERY = 1024
 
 
+def _keep_code(tenant: Tenant, code: VerificationCode) -> None:
+    """Store a code; its nonce's count, from 0 unless attempts came first, now lasts as long as a code has it."""
+    tenant.codes[code.code_hash] = code
+    tenant.nonce_attempts.setdefault(code.nonce_hash, 0)
+    tenant.orphan_nonces.pop(code.nonce_hash, None)
+
+
 @applies(PutCode)
 def _put_code(tenant: Tenant, write: PutCode) -> None:
     code = write.code
-    tenant.codes[code.code_hash] = code
+    _keep_code(tenant, code)
     tenant.codes_created += 1
     if tenant.codes_created % _CODES_SWEEP_EVERY == 0:
         now = code.created_at_millis
-        expired = [h for h, c in tenant.codes.items() if c.expires_at_millis <= now]
-        for code_hash in expired:
-            nonce_hash = tenant.codes.pop(code_hash).nonce_hash
-            if not any(c.nonce_hash == nonce_hash for c in tenant.codes.values()):
-                tenant.nonce_attempts.pop(nonce_hash, None)
+        tenant.drop_codes([h for h, c in tenant.codes.items() if c.expires_at_millis <= now])
 
 
 @applies(PutMail)

@@ -23,8 +23,9 @@ that make the value `name`: ``["incr", key, name]`` (the new value, as decimal t
 name]`` (an error if the member is missing: guard it), ``["hget", key, field, name]`` ('' when missing; with a
 fifth item ``"json"``, JSON-decoded: a stored id that names a key) and ``["xlast", key, name]`` (the stream's last
 entry id, '0-0' when empty); and ``["event", events key, type, record key or 0, team key prefix or "", unselected
-(0/1), ids]`` (an event with the record's hash as stored now, and the team its ``selected_team_id`` names;
-unselected: that field as null, no team).
+(0/1), ids, endpoints key]`` (an event with the record's hash as stored now, and the team its ``selected_team_id``
+names; unselected: that field as null, no team; recorded only when the endpoints key exists: no endpoint is owed an
+event recorded while the project has none, as in the memory store).
 
 Returns (`Commit.returns`, so that a write that answers with its record costs one round trip): a key (its hash as
 stored once everything is written), or ``{"k": key, "f": field, "p": prefix}``: the hash at the prefix followed by
@@ -136,7 +137,7 @@ for _, w in ipairs(ops.w) do
     vars[w[3]] = (#last > 0 and last[1][1]) or '0-0'
   elseif kind == 'incr' then
     vars[w[3]] = string.format('%.0f', redis.call('INCR', key(w[2])))
-  elseif kind == 'event' then
+  elseif kind == 'event' and redis.call('EXISTS', key(w[8])) == 1 then
     local record, team = '', ''
     if w[4] ~= 0 then
       local fields = redis.call('HGETALL', key(w[4]))
@@ -153,6 +154,8 @@ for _, w in ipairs(ops.w) do
       record = record_json(fields)
     end
     emit_event(key(w[2]), w[3], record, team, w[7])
+  elseif kind == 'event' then
+    -- the project has no webhook endpoint: no one is owed the event, nothing is recorded
   else
     return redis.error_reply('commit: unknown write ' .. tostring(kind))
   end
@@ -385,7 +388,9 @@ def _event(ops: Ops, event: Announce) -> None:
             team_prefix = ops.space.team(ops.project_id, "")
     events_key = ops.key(ops.space.events(ops.project_id))
     ids = "\n".join(event.ids)
-    ops.writes.append(["event", events_key, event.type, record_key, team_prefix, 1 if event.unselected else 0, ids])
+    unselected = 1 if event.unselected else 0
+    endpoints_key = ops.key(ops.space.webhook_endpoints(ops.project_id))
+    ops.writes.append(["event", events_key, event.type, record_key, team_prefix, unselected, ids, endpoints_key])
 
 
 @_plans(Commit)

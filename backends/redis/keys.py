@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from identity_proto.effects import codes as effects_codes
 from identity_proto.effects.commit import IndexName
 from identity_proto.effects.webhooks import message_tag_of
 
@@ -20,8 +21,9 @@ DEFAULT_NAMESPACE: Final = "identity:"
 GRACE_MS: Final = 24 * 3_600_000
 
 #: How long a nonce counter lives when an attempt (not a code) creates it: no live code has that nonce, so its
-#: count only matters if such a code is created soon after (then the code extends it to its own expiry).
-ORPHAN_NONCE_TTL_MS: Final = 3_600_000
+#: count only matters if such a code is created soon after (then the code extends it to its own expiry). The
+#: memory store keeps such counters as long.
+ORPHAN_NONCE_TTL_MS: Final = effects_codes.ORPHAN_NONCE_TTL_MS
 
 #: How long Redis keeps a short-lived value (an OAuth state, an outer code, the mock provider's) past its lifetime
 #: (the core judges expiry; this only absorbs the skew between the core's clock and Redis's, and then collects the

@@ -8,6 +8,11 @@ from enum import Enum
 from identity_proto.effects.base import StorageEffect
 from identity_proto.records import CodePurpose, User, VerificationCode
 
+#: How long a store keeps the attempt count of a nonce that no code has (an attempt made it): only a code made with
+#: that nonce soon after would read it (and then keeps it as long as the code). Guessed nonces cost this much, no
+#: more.
+ORPHAN_NONCE_TTL_MS = 3_600_000
+
 
 class CodeOutcome(Enum):
     """The result of presenting a one-time code, in the order the checks run (reference §2.1)."""

@@ -279,7 +279,12 @@ class Committed:
 @dataclass(frozen=True, slots=True)
 class Commit(StorageEffect["Conflict | Committed"]):
     """Check `guards` in order; if all hold, apply `writes`, record `events`, and answer with the records named in
-    `returns` as stored now (so a write that answers with its record is one trip), atomically."""
+    `returns` as stored now (so a write that answers with its record is one trip), atomically.
+
+    `events` are recorded only when the project has a webhook endpoint at that moment (checked in the same step):
+    an endpoint gets only the events recorded after its creation, so an event recorded while there is none would
+    be owed to no one, and a project without endpoints would keep one per write. (The fake's memory store records
+    them all the same, for `project.events()`: `MemoryStore(keep_every_event=True)`.)"""
 
     project_id: str
     guards: tuple[Guard, ...] = ()

@@ -110,8 +110,8 @@ __all__ = [
 TEST_EVENT_TYPE = "stack.test"
 
 #: Every store keeps at most this many of a project's events, and forgets them this long after the project's last
-#: event: the bounds of a project no delivery loop trims (one without endpoints: its events are still what
-#: `ListEvents` and the fake's `project.events()` read). The configured retention (`TrimWebhookData`) is within them.
+#: event: the bounds of a project no delivery loop trims (the fake's, which records events without endpoints for
+#: `project.events()`; one whose last endpoint went). The configured retention (`TrimWebhookData`) is within them.
 EVENTS_HARD_CAP = 100_000
 EVENTS_IDLE_TTL_MS = 30 * 86_400_000
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from backends.memory import MemoryStore
 from backends.redis import RedisStore
-from identity_proto.drivers import Store
-from identity_proto.effects import CodeIsUnused, Commit, Conflict, PutCode, UseCode
+from identity_proto.drivers import Store, run
+from identity_proto.effects import CodeIsUnused, Commit, Conflict, PutCode, UseCode, WebhookEndpoint
+from identity_proto.flows.webhooks import add_webhook_endpoint
 from identity_proto.records import CodePurpose, Email, Membership, RiskScores, Session, Team, User, VerificationCode
 
 #: 2100-01-01T00:00:00Z in ms: every record expires after it, so no TTL fires during a test.
@@ -159,6 +160,20 @@ def remove_user_behind_the_stores_back(store: Store, project_id: str, user_id: s
         assert store.client.delete(store.keys.user(project_id, user_id)) == 1
     else:  # pragma: no cover - every store fixture is one of the two
         raise TypeError(type(store).__name__)
+
+
+def webhook_endpoint(endpoint_id: str = "ep-1") -> WebhookEndpoint:
+    return WebhookEndpoint(
+        id=endpoint_id,
+        url=f"https://hooks.example.com/{endpoint_id}",
+        secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        created_at_millis=T0,
+    )
+
+
+def subscribe(store: Store, project_id: str, endpoint_id: str = "ep-1") -> None:
+    """Give the project a webhook endpoint: the stores record a project's events only while it has one."""
+    run(add_webhook_endpoint(project_id, webhook_endpoint(endpoint_id)), store)
 
 
 def in_threads(*workers: Callable[[], Any], timeout_s: float = 30.0) -> list[Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from backends.memory import MemoryStore
 from backends.redis import GRACE_MS, ORPHAN_NONCE_TTL_MS, RedisStore
 from identity_proto.drivers import Store, arun
 from identity_proto.effects import (
@@ -414,6 +415,37 @@ def test_redis_a_counter_an_attempt_creates_expires_too(redis_store: RedisStore)
     redis_store.apply(attempt(orphan))
 
     _assert_pttl_close(redis_store, redis_store.keys.nonce(PROJECT, orphan.nonce_hash), ORPHAN_NONCE_TTL_MS)
+
+
+def test_memory_counts_of_nonces_no_code_has_go_after_as_long_as_on_redis() -> None:
+    # Guessed nonces (attempts with codes that do not exist) must not make the store grow with the guesses.
+    store = MemoryStore()
+    tenant = store.tenant(PROJECT)
+    kept = make_code("kept", nonce="kept-nonce", lifetime_ms=2 * ORPHAN_NONCE_TTL_MS)
+    store.apply(attempt(kept))  # counted first, then a code has that nonce: its count is the code's now
+    store.apply(put_code(PROJECT, kept))
+    for n in range(2048):
+        store.apply(attempt(make_code(f"guess-{n}", nonce=f"guess-{n}")))
+    assert len(tenant.nonce_attempts) == 2049  # within the hour every count holds
+    later = NOW + ORPHAN_NONCE_TTL_MS
+    for n in range(1024):
+        store.apply(attempt(make_code(f"late-{n}", nonce=f"late-{n}"), now_ms=later))
+    assert len(tenant.nonce_attempts) == 1025  # the first 2048 went; the code's and the late ones stay
+    assert store.apply(attempt(kept, max_attempts=1, now_ms=later)).outcome is CodeOutcome.MAX_ATTEMPTS_REACHED
+
+
+def test_memory_expired_codes_go_with_the_counts_of_their_nonces() -> None:
+    store = MemoryStore()
+    tenant = store.tenant(PROJECT)
+    for n in range(1023):
+        code = make_code(f"old-{n}")
+        store.apply(put_code(PROJECT, code))
+        store.apply(attempt(code))  # used
+    assert (len(tenant.codes), len(tenant.nonce_attempts)) == (1023, 1023)
+    fresh = make_code("fresh", created_at=T0 + CODE_LIFETIME_MS)
+    store.apply(put_code(PROJECT, fresh))  # the 1024th: the sweep, at the new code's creation
+    assert set(tenant.codes) == {fresh.code_hash}
+    assert set(tenant.nonce_attempts) == {fresh.nonce_hash}
 
 
 def test_redis_a_code_past_its_grace_period_is_gone(redis_store: RedisStore) -> None:

@@ -54,6 +54,7 @@ from tests.contract.factories import (
     make_team,
     make_user,
     put_session,
+    subscribe,
 )
 from tests.contract.test_webhook_events import events, server_team, server_user
 
@@ -84,6 +85,7 @@ def sign_up(user: User, team: Team) -> Commit:
 
 
 def test_a_commit_writes_what_the_reads_read_back(store: Store) -> None:
+    subscribe(store, PROJECT)  # events are recorded for a project with a webhook endpoint
     team = make_team("t1")
     user = make_user("u1", EMAIL, selected_team_id="t1")
     assert store.apply(sign_up(user, team)) == Committed()
@@ -108,6 +110,7 @@ def test_a_commit_writes_what_the_reads_read_back(store: Store) -> None:
 
 
 def test_a_guard_that_does_not_hold_refuses_the_whole_commit(store: Store) -> None:
+    subscribe(store, PROJECT)  # events are recorded for a project with a webhook endpoint
     assert isinstance(store.apply(add_user(PROJECT, make_user("u1", EMAIL))), Committed)
     before = events(store)
     # The address is taken (guard 1 of the sign-up): nothing of the second user, its team or events.
@@ -193,6 +196,8 @@ def test_concurrent_patches_of_different_fields_both_survive(store: Store) -> No
 
 
 def test_of_concurrent_sign_ups_of_one_address_exactly_one_commits(store: Store) -> None:
+    subscribe(store, PROJECT)  # events are recorded for a project with a webhook endpoint
+
     def attempt(n: int) -> Conflict | Committed:
         return store.apply(sign_up(make_user(f"u{n}", EMAIL), make_team(f"t{n}")))  # type: ignore[no-any-return]
 

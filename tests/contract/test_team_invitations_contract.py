@@ -47,6 +47,7 @@ from tests.contract.factories import (
     make_user,
     put_code,
     revoke_invitation,
+    subscribe,
 )
 
 NOW = T0 + 1_000  # while an invitation made by `invitation` is open
@@ -219,6 +220,7 @@ def test_of_concurrent_accepts_of_invitations_to_one_team_by_one_user_one_adds_t
     codes = [invitation(f"a{n}") for n in range(6)]
     for code in codes:
         create_invitation(store, PROJECT, code)
+    subscribe(store, PROJECT)  # events are recorded only for a project with a webhook endpoint
     before = len(store.apply(ListEvents(PROJECT)))
     results = in_threads(*[lambda code=code: accept(store, code) for code in codes])
     # One added it; the others found it there (a membership that appeared after their read re-ran them).

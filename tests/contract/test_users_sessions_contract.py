@@ -655,9 +655,8 @@ def test_redis_user_and_session_layout(redis_store: RedisStore) -> None:
         f"{prefix}session:{session.id}".encode(),
         f"{prefix}session-by-token:token-s-1".encode(),
         f"{prefix}user-sessions:{user.id}".encode(),
-        f"{prefix}events".encode(),  # webhooks: the user.created event (the project's events stream)
+        # (no events stream: the project has no webhook endpoint, so user.created is owed to no one)
     }
-    assert client.type(f"{prefix}events") == b"stream"
     user_key = f"{prefix}user:{user.id}"
     assert client.type(user_key) == b"hash"
     assert {f.decode() for f in client.hkeys(user_key)} == {f.name for f in dataclasses.fields(User)}

@@ -2,7 +2,9 @@
 names records exactly its events, in order, in the same atomic step as the change (`identity_proto.events`);
 `event_data` renders them as the original's payloads; a refused write records none.
 
-The events are read back with `ListEvents`, in pages, as the delivery loop reads them."""
+The events are read back with `ListEvents`, in pages, as the delivery loop reads them. A store records them only while
+the project has a webhook endpoint (no one else is owed them), so each project here has one (`subscribed`), and
+`test_a_project_without_endpoints_records_no_events` checks the other case."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from identity_proto.flows.oauth import store_oauth_user
 from identity_proto.flows.signin import NewUser
 from identity_proto.flows.teams import add_member, store_team
 from identity_proto.flows.users import drop_user, patch_user
+from identity_proto.flows.webhooks import add_webhook_endpoint, drop_webhook_endpoint
 from identity_proto.records import CodePurpose, OAuthAccount, ProjectConfig, Team, User, replaced
 from identity_proto.render import render_team, render_user
 from tests.contract.conftest import AsyncBackend
@@ -72,11 +75,23 @@ from tests.contract.factories import (
     set_user_fields,
     sign_in_by_email,
     sign_up_anonymously,
+    subscribe,
     update_team,
     upgrade_anonymous,
+    webhook_endpoint,
 )
 
 CONFIG = ProjectConfig()
+
+
+@pytest.fixture(autouse=True)
+def subscribed(request: pytest.FixtureRequest) -> None:
+    """Both projects of a sync store have a webhook endpoint: events are recorded for them."""
+    for name in ("store", "redis_store"):
+        if name in request.fixturenames:
+            store = request.getfixturevalue(name)
+            for project_id in (PROJECT, OTHER_PROJECT):
+                subscribe(store, project_id)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -544,6 +559,7 @@ def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> N
         async def do(effect: Any) -> Any:
             return await arun(perform(effect), store)
 
+        await arun(add_webhook_endpoint(PROJECT, webhook_endpoint()), store)
         await do(add_user(PROJECT, make_user("ada")))
         await arun(store_team(PROJECT, make_team("team-1")), store)
         await arun(add_member(PROJECT, make_membership("team-1", "ada", permissions=("team_member",))), store)
@@ -566,10 +582,38 @@ def test_the_async_stores_record_the_same_events(async_store: AsyncBackend) -> N
 
 def test_the_memory_store_keeps_at_most_the_hard_cap_of_a_projects_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memory_store_module, "EVENTS_HARD_CAP", 3)
-    store = MemoryStore()
+    store = MemoryStore(keep_every_event=True)  # the fake's: without endpoints, only the cap bounds them
     for n in range(5):
         store.apply(add_user(PROJECT, make_user(f"user-{n}")))
     kept = store.apply(ListEvents(PROJECT))
     assert [event.record.id for event in kept] == ["user-2", "user-3", "user-4"]
     tag = store.tenant(PROJECT).event_tag
     assert [event.id for event in kept] == [f"msg_{tag}{n:012d}" for n in (3, 4, 5)]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Only while someone is owed them
+
+
+def test_a_project_without_endpoints_records_no_events(store: Store) -> None:
+    # An endpoint gets only the events recorded after its creation: one recorded while the project has none is owed
+    # to no one, and keeping it would make the project's memory grow with its writes.
+    run(drop_webhook_endpoint(OTHER_PROJECT, "ep-1"), store)
+    store.apply(add_user(OTHER_PROJECT, make_user("ada")))
+    patched_user(store, OTHER_PROJECT, "ada", UserChanges.of(display_name="Ada"))
+    assert recorded(store, OTHER_PROJECT) == []
+    run(add_webhook_endpoint(OTHER_PROJECT, webhook_endpoint("ep-2")), store)
+    patched_user(store, OTHER_PROJECT, "ada", UserChanges.of(display_name="Ada again"))
+    assert [(kind, data["display_name"]) for kind, data in events(store, OTHER_PROJECT)] == [
+        ("user.updated", "Ada again")
+    ]
+    run(drop_webhook_endpoint(OTHER_PROJECT, "ep-2"), store)
+    patched_user(store, OTHER_PROJECT, "ada", UserChanges.of(display_name="Ada once more"))
+    assert len(recorded(store, OTHER_PROJECT)) == 1  # nothing more once its last endpoint is gone
+    assert [kind for kind, _ in events(store)] == []  # the other project's endpoint changed nothing here
+
+
+def test_the_fakes_memory_store_records_events_without_endpoints() -> None:
+    store = MemoryStore(keep_every_event=True)
+    store.apply(add_user(PROJECT, make_user("ada")))
+    assert [kind for kind, _ in events(store)] == ["user.created"]

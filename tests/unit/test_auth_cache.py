@@ -10,6 +10,7 @@ import pytest
 
 from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
 from identity_proto import IssuedKeys, Service, ServiceOptions, auth, run
+from identity_proto.tokens import SeededEntropy, SigningKey, VerifiedTokenCache, new_signing_key
 from tests.support import Harness, admin_headers, client_headers, server_headers
 from tests.unit.test_auth import _token
 
@@ -112,3 +113,24 @@ def test_the_cache_is_bounded() -> None:
     for index in range(5):
         cache.put((("x-service-project-id", f"p{index}"),), entry)
     assert len(cache._entries) <= 2
+
+
+def test_the_verified_token_cache_is_bounded_and_forgets_expired_tokens() -> None:
+    # Every sign-in and refresh makes a new access token: the memo of their signatures must not grow with them.
+    key = SigningKey.from_scalar(new_signing_key(SeededEntropy(1)))
+    now_ms = 1_000_000_000
+    cache = VerifiedTokenCache(max_entries=3)
+    tokens = [key.sign({"sub": f"u{n}", "exp": 1_000_600 + n}) for n in range(5)]
+    for n, token in enumerate(tokens):
+        assert cache.verify(key, token, now_ms=now_ms) == {"sub": f"u{n}", "exp": 1_000_600 + n}
+    assert len(cache) == 3  # the least recently used went
+    assert cache.seen(tokens[0]) is None
+    assert cache.seen(tokens[4]) is not None
+    seen = cache.seen(tokens[4])
+    assert seen is not None
+    assert cache.verify(key, tokens[4], seen) == {"sub": "u4", "exp": 1_000_604}
+    now_ms = 1_000_604_000  # u2 and u3 have expired; a new token makes them leave
+    cache.verify(key, key.sign({"sub": "u5", "exp": 1_000_700}), now_ms=now_ms)
+    assert cache.seen(tokens[2]) is None
+    assert cache.seen(tokens[3]) is None
+    assert len(cache) == 2
