@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_json_schema
+from pydantic_core import core_schema
 
 from identity_proto.auth import AccessType
 from identity_proto.routing import Route
+from identity_proto.schemas.responses import COMPONENTS, REDIRECTS, response_schema
 
 if TYPE_CHECKING:
     from identity_proto.schemas import Body, Query
@@ -53,6 +55,44 @@ _KNOWN_ERROR = {
 }
 
 
+class AsStrictAsTheValidators(GenerateJsonSchema):
+    """Pydantic's JSON Schema, plus what each field validator accepts (`identity_proto.schemas.base.documented`):
+    patterns, lengths, formats, and `null` taken out where a validator refuses it, so that a request the document
+    calls valid is not refused by the service as invalid."""
+
+    def function_after_schema(self, schema: core_schema.AfterValidatorFunctionSchema) -> JsonSchemaValue:
+        return _documented(schema, super().function_after_schema(schema))
+
+    def function_before_schema(self, schema: core_schema.BeforeValidatorFunctionSchema) -> JsonSchemaValue:
+        return _documented(schema, super().function_before_schema(schema))
+
+    def function_plain_schema(self, schema: core_schema.PlainValidatorFunctionSchema) -> JsonSchemaValue:
+        return _documented(schema, super().function_plain_schema(schema))
+
+    def function_wrap_schema(self, schema: core_schema.WrapValidatorFunctionSchema) -> JsonSchemaValue:
+        return _documented(schema, super().function_wrap_schema(schema))
+
+
+def _documented(core: Any, generated: JsonSchemaValue) -> JsonSchemaValue:
+    function = core.get("function", {}).get("function")
+    rule = getattr(getattr(function, "__func__", function), "__json_schema__", None)
+    if rule is None:
+        return generated
+    if callable(rule):
+        return dict(rule(generated))
+    return _with_rule(generated, rule)
+
+
+def _with_rule(schema: JsonSchemaValue, rule: dict[str, Any]) -> JsonSchemaValue:
+    """`rule`'s keywords on the non-null branches of `schema`."""
+    any_of = schema.get("anyOf")
+    if any_of is not None:
+        return {**schema, "anyOf": [b if b.get("type") == "null" else _with_rule(b, rule) for b in any_of]}
+    if "description" in rule and "description" in schema:
+        return {**schema, **rule, "description": f"{schema['description']} {rule['description']}"}
+    return {**schema, **rule}
+
+
 def openapi_document(routes: Sequence[Route], *, title: str = "Identity service", version: str = "1") -> dict[str, Any]:
     """The document for `routes`."""
     bodies: list[type[Body]] = []
@@ -60,8 +100,10 @@ def openapi_document(routes: Sequence[Route], *, title: str = "Identity service"
         for model in _body_models(route):
             if model not in bodies:
                 bodies.append(model)
-    refs, definitions = models_json_schema([(m, "validation") for m in bodies], ref_template=_REF)
-    schemas = {**definitions.get("$defs", {}), "KnownError": _KNOWN_ERROR}
+    refs, definitions = models_json_schema(
+        [(m, "validation") for m in bodies], ref_template=_REF, schema_generator=AsStrictAsTheValidators
+    )
+    schemas = {**_without_null_defaults(definitions.get("$defs", {})), **COMPONENTS, "KnownError": _KNOWN_ERROR}
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         body_refs = [refs[(m, "validation")] for m in _body_models(route)]
@@ -72,6 +114,28 @@ def openapi_document(routes: Sequence[Route], *, title: str = "Identity service"
         "paths": paths,
         "components": {"schemas": schemas, "securitySchemes": _SECURITY_SCHEMES},
     }
+
+
+def _without_null_defaults(value: Any) -> Any:
+    """Pydantic writes `"default": null` for an omitted optional field; where the field refuses null (a validator
+    took `null` out of its schema) that default would tell a client to send what is refused: it goes."""
+    if isinstance(value, list):
+        return [_without_null_defaults(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    cleaned = {key: _without_null_defaults(item) for key, item in value.items()}
+    if "default" in cleaned and cleaned["default"] is None and not _allows_null(cleaned):
+        del cleaned["default"]
+    return cleaned
+
+
+def _allows_null(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    if kind is None and "anyOf" not in schema and "$ref" not in schema:
+        return True  # any value
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    return any(_allows_null(branch) for branch in schema.get("anyOf", ()))
 
 
 def _body_models(route: Route) -> list[type[Body]]:
@@ -85,16 +149,14 @@ def _body_models(route: Route) -> list[type[Body]]:
 
 
 def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
+    body_required = any(getattr(model, "body_required", False) for model in _body_models(route))
     doc = (route.flow.__doc__ or "").strip()
     operation: dict[str, Any] = {
         "operationId": f"{route.method.lower()}_{route.flow.__module__.rsplit('.', 1)[-1]}_{route.flow.__name__}",
         "summary": doc.split("\n", 1)[0],
         "parameters": _parameters(route),
         "responses": {
-            str(route.success): {
-                "description": "Success",
-                "content": {route.produces: {"schema": {"type": "string"} if route.produces != _JSON else {}}},
-            },
+            **_successes(route),
             "default": {
                 "description": "A known error (the X-Service-Known-Error header names its code)",
                 "headers": {"x-service-known-error": {"schema": {"type": "string"}}},
@@ -142,11 +204,38 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
     if body_refs:
         # anyOf, not oneOf: the server model of a route is a superset of its client model, so a body may match both.
         schema = body_refs[0] if len(body_refs) == 1 else {"anyOf": body_refs}
-        operation["requestBody"] = {"required": True, "content": {route.consumes: {"schema": schema}}}
+        operation["requestBody"] = {"required": body_required, "content": {route.consumes: {"schema": schema}}}
     return operation
 
 
 _JSON = "application/json"
+
+
+def _successes(route: Route) -> dict[str, Any]:
+    """The success responses: the JSON body's schema (identity_proto.schemas.responses), or the redirect."""
+    key = (route.method, route.pattern)
+    redirects = REDIRECTS.get(key, {})
+    responses: dict[str, Any] = {
+        str(status): {
+            "description": description,
+            "headers": {"location": {"required": True, "schema": {"type": "string"}}},
+        }
+        for status, description in redirects.items()
+    }
+    if route.produces != _JSON:
+        if route.success not in redirects:
+            responses[str(route.success)] = {
+                "description": "Success",
+                "content": {route.produces: {"schema": {"type": "string"}}},
+            }
+        return responses
+    schema = response_schema(*key)
+    if schema is None and redirects:
+        return responses
+    if schema is None:  # compatibility mode's routes: the original's shapes (the document describes the default mode)
+        schema = {"type": "object", "description": "The original's shape (compatibility mode)."}
+    responses[str(route.success)] = {"description": "Success", "content": {_JSON: {"schema": schema}}}
+    return responses
 
 
 def _parameters(route: Route) -> list[dict[str, Any]]:
@@ -160,7 +249,7 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
         parameters.append({"name": header, "in": "header", "required": True, "schema": {"type": "string"}})
     query = route.query
     if query is not None:
-        full = query.model_json_schema(ref_template=_REF)
+        full = query.model_json_schema(ref_template=_REF, schema_generator=AsStrictAsTheValidators)
         required = set(full.get("required", ()))
         for name, schema in full.get("properties", {}).items():
             parameters.append({"name": name, "in": "query", "required": name in required, "schema": schema})
@@ -168,7 +257,9 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
 
 
 def _properties(model: type[Query]) -> dict[str, Any]:
-    return dict(model.model_json_schema(ref_template=_REF).get("properties", {}))
+    return dict(
+        model.model_json_schema(ref_template=_REF, schema_generator=AsStrictAsTheValidators).get("properties", {})
+    )
 
 
 def _path_names(pattern: str) -> list[str]:

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.records import RateLimitSetting, TrustedDomain
-from identity_proto.schemas.base import Body, Query, _not_null, _plain_name, is_uuid
+from identity_proto.schemas.base import UUID_PATTERN, Body, Query, _not_null, _plain_name, documented, is_uuid
 from identity_proto.schemas.oauth_accounts import MergeStrategy, OAuthProviderIn, unique_provider_ids
 from identity_proto.urls import UnsafeURL, parse_origin_pattern
 
@@ -31,6 +31,7 @@ class DomainIn(Body):
 
     @field_validator("handler_path")
     @classmethod
+    @documented({"pattern": "^/"})
     def _path_is_absolute(cls, value: str) -> str:
         if not value.startswith("/"):
             raise ValueError("must start with /")
@@ -126,6 +127,7 @@ class ProjectIdParams(Query):
 
     @field_validator("project_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _uuid(cls, value: str) -> str:
         if not is_uuid(value):
             raise ValueError("must be a valid UUID")

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from identity_proto.passwords import hash_cost_problem
 from identity_proto.schemas.base import (
+    UUID_PATTERN,
     Body,
     Query,
     _email,
@@ -19,6 +20,7 @@ from identity_proto.schemas.base import (
     _profile_image,
     _user_email,
     _uuid_or_me,
+    documented,
     is_uuid,
 )
 
@@ -30,12 +32,14 @@ def _empty_to_none(value: Any) -> Any:
     return None if value == "" else value
 
 
+@documented({"pattern": _BASE64.pattern})
 def _base64_or_none(value: str | None) -> str | None:
     if value is not None and not _BASE64.match(value):
         raise ValueError("is not valid base64")
     return value
 
 
+@documented({"pattern": "^[ \\t]*[A-Za-z]{2}[ \\t]*$"})
 def _country_or_none(value: str | None) -> str | None:
     if value is None:
         return None
@@ -79,6 +83,7 @@ class ClientUserUpdateBody(Body):
 
     @field_validator("selected_team_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _team_id(cls, value: str | None) -> str | None:
         if value is not None and not is_uuid(value):
             raise ValueError("must be a valid UUID")
@@ -153,6 +158,7 @@ class UserCreateBody(ServerUserUpdateBody):
 
     @field_validator("selected_team_id")
     @classmethod
+    @documented(lambda schema: {"type": "null"})
     def _no_selected_team(cls, value: str | None) -> str | None:
         if value is not None:
             raise ValueError("cannot be set when creating a user")
@@ -193,6 +199,7 @@ class ListUsersQuery(Query):
 
     @field_validator("cursor", "team_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _uuid(cls, value: str | None) -> str | None:
         if value is not None and not is_uuid(value):
             raise ValueError("must be a valid UUID")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from identity_proto.events import EVENT_TYPES
-from identity_proto.schemas.base import Body, Query, _not_null, is_uuid
+from identity_proto.schemas.base import UUID_PATTERN, WEB_URL_PATTERN, Body, Query, _not_null, documented, is_uuid
 from identity_proto.urls import UnsafeURL, parse_web_url
 
 #: The longest endpoint URL accepted.
@@ -22,6 +22,7 @@ MAX_WEBHOOK_DESCRIPTION_LENGTH = 4096
 _MESSAGE_ID_PATTERN = r"^msg_[0-9A-Za-z-]{1,64}$"
 
 
+@documented({"pattern": WEB_URL_PATTERN})
 def _endpoint_url(value: str | None) -> str | None:
     """An endpoint URL, normalised as a browser reads it (what is checked is what is called)."""
     if value is None:
@@ -77,6 +78,7 @@ class SendTestWebhookBody(Body):
     endpoint_id: str = Field(max_length=64)
 
 
+@documented({"pattern": UUID_PATTERN})
 def _uuid(value: str) -> str:
     if not is_uuid(value):
         raise ValueError("must be a valid UUID")
