@@ -11,6 +11,11 @@ answers in plain text (`errors.PlainError`: its message as text/plain, no header
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import textwrap
+import types
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +23,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_jso
 from pydantic_core import core_schema
 
 from identity_proto.auth import AccessType
+from identity_proto.errors import ErrorCode
 from identity_proto.routing import Route
 from identity_proto.schemas.responses import COMPONENTS, REDIRECTS, response_schema
 
@@ -168,26 +174,42 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
             },
         },
     }
+    # The known errors this operation can answer, by status: each status lists its codes (header and body).
+    by_status: dict[int, list[str]] = {}
+    for code in sorted(known_errors(route), key=lambda c: c.name):
+        by_status.setdefault(code.status, []).append(code.name)
+    for status, names in sorted(by_status.items()):
+        operation["responses"][str(status)] = {
+            "description": "A known error: " + ", ".join(names),
+            "headers": {"x-service-known-error": {"required": True, "schema": {"enum": names}}},
+            "content": {
+                _JSON: {"schema": {"allOf": [{"$ref": _REF.format(model="KnownError")}, _code_in(names)]}},
+            },
+        }
     # Refusals the original answers in plain text, without a known error: the route names their statuses
     # (`Route.plain_errors`), or the flow does (its `plain_errors` attribute); those statuses may be either kind.
     for status in (*route.plain_errors, *route.flow.__dict__.get("plain_errors", ())):
+        names = by_status.get(status, [])
         operation["responses"][str(status)] = {
-            "description": "A known error, or a refusal in plain text (then without X-Service-Known-Error)",
+            "description": "A refusal in plain text (without X-Service-Known-Error)"
+            + (", or a known error: " + ", ".join(names) if names else ""),
             "content": {
-                _JSON: {"schema": {"$ref": _REF.format(model="KnownError")}},
+                _JSON: {"schema": {"allOf": [{"$ref": _REF.format(model="KnownError")}, _code_in(names)]}},
                 "text/plain": {"schema": {"type": "string"}},
             },
         }
     # Answers in OAuth 2's own error format (RFC 6749 §5.2 `{"error", "error_description"}`, RFC 6750 §3 for a bad
     # bearer token): the mock provider's token and userinfo endpoints list their statuses in `oauth_errors`.
     for status in route.flow.__dict__.get("oauth_errors", ()):
+        names = by_status.get(status, [])
         operation["responses"][str(status)] = {
-            "description": "An OAuth 2 error (RFC 6749 §5.2), or a known error",
+            "description": "An OAuth 2 error (RFC 6749 §5.2)"
+            + (", or a known error: " + ", ".join(names) if names else ""),
             "content": {
                 _JSON: {
                     "schema": {
                         "anyOf": [
-                            {"$ref": _REF.format(model="KnownError")},
+                            {"allOf": [{"$ref": _REF.format(model="KnownError")}, _code_in(names)]},
                             {
                                 "type": "object",
                                 "required": ["error"],
@@ -209,6 +231,94 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 _JSON = "application/json"
+
+
+def _code_in(names: list[str]) -> dict[str, Any]:
+    return {"properties": {"code": {"enum": names}}}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Which known errors an operation can answer: those of the request pipeline every route passes through, and those
+# its flow raises, found by reading the flow and everything of identity_proto it names (functions, and tables of
+# codes), transitively. A superset: a code a helper can raise on some path is listed even where this route never
+# takes that path.
+
+
+def known_errors(route: Route) -> frozenset[ErrorCode]:
+    """The known errors `route` can answer (default mode)."""
+    codes = set(_PIPELINE_CODES) | _flow_codes(route.flow)
+    if route.access is not None:
+        codes |= {ErrorCode.ACCESS_TYPE_REQUIRED, ErrorCode.INSUFFICIENT_ACCESS_TYPE}
+    if route.method != "GET":  # a body is parsed (and refused) whether or not the route takes one
+        codes |= {ErrorCode.BODY_PARSING_ERROR, ErrorCode.REQUEST_BODY_TOO_LARGE}
+    if route.body is not None or route.query is not None or route.params is not None or route.required_headers:
+        codes.add(ErrorCode.SCHEMA_ERROR)
+    return frozenset(codes)
+
+
+#: Every request: authentication (its headers are read whatever the route), the rate limits, a session gone,
+#: the store, a bug, a request the host cannot read.
+_PIPELINE_CODES = frozenset(
+    {
+        ErrorCode.RATE_LIMITED,
+        ErrorCode.WRITE_CONFLICT,
+        ErrorCode.STORAGE_UNAVAILABLE,
+        ErrorCode.INTERNAL_ERROR,
+        ErrorCode.MALFORMED_REQUEST,
+    }
+)
+
+
+@functools.cache
+def _pipeline_codes() -> frozenset[ErrorCode]:
+    from identity_proto import auth, context
+
+    found: set[ErrorCode] = set()
+    for function in (auth.authenticate, auth.session_precondition, *vars(context.RequestContext).values()):
+        found |= _codes(function, set())
+    return frozenset(found)
+
+
+@functools.cache
+def _flow_codes(flow: Any) -> frozenset[ErrorCode]:
+    return _pipeline_codes() | _codes(flow, set())
+
+
+def _codes(value: Any, seen: set[int]) -> set[ErrorCode]:
+    if id(value) in seen:
+        return set()
+    seen.add(id(value))
+    if isinstance(value, ErrorCode):
+        return {value}
+    found: set[ErrorCode] = set()
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found |= _codes(key, seen) | _codes(item, seen)
+        return found
+    if isinstance(value, (tuple, list, set, frozenset)):
+        for item in value:
+            found |= _codes(item, seen)
+        return found
+    function = getattr(value, "__func__", value)
+    if isinstance(function, property):
+        function = function.fget
+    if not isinstance(function, types.FunctionType) or not (function.__module__ or "").startswith("identity_proto"):
+        return found
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return found
+    names = function.__globals__
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner = names.get(node.value.id)
+            if owner is ErrorCode and node.attr in ErrorCode.__members__:
+                found.add(ErrorCode[node.attr])
+            elif isinstance(owner, types.ModuleType) and owner.__name__.startswith("identity_proto"):
+                found |= _codes(getattr(owner, node.attr, None), seen)
+        elif isinstance(node, ast.Name) and node.id in names and names[node.id] is not ErrorCode:
+            found |= _codes(names[node.id], seen)
+    return found
 
 
 def _successes(route: Route) -> dict[str, Any]:
