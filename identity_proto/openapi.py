@@ -356,14 +356,32 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
         schema = path_schema.get(name, {"type": "string"})
         parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
     for header in route.required_headers:
-        parameters.append({"name": header, "in": "header", "required": True, "schema": {"type": "string"}})
+        # an empty value is no value: the flow refuses it as missing
+        parameters.append(
+            {"name": header, "in": "header", "required": True, "schema": {"type": "string", "minLength": 1}}
+        )
     query = route.query
     if query is not None:
         full = query.model_json_schema(ref_template=_REF, schema_generator=AsStrictAsTheValidators)
         required = set(full.get("required", ()))
+        required |= set(_QUERY_REQUIRED_BY_THE_FLOW.get((route.method, route.pattern), ()))
         for name, schema in full.get("properties", {}).items():
+            if name in required:
+                schema = _without_null_defaults(_non_null(schema))
             parameters.append({"name": name, "in": "query", "required": name in required, "schema": schema})
     return parameters
+
+
+#: Query parameters a flow requires that its model (shared with the resource's other routes, as the original's are)
+#: leaves optional.
+_QUERY_REQUIRED_BY_THE_FLOW = {("GET", "/api/v1/user-api-keys"): ("user_id",)}
+
+
+def _non_null(schema: dict[str, Any]) -> dict[str, Any]:
+    branches = [b for b in schema.get("anyOf", ()) if b != {"type": "null"}]
+    if len(branches) == 1:
+        return {**{k: v for k, v in schema.items() if k != "anyOf"}, **branches[0]}
+    return schema
 
 
 def _properties(model: type[Query]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, TypeVar, cast
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic_core import ErrorDetails
 
 from identity_proto.schemas.problems import Validated, not_an_object, unknown_properties
@@ -55,6 +55,32 @@ class Body(BaseModel):
     #: is 400 SCHEMA_ERROR "body must be defined", as the original's `.defined()` body schemas answer, even when
     #: every field is optional (`{}` is the empty update; nothing at all is a mistake).
     body_required: ClassVar[bool] = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """An integer field takes a JSON number with a zero fraction (`60000.0`) as that integer: JSON has one
+        number type (the original, in JavaScript, cannot tell them apart; JSON Schema's `integer` includes them),
+        so the document's `integer` and the service agree. A fraction (`50.5`) is still refused."""
+        if isinstance(data, dict):
+            for name in _integer_fields(cls):
+                value = data.get(name)
+                if type(value) is float and value.is_integer():
+                    data = {**data, name: int(value)}
+        return data
+
+
+#: model -> the names of its fields typed `int` or `int | None`.
+_INTEGER_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {}
+
+
+def _integer_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    names = _INTEGER_FIELDS.get(model)
+    if names is None:
+        names = _INTEGER_FIELDS[model] = tuple(
+            name for name, info in model.model_fields.items() if info.annotation in (int, int | None)
+        )
+    return names
 
 
 class IgnoredBody(Body):

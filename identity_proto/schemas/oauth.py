@@ -105,6 +105,19 @@ class OAuthTokenGrantBody(Body):
     """POST /auth/oauth/token, form-encoded from the SDK, JSON in the original's e2e (reference §7.5,
     official-sdk §3.8): the refresh grant or the authorization-code grant, each with the fields it needs."""
 
+    # `_grant_fields` in the document: each grant with the fields it needs
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "properties": {"grant_type": {"const": "refresh_token"}},
+                    "required": ["refresh_token", "client_secret"],
+                },
+                {"properties": {"grant_type": {"const": "authorization_code"}}, "required": ["code"]},
+            ]
+        }
+    )
+
     grant_type: Literal["refresh_token", "authorization_code"]
     client_id: str = Field(min_length=1, max_length=128)
     client_secret: str | None = Field(default=None, min_length=1, max_length=256)

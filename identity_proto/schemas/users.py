@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from identity_proto.passwords import hash_cost_problem
 from identity_proto.schemas.base import (
@@ -102,6 +102,21 @@ def _affordable_hash(value: str | None) -> str | None:
 
 class ServerUserUpdateBody(ClientUserUpdateBody):
     """PATCH /users/{user_id} and /users/me with server or admin access: every field of the spec's table."""
+
+    # `_restriction_needs_the_flag` in the document: a reason or details only with restricted_by_admin: true
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["restricted_by_admin"], "properties": {"restricted_by_admin": {"const": True}}},
+                {
+                    "properties": {
+                        "restricted_by_admin_reason": {"type": "null"},
+                        "restricted_by_admin_private_details": {"type": "null"},
+                    }
+                },
+            ]
+        }
+    )
 
     client_read_only_metadata: Any = None
     server_metadata: Any = None
