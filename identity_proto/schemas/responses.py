@@ -327,6 +327,28 @@ _OUTBOX_MAIL = obj(
     }
 )
 
+_RECORDS: Schema = {"type": "array", "items": {"type": "object"}, "description": "Records as the store keeps them."}
+_EXPORT = obj(
+    {
+        "format": {"const": "identity-service/project-data"},
+        "version": INTEGER,
+        "exported_at_millis": MILLIS,
+        "project": obj({"id": STRING, "display_name": STRING, "config": {"type": "object"}}),
+        "users": _RECORDS,
+        "contact_channels": _RECORDS,
+        "teams": _RECORDS,
+        "memberships": _RECORDS,
+        "project_permissions": {
+            "type": "array",
+            "items": obj({"user_id": UUID, "permission_ids": {"type": "array", "items": STRING}}),
+        },
+        "api_keys": _RECORDS,
+        "team_invitations": _RECORDS,
+        "webhook_endpoints": _RECORDS,
+    },
+    description="A project's data (docs: export and import); the records' fields are described there.",
+)
+
 _JWK: Schema = {"type": "object", "required": ["kty"], "properties": {"kty": STRING}, "description": "A public JWK."}
 
 #: Every named object of the responses, as the document's components.
@@ -350,6 +372,7 @@ COMPONENTS: dict[str, Schema] = {
     "SignInResult": _SIGN_IN,
     "OutboxMail": _OUTBOX_MAIL,
     "Success": obj({"success": TRUE}),
+    "ProjectExport": _EXPORT,
 }
 
 _SUCCESS = ref("Success")
@@ -527,10 +550,7 @@ RESPONSE_SCHEMAS: dict[tuple[str, str], Schema] = {
     ("GET", f"{_V1}/testing/clock"): _CLOCK,
     ("POST", f"{_V1}/testing/clock"): _CLOCK,
     ("POST", f"{_V1}/testing/projects/{{project_id}}/reset"): _SUCCESS,
-    ("GET", f"{_V1}/testing/projects/{{project_id}}/export"): {
-        "type": "object",
-        "description": "A project's export document (docs: export and import).",
-    },
+    ("GET", f"{_V1}/testing/projects/{{project_id}}/export"): ref("ProjectExport"),
     ("POST", f"{_V1}/testing/projects/{{project_id}}/import"): obj(
         {"imported": {"type": "object", "additionalProperties": INTEGER, "description": "Records imported, by kind."}}
     ),
