@@ -24,7 +24,7 @@ from pydantic_core import core_schema
 
 from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode
-from identity_proto.routing import Route
+from identity_proto.routing import Route, _compile
 from identity_proto.schemas.responses import COMPONENTS, REDIRECTS, response_schema
 
 if TYPE_CHECKING:
@@ -111,9 +111,11 @@ def openapi_document(routes: Sequence[Route], *, title: str = "Identity service"
     )
     schemas = {**_without_null_defaults(definitions.get("$defs", {})), **COMPONENTS, "KnownError": _KNOWN_ERROR}
     paths: dict[str, dict[str, Any]] = {}
+    shadowing = _shadowing(routes)
     for route in routes:
         body_refs = [refs[(m, "validation")] for m in _body_models(route)]
-        paths.setdefault(route.pattern, {})[route.method.lower()] = _operation(route, body_refs)
+        shadows = shadowing.get((route.method, route.pattern), [])
+        paths.setdefault(route.pattern, {})[route.method.lower()] = _operation(route, body_refs, shadows)
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -154,7 +156,7 @@ def _body_models(route: Route) -> list[type[Body]]:
     return unique
 
 
-def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
+def _operation(route: Route, body_refs: list[dict[str, Any]], shadowing: Sequence[Route] = ()) -> dict[str, Any]:
     body_required = any(getattr(model, "body_required", False) for model in _body_models(route))
     doc = (route.flow.__doc__ or "").strip()
     operation: dict[str, Any] = {
@@ -176,7 +178,7 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
     }
     # The known errors this operation can answer, by status: each status lists its codes (header and body).
     by_status: dict[int, list[str]] = {}
-    for code in sorted(known_errors(route), key=lambda c: c.name):
+    for code in sorted(known_errors(route, shadowing), key=lambda c: c.name):
         by_status.setdefault(code.status, []).append(code.name)
     for status, names in sorted(by_status.items()):
         operation["responses"][str(status)] = {
@@ -188,7 +190,7 @@ def _operation(route: Route, body_refs: list[dict[str, Any]]) -> dict[str, Any]:
         }
     # Refusals the original answers in plain text, without a known error: the route names their statuses
     # (`Route.plain_errors`), or the flow does (its `plain_errors` attribute); those statuses may be either kind.
-    for status in (*route.plain_errors, *route.flow.__dict__.get("plain_errors", ())):
+    for status in plain_statuses(route, shadowing):
         names = by_status.get(status, [])
         operation["responses"][str(status)] = {
             "description": "A refusal in plain text (without X-Service-Known-Error)"
@@ -244,9 +246,12 @@ def _code_in(names: list[str]) -> dict[str, Any]:
 # takes that path.
 
 
-def known_errors(route: Route) -> frozenset[ErrorCode]:
-    """The known errors `route` can answer (default mode)."""
-    codes = set(_PIPELINE_CODES) | _flow_codes(route.flow)
+def known_errors(route: Route, shadowing: Sequence[Route] = ()) -> frozenset[ErrorCode]:
+    """The known errors `route` can answer (default mode); `shadowing`: the routes that answer some of its paths
+    (`/users/me` for `/users/{user_id}` with `me`)."""
+    codes = set(_PIPELINE_CODES) | {c for c in _flow_codes(route.flow) if isinstance(c, ErrorCode)}
+    for other in shadowing:
+        codes |= known_errors(other)
     if route.access is not None:
         codes |= {ErrorCode.ACCESS_TYPE_REQUIRED, ErrorCode.INSUFFICIENT_ACCESS_TYPE}
     if route.method != "GET":  # a body is parsed (and refused) whether or not the route takes one
@@ -275,22 +280,48 @@ def _pipeline_codes() -> frozenset[ErrorCode]:
 
     found: set[ErrorCode] = set()
     for function in (auth.authenticate, auth.session_precondition, *vars(context.RequestContext).values()):
-        found |= _codes(function, set())
+        found |= {code for code in _codes(function, set()) if isinstance(code, ErrorCode)}
     return frozenset(found)
 
 
 @functools.cache
-def _flow_codes(flow: Any) -> frozenset[ErrorCode]:
+def _flow_codes(flow: Any) -> frozenset[ErrorCode | int]:
     return _pipeline_codes() | _codes(flow, set())
 
 
-def _codes(value: Any, seen: set[int]) -> set[ErrorCode]:
+def plain_statuses(route: Route, shadowing: Sequence[Route] = ()) -> tuple[int, ...]:
+    """The statuses `route` may answer with a refusal in plain text (no known error): those the route or its flow
+    names (`plain_errors`), and those its flow's source answers so."""
+    statuses = {*route.plain_errors, *route.flow.__dict__.get("plain_errors", ())}
+    statuses |= {c for c in _flow_codes(route.flow) if isinstance(c, int)}
+    for other in shadowing:
+        statuses |= set(plain_statuses(other))
+    return tuple(sorted(statuses))
+
+
+def _shadowing(routes: Sequence[Route]) -> dict[tuple[str, str], list[Route]]:
+    """For each route with path parameters, the routes of the same method on a literal path it would match: a
+    request for that path is theirs (`/users/me` is not `/users/{user_id}`)."""
+    literal = [r for r in routes if "{" not in r.pattern]
+    found: dict[tuple[str, str], list[Route]] = {}
+    for route in routes:
+        if "{" in route.pattern:
+            regex = _compile(route.pattern)
+            found[(route.method, route.pattern)] = [
+                r for r in literal if r.method == route.method and regex.match(r.pattern)
+            ]
+    return found
+
+
+def _codes(value: Any, seen: set[int]) -> set[ErrorCode | int]:
+    """The known errors `value` (a function, or a table) can raise, and the statuses of the plain-text refusals
+    (`PlainError(status, ...)`, `text_response(status, ...)`) it can answer, read from its source."""
     if id(value) in seen:
         return set()
     seen.add(id(value))
     if isinstance(value, ErrorCode):
         return {value}
-    found: set[ErrorCode] = set()
+    found: set[ErrorCode | int] = set()
     if isinstance(value, Mapping):
         for key, item in value.items():
             found |= _codes(key, seen) | _codes(item, seen)
@@ -310,6 +341,16 @@ def _codes(value: Any, seen: set[int]) -> set[ErrorCode]:
         return found
     names = function.__globals__
     for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("PlainError", "text_response")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, int)
+            and node.args[0].value >= 400
+        ):
+            found.add(node.args[0].value)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             owner = names.get(node.value.id)
             if owner is ErrorCode and node.attr in ErrorCode.__members__:

@@ -244,6 +244,13 @@ def _uuid_or_me(value: str) -> str:
     return value
 
 
+#: A trusted domain (`identity_proto.urls.parse_origin_pattern`) in the form the document promises: an http(s) origin
+#: with an optional `*.` or `**.` wildcard, and an optional path (ignored).
+ORIGIN_PATTERN = (
+    r"^https?://(?:\*\*?\.)?(?:[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?\.){0,4}[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?"
+    r"(?::[1-9][0-9]{0,3})?(?:/[!#-\[\]-~]*)?$"
+)
+
 #: A URL with a scheme and no white space (`_url_without_spaces`).
 URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*:[!-~]+$"
 
@@ -253,10 +260,12 @@ def _optional_uuid_or_me(value: str | None) -> str | None:
     return None if value is None else _uuid_or_me(value)
 
 
-def _items_rule(schema: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
-    """`rule` for the items of an array field's schema (for `documented`)."""
+def _items_rule(schema: dict[str, Any], rule: dict[str, Any], **array: Any) -> dict[str, Any]:
+    """`rule` for the items of an array field's schema, `array` for the array itself (for `documented`)."""
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [_items_rule(branch, rule, **array) for branch in schema["anyOf"]]}
     if "items" in schema:
-        return {**schema, "items": {**schema["items"], **rule}}
+        return {**schema, **array, "items": {**schema["items"], **rule}}
     return schema
 
 

@@ -92,8 +92,8 @@ class Tally:
     stores: Counter[str] = field(default_factory=Counter)  # by store
     positive: Counter[str] = field(default_factory=Counter)  # positive cases by store
     refused_positive: list[dict[str, Any]] = field(default_factory=list)  # valid per the document, refused
-    #: refusals of positive cases for a reason the document cannot state (per access type), by reason
-    refused_per_access_type: Counter[str] = field(default_factory=Counter)
+    #: refusals of positive cases for a reason the document cannot state (per access type; the import), by reason
+    refused_beyond_the_document: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)  # by "caller status"
     kinds: Counter[str] = field(default_factory=Counter)  # by kind of case
     server_errors: list[dict[str, Any]] = field(default_factory=list)
@@ -109,9 +109,9 @@ class Tally:
             self.positive[store] += 1
             code = (response.headers.get("x-service-known-error") or [None])[0]
             refused = status == 400 and code in REFUSED_AS_INVALID
-            reason = _per_access_type(caller, label, body) if refused else None
+            reason = _beyond_the_document(caller, label, body) if refused else None
             if reason is not None:
-                self.refused_per_access_type[reason] += 1
+                self.refused_beyond_the_document[reason] += 1
                 refused = False
             if refused:
                 self.refused_positive.append(
@@ -146,7 +146,7 @@ class Tally:
             "positive_cases_by_store": dict(self.positive),
             "positive_cases_refused_as_invalid": len(self.refused_positive),
             "refused_positive_by_operation": dict(Counter(r["operation"] for r in self.refused_positive)),
-            "refused_positive_per_access_type": dict(self.refused_per_access_type),
+            "refused_positive_beyond_the_document": dict(self.refused_beyond_the_document),
             "refused_positive_samples": self.refused_positive[:50],
             "requests_by_caller": dict(self.requests),
             "requests_by_kind": dict(self.kinds),
@@ -168,8 +168,8 @@ def tally() -> Iterator[Tally]:
         f"({result['requests_by_caller']}; {result['requests_by_store']}), {result['server_errors_5xx']} responses "
         f"5xx, {result['operations_called']} operations; {result['positive_cases_refused_as_invalid']} of "
         f"{sum(result['positive_cases_by_store'].values())} positive cases refused as invalid (and "
-        f"{sum(result['refused_positive_per_access_type'].values())} for a reason per access type: "
-        f"{result['refused_positive_per_access_type']}); figures in {path}"
+        f"{sum(result['refused_positive_beyond_the_document'].values())} for a reason OpenAPI cannot state: "
+        f"{result['refused_positive_beyond_the_document']}); figures in {path}"
     )
 
 
@@ -192,10 +192,16 @@ class World:
 _BODY_PER_ACCESS_TYPE = {f"{r.method} {r.pattern}" for r in ALL_ROUTES if isinstance(r.body, dict)}
 
 
-def _per_access_type(caller: str, label: str, answer: str) -> str | None:
+_IMPORT = "POST /api/v1/testing/projects/{project_id}/import"
+
+
+def _beyond_the_document(caller: str, label: str, answer: str) -> str | None:
     """Why a request valid per the document was refused, when the reason is one OpenAPI cannot state: what an
-    operation requires or allows per access type (security schemes are alternatives, bodies cannot depend on them).
-    None: the document should have refused the request itself."""
+    operation requires or allows per access type (security schemes are alternatives, bodies cannot depend on them),
+    and the dev-mode import's checks of a document's records against each other. None: the document should have
+    refused the request itself."""
+    if label == _IMPORT and "SCHEMA_ERROR" in answer:
+        return "an export document's records, checked against each other by the import (dev mode)"
     if "auth.user must be defined" in answer:
         return "needs a signed-in user (x-service-access-token), which server and admin access did not send"
     if caller == "client" and label in _BODY_PER_ACCESS_TYPE and "contains unknown properties" in answer:
