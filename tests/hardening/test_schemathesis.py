@@ -204,8 +204,14 @@ def _beyond_the_document(caller: str, label: str, answer: str) -> str | None:
         return "an export document's records, checked against each other by the import (dev mode)"
     if "auth.user must be defined" in answer:
         return "needs a signed-in user (x-service-access-token), which server and admin access did not send"
-    if caller == "client" and label in _BODY_PER_ACCESS_TYPE and "contains unknown properties" in answer:
+    # the body is anyOf the client's and the server's, or the path's `me` made it /users/me's client body
+    shadowed_or_any_of = label in _BODY_PER_ACCESS_TYPE or "/users/me:" in answer
+    if caller == "client" and "contains unknown properties" in answer and shadowed_or_any_of:
         return "a field only server and admin may write, sent with client access"
+    if "must be defined for type" in answer or "issuer_url" in answer or "microsoft_tenant_id is only" in answer:
+        return "an OAuth provider's fields per type, checked with the stored config (a secret left out is kept)"
+    if "more than once" in answer:
+        return "ids unique within a list of objects (JSON Schema's uniqueItems compares whole items)"
     return None
 
 
