@@ -151,3 +151,24 @@ def test_a_required_body_missing_is_a_schema_error_as_the_document_says() -> Non
     assert harness.request("POST", "/api/v1/users", server_headers(), json={}).status == 201
     # a DELETE that takes and ignores a body does not require one
     assert document["paths"]["/api/v1/teams/{team_id}"]["delete"]["requestBody"]["required"] is False
+
+
+def test_operations_list_the_known_errors_they_can_answer() -> None:
+    """Per status, the codes an operation can answer: the pipeline's, its flow's, and those of a literal route
+    that answers some of its paths; plain-text refusals where the flow answers them."""
+    paths = _document(True)["paths"]
+    create = paths["/api/v1/users"]["post"]["responses"]
+    assert "SCHEMA_ERROR" in create["400"]["headers"]["x-service-known-error"]["schema"]["enum"]
+    assert "USER_EMAIL_ALREADY_EXISTS" in create["409"]["headers"]["x-service-known-error"]["schema"]["enum"]
+    assert "INSUFFICIENT_ACCESS_TYPE" in create["401"]["headers"]["x-service-known-error"]["schema"]["enum"]
+    # DELETE /users/me answers DELETE /users/{user_id} with user_id `me`
+    delete = paths["/api/v1/users/{user_id}"]["delete"]["responses"]
+    assert "CLIENT_USER_DELETION_NOT_ENABLED" in delete["400"]["headers"]["x-service-known-error"]["schema"]["enum"]
+    # "Contact channel not found" is a plain-text 400
+    channel = paths["/api/v1/contact-channels/{user_id}/{contact_channel_id}"]["patch"]["responses"]
+    assert "text/plain" in channel["400"]["content"]
+    # a JSON body's code is one of the listed ones
+    schema = create["409"]["content"]["application/json"]["schema"]
+    document = _document(True)
+    assert _validator(document, schema).is_valid({"code": "USER_EMAIL_ALREADY_EXISTS", "error": "taken"})
+    assert not _validator(document, schema).is_valid({"code": "TEAM_NOT_FOUND", "error": "no"})
