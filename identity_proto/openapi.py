@@ -276,10 +276,11 @@ _PIPELINE_CODES = frozenset(
 
 @functools.cache
 def _pipeline_codes() -> frozenset[ErrorCode]:
-    from identity_proto import auth, context
+    from identity_proto.auth import authenticate, session_precondition
+    from identity_proto.context import RequestContext
 
     found: set[ErrorCode] = set()
-    for function in (auth.authenticate, auth.session_precondition, *vars(context.RequestContext).values()):
+    for function in (authenticate, session_precondition, *vars(RequestContext).values()):
         found |= {code for code in _codes(function, set()) if isinstance(code, ErrorCode)}
     return frozenset(found)
 
