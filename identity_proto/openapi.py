@@ -112,10 +112,12 @@ def openapi_document(routes: Sequence[Route], *, title: str = "Identity service"
     schemas = {**_without_null_defaults(definitions.get("$defs", {})), **COMPONENTS, "KnownError": _KNOWN_ERROR}
     paths: dict[str, dict[str, Any]] = {}
     shadowing = _shadowing(routes)
+    literals = tuple(r.pattern for r in routes if "{" not in r.pattern)
     for route in routes:
         body_refs = [refs[(m, "validation")] for m in _body_models(route)]
         shadows = shadowing.get((route.method, route.pattern), [])
-        paths.setdefault(route.pattern, {})[route.method.lower()] = _operation(route, body_refs, shadows)
+        operation = _operation(route, body_refs, shadows, literals)
+        paths.setdefault(route.pattern, {})[route.method.lower()] = operation
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -156,13 +158,15 @@ def _body_models(route: Route) -> list[type[Body]]:
     return unique
 
 
-def _operation(route: Route, body_refs: list[dict[str, Any]], shadowing: Sequence[Route] = ()) -> dict[str, Any]:
+def _operation(
+    route: Route, body_refs: list[dict[str, Any]], shadowing: Sequence[Route] = (), literals: Sequence[str] = ()
+) -> dict[str, Any]:
     body_required = any(getattr(model, "body_required", False) for model in _body_models(route))
     doc = (route.flow.__doc__ or "").strip()
     operation: dict[str, Any] = {
         "operationId": f"{route.method.lower()}_{route.flow.__module__.rsplit('.', 1)[-1]}_{route.flow.__name__}",
         "summary": doc.split("\n", 1)[0],
-        "parameters": _parameters(route),
+        "parameters": _parameters(route, literals),
         "responses": {
             **_successes(route),
             "default": {
@@ -390,12 +394,19 @@ def _successes(route: Route) -> dict[str, Any]:
     return responses
 
 
-def _parameters(route: Route) -> list[dict[str, Any]]:
+def _parameters(route: Route, literals: Sequence[str] = ()) -> list[dict[str, Any]]:
     parameters: list[dict[str, Any]] = []
     params = route.params
     path_schema = _properties(params) if params is not None else {}
     for name in _path_names(route.pattern):
         schema = path_schema.get(name, {"type": "string"})
+        # A value that makes a path some literal route has is that route's (the router matches literal paths
+        # first, whatever the method): `/users/{user_id}` with `me` is `/users/me`, documented on its own.
+        taken = sorted(
+            {found[name] for found in (_compile(route.pattern).match(path) for path in literals) if found is not None}
+        )
+        if taken:
+            schema = {**schema, "not": {"enum": taken}}
         parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
     for header in route.required_headers:
         # an empty value is no value: the flow refuses it as missing
