@@ -172,3 +172,13 @@ def test_operations_list_the_known_errors_they_can_answer() -> None:
     document = _document(True)
     assert _validator(document, schema).is_valid({"code": "USER_EMAIL_ALREADY_EXISTS", "error": "taken"})
     assert not _validator(document, schema).is_valid({"code": "TEAM_NOT_FOUND", "error": "no"})
+
+
+def test_a_path_parameter_never_names_a_literal_route() -> None:
+    """`/users/me` is its own operation: `/users/{user_id}` with `me` would be answered by it, so the document
+    leaves `me` out of that parameter (literal paths are matched first, whatever the method)."""
+    paths = _document(True)["paths"]
+    (user_id,) = (p for p in paths["/api/v1/users/{user_id}"]["get"]["parameters"] if p["in"] == "path")
+    assert user_id["schema"]["not"] == {"enum": ["me"]}
+    (key_id,) = (p for p in paths["/api/v1/user-api-keys/{api_key_id}"]["get"]["parameters"] if p["in"] == "path")
+    assert key_id["schema"]["not"] == {"enum": ["check"]}
