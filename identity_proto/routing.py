@@ -135,6 +135,13 @@ class Router:
         for entry in (*self._static.values(), *self._dynamic.values()):
             entry.allowed = tuple(sorted(entry.methods))
 
+    def allowed(self, path: str) -> tuple[str, ...] | None:
+        """The methods of `path` (the `Allow` of a 405), or None when no route has it."""
+        try:
+            return self.match("OPTIONS", path)[2]
+        except KnownError:
+            return None
+
     def match(self, method: str, path: str) -> tuple[Route | None, dict[str, str], tuple[str, ...]]:
         """(route, path parameters, allowed methods) for a request.
 

@@ -178,9 +178,13 @@ class Service:
         self, request: Request, now_ms: int, entropy: Entropy, request_id: str, note: RequestNote | None
     ) -> Flow[Response]:
         if request.method not in _KNOWN_METHODS:
+            # A 405 names what the target allows (RFC 9110 §15.5.6): the path's methods, or for a path no route has
+            # (the method is judged first, as the original does) the methods the service knows.
+            methods = ", ".join(self._router.allowed(request.path) or sorted(_KNOWN_METHODS))
             raise KnownError(
                 ErrorCode.METHOD_NOT_ALLOWED,
-                context={"method": request.method, "path": request.path, "allowed": ", ".join(sorted(_KNOWN_METHODS))},
+                context={"method": request.method, "path": request.path, "allowed": methods},
+                headers=(("allow", methods),),
             )
         route, raw_params, allowed = self._router.match(request.method, request.path)
         if route is None:

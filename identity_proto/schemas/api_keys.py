@@ -6,12 +6,22 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from identity_proto.schemas.base import Body, Query, _not_null, _uuid_or_me, is_uuid
+from identity_proto.schemas.base import (
+    UUID_PATTERN,
+    Body,
+    Query,
+    _not_null,
+    _optional_uuid_or_me,
+    _uuid_or_me,
+    documented,
+    is_uuid,
+)
 
 #: The latest expiry accepted: the end of year 9999 (a JavaScript Date holds it; a Redis score holds it exactly).
 MAX_EXPIRES_AT_MILLIS = 253_402_300_799_999
 
 
+@documented({"pattern": UUID_PATTERN})
 def _uuid(value: str) -> str:
     if not is_uuid(value):
         raise ValueError("must be a valid UUID")
@@ -63,7 +73,7 @@ class UserApiKeysQuery(Query):
     (its own SCHEMA_ERROR, as the original words it), reading and updating ignore it."""
 
     user_id: str | None = None
-    _user = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+    _user = field_validator("user_id")(_optional_uuid_or_me)
 
 
 class TeamApiKeysQuery(Query):

@@ -7,12 +7,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from identity_proto.schemas.base import Body, Query, _code_of_45, _email, _uuid_or_me, _web_url
+from identity_proto.schemas.base import Body, Query, _code_of_45, _email, _optional_uuid_or_me, _uuid_or_me, _web_url
 from identity_proto.schemas.teams import _uuid_only
-
-
-def _optional_uuid_or_me(value: str | None) -> str | None:
-    return None if value is None else _uuid_or_me(value)
 
 
 class ClientContactChannelCreateBody(Body):

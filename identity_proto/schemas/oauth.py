@@ -6,11 +6,11 @@ The authorize query and the callback tolerate unknown parameters (browsers and p
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from identity_proto.schemas.base import Body, Query, _web_url
+from identity_proto.schemas.base import WEB_URL_PATTERN, Body, Query, _web_url, documented
 
 __all__ = [
     "CrossDomainAuthorizeBody",
@@ -22,6 +22,7 @@ __all__ = [
 ]
 
 
+@documented({"pattern": WEB_URL_PATTERN})
 def _redirect_url(value: str | None) -> str | None:
     """A redirect URL (reference §7.2 e2e: "contains spaces", "is not a valid URL"), normalised, fragment dropped:
     what is stored and compared at the token exchange is what every parser reads alike."""
@@ -93,6 +94,7 @@ class OAuthCallbackForm(Body):
     """The provider's redirect back as a form body (`response_mode=form_post`): as `OAuthCallbackInput`."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
+    body_required: ClassVar[bool] = False  # the query may carry the fields instead
 
     state: str | None = Field(default=None, max_length=2048)
     code: str | None = Field(default=None, max_length=4096)
@@ -102,6 +104,19 @@ class OAuthCallbackForm(Body):
 class OAuthTokenGrantBody(Body):
     """POST /auth/oauth/token, form-encoded from the SDK, JSON in the original's e2e (reference §7.5,
     official-sdk §3.8): the refresh grant or the authorization-code grant, each with the fields it needs."""
+
+    # `_grant_fields` in the document: each grant with the fields it needs
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "properties": {"grant_type": {"const": "refresh_token"}},
+                    "required": ["refresh_token", "client_secret"],
+                },
+                {"properties": {"grant_type": {"const": "authorization_code"}}, "required": ["code"]},
+            ]
+        }
+    )
 
     grant_type: Literal["refresh_token", "authorization_code"]
     client_id: str = Field(min_length=1, max_length=128)
@@ -116,6 +131,7 @@ class OAuthTokenGrantBody(Body):
 
     @field_validator("redirect_uri")
     @classmethod
+    @documented({"pattern": WEB_URL_PATTERN})
     def _redirect(cls, value: str | None) -> str | None:
         # Normalised as at the authorize endpoint, so the same URL compares equal; one that does not parse cannot
         # be the one the code was issued for (the plain "Invalid redirect URI" error, in the flow).

@@ -14,7 +14,15 @@ from typing import Literal, get_args
 from pydantic import Field, field_validator
 
 from identity_proto.records import OAUTH_MERGE_STRATEGIES, OAUTH_PROVIDER_TYPES, OAuthProviderConfig
-from identity_proto.schemas.base import Body, Query, _email, _uuid_or_me
+from identity_proto.schemas.base import (
+    UUID_OR_ME_PATTERN,
+    WEB_URL_PATTERN,
+    Body,
+    Query,
+    _email,
+    _uuid_or_me,
+    documented,
+)
 from identity_proto.schemas.teams import _uuid_only
 from identity_proto.urls import UnsafeURL, parse_web_url
 
@@ -44,12 +52,14 @@ if set(get_args(ProviderTypeName)) != set(OAUTH_PROVIDER_TYPES) or set(get_args(
     raise AssertionError("the schema's provider types and merge strategies are the records' ones")
 
 
+@documented({"pattern": _PROVIDER_ID.pattern})
 def _provider_id(value: str) -> str:
     if not _PROVIDER_ID.match(value):
         raise ValueError("must be 1 to 64 characters of a-z, 0-9, _ and -")
     return value
 
 
+@documented({"pattern": WEB_URL_PATTERN})
 def _issuer(value: str | None) -> str | None:
     """An OpenID Connect issuer: an http(s) URL every parser reads alike (`http` is refused outside dev mode by
     the flow), without query or fragment (discovery appends `/.well-known/openid-configuration` to it)."""
@@ -117,6 +127,7 @@ class ListOAuthProvidersQuery(Query):
 
     @field_validator("user_id")
     @classmethod
+    @documented({"pattern": UUID_OR_ME_PATTERN})
     def _user(cls, value: str | None) -> str | None:
         return None if value is None else _uuid_or_me(value)
 

@@ -8,15 +8,31 @@ from typing import Literal
 from pydantic import field_validator
 
 from identity_proto.permissions import PERMISSION_ID, SYSTEM_PERMISSIONS
-from identity_proto.schemas.base import Body, Query, _not_null, _uuid_or_me, is_uuid
+from identity_proto.schemas.base import (
+    UUID_PATTERN,
+    Body,
+    Query,
+    _items_rule,
+    _not_null,
+    _optional_uuid_or_me,
+    _uuid_or_me,
+    documented,
+    is_uuid,
+)
 
 #: A new definition's id: no `$` (reference: `customPermissionDefinitionIdSchema`).
 _CUSTOM_ID = re.compile(r"^[a-z0-9_:]+$")
 #: Longest id accepted anywhere (ours: the original sets none; a definition that could not be named in a path would
 #: be a trap).
 MAX_PERMISSION_ID_LENGTH = 256
+#: `_permission_id` in the document: a custom id, or one of the system permissions' `$` ids.
+_ID_RULE = {
+    "pattern": "^(?:" + "|".join(re.escape(name) for name in sorted(SYSTEM_PERMISSIONS)) + "|[a-z0-9_:]+)$",
+    "maxLength": MAX_PERMISSION_ID_LENGTH,
+}
 
 
+@documented(_ID_RULE)
 def _permission_id(value: str) -> str:
     """A permission id as paths, filters and contained lists name it (`permissionDefinitionIdSchema`)."""
     if len(value) > MAX_PERMISSION_ID_LENGTH:
@@ -28,10 +44,12 @@ def _permission_id(value: str) -> str:
     return value
 
 
+@documented(_ID_RULE)
 def _optional_permission_id(value: str | None) -> str | None:
     return value if value is None else _permission_id(value)
 
 
+@documented({"pattern": _CUSTOM_ID.pattern, "maxLength": MAX_PERMISSION_ID_LENGTH})
 def _custom_id(value: str | None) -> str | None:
     """A definition's own id (`customPermissionDefinitionIdSchema`)."""
     if value is None:
@@ -43,12 +61,9 @@ def _custom_id(value: str | None) -> str | None:
     return value
 
 
+@documented(lambda schema: _items_rule(schema, _ID_RULE))
 def _contained(value: list[str] | None) -> list[str] | None:
     return value if value is None else [_permission_id(item) for item in value]
-
-
-def _optional_uuid_or_me(value: str | None) -> str | None:
-    return value if value is None else _uuid_or_me(value)
 
 
 class PermissionDefinitionCreateBody(Body):
@@ -92,6 +107,7 @@ class TeamPermissionParams(Query):
 
     @field_validator("team_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _team(cls, value: str) -> str:
         if not is_uuid(value):
             raise ValueError("must be a valid UUID")
@@ -125,6 +141,7 @@ class ListTeamPermissionsQuery(ListProjectPermissionsQuery):
 
     @field_validator("team_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _team(cls, value: str | None) -> str | None:
         if value is not None and not is_uuid(value):
             raise ValueError("must be a valid UUID")

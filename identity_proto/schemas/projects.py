@@ -8,9 +8,28 @@ from pydantic import Field, field_validator
 
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.records import RateLimitSetting, TrustedDomain
-from identity_proto.schemas.base import Body, Query, _not_null, _plain_name, is_uuid
+from identity_proto.schemas.base import (
+    ORIGIN_PATTERN,
+    UUID_PATTERN,
+    Body,
+    Query,
+    _not_null,
+    _plain_name,
+    documented,
+    is_uuid,
+)
 from identity_proto.schemas.oauth_accounts import MergeStrategy, OAuthProviderIn, unique_provider_ids
 from identity_proto.urls import UnsafeURL, parse_origin_pattern
+
+
+def _rule_names(schema: dict[str, Any]) -> dict[str, Any]:
+    """`rate_limits` in the document: its keys are the rules' names."""
+    from identity_proto.ratelimits import DEFAULT_RULES
+
+    names = {"propertyNames": {"enum": sorted(DEFAULT_RULES)}}
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [b if b.get("type") == "null" else {**b, **names} for b in schema["anyOf"]]}
+    return {**schema, **names}
 
 
 class DomainIn(Body):
@@ -21,6 +40,7 @@ class DomainIn(Body):
 
     @field_validator("domain")
     @classmethod
+    @documented({"pattern": ORIGIN_PATTERN})
     def _domain_is_url(cls, value: str) -> str:
         # The one rule of identity_proto.urls: a domain that a browser might read differently is refused here.
         try:
@@ -31,6 +51,7 @@ class DomainIn(Body):
 
     @field_validator("handler_path")
     @classmethod
+    @documented({"pattern": "^/"})
     def _path_is_absolute(cls, value: str) -> str:
         if not value.startswith("/"):
             raise ValueError("must start with /")
@@ -73,6 +94,7 @@ class ProjectConfigPatch(Body):
 
     @field_validator("rate_limits")
     @classmethod
+    @documented(lambda schema: _rule_names(schema))
     def _known_rules(cls, value: dict[str, RateLimitIn] | None) -> dict[str, RateLimitIn] | None:
         from identity_proto.ratelimits import DEFAULT_RULES  # the rules live with the machinery that applies them
 
@@ -126,6 +148,7 @@ class ProjectIdParams(Query):
 
     @field_validator("project_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _uuid(cls, value: str) -> str:
         if not is_uuid(value):
             raise ValueError("must be a valid UUID")

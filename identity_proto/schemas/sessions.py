@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from identity_proto.schemas.base import Body, Query, _uuid_or_me, is_uuid
+from identity_proto.schemas.base import (
+    UUID_PATTERN,
+    Body,
+    Query,
+    _optional_uuid_or_me,
+    _uuid_or_me,
+    documented,
+    is_uuid,
+)
 
 #: reference §1.4: at most 367 days.
 MAX_SESSION_LIFETIME_MS = 31_708_800_000
@@ -30,7 +38,7 @@ class SessionUserQuery(Query):
     """DELETE /auth/sessions/{id}: the original's routes share the list's query; `user_id` is checked, not used."""
 
     user_id: str | None = None
-    _user_id = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+    _user_id = field_validator("user_id")(_optional_uuid_or_me)
 
 
 class SessionIdParams(Query):
@@ -40,6 +48,7 @@ class SessionIdParams(Query):
 
     @field_validator("session_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _uuid(cls, value: str) -> str:
         if not is_uuid(value):
             raise ValueError("must be a valid UUID")

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from identity_proto.schemas.base import Body, Query, _code_of_45, _email, _uuid_or_me, _web_url, is_uuid
+from identity_proto.schemas.base import (
+    UUID_PATTERN,
+    Body,
+    Query,
+    _code_of_45,
+    _email,
+    _optional_uuid_or_me,
+    _uuid_or_me,
+    _web_url,
+    documented,
+    is_uuid,
+)
 
 
+@documented({"pattern": UUID_PATTERN})
 def _uuid_only(value: str | None) -> str | None:
     if value is not None and not is_uuid(value):
         raise ValueError("must be a valid UUID")
@@ -37,7 +49,7 @@ class ListTeamInvitationsQuery(Query):
     team_id: str | None = None
     user_id: str | None = None
     _team = field_validator("team_id")(_uuid_only)
-    _user = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+    _user = field_validator("user_id")(_optional_uuid_or_me)
 
 
 class RevokeTeamInvitationQuery(Query):

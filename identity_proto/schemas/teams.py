@@ -7,17 +7,21 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from identity_proto.schemas.base import (
+    UUID_PATTERN,
     Body,
     Query,
     _metadata,
     _not_null,
+    _optional_uuid_or_me,
     _plain_name,
     _profile_image,
     _uuid_or_me,
+    documented,
     is_uuid,
 )
 
 
+@documented({"pattern": UUID_PATTERN})
 def _uuid_only(value: str | None) -> str | None:
     if value is not None and not is_uuid(value):
         raise ValueError("must be a valid UUID")
@@ -34,7 +38,7 @@ class ClientTeamCreateBody(Body):
     _plain_display_name = field_validator("display_name")(_plain_name)
     _image = field_validator("profile_image_url")(_profile_image)
     _client_metadata = field_validator("client_metadata")(_metadata)
-    _creator = field_validator("creator_user_id")(lambda v: v if v is None else _uuid_or_me(v))
+    _creator = field_validator("creator_user_id")(_optional_uuid_or_me)
 
 
 class ServerTeamCreateBody(ClientTeamCreateBody):
@@ -92,7 +96,7 @@ class ListTeamsQuery(Query):
     """GET /teams."""
 
     user_id: str | None = None
-    _user = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+    _user = field_validator("user_id")(_optional_uuid_or_me)
 
 
 class ListMembershipsQuery(Query):
@@ -102,7 +106,7 @@ class ListMembershipsQuery(Query):
     user_id: str | None = None
     recursive: Literal["true", "false"] = "false"
     _team = field_validator("team_id")(_uuid_only)
-    _user = field_validator("user_id")(lambda v: v if v is None else _uuid_or_me(v))
+    _user = field_validator("user_id")(_optional_uuid_or_me)
 
 
 class MemberProfileUpdateBody(Body):

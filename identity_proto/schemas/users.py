@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from identity_proto.passwords import hash_cost_problem
 from identity_proto.schemas.base import (
+    UUID_PATTERN,
     Body,
     Query,
     _email,
@@ -19,6 +20,7 @@ from identity_proto.schemas.base import (
     _profile_image,
     _user_email,
     _uuid_or_me,
+    documented,
     is_uuid,
 )
 
@@ -30,12 +32,14 @@ def _empty_to_none(value: Any) -> Any:
     return None if value == "" else value
 
 
+@documented({"pattern": _BASE64.pattern})
 def _base64_or_none(value: str | None) -> str | None:
     if value is not None and not _BASE64.match(value):
         raise ValueError("is not valid base64")
     return value
 
 
+@documented({"pattern": "^[ \\t]*[A-Za-z]{2}[ \\t]*$"})
 def _country_or_none(value: str | None) -> str | None:
     if value is None:
         return None
@@ -79,6 +83,7 @@ class ClientUserUpdateBody(Body):
 
     @field_validator("selected_team_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _team_id(cls, value: str | None) -> str | None:
         if value is not None and not is_uuid(value):
             raise ValueError("must be a valid UUID")
@@ -97,6 +102,21 @@ def _affordable_hash(value: str | None) -> str | None:
 
 class ServerUserUpdateBody(ClientUserUpdateBody):
     """PATCH /users/{user_id} and /users/me with server or admin access: every field of the spec's table."""
+
+    # `_restriction_needs_the_flag` in the document: a reason or details only with restricted_by_admin: true
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["restricted_by_admin"], "properties": {"restricted_by_admin": {"const": True}}},
+                {
+                    "properties": {
+                        "restricted_by_admin_reason": {"type": "null"},
+                        "restricted_by_admin_private_details": {"type": "null"},
+                    }
+                },
+            ]
+        }
+    )
 
     client_read_only_metadata: Any = None
     server_metadata: Any = None
@@ -153,6 +173,7 @@ class UserCreateBody(ServerUserUpdateBody):
 
     @field_validator("selected_team_id")
     @classmethod
+    @documented(lambda schema: {"type": "null"})
     def _no_selected_team(cls, value: str | None) -> str | None:
         if value is not None:
             raise ValueError("cannot be set when creating a user")
@@ -193,6 +214,7 @@ class ListUsersQuery(Query):
 
     @field_validator("cursor", "team_id")
     @classmethod
+    @documented({"pattern": UUID_PATTERN})
     def _uuid(cls, value: str | None) -> str | None:
         if value is not None and not is_uuid(value):
             raise ValueError("must be a valid UUID")

@@ -12,7 +12,16 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from identity_proto.events import EVENT_TYPES
-from identity_proto.schemas.base import Body, Query, _not_null, is_uuid
+from identity_proto.schemas.base import (
+    UUID_PATTERN,
+    WEB_URL_PATTERN,
+    Body,
+    Query,
+    _items_rule,
+    _not_null,
+    documented,
+    is_uuid,
+)
 from identity_proto.urls import UnsafeURL, parse_web_url
 
 #: The longest endpoint URL accepted.
@@ -22,6 +31,7 @@ MAX_WEBHOOK_DESCRIPTION_LENGTH = 4096
 _MESSAGE_ID_PATTERN = r"^msg_[0-9A-Za-z-]{1,64}$"
 
 
+@documented({"pattern": WEB_URL_PATTERN})
 def _endpoint_url(value: str | None) -> str | None:
     """An endpoint URL, normalised as a browser reads it (what is checked is what is called)."""
     if value is None:
@@ -32,6 +42,7 @@ def _endpoint_url(value: str | None) -> str | None:
         raise ValueError(f"is not a valid webhook URL: it {exc}") from None
 
 
+@documented(lambda schema: _items_rule(schema, {"enum": list(EVENT_TYPES)}, minItems=1))
 def _event_types(value: list[str] | None) -> tuple[str, ...] | None:
     """Known event types, each once, in the order given; null: every type. An empty list would deliver nothing
     at all, which is never what a caller means (inferred): it is refused, pointing at `disabled` and null."""
@@ -77,6 +88,7 @@ class SendTestWebhookBody(Body):
     endpoint_id: str = Field(max_length=64)
 
 
+@documented({"pattern": UUID_PATTERN})
 def _uuid(value: str) -> str:
     if not is_uuid(value):
         raise ValueError("must be a valid UUID")

@@ -5,7 +5,7 @@ without fields would."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -41,7 +41,9 @@ def test_every_model_a_route_names_exists_and_is_of_its_kind(route: Any) -> None
 
 
 class _NoFieldsBody(Body):
-    """What the routes that take no body used to validate it with."""
+    """What the routes that take no body used to validate it with (so no body is what it expects)."""
+
+    body_required: ClassVar[bool] = False
 
 
 class _NoFieldsQuery(Query):
