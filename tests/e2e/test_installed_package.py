@@ -141,3 +141,28 @@ def test_downstream_project_with_generic_module_names(installed: Path, tmp_path:
     )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert "3 passed" in finished.stdout
+
+
+@pytest.mark.parametrize("command", ["identity-service", "hypercorn"])
+def test_the_installed_commands_refuse_a_bad_environment_in_one_line(
+    installed: Path, tmp_path: Path, command: str
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    app = ["asgi_app:app"] if command == "hypercorn" else []
+    finished = subprocess.run(
+        [str(installed / command), *app, "--bind", f"127.0.0.1:{free_port()}"],
+        cwd=empty,
+        env={**outside_environment(), "IDENTITY_PASSWORD_ROUNDS": "99"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = finished.stdout + finished.stderr
+    assert finished.returncode != 0, output
+    assert "Traceback" not in output
+    assert output.splitlines()[0] == (
+        "identity service: configuration error: IDENTITY_PASSWORD_ROUNDS must be between 4 and 16"
+    )
+    if command == "identity-service":  # it checks before starting Hypercorn: that line alone, status 3
+        assert (finished.returncode, output.splitlines()) == (3, [output.splitlines()[0]])
