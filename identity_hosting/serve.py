@@ -9,10 +9,13 @@ application is always `asgi_app:app`), and starts it again whenever it exits wit
 the service answers again about a second after a worker's death. SIGTERM and SIGINT are passed on to the master,
 which stops its workers gracefully; the command then exits with the master's status.
 
-Not restarted (the command exits non-zero, for the supervisor above it to see): a master that exits within
-`START_GRACE_S` of starting (a busy port: its own message says which), or more than `MAX_RESTARTS` times within
-`RESTART_WINDOW_S`. A bad environment is found before Hypercorn starts: one line naming the variable, status 3,
-as under `hypercorn asgi_app:app`.
+Not restarted (the command exits non-zero, for the supervisor above it to see): a master that fails within
+`START_GRACE_S` of starting (a busy port: its own message says which), or one that exits more than `MAX_RESTARTS`
+times within `RESTART_WINDOW_S`. "Fails" means a non-zero status: after a worker's death Hypercorn's master stops
+the others and exits with the last one's status, 0 when it stopped gracefully (or when the dead one was the only
+one), so a status of 0 is a worker's death however soon after the start it came, and is restarted. A bad
+environment is found before Hypercorn starts: one line naming the variable, status 3, as under
+`hypercorn asgi_app:app`.
 
 Metrics (`IDENTITY_METRICS=on`): the workers keep them in prometheus_client's multiprocess files
 (`identity_hosting.observability`), in the directory `PROMETHEUS_MULTIPROC_DIR` names, emptied here before the first
@@ -102,7 +105,7 @@ def _serve(command: list[str]) -> int:
         status = child.wait()
         if stopping:
             return status if status >= 0 else 128 - status
-        if time.monotonic() - started < START_GRACE_S:
+        if status != 0 and time.monotonic() - started < START_GRACE_S:
             _say(f"hypercorn exited while starting (status {status}); not restarting it")
             return status if status > 0 else 1
         now = time.monotonic()
