@@ -196,6 +196,18 @@ def _put_session(tenant: Tenant, write: PutSession) -> None:
     tenant.sessions[session.id] = session
     tenant.session_by_token[session.refresh_token_hash] = session.id
     tenant.user_sessions.setdefault(session.user_id, set()).add(session.id)
+    tenant.sessions_created += 1
+    if tenant.sessions_created % _SESSIONS_SWEEP_EVERY == 0:
+        gone = session.created_at_millis - _SESSIONS_GRACE_MS
+        for session_id in [i for i, s in tenant.sessions.items() if s.expires_at_millis <= gone]:
+            tenant.drop_session(session_id)
+
+
+#: Sessions past their expiry by more than a day (as long as Redis keeps one: `backends.redis.keys.GRACE_MS`) are
+#: swept every this many new sessions. The core refuses an expired session either way; this only frees memory, so
+#: that what the store holds is bounded by the live sessions, not by every sign-in since the start.
+_SESSIONS_SWEEP_EVERY = 1024
+_SESSIONS_GRACE_MS = 24 * 3_600_000
 
 
 @applies(GrantPermissions)

@@ -75,6 +75,7 @@ class Tenant:
     #: (team id, user id) -> membership, in creation order (dicts keep insertion order).
     memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
     codes_created: int = 0
+    sessions_created: int = 0
     #: user id -> the project permission ids they hold directly (only users holding any).
     project_grants: dict[str, set[str]] = field(default_factory=dict)
     #: key id -> key; key hash -> key id; (type, owner id) -> ids of the owner's keys.
@@ -90,6 +91,19 @@ class Tenant:
             nonces.difference_update(code.nonce_hash for code in codes.values())
             for nonce_hash in nonces:
                 self.nonce_attempts.pop(nonce_hash, None)
+
+    def drop_session(self, session_id: str) -> bool:
+        """Forget a session and its indexes; whether it was there."""
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            return False
+        self.session_by_token.pop(session.refresh_token_hash, None)
+        held = self.user_sessions.get(session.user_id)
+        if held is not None:
+            held.discard(session_id)
+            if not held:
+                del self.user_sessions[session.user_id]
+        return True
 
     def drop_api_keys(self, key_type: ApiKeyType, owner_id: str) -> None:
         """Remove every key of one owner (with its user or team: called under the store's lock by the deletion)."""

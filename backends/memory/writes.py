@@ -112,23 +112,14 @@ def _drop_user(tenant: Tenant, write: DropUser) -> None:
     tenant.user_order.remove((user.signed_up_at_millis, user.id))
 
 
-def _drop_session(tenant: Tenant, session_id: str) -> bool:
-    session = tenant.sessions.pop(session_id, None)
-    if session is None:
-        return False
-    tenant.session_by_token.pop(session.refresh_token_hash, None)
-    tenant.user_sessions.get(session.user_id, set()).discard(session_id)
-    return True
-
-
 @applies(DropSession)
 def _apply_drop_session(tenant: Tenant, write: DropSession) -> None:
-    _drop_session(tenant, write.session.id)
+    tenant.drop_session(write.session.id)
 
 
 @applies(EndSession)
 def _apply_end_session(tenant: Tenant, write: EndSession) -> None:
-    _drop_session(tenant, write.session_id)
+    tenant.drop_session(write.session_id)
 
 
 @checks(SessionExists)

@@ -111,3 +111,29 @@ def test_the_memory_store_keeps_per_cycle_only_the_used_code_until_it_expires() 
     assert len(tenant.users) == PEOPLE
     assert tenant.orphan_nonces == {}
     assert per_cycle <= MAX_BYTES_PER_CYCLE
+
+
+def test_expired_sessions_are_swept_from_the_memory_store() -> None:
+    # Sessions are kept while they can be used (and a day more, as on Redis), not for every sign-in since the start.
+    harness = Harness(service=Service(ServiceOptions(password_rounds=4, rate_limits_enabled=False)))
+    created = harness.request("POST", "/api/v1/users", server_headers(), json={"display_name": "many sessions"})
+    assert created.status == 201, created.body
+    user_id = created.json["id"]
+
+    def new_session(lifetime_ms: int) -> None:
+        body = {"user_id": user_id, "expires_in_millis": lifetime_ms}
+        answer = harness.request("POST", "/api/v1/auth/sessions", server_headers(), json=body)
+        assert answer.status == 200, answer.body
+
+    tenant = harness.store.tenant(PROJECT_ID)
+    for _ in range(1_100):
+        new_session(60_000)
+    assert len(tenant.sessions) == 1_100
+    harness.advance(2 * 24 * 3_600_000)  # a day past the sweep's grace
+    for _ in range(1_100):
+        new_session(365 * 24 * 3_600_000)
+    # the sweep (every 1024 new sessions) ran once the first ones had expired: none of them is left
+    assert len(tenant.sessions) == 1_100
+    assert all(s.expires_at_millis > s.created_at_millis + 60_000 for s in tenant.sessions.values())
+    assert len(tenant.session_by_token) == 1_100
+    assert tenant.user_sessions[user_id] == set(tenant.sessions)
