@@ -27,20 +27,24 @@ PROJECT = LoadProject("00000000-0000-4000-8000-000000000000")
 SIZES = (1, 10, 50)
 
 
-class _Dropping:
+class DroppingListener:
+    """A loopback port where something accepts connections and closes them at once (a Redis that is there but
+    broken: the worst case for clients, which connect and then fail the handshake); it counts them. Also used by
+    `tests/redis_ops/test_circuit_breaker.py`."""
+
     def __init__(self) -> None:
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.socket.listen(1024)
-        self.socket.settimeout(0.05)
         self.port = self.socket.getsockname()[1]
+        self.socket.settimeout(0.05)  # accept() wakes up to see `close()`
         self.accepted = 0
-        self.closing = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
-        while not self.closing.is_set():
+        while not self._closing.is_set():
             try:
                 conn, _ = self.socket.accept()
             except TimeoutError:
@@ -49,8 +53,8 @@ class _Dropping:
             conn.close()
 
     def close(self) -> None:
-        self.closing.set()
-        self.thread.join(timeout=5)
+        self._closing.set()
+        self._thread.join(timeout=5)
         self.socket.close()
 
 
@@ -65,7 +69,7 @@ async def _wave(store: AsyncRedisStore, n: int) -> list[float]:
 
 
 async def _measure(kind: str) -> list[dict[str, Any]]:
-    listener = _Dropping() if kind == "dropping" else None
+    listener = DroppingListener() if kind == "dropping" else None
     if listener is not None:
         port = listener.port
     else:

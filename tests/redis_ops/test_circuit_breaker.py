@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +19,7 @@ import pytest
 
 from backends.redis import AsyncRedisStore, RedisStore
 from backends.redis.runner import CircuitBreaker
+from benchmarks.redis_down import DroppingListener
 from identity_proto.effects import LoadProject
 from identity_proto.errors import StorageUnavailable
 from tests.processes import free_port
@@ -30,36 +29,6 @@ pytestmark = pytest.mark.redis
 
 PROJECT = LoadProject("00000000-0000-4000-8000-000000000000")
 IN_FLIGHT = 50
-
-
-class DroppingListener:
-    """A loopback port where something accepts connections and closes them at once (a Redis that is there but
-    broken: the worst case for clients, which connect and then fail the handshake); it counts them."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(1024)
-        self.port = self.socket.getsockname()[1]
-        self.socket.settimeout(0.05)  # accept() wakes up to see `close()`
-        self.accepted = 0
-        self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._closing.is_set():
-            try:
-                conn, _ = self.socket.accept()
-            except TimeoutError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._closing.set()
-        self._thread.join(timeout=5)
-        self.socket.close()
 
 
 @pytest.fixture
