@@ -87,6 +87,16 @@ OPERATIONS = {
     "otp_sign_in": "OTP sign-in (send + sign-in)",
 }
 STORES = ("memory", "redis")
+#: The services loaded over HTTP: each store as shipped (rate limits on, the default; their budgets raised by
+#: configuration only as far as the load needs, so nothing is refused and every request is counted), then with
+#: rate limits off. The targets are judged on the shipped ones.
+LIMITS = "+rate_limits"
+SERVICES = tuple(f"{store}{suffix}" for store in STORES for suffix in (LIMITS, ""))
+
+
+def service_label(service: str) -> str:
+    store, limited = service.removesuffix(LIMITS), service.endswith(LIMITS)
+    return f"{store}, rate limits {'on (shipped)' if limited else 'off'}"
 
 
 @dataclass
@@ -197,15 +207,19 @@ def set_up(server: Hypercorn, name: str, *, rate_limits: bool, redis: RedisServe
         f"{name}: create session",
     )
     if rate_limits:
-        # Rate limits on, counting every request, but limits high enough that the load is never refused (the
-        # defaults allow 600 client requests per minute per address): what is measured is their cost.
+        # Rate limits on, counting every request as shipped, but the budgets the load meets raised so that it is
+        # never refused (the defaults allow 600 client requests a minute per address, 10 codes sent and 30
+        # sign-ins, 5 codes per address in 10 minutes; the OTP load signs its addresses in again and again): what
+        # is measured is their cost. Every other rule keeps its default.
         high = {"limit": 10_000_000, "window_seconds": 60}
+        loaded = ("ip", "project", "project_server", "sign_in_ip", "send_code_ip", "send_code_email")
+        raised = dict.fromkeys(loaded, high)
         expect(
             server.request(
                 "PATCH",
                 "/api/v1/projects/current",
                 admin_headers(),
-                {"config": {"rate_limits": {"ip": high, "project": high}}},
+                {"config": {"rate_limits": raised}},
             ),
             200,
             f"{name}: raise the rate limits",
@@ -297,15 +311,16 @@ def otp_floor_unit(tag: str) -> Callable[[Connection, int], Any]:
 #: The operations whose messages the floor app is loaded with.
 FLOOR_OPERATIONS = ("get_me", "patch_me")
 #: (store, operation) -> the least rate, as a fraction of the floor's rate for the same messages.
+#: Judged on the services as shipped (rate limits on).
 FLOOR_TARGETS = {
-    ("memory", "get_me"): 0.8,
-    ("memory", "patch_me"): 0.8,
-    ("redis", "get_me"): 0.6,
-    ("redis", "patch_me"): 0.5,
+    ("memory", "get_me"): 0.85,
+    ("memory", "patch_me"): 0.80,
+    ("redis", "get_me"): 0.65,
+    ("redis", "patch_me"): 0.55,
     ("memory", "otp_sign_in"): 0.6,
 }
 #: operation -> the least in-process rate (sync driver, memory store), as a multiple of the HTTP baseline's.
-INPROC_TARGETS = {"get_me": 10.0, "patch_me": 7.0, "refresh": 3.0, "otp_sign_in": 1.2}
+INPROC_TARGETS = {"get_me": 10.0, "patch_me": 7.0, "refresh": 3.0, "otp_sign_in": 1.5}
 
 
 def _record_floor_ratio(rec: Recorder, prefix: str, floor: str) -> None:
@@ -385,8 +400,7 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
             return m
 
         # B S1 B S2 B ...: each figure against the mean of the baselines on either side.
-        sequence = [(store, op) for store in STORES for op in ("get_me", "patch_me", "server_patch", "refresh")]
-        sequence += [("memory+rate_limits", "get_me"), ("redis+rate_limits", "get_me")]
+        sequence = [(store, op) for store in SERVICES for op in ("get_me", "patch_me", "server_patch", "refresh")]
         # The floor: the service's own GET and PATCH requests, answered in its shape by the baseline app.
         sequence += [("shaped", "get_me"), ("shaped", "patch_me")]
         shaped_meter = CpuMeter([shaped.process.pid])
@@ -406,7 +420,7 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
             before = after
         # The floor as denominator: each service figure over the floor row of the same messages, both already
         # relative to the baselines measured around them in this repeat.
-        for store in STORES:
+        for store in SERVICES:
             for op in FLOOR_OPERATIONS:
                 _record_floor_ratio(rec, f"http.{store}.{op}", f"http.shaped.{op}")
 
@@ -442,7 +456,7 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
             return m
 
         before = py_base()
-        for store in (*STORES, "shaped"):
+        for store in (*SERVICES, "shaped"):
             if store == "shaped":  # the floor: the same two requests, answered in the service's shape
                 port, meter, unit = shaped.port, shaped_meter, otp_floor_unit(f"shaped-{repeat}")
             else:
@@ -467,7 +481,7 @@ def http_repeat(opts: Options, rec: Recorder, repeat: int) -> None:
             rec.add(f"{prefix}.per_request_ratio", 2 * m.result.rate / b_rate)
             rec.add(f"{prefix}.cpu_ratio", b_cpu / m.cpu_per_op_us)
             before = after
-        for store in STORES:
+        for store in SERVICES:
             _record_floor_ratio(rec, f"http.{store}.otp_sign_in", "http.shaped.otp_sign_in")
         for server in servers:
             if not server.alive():
@@ -669,17 +683,17 @@ def build_report(opts: Options, rec: Recorder, trips: dict[str, Any], grow: dict
             m("http.baseline.p99_ms"),
             1.0,
         )
-        for store in STORES:
+        for store in SERVICES:
             for op in ("get_me", "patch_me", "server_patch", "refresh"):
                 p = f"http.{store}.{op}"
                 tgt = ""
-                threshold = FLOOR_TARGETS.get((store, op))
+                threshold = FLOOR_TARGETS.get((store.removesuffix(LIMITS), op)) if store.endswith(LIMITS) else None
                 if threshold is not None:
-                    label = f"{OPERATIONS[op]}, {store}: req/s vs the floor's"
+                    label = f"{OPERATIONS[op]}, {service_label(store)}: req/s vs the floor's"
                     tgt = target(label, m(f"{p}.floor_ratio"), ">=", threshold, "http")
                 row(
                     sec,
-                    f"{OPERATIONS[op]}, {store}",
+                    f"{OPERATIONS[op]}, {service_label(store)}",
                     m(f"{p}.rate"),
                     m(f"{p}.ratio"),
                     m(f"{p}.p50_ms"),
@@ -700,17 +714,6 @@ def build_report(opts: Options, rec: Recorder, trips: dict[str, Any], grow: dict
                 m(f"{p}.cpu_ratio"),
                 floor=1.0,
             )
-        for store in STORES:
-            p = f"http.{store}+rate_limits.get_me"
-            row(
-                sec,
-                f"GET /users/me, {store}, RATE LIMITS ON",
-                m(f"{p}.rate"),
-                m(f"{p}.ratio"),
-                m(f"{p}.p50_ms"),
-                m(f"{p}.p99_ms"),
-                m(f"{p}.cpu_ratio"),
-            )
         row(
             sec,
             "baseline: raw ASGI, 60-byte JSON (asyncio client)",
@@ -720,17 +723,17 @@ def build_report(opts: Options, rec: Recorder, trips: dict[str, Any], grow: dict
             m("http.baseline_py.p99_ms"),
             1.0,
         )
-        for store in STORES:
+        for store in SERVICES:
             p = f"http.{store}.otp_sign_in"
             tgt = ""
-            threshold = FLOOR_TARGETS.get((store, "otp_sign_in"))
+            base = store.removesuffix(LIMITS)
+            threshold = FLOOR_TARGETS.get((base, "otp_sign_in")) if store.endswith(LIMITS) else None
             if threshold is not None:
-                tgt = target(
-                    f"OTP sign-in, {store}: sign-ins/s vs the floor's", m(f"{p}.floor_ratio"), ">=", threshold, "http"
-                )
+                label = f"OTP sign-in, {service_label(store)}: sign-ins/s vs the floor's"
+                tgt = target(label, m(f"{p}.floor_ratio"), ">=", threshold, "http")
             row(
                 sec,
-                f"OTP sign-in (send + sign-in), {store}",
+                f"OTP sign-in (send + sign-in), {service_label(store)}",
                 m(f"{p}.rate"),
                 m(f"{p}.ratio"),
                 m(f"{p}.p50_ms"),
