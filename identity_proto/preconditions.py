@@ -5,8 +5,9 @@ must be bumped), and the session its access token was issued for still exists (a
 to its lifetime otherwise). Each is a `Precondition`: a storage effect and a check of its result that raises a
 `KnownError`. `guarded` runs a flow behind its preconditions without an extra round trip where it can:
 
-- the flow's first effect only reads (`READ_EFFECTS`, or a `Together` of them): preconditions and those reads go
-  in one `Together` (on Redis, one pipeline); a failed check discards the reads;
+- the flow's first effect only reads (`READ_EFFECTS`, a look at rate-limit counters that counts nothing, or a
+  `Together` of them): preconditions and those reads go in one `Together` (on Redis, one pipeline); a failed check
+  discards the reads;
 - the flow's first effect is a `Commit` carrying every precondition's own guard (`Precondition.guard`: the
   session check is `SessionIsLive`, which fits on any commit): the commit goes alone, one trip, checking them in
   its own atomic step; a conflict at such a guard is that precondition's failure (nothing was written);
@@ -23,7 +24,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from identity_proto.effects import READ_EFFECTS, Commit, Conflict, Flow, StorageEffect, Together, perform
+from identity_proto.effects import (
+    READ_EFFECTS,
+    Commit,
+    Conflict,
+    Flow,
+    HitRateLimits,
+    StorageEffect,
+    Together,
+    perform,
+)
 from identity_proto.effects.commit import CommitGuard
 from identity_proto.quickinit import quick_init
 
@@ -111,10 +121,27 @@ def _reads(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
     """The reads `effect` is made of (itself, or the effects of a `Together` of reads); None when it writes."""
     if type(effect) in READ_EFFECTS:  # one read (most requests' first effect)
         return (effect,)
+    if type(effect) is HitRateLimits:
+        return (effect,) if _looks_only(effect) else None
     if not isinstance(effect, Together):
         return None
     parts = effect.effects
-    return parts if parts and READ_EFFECTS.issuperset(map(type, parts)) else None
+    if not parts or READ_EFFECTS.issuperset(map(type, parts)):
+        return parts or None
+    for part in parts:
+        if type(part) not in READ_EFFECTS and not (type(part) is HitRateLimits and _looks_only(part)):
+            return None
+    return parts
+
+
+def _looks_only(effect: HitRateLimits) -> bool:
+    """Whether `effect` only reads its counters (every amount 0: a limit on outcomes looking before it acts,
+    `ratelimits.limit_not_reached`); it then rides with the preconditions like a read (a send-code request's
+    per-address limit goes with its request counters, one trip)."""
+    for hit in effect.hits:  # noqa: SIM110 - see `_reads`
+        if hit.amount != 0:
+            return False
+    return True
 
 
 def _perform_all(effects: list[StorageEffect[Any]]) -> Flow[list[Any]]:
