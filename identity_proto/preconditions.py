@@ -37,7 +37,7 @@ from identity_proto.effects import (
 from identity_proto.effects.commit import CommitGuard
 from identity_proto.quickinit import quick_init
 
-__all__ = ["Precondition", "check_preconditions", "guarded"]
+__all__ = ["Precondition", "check_preconditions", "guarded", "resume"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -89,7 +89,7 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
         except Exception:
             flow.close()
             raise
-        return (yield from _resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
+        return (yield from resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
     if not _all_carried(preconditions, carried):
         try:
             yield from check_preconditions(preconditions)
@@ -99,14 +99,14 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
     try:
         value = yield first
     except Exception as exc:
-        return (yield from _resume(flow, None, exc))
+        return (yield from resume(flow, None, exc))
     if isinstance(value, Conflict):
         broken = carried[value.guard]
         for precondition in preconditions:
             if precondition.guard is not None and precondition.guard == broken:
                 flow.close()
                 precondition.check(cast(Any, None))  # a check with a guard fails on None (the class's contract)
-    return (yield from _resume(flow, value))
+    return (yield from resume(flow, value))
 
 
 def _all_carried(preconditions: Sequence[Precondition[Any]], carried: tuple[CommitGuard, ...]) -> bool:
@@ -155,8 +155,15 @@ def _check(preconditions: Sequence[Precondition[Any]], results: Sequence[Any]) -
         precondition.check(result)
 
 
-def _resume(flow: Flow[T], value: Any, error: Exception | None = None) -> Flow[T]:
-    """Go on with a flow that already yielded once, forwarding results and thrown errors (like `yield from`)."""
+def resume(flow: Flow[T], value: Any, error: Exception | None = None, *, sent: Any = None) -> Flow[T]:
+    """Go on with a flow that already yielded once, forwarding results and thrown errors (like `yield from`): it is
+    sent `value` (or thrown `error`) as the answer to what it yielded, or with `sent`, that effect is performed
+    first and its answer sent."""
+    if sent is not None:
+        try:
+            value = yield sent
+        except Exception as exc:
+            error = exc
     while True:
         try:
             effect = flow.throw(error) if error is not None else flow.send(value)
