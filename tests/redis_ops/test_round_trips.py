@@ -5,7 +5,6 @@ request). What the benchmark's roundtrips section prints, held here so a change 
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,6 @@ import pytest
 from backends.redis import RedisStore
 from benchmarks.common import admin_headers, client_headers
 from benchmarks.inproc import Driver, counting_client
-from identity_proto import Service
 from identity_proto.effects import SetClockOverride
 from identity_proto.records import ClockOverride
 from tests.processes import RedisServer
@@ -44,10 +42,7 @@ DEV_ALONE = frozenset(TRIPS) - {"get_me"}
 def _driver(redis_server: RedisServer, *, rate_limits: bool, dev: bool = False) -> tuple[Driver, Any]:
     client = counting_client(redis_server.url)
     store = RedisStore(client, namespace=f"trips-{uuid.uuid4().hex}:")  # a namespace of its own: no flush
-    driver = Driver(store, rate_limits=rate_limits)
-    if dev:
-        driver.service = Service(dataclasses.replace(driver.service.options, dev_mode=True))
-    return driver, client
+    return Driver(store, rate_limits=rate_limits, dev_mode=dev), client
 
 
 def _trips(client: Any, operation: Callable[[], Any]) -> tuple[list[str], Any]:
