@@ -15,6 +15,7 @@ Each prints one JSON document (growth workers speak a line protocol on stdin/std
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import hashlib
 import itertools
@@ -66,13 +67,15 @@ class CaptureMailer:
 class Driver:
     """A production-mode service (the benchmark's settings) on `store`, driven in process."""
 
-    def __init__(self, store: Any, *, rate_limits: bool = False) -> None:
+    def __init__(self, store: Any, *, rate_limits: bool = False, dev_mode: bool = False) -> None:
+        """`dev_mode`: the same service in dev mode (the clock override read on every request), else production."""
         from identity_hosting.settings import Settings, SystemEntropy, wall_clock_ms
         from identity_proto import Request, Service, run
 
         settings = Settings.from_env(service_env(rate_limits=rate_limits))
         self.settings = settings
-        self.service = Service(settings.service_options())
+        options = settings.service_options()
+        self.service = Service(dataclasses.replace(options, dev_mode=True) if dev_mode else options)
         self.store = store
         self.entropy = SystemEntropy()
         self.mailer = CaptureMailer()
@@ -383,15 +386,17 @@ def task_roundtrips(args: argparse.Namespace) -> dict[str, Any]:
         trips = list(store.client.trips)
         return len(trips), trips, value
 
-    for rate_limits in (False, True):
+    # Production mode with rate limits off and on (the shipped default), then dev mode (the clock override read on
+    # every request) with them on.
+    for rate_limits, dev_mode in ((False, False), (True, False), (True, True)):
         client = counting_client(args.redis_url)
         client.flushdb()
         store = RedisStore(client)
-        driver = Driver(store, rate_limits=rate_limits)
+        driver = Driver(store, rate_limits=rate_limits, dev_mode=dev_mode)
         user = driver.new_user(f"bench-trips-{int(rate_limits)}@example.com")
         ops = driver.operations(user)
         names = ["get_me", "patch_me", "server_patch", "refresh"]
-        suffix = "+rate_limits" if rate_limits else ""
+        suffix = ("+rate_limits" if rate_limits else "") + ("+dev_mode" if dev_mode else "")
         for name in names:
             cold, _, _ = count(store, ops[name])
             warm, trips, _ = count(store, ops[name])

@@ -5,8 +5,9 @@ must be bumped), and the session its access token was issued for still exists (a
 to its lifetime otherwise). Each is a `Precondition`: a storage effect and a check of its result that raises a
 `KnownError`. `guarded` runs a flow behind its preconditions without an extra round trip where it can:
 
-- the flow's first effect only reads (`READ_EFFECTS`, or a `Together` of them): preconditions and those reads go
-  in one `Together` (on Redis, one pipeline); a failed check discards the reads;
+- the flow's first effect only reads (`READ_EFFECTS`, a look at rate-limit counters that counts nothing, or a
+  `Together` of them): preconditions and those reads go in one `Together` (on Redis, one pipeline); a failed check
+  discards the reads;
 - the flow's first effect is a `Commit` carrying every precondition's own guard (`Precondition.guard`: the
   session check is `SessionIsLive`, which fits on any commit): the commit goes alone, one trip, checking them in
   its own atomic step; a conflict at such a guard is that precondition's failure (nothing was written);
@@ -23,11 +24,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from identity_proto.effects import READ_EFFECTS, Commit, Conflict, Flow, StorageEffect, Together, perform
+from identity_proto.effects import (
+    READ_EFFECTS,
+    Commit,
+    Conflict,
+    Flow,
+    HitRateLimits,
+    StorageEffect,
+    Together,
+    perform,
+)
 from identity_proto.effects.commit import CommitGuard
 from identity_proto.quickinit import quick_init
 
-__all__ = ["Precondition", "check_preconditions", "guarded"]
+__all__ = ["Precondition", "check_preconditions", "guarded", "resume"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -79,7 +89,7 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
         except Exception:
             flow.close()
             raise
-        return (yield from _resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
+        return (yield from resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
     if not _all_carried(preconditions, carried):
         try:
             yield from check_preconditions(preconditions)
@@ -89,14 +99,14 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
     try:
         value = yield first
     except Exception as exc:
-        return (yield from _resume(flow, None, exc))
+        return (yield from resume(flow, None, exc))
     if isinstance(value, Conflict):
         broken = carried[value.guard]
         for precondition in preconditions:
             if precondition.guard is not None and precondition.guard == broken:
                 flow.close()
                 precondition.check(cast(Any, None))  # a check with a guard fails on None (the class's contract)
-    return (yield from _resume(flow, value))
+    return (yield from resume(flow, value))
 
 
 def _all_carried(preconditions: Sequence[Precondition[Any]], carried: tuple[CommitGuard, ...]) -> bool:
@@ -111,10 +121,27 @@ def _reads(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
     """The reads `effect` is made of (itself, or the effects of a `Together` of reads); None when it writes."""
     if type(effect) in READ_EFFECTS:  # one read (most requests' first effect)
         return (effect,)
+    if type(effect) is HitRateLimits:
+        return (effect,) if _looks_only(effect) else None
     if not isinstance(effect, Together):
         return None
     parts = effect.effects
-    return parts if parts and READ_EFFECTS.issuperset(map(type, parts)) else None
+    if not parts or READ_EFFECTS.issuperset(map(type, parts)):
+        return parts or None
+    for part in parts:
+        if type(part) not in READ_EFFECTS and not (type(part) is HitRateLimits and _looks_only(part)):
+            return None
+    return parts
+
+
+def _looks_only(effect: HitRateLimits) -> bool:
+    """Whether `effect` only reads its counters (every amount 0: a limit on outcomes looking before it acts,
+    `ratelimits.limit_not_reached`); it then rides with the preconditions like a read (a send-code request's
+    per-address limit goes with its request counters, one trip)."""
+    for hit in effect.hits:  # noqa: SIM110 - see `_reads`
+        if hit.amount != 0:
+            return False
+    return True
 
 
 def _perform_all(effects: list[StorageEffect[Any]]) -> Flow[list[Any]]:
@@ -128,8 +155,15 @@ def _check(preconditions: Sequence[Precondition[Any]], results: Sequence[Any]) -
         precondition.check(result)
 
 
-def _resume(flow: Flow[T], value: Any, error: Exception | None = None) -> Flow[T]:
-    """Go on with a flow that already yielded once, forwarding results and thrown errors (like `yield from`)."""
+def resume(flow: Flow[T], value: Any, error: Exception | None = None, *, sent: Any = None) -> Flow[T]:
+    """Go on with a flow that already yielded once, forwarding results and thrown errors (like `yield from`): it is
+    sent `value` (or thrown `error`) as the answer to what it yielded, or with `sent`, that effect is performed
+    first and its answer sent."""
+    if sent is not None:
+        try:
+            value = yield sent
+        except Exception as exc:
+            error = exc
     while True:
         try:
             effect = flow.throw(error) if error is not None else flow.send(value)

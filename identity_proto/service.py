@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl
 
 import orjson
@@ -30,12 +30,22 @@ import orjson
 import identity_proto.schemas as schemas
 from identity_proto.auth import AccessType, Auth, AuthCache, ProjectCache, authenticate, session_precondition
 from identity_proto.context import RequestContext, ServiceOptions, client_address
-from identity_proto.effects import CommitConflict, Flow, LoadClockOverride, perform
+from identity_proto.effects import (
+    READ_EFFECTS,
+    CommitConflict,
+    Flow,
+    HitRateLimits,
+    LoadClockOverride,
+    RateLimitHit,
+    StorageEffect,
+    Together,
+    perform,
+)
 from identity_proto.errors import ErrorCode, KnownError, PlainError, StorageUnavailable
 from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response, check_headers
 from identity_proto.passwords import load_hashing
-from identity_proto.preconditions import Precondition, check_preconditions, guarded
+from identity_proto.preconditions import Precondition, check_preconditions, guarded, resume
 from identity_proto.ratelimits import rate_limit_precondition, request_checks
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers, text_response
 from identity_proto.routes import COMPAT_ROUTES, MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
@@ -120,7 +130,13 @@ class Service:
         what it finds out on the way goes into `note` (when given)."""
         request_id = new_request_id(entropy)
         try:
-            response = yield from self._respond(request, now_ms, entropy, request_id, note)
+            routed = self._route(request, note)
+            if isinstance(routed, Response):
+                response = routed
+            elif self.options.dev_mode:
+                response = yield from self._on_test_clock(routed, request, now_ms, entropy, request_id, note)
+            else:
+                response = yield from self._respond(routed, request, now_ms, entropy, request_id, note)
         except KnownError as error:
             if note is not None:
                 note.error = error.code
@@ -174,9 +190,8 @@ class Service:
 
     # ----------------------------------------------------------------------------------------------------------
 
-    def _respond(
-        self, request: Request, now_ms: int, entropy: Entropy, request_id: str, note: RequestNote | None
-    ) -> Flow[Response]:
+    def _route(self, request: Request, note: RequestNote | None) -> tuple[Route, dict[str, str]] | Response:
+        """Step 1: the route and its raw path parameters, or the preflight's answer."""
         if request.method not in _KNOWN_METHODS:
             # A 405 names what the target allows (RFC 9110 §15.5.6): the path's methods, or for a path no route has
             # (the method is judged first, as the original does) the methods the service knows.
@@ -191,11 +206,73 @@ class Service:
             return self._preflight(allowed)
         if note is not None:
             note.route = route.pattern
-        if self.options.dev_mode:
-            # Dev/test mode: tests may have frozen or moved the clock (kept in the store, so all workers agree).
-            override = yield from perform(LoadClockOverride())
-            if override is not None:
-                now_ms = override.now(now_ms)
+        return route, raw_params
+
+    def _on_test_clock(
+        self,
+        routed: tuple[Route, dict[str, str]],
+        request: Request,
+        host_now_ms: int,
+        entropy: Entropy,
+        request_id: str,
+        note: RequestNote | None,
+    ) -> Flow[Response]:
+        """Dev/test mode: the request answered at the clock tests may have frozen or moved (`LoadClockOverride`,
+        kept in the store so that every worker agrees), read without a round trip of its own where it can be.
+
+        The request goes on the host's clock up to its first storage effect (everything before it is pure). When
+        that effect only reads, or counts rate limits (`_repeatable`: nearly every request's first trip with rate
+        limits on), the override is read in the same trip (`Together`); without an override (the usual case, even
+        in dev mode) the request goes on with those answers. With one, nothing the request decided stands: the
+        counts it took in the host clock's windows are taken back, and it is answered again from the start at the
+        override's time, exactly as if the override had been read first. Any other first effect (a write) waits
+        for the override, read alone first as before, and so does a request answered without a storage effect
+        (a token's expiry depends on the clock)."""
+        answer = self._respond(routed, request, host_now_ms, entropy, request_id, note)
+        try:
+            first = next(answer)
+        except StopIteration as done:
+            result, failure = cast(Response, done.value), None
+        except Exception as exc:
+            result, failure = None, exc
+        else:
+            parts = _repeatable(first)
+            try:
+                if parts is None:
+                    override = yield from perform(LoadClockOverride())
+                else:
+                    answers = yield from perform(Together((LoadClockOverride(), *parts)))
+                    override = answers[0]
+            except Exception:
+                answer.close()
+                raise
+            if override is None:
+                if parts is None:
+                    return (yield from resume(answer, None, sent=first))
+                return (yield from resume(answer, answers[1:] if isinstance(first, Together) else answers[1]))
+            answer.close()
+            taken = _taken_back(parts or (), host_now_ms)
+            if taken is not None:
+                yield from perform(taken)
+            return (yield from self._respond(routed, request, override.now(host_now_ms), entropy, request_id, note))
+        override = yield from perform(LoadClockOverride())
+        if override is not None:
+            return (yield from self._respond(routed, request, override.now(host_now_ms), entropy, request_id, note))
+        if failure is not None:
+            raise failure
+        return cast(Response, result)
+
+    def _respond(
+        self,
+        routed: tuple[Route, dict[str, str]],
+        request: Request,
+        now_ms: int,
+        entropy: Entropy,
+        request_id: str,
+        note: RequestNote | None,
+    ) -> Flow[Response]:
+        """Steps 2 to 7, at `now_ms`."""
+        route, raw_params = routed
         body = _parse_body(request) if request.method != "GET" else None
         auth = yield from self._authenticate(request, now_ms)
         if note is not None and auth is not None:
@@ -307,6 +384,28 @@ def _rerun(
         except CommitConflict as again:
             conflict = again
     raise KnownError(ErrorCode.WRITE_CONFLICT)
+
+
+def _repeatable(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
+    """The effects of a request's first trip when it may be done again without anything to show for it (reads,
+    rate-limit counts: `Service._on_test_clock`), else None."""
+    parts = effect.effects if isinstance(effect, Together) else (effect,)
+    for part in parts:
+        if type(part) not in READ_EFFECTS and type(part) is not HitRateLimits:
+            return None
+    return parts
+
+
+def _taken_back(parts: tuple[StorageEffect[Any], ...], now_ms: int) -> HitRateLimits | None:
+    """The counts `parts` took, taken back (None when they took none)."""
+    hits = tuple(
+        RateLimitHit(hit.key, hit.expires_at_millis, -hit.amount)
+        for part in parts
+        if type(part) is HitRateLimits
+        for hit in part.hits
+        if hit.amount
+    )
+    return HitRateLimits(hits, now_ms) if hits else None
 
 
 def _parse_body(request: Request) -> Any:

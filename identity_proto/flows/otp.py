@@ -165,7 +165,8 @@ def send_sign_in_code(ctx: RequestContext[SendSignInCodeBody]) -> Flow[Response]
     """POST /auth/otp/send-sign-in-code: mail a code and a magic link; answer the nonce.
 
     One trip (`store_sign_in_code`: the code stored and the address's holder read together); with rate limits on,
-    the per-address limit is counted before it, alone, so a request over the limit writes nothing."""
+    the per-address limit is looked at before it (with the request's own counters: it counts nothing, so it rides
+    with them as a read), so a request over the limit writes nothing, and counted once the code is stored."""
     project = ctx.require_auth().project
     body: SendSignInCodeBody = ctx.body
     if not project.config.magic_link_enabled:
