@@ -22,6 +22,10 @@ same Hypercorn command (one worker) and loaded by the same load generator on loo
 - start-up: import to first response in process; process start to first 200 for Hypercorn (service, baseline); the
   CPU the pytest plugin adds to a run that does not use it.
 
+Not in the default run: `--only peers` (or `--peers`), the Firebase Auth emulator side by side (benchmarks/peers.py),
+and `--only downstream`, one typical downstream test timed against our fake (pytest plugin, standalone server), the
+emulator and moto (benchmarks/downstream.py; npm and the `bench` extra).
+
 Baseline and service measurements alternate (B S1 B S2 B ...); each service figure is divided by the mean of the
 two baseline figures around it, so load from other processes on the machine hits both sides alike. The
 server-CPU ratio (requests per CPU-second of the server processes, Redis included) is printed next to it: it
