@@ -16,6 +16,8 @@ torn down. Each contender does it its own documented way:
   time of the run - wall time of the same file with K empty tests) / K;
 - `fake (same fixtures, called directly)`: the same fixture code and steps in this process without pytest (one
   `IdentityFake` for the run, `create_project()` / `client()` / `delete()` per test): where the time goes;
+- `lower bound`: the same requests handed straight to that fake's core (`Service.handle`), the code read from its
+  store: no HTTP client, no WSGI. Not a way to write tests: what a lighter fixture client could reach;
 - `standalone fake (HTTP)`: `python -m identity_testing.server --port 0` (Hypercorn, dev mode, memory store),
   started once; per test the same steps over a keep-alive `httpx.Client` (the code's 6 characters from
   `GET /emails/outbox`, followed by the nonce the send returned), tear-down `POST /testing/projects/{id}/reset`;
@@ -76,6 +78,7 @@ STOP_TIMEOUT_S = 10.0
 CONTENDERS = {
     "plugin": "fake (pytest plugin fixtures, `pytest -p identity`)",
     "direct": "fake (the same fixtures' code, called directly)",
+    "core": "lower bound: the same requests into the fake's core, no HTTP client",
     "server": "standalone fake over HTTP (`python -m identity_testing.server`)",
     "firebase": "Firebase Auth emulator over REST (e-mail link in place of a code)",
     "moto": "moto cognito-idp in process (password in place of a code)",
@@ -124,6 +127,44 @@ def direct_test(fake: IdentityFake, email: str) -> dict[str, Any]:
             return fake_steps(project, client, email)
     finally:
         project.delete()
+
+
+def core_test(fake: IdentityFake, email: str) -> dict[str, Any]:
+    """A lower bound, not a way to write tests: the same project, requests and outbox read as `direct_test`, each
+    request handed straight to the fake's core (`Service.handle` under the sync driver, the fake's clock and store)
+    and the code read from the store, with no HTTP client and no WSGI: what a lighter fixture client than
+    `httpx.Client` could reach."""
+    import orjson
+
+    from identity_proto import Request, run
+    from identity_proto.effects import ListOutbox, perform
+    from identity_testing.fake import CODE_KINDS
+
+    project = fake.create_project()
+
+    def call(method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+        headers = project.headers("client", access_token=token)
+        raw = b"" if body is None else orjson.dumps(body)
+        if raw:
+            headers["content-type"] = "application/json"
+        request = Request(method, path, tuple(headers.items()), raw, "", "127.0.0.1")
+        response = run(fake.service.handle(request, fake.clock.now_ms(), fake.entropy), fake.store)
+        if response.status != 200:
+            raise StepFailed(f"{method} {path}: {response.status} {response.body[:500]!r}")
+        return orjson.loads(response.body)
+
+    try:
+        call("POST", "/api/v1/auth/otp/send-sign-in-code", {"email": email, "callback_url": CALLBACK_URL})
+        (mail,) = run(perform(ListOutbox(project.id, email, 1)), fake.store)
+        code = CODE_KINDS["sign_in"]({"code": mail.code, "magic_link": mail.magic_link})
+        tokens = call("POST", "/api/v1/auth/otp/sign-in", {"code": code})
+        call("PATCH", "/api/v1/users/me", {"display_name": DISPLAY_NAME}, tokens["access_token"])
+        user: dict[str, Any] = call("GET", "/api/v1/users/me", token=tokens["access_token"])
+    finally:
+        project.delete()
+    if user.get("display_name") != DISPLAY_NAME or user.get("primary_email") != email:
+        raise StepFailed(f"read back: {user!r}")
+    return user
 
 
 @dataclass(frozen=True)
@@ -460,6 +501,7 @@ def run_downstream(opts: Options, rec: Recorder, say: Callable[[str], None]) -> 
 
         fake = IdentityFake()
         runners["direct"] = lambda i: direct_test(fake, email_of(i))
+        runners["core"] = lambda i: core_test(fake, email_of(i))
 
         say("downstream: starting the standalone fake")
         try:

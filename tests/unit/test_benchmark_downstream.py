@@ -37,6 +37,13 @@ def test_the_in_process_test_signs_up_by_code_updates_and_reads_back_then_delete
     assert downstream.direct_test(fake, "bob@example.com")["display_name"] == downstream.DISPLAY_NAME
 
 
+def test_the_lower_bound_makes_the_same_requests_into_the_core_and_deletes_its_project(fake: IdentityFake) -> None:
+    user = downstream.core_test(fake, "erin@example.com")
+    assert user["display_name"] == downstream.DISPLAY_NAME
+    assert user["primary_email"] == "erin@example.com"
+    assert user["primary_email_verified"] is True
+
+
 @pytest.fixture
 def dev_project_over_http(fake: IdentityFake) -> Iterator[tuple[httpx.Client, downstream.ServerInfo]]:
     """The fake's dev project as the standalone server serves it (same keys), through an in-process transport."""
