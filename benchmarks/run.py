@@ -22,6 +22,10 @@ same Hypercorn command (one worker) and loaded by the same load generator on loo
 - start-up: import to first response in process; process start to first 200 for Hypercorn (service, baseline); the
   CPU the pytest plugin adds to a run that does not use it.
 
+Not in the default run: `--only peers` (or `--peers`), the Firebase Auth emulator side by side (benchmarks/peers.py),
+and `--only downstream`, one typical downstream test timed against our fake (pytest plugin, standalone server), the
+emulator and moto (benchmarks/downstream.py; npm and the `bench` extra).
+
 Baseline and service measurements alternate (B S1 B S2 B ...); each service figure is divided by the mean of the
 two baseline figures around it, so load from other processes on the machine hits both sides alike. The
 server-CPU ratio (requests per CPU-second of the server processes, Redis included) is printed next to it: it
@@ -50,7 +54,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks import growth, peers
+from benchmarks import downstream, growth, peers
 from benchmarks.common import (
     CALLBACK_URL,
     CLIENT_PATCH_BODY,
@@ -114,6 +118,8 @@ class Options:
     logdir: Path
     #: Hypercorn options for the services under test only (the baselines keep the default command line).
     service_hypercorn_args: tuple[str, ...] = ()
+    #: tests per repeat of each contender in the downstream section
+    downstream_tests: int = 50
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -973,6 +979,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, argparse.Namespa
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--peers", action="store_true", help="also the Firebase Auth emulator side by side (npm)")
     parser.add_argument(
+        "--downstream-tests",
+        type=int,
+        help="tests per repeat of each contender in the downstream section (--only downstream; 50, quick 20)",
+    )
+    parser.add_argument(
         "--service-hypercorn-arg",
         action="append",
         default=[],
@@ -1000,6 +1011,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, argparse.Namespa
         loadgen=loadgen,
         logdir=Path(tempfile.mkdtemp(prefix="bench-logs-")),
         service_hypercorn_args=tuple(args.service_hypercorn_arg),
+        downstream_tests=args.downstream_tests or (20 if quick else 50),
     )
     return opts, args
 
@@ -1041,6 +1053,7 @@ def main(argv: list[str] | None = None) -> None:
         say(f"growth up to {opts.max_users:,} users")
         grow = growth.run_growth(opts, rec, say)
     peer = peers.run_peers(opts, rec, say) if "peers" in opts.sections else {}
+    down = downstream.run_downstream(opts, rec, say) if "downstream" in opts.sections else {}
     say("done")
 
     header = (
@@ -1050,6 +1063,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     report = build_report(opts, rec, trips, grow)
     peers.add_to_report(report, rec, peer)
+    downstream.add_to_report(report, rec, down)
     print_report(opts, report, header)
     document = {
         "header": header,
@@ -1071,6 +1085,7 @@ def main(argv: list[str] | None = None) -> None:
         "roundtrips": trips,
         "growth": grow,
         "peers": peer,
+        "downstream": down,
         "median": {name: rec.median(name) for name in rec.runs},
         "runs": rec.runs,
     }

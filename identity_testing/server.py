@@ -1,6 +1,6 @@
 """A standalone fake for test suites in other languages: one command starts it, SIGTERM or Ctrl-C stops it.
 
-    python -m identity_testing.server [--host 127.0.0.1] [--port 0] [--seed export.json] [--compat]
+    python -m identity_testing.server [--host 127.0.0.1] [--port 0] [--seed export.json] [--compat] [--rate-limits]
 
 It serves the service with Hypercorn in dev/test mode on the memory store and prints one JSON line on standard
 output once it answers: `{"base_url", "project_id", "publishable_client_key", "secret_server_key",
@@ -10,6 +10,9 @@ output once it answers: `{"base_url", "project_id", "publishable_client_key", "s
 It binds its socket itself before anything else and hands it to Hypercorn, so `base_url` is the address it serves
 (with `--port 0`, the port the system gave it). When the address is taken it prints one line on standard error
 and exits with status 1, and prints no JSON line.
+
+Rate limits are off, as in `IdentityFake`: a test suite sends bursts from one address on purpose (more than ten
+sign-in codes a minute, say). `--rate-limits` turns them on, to test how a client handles 429.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--seed", type=Path, help="a JSON export to import into the dev project at start")
     parser.add_argument("--compat", action="store_true", help="also accept the original's X-Stack-* headers")
+    parser.add_argument(
+        "--rate-limits", action="store_true", help="enforce the service's rate limits (off by default, as in tests)"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -63,7 +69,7 @@ async def main(argv: list[str] | None = None) -> int:
         return 1
     port = int(sock.getsockname()[1])
 
-    settings = Settings(dev_mode=True, compat="stack" if args.compat else "")
+    settings = Settings(dev_mode=True, compat="stack" if args.compat else "", rate_limits=args.rate_limits)
     store = AsyncMemoryStore()
     app = IdentityASGI(settings, store=store)
     await app.startup()

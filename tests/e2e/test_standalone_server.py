@@ -124,3 +124,44 @@ def test_a_seed_that_does_not_import_fails_without_ready_line(tmp_path: Path) ->
     assert finished.stdout == ""
     assert "cannot import the seed" in finished.stderr
     assert "version 1 or 2" in finished.stderr
+
+
+def _send_codes(base_url: str, project_id: str, client_key: str, count: int) -> list[int]:
+    """`count` sign-in codes sent from this one address, each to its own address: the statuses."""
+    headers = {
+        "x-service-access-type": "client",
+        "x-service-project-id": project_id,
+        "x-service-publishable-client-key": client_key,
+    }
+    with httpx.Client(base_url=base_url, headers=headers, timeout=10) as http:
+        return [
+            http.post(
+                "/api/v1/auth/otp/send-sign-in-code",
+                json={"email": f"burst-{i}@example.com", "callback_url": "http://localhost/cb"},
+            ).status_code
+            for i in range(count)
+        ]
+
+
+@pytest.mark.parametrize(("flags", "last_status"), [((), 200), (("--rate-limits",), 429)])
+def test_fake_server_has_no_rate_limits_unless_asked_as_the_in_process_fake(
+    flags: tuple[str, ...], last_status: int
+) -> None:
+    # A suite signs up more than ten users a minute from one address (send_code_ip allows 10 per 60 s).
+    process = subprocess.Popen(
+        [sys.executable, "-m", "identity_testing.server", "--port", "0", *flags],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        started = json.loads(process.stdout.readline())
+        statuses = _send_codes(started["base_url"], started["project_id"], started["publishable_client_key"], 11)
+        assert statuses[:10] == [200] * 10
+        assert statuses[10] == last_status
+    finally:
+        stop(process)
+        if process.stdout:
+            process.stdout.close()
