@@ -13,7 +13,7 @@ from identity_proto.auth import AccessType, Auth, HeaderReader, ProjectCache
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.quickinit import quick_init
-from identity_proto.tokens import Entropy
+from identity_proto.tokens import Entropy, VerifiedTokenCache
 
 if TYPE_CHECKING:
     from identity_proto.effects.commit import CommitGuard
@@ -114,6 +114,9 @@ class RequestContext(Generic[BodyT, QueryT, ParamsT]):
     #: access token, or on a route that checks its own session): a flow's commit carries this very object, so the
     #: precondition rides inside the commit (`identity_proto.preconditions.guarded`) without a second build.
     live_session: CommitGuard | None = None
+    #: The service's memo of verified access tokens: a token this process signs goes in as it is issued, so that the
+    #: next request carrying it needs no signature check (`tokens.VerifiedTokenCache.remember`). None: not kept.
+    token_cache: VerifiedTokenCache | None = None
 
     def forget_project(self, project_id: str) -> None:
         """This worker changed or deleted `project_id`: its next request reads it afresh."""

@@ -305,6 +305,7 @@ class Service:
             projects=self.projects,
             routes=self._router.routes,
             live_session=None if live_session is None else live_session.guard,
+            token_cache=self._token_cache,
         )
         # The route's flow, run again from its first read when its commit found a guard broken by a concurrent
         # write: the flow is pure given the request, the clock and entropy, so the re-run reads what that write left

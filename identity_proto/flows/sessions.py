@@ -123,7 +123,11 @@ def issue_access_token(ctx: RequestContext, project: Project, user: User, sessio
     )
     # Anonymous and restricted users' tokens are signed with keys of their own, listed in the JWKS only on request
     # (see `tokens.access_token_key`).
-    return access_token_key(project.signing_key, claims["aud"]).sign(claims)
+    key = access_token_key(project.signing_key, claims["aud"])
+    token = key.sign(claims)
+    if ctx.token_cache is not None:
+        ctx.token_cache.remember(key, token, claims)
+    return token
 
 
 def new_session(

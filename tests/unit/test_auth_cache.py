@@ -134,3 +134,33 @@ def test_the_verified_token_cache_is_bounded_and_forgets_expired_tokens() -> Non
     assert cache.seen(tokens[2]) is None
     assert cache.seen(tokens[3]) is None
     assert len(cache) == 2
+
+
+def test_an_access_token_this_service_issues_is_taken_on_the_next_request_without_a_signature_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Signed here, so what verifying it would find is known: the first request carrying it skips ECDSA. A token
+    # whose bytes differ in any way (another signature, another payload) is still checked, and refused.
+    harness = Harness()
+    created = harness.request("POST", "/api/v1/users", server_headers(), json={"display_name": "Ada"})
+    tokens = harness.request("POST", "/api/v1/auth/sessions", server_headers(), json={"user_id": created.json["id"]})
+    assert tokens.status == 200, tokens.body
+    token = tokens.json["access_token"]
+    verified: list[str] = []
+    real = SigningKey.verify
+
+    def spy(self: SigningKey, given: str) -> Any:
+        verified.append(given)
+        return real(self, given)
+
+    monkeypatch.setattr(SigningKey, "verify", spy)
+    me = harness.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": token}))
+    assert me.status == 200, me.body
+    assert me.json["id"] == created.json["id"]
+    assert verified == []
+    head, payload, signature = token.split(".")
+    other = "A" if signature[0] != "A" else "B"
+    forged = f"{head}.{payload}.{other}{signature[1:]}"
+    refused = harness.request("GET", "/api/v1/users/me", client_headers(**{"x-service-access-token": forged}))
+    assert refused.status == 401, refused.body
+    assert verified == [forged]
