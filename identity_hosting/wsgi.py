@@ -258,9 +258,6 @@ class IdentityWSGI:
             operator = self._operator_response(environ, note)
             if operator is not None:
                 return operator
-        if not self._started:
-            self.startup()
-        assert self.store is not None
         try:
             body = self._read_body(environ)
             request = _request_from_environ(environ, body)
@@ -269,6 +266,14 @@ class IdentityWSGI:
             return self.service.error_response(error, new_request_id(self.entropy))
         except KnownError as refused:  # the body is over the limit
             return self.service.error_response(refused, new_request_id(self.entropy))
+        return self.answer(request, note)
+
+    def answer(self, request: Request, note: RequestNote | None = None) -> Response:
+        """The answer to a request already read and parsed (what the WSGI call does once it has the body; the
+        in-process fake's `DirectClient` calls it with requests it builds itself). Errors propagate."""
+        if not self._started:
+            self.startup()
+        assert self.store is not None
         static = self.pages.response(request)
         if static is not None:
             return static

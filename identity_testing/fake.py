@@ -8,6 +8,7 @@ import base64
 import contextlib
 import datetime as dt
 import hashlib
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from html.parser import HTMLParser
@@ -21,7 +22,18 @@ from asgi_app import IdentityASGI
 from backends.memory import AsyncMemoryStore, MemoryStore
 from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Settings, SystemEntropy, wall_clock_ms
 from identity_hosting.wsgi import IdentityWSGI
-from identity_proto import Entropy, IssuedKeys, SeededEntropy, Service, run
+from identity_proto import (
+    Entropy,
+    ErrorCode,
+    IssuedKeys,
+    KnownError,
+    Request,
+    Response,
+    SeededEntropy,
+    Service,
+    new_request_id,
+    run,
+)
 from identity_proto.changes import ProjectConfigChanges
 from identity_proto.effects import (
     ApiKeyWrite,
@@ -44,6 +56,7 @@ from identity_proto.flows.webhook_delivery import WebhookDelivery  # webhooks
 from identity_proto.flows.webhooks import render_delivery  # webhooks
 from identity_proto.oauth import MOCK_CLIENT_ID, PROVIDER_TYPES
 from identity_proto.records import ApiKeyType, ClockOverride, OAuthProviderConfig, ProjectConfig, TrustedDomain
+from identity_testing.direct import DirectClient
 from identity_testing.webhooks import (
     InProcessWebhookSender,
     ReceiverKind,
@@ -58,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = ["FakeClock", "IdentityFake", "OAuthFlowError", "TestProject"]
 
 BASE_URL = "http://identity.test"
+logger = logging.getLogger("identity_service")
 #: How the fake sends webhooks (`IdentityFake(webhooks=...)`): "manual" at `deliver_webhooks()`, "sync" also after
 #: every request through its clients.
 WEBHOOK_MODES = ("manual", "sync")  # webhooks
@@ -311,6 +325,25 @@ class IdentityFake:
         """An `httpx.Client` wired to the service in process (WSGI, no port)."""
         return httpx.Client(transport=self.transport(), base_url=BASE_URL, headers=headers)
 
+    def direct_client(self, headers: Mapping[str, str] | None = None) -> DirectClient:
+        """The fastest client: requests straight to the service's core, no HTTP client (`identity_testing.direct`:
+        the same answers as `client()`'s, with the part of httpx's surface tests use)."""
+        return DirectClient(self, headers, host=urlsplit(BASE_URL).netloc)
+
+    def answer(self, request: Request) -> Response:
+        """The service's answer to `request` (a `DirectClient`'s): as the WSGI face answers it, then webhooks in
+        the "sync" mode."""
+        try:
+            response = self.wsgi.answer(request)
+        except Exception:  # as the WSGI face answers an error of its own
+            request_id = new_request_id(self.entropy)
+            logger.exception("host error (request %s)", request_id)
+            error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
+            response = self.service.error_response(error, request_id)
+        if self.webhooks == "sync":
+            self.deliver_webhooks()
+        return response
+
     def async_client(self, headers: Mapping[str, str] | None = None) -> httpx.AsyncClient:
         """An `httpx.AsyncClient` wired to the service in process (ASGI, no port)."""
         return httpx.AsyncClient(transport=self.async_transport(), base_url=BASE_URL, headers=headers)
@@ -382,9 +415,14 @@ class TestProject:
         """An in-process `httpx.AsyncClient` that sends this project's headers."""
         return self.fake.async_client(self.headers(access, access_token=access_token))
 
+    def direct_client(self, access: str = "server", *, access_token: str | None = None) -> DirectClient:
+        """The fastest client, sending this project's headers: requests straight to the service's core
+        (`identity_testing.direct.DirectClient`; same answers as `client()`'s, no HTTP client)."""
+        return self.fake.direct_client(self.headers(access, access_token=access_token))
+
     def _server(self, method: str, path: str, **kw: Any) -> Any:
-        with self.client("server") as http:
-            response = http.request(method, path, **kw)
+        # The shortcuts below go through the direct client: the same answers, a fraction of an httpx round's cost.
+        response = self.direct_client("server").request(method, path, **kw)
         if response.status_code >= 400:
             raise AssertionError(f"{method} {path} -> {response.status_code}: {response.text}")
         return response.json()

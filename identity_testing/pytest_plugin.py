@@ -7,6 +7,7 @@
 | `identity_clock` | test | the fake's clock; back to real time after the test |
 | `identity_outbox` | test | `identity_outbox(to=None)`: the project's sent mail, newest first |
 | `identity_client`, `identity_server_client`, `identity_admin_client` | test | in-process `httpx.Client`s |
+| `identity_direct`, `identity_server_direct` | test | the fastest clients: `DirectClient`s (see `direct.py`) |
 | `identity_events` | test | `identity_events(*types)`: the project's webhook events, `{"id", "type", "data"}` |
 | `identity_webhook_receiver` | test | a `RecordingReceiver` of every event, delivered after each request |
 
@@ -27,6 +28,7 @@ import pytest
 if TYPE_CHECKING:
     import httpx
 
+    from identity_testing.direct import DirectClient
     from identity_testing.fake import FakeClock, IdentityFake, TestProject
     from identity_testing.webhooks import RecordingReceiver
 
@@ -79,6 +81,19 @@ def identity_admin_client(identity_project: TestProject) -> Iterator[httpx.Clien
     """An admin-access `httpx.Client` for the test's project."""
     with identity_project.client("admin") as client:
         yield client
+
+
+@pytest.fixture
+def identity_direct(identity_project: TestProject) -> DirectClient:
+    """A client-access `DirectClient` for the test's project: the same answers as `identity_client`'s, without an
+    HTTP client (`identity_testing.direct`), several times cheaper per request."""
+    return identity_project.direct_client("client")
+
+
+@pytest.fixture
+def identity_server_direct(identity_project: TestProject) -> DirectClient:
+    """A server-access `DirectClient` for the test's project."""
+    return identity_project.direct_client("server")
 
 
 # --- webhooks ---
