@@ -84,34 +84,38 @@ def test_a_step_that_does_not_answer_as_expected_fails_the_test(fake: IdentityFa
 
 
 def test_the_generated_suite_has_k_tests_on_the_plugins_fixtures_and_k_empty_ones(tmp_path: Path) -> None:
-    plugin, empty = downstream.write_test_files(tmp_path, 3)
-    tree = ast.parse(plugin.read_text())
-    tests = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
-    assert [[a.arg for a in t.args.args] for t in tests] == [["identity_project", "identity_client"]] * 3
-    assert len({downstream.email_of(i) for i in range(3)} & set(plugin.read_text().split('"'))) == 3
+    direct, plugin, empty = downstream.write_test_files(tmp_path, 3)
+    for generated, client in ((direct, "identity_direct"), (plugin, "identity_client")):
+        tree = ast.parse(generated.read_text())
+        tests = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+        assert [[a.arg for a in t.args.args] for t in tests] == [["identity_project", client]] * 3
+        assert len({downstream.email_of(i) for i in range(3)} & set(generated.read_text().split('"'))) == 3
     assert len([n for n in ast.parse(empty.read_text()).body if isinstance(n, ast.FunctionDef)]) == 3
     assert (tmp_path / "pytest.ini").read_text() == "[pytest]\n"  # the project's own pytest settings stay out
 
 
 def test_the_generated_suite_passes_under_pytest_with_the_plugin_and_reports_each_tests_time(tmp_path: Path) -> None:
-    plugin, empty = downstream.write_test_files(tmp_path, 2)
-    run = downstream.run_pytest(plugin)
-    assert len(run.per_test_s) == 2
-    assert all(0 < seconds < run.wall_s for seconds in run.per_test_s)
+    direct, plugin, empty = downstream.write_test_files(tmp_path, 2)
+    for generated in (direct, plugin):
+        run = downstream.run_pytest(generated)
+        assert len(run.per_test_s) == 2
+        assert all(0 < seconds < run.wall_s for seconds in run.per_test_s)
     assert "def test_nothing_1():" in empty.read_text()
 
 
 def test_contenders_that_could_not_run_read_not_measured_and_their_targets_are_never_met() -> None:
     rec = Recorder()
     for value in (10.0, 12.0, 11.0):
-        rec.add("downstream.plugin.ms", value)
+        rec.add("downstream.plugin_direct.ms", value)
+        rec.add("downstream.plugin.ms", value * 2)
         rec.add("downstream.direct.ms", value - 1)
         rec.add("downstream.server.ms", value * 3)
     errors = {"firebase": "npm install firebase-tools failed (1): E404", "moto": "moto is not installed"}
     report: dict[str, list[dict[str, object]]] = {"rows": [], "targets": []}
     downstream.add_to_report(report, rec, {"tests": 3, "errors": errors})
     by_label = {row["figure"]: row for row in report["rows"]}
-    assert by_label[downstream.CONTENDERS["plugin"]]["rate"] == 11.0
+    assert by_label[downstream.CONTENDERS["plugin_direct"]]["rate"] == 11.0
+    assert by_label[downstream.CONTENDERS["plugin"]]["ratio"] == 2.0
     assert by_label[downstream.CONTENDERS["server"]]["ratio"] == 3.0
     assert str(by_label[downstream.CONTENDERS["firebase"]]["detail"]).startswith("not measured: npm install")
     assert [t["met"] for t in report["targets"]] == [None, None]
@@ -120,7 +124,7 @@ def test_contenders_that_could_not_run_read_not_measured_and_their_targets_are_n
 
 def test_measured_contenders_are_held_to_the_targets() -> None:
     rec = Recorder()
-    for name, ms in (("plugin", 2.0), ("firebase", 30.0), ("moto", 1.5)):
+    for name, ms in (("plugin_direct", 2.0), ("plugin", 4.0), ("firebase", 30.0), ("moto", 1.5)):
         rec.add(f"downstream.{name}.ms", ms)
     report: dict[str, list[dict[str, object]]] = {"rows": [], "targets": []}
     downstream.add_to_report(report, rec, {"tests": 1, "errors": {}})
