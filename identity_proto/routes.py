@@ -202,6 +202,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/passkey/register", passkeys.register_passkey, body=PasskeyRegisterBody),
     Route("POST", f"{V1}/auth/passkey/initiate-passkey-authentication", passkeys.initiate_authentication),
     Route("POST", f"{V1}/auth/passkey/sign-in", passkeys.sign_in_with_passkey, body=PasskeySignInBody),
+    Route(
+        "GET", f"{V1}/users/{{user_id}}/passkeys", passkeys.list_user_passkeys, SERVER_AND_ADMIN, params=UserIdParams
+    ),
     # passwords (reference part 2 §1): forgotten, changed and set passwords
     Route("POST", f"{V1}/auth/password/send-reset-code", passwords.send_reset_code, body=SendResetCodeBody),
     Route("POST", f"{V1}/auth/password/reset", passwords.reset_password, body=ResetPasswordBody),

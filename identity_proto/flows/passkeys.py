@@ -48,9 +48,16 @@ from identity_proto.render import json_response
 from identity_proto.schemas import schema_error
 
 if TYPE_CHECKING:
-    from identity_proto.schemas import PasskeyRegisterBody, PasskeySignInBody
+    from identity_proto.schemas import PasskeyRegisterBody, PasskeySignInBody, UserIdParams
 
-__all__ = ["initiate_authentication", "initiate_registration", "register_passkey", "sign_in_with_passkey"]
+__all__ = [
+    "initiate_authentication",
+    "initiate_registration",
+    "list_user_passkeys",
+    "register_passkey",
+    "render_passkey",
+    "sign_in_with_passkey",
+]
 
 _REGISTRATION, _AUTHENTICATION = CodePurpose.PASSKEY_REGISTRATION, CodePurpose.PASSKEY_AUTHENTICATION
 
@@ -212,3 +219,26 @@ def _counted(user: User, passkey: Passkey, sign_count: int) -> tuple[Passkey, ..
     """The user's passkeys with `passkey`'s counter set to `sign_count`."""
     updated = replaced(passkey, {"sign_count": sign_count})
     return tuple(updated if p.credential_id == passkey.credential_id else p for p in user.passkeys)
+
+
+def render_passkey(passkey: Passkey) -> dict[str, object]:
+    """A passkey as the listing shows it: what identifies it and where it signs in (its public key is of no use to
+    a reader; nothing stored is secret)."""
+    return {
+        "id": passkey.credential_id,
+        "rp_id": passkey.rp_id,
+        "transports": list(passkey.transports),
+        "aaguid": passkey.aaguid,
+        "sign_count": passkey.sign_count,
+        "created_at_millis": passkey.created_at_millis,
+    }
+
+
+def list_user_passkeys(ctx: RequestContext[None, None, UserIdParams]) -> Flow[Response]:
+    """GET /users/{user_id}/passkeys (server, admin; a route of this service's own): the user's passkeys, for the
+    dashboard. `PATCH /users/{user_id}` with `passkey_auth_enabled: false` removes them."""
+    project = ctx.require_auth().project
+    user = yield from perform(LoadUser(project.id, ctx.resolve_user_id(ctx.params.user_id)))
+    if user is None:
+        raise KnownError(ErrorCode.USER_NOT_FOUND)
+    return json_response(200, {"items": [render_passkey(p) for p in user.passkeys], "is_paginated": False})

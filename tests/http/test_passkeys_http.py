@@ -327,3 +327,26 @@ def test_a_wildcard_trusted_domain_is_an_allowed_origin_and_its_host_the_rp_id(f
         with pytest.raises(AssertionError, match="the origin is not allowed"):
             authenticator.sign_in(http, origin="http://localhost:3000")
     assert authenticator.credentials[0].rp_id == "app.example.com"
+
+
+def test_a_server_lists_a_users_passkeys_without_their_keys(project: TestProject) -> None:
+    user, authenticator = registered(project)
+    with project.client("server") as http:
+        listed = http.get(f"/api/v1/users/{user['id']}/passkeys").json()
+        http.patch(f"/api/v1/users/{user['id']}", json={"passkey_auth_enabled": False})
+        after = http.get(f"/api/v1/users/{user['id']}/passkeys").json()["items"]
+        missing = http.get("/api/v1/users/33333333-3333-4333-8333-333333333333/passkeys")
+    with project.client("client") as http:
+        by_client = http.get(f"/api/v1/users/{user['id']}/passkeys")
+    (item,) = listed["items"]
+    assert item == {
+        "id": authenticator.credentials[0].id,
+        "rp_id": "localhost",
+        "transports": ["internal"],
+        "aaguid": "00000000-0000-0000-0000-000000000000",
+        "sign_count": 0,
+        "created_at_millis": item["created_at_millis"],
+    }
+    assert after == []
+    refused(missing, 404, "USER_NOT_FOUND")
+    assert by_client.status_code == 401
