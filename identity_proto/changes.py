@@ -7,7 +7,7 @@ a `TypeError` when it is built, in the core). Stores iterate it as (field, value
 
 | change set | record | fields it may not set |
 |---|---|---|
-| `UserChanges` | `User` | `id`, `oauth_accounts` |
+| `UserChanges` | `User` | `id`, `oauth_accounts`, `passkeys` |
 | `TeamChanges` | `Team` | `id` |
 | `MembershipChanges` | `Membership` | `team_id`, `user_id` |
 | `ProjectConfigChanges` | `ProjectConfig` | (none) |
@@ -72,9 +72,10 @@ class Changes(Generic[RecordT]):
 @dataclasses.dataclass(frozen=True, slots=True)
 class UserChanges(Changes[User]):
     """Changes of a `User` (any field but its id and, OAuth, its linked accounts: those change only with their
-    OAuth index, by a commit's `SetOAuthAccounts`: `flows.oauth_accounts.commit_accounts`, a sign-up or an upgrade)."""
+    OAuth index, by a commit's `SetOAuthAccounts`: `flows.oauth_accounts.commit_accounts`, a sign-up or an upgrade;
+    likewise its passkeys, with the passkey index, by a commit's `SetPasskeys`: `flows.passkeys`)."""
 
-    settable = _settable(User, fixed={"id", "oauth_accounts"})
+    settable = _settable(User, fixed={"id", "oauth_accounts", "passkeys"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

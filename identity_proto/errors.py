@@ -146,6 +146,10 @@ class ErrorCode(Enum):
         "Cannot manually enable passkey auth, it is enabled iff there is a passkey auth method",
     )
     INVALID_PROFILE_IMAGE_URL = (400, "Invalid profile image URL")
+    # passkeys (`identity_proto.flows.passkeys`; the original's texts: the two failures carry the reason as message)
+    PASSKEY_AUTHENTICATION_NOT_ENABLED = (400, "Passkey authentication is not enabled for this project.")
+    PASSKEY_REGISTRATION_FAILED = (400, "Passkey registration failed.")
+    PASSKEY_AUTHENTICATION_FAILED = (400, "Passkey authentication failed.")
     CLIENT_USER_DELETION_NOT_ENABLED = (400, "Client user deletion is not enabled for this project")
     OAUTH_PROVIDER_NOT_FOUND = (400, "OAuth provider {provider_id} not found")
     ONLY_ANONYMOUS_REQUIRES_INCLUDE_ANONYMOUS = (400, "only_anonymous=true requires include_anonymous=true")

@@ -33,6 +33,7 @@ __all__ = [
     "Membership",
     "OAuthAccount",
     "OAuthProviderConfig",
+    "Passkey",
     "PermissionDefinition",
     "Project",
     "ProjectConfig",
@@ -163,6 +164,31 @@ class OAuthAccount:
 
 
 @dataclass(frozen=True, slots=True)
+class Passkey:
+    """A WebAuthn credential registered by a user (`identity_proto.flows.passkeys`). Kept on the `User` record
+    (`User.passkeys`), so every user read renders `passkey_auth_enabled` without a second read. Nothing secret: the
+    private key never leaves the authenticator.
+
+    Invariant kept by every store: each passkey is in the project's passkey index under its `credential_id`,
+    mapped to its user; no two passkeys of a project share a credential id."""
+
+    #: The credential id, base64url without padding (as WebAuthn's JSON carries it: the response's `id`).
+    credential_id: str
+    #: The credential's public key as a COSE_Key, base64url without padding.
+    public_key: str
+    #: The authenticator's signature counter as last seen; a later sign-in must present a higher one unless both
+    #: are 0 (an authenticator that does not count), else it is refused as a cloned authenticator's.
+    sign_count: int = 0
+    #: The transports the browser reported (`usb`, `internal`, `hybrid`, ...), for the client's hints.
+    transports: tuple[str, ...] = ()
+    #: The authenticator model's AAGUID (all zeros with `none` attestation, as most passkeys register).
+    aaguid: str = ""
+    created_at_millis: int = 0
+    #: The relying party id it was registered for: the host of the page's origin.
+    rp_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """A project's configuration. Defaults suit a service developers run locally with code sign-in first."""
 
@@ -194,6 +220,8 @@ class ProjectConfig:
     oauth_providers: tuple[OAuthProviderConfig, ...] = ()
     #: One of `OAUTH_MERGE_STRATEGIES`.
     oauth_account_merge_strategy: str = "link_method"
+    # passkeys (`identity_proto.flows.passkeys`): WebAuthn registration and sign-in
+    passkey_enabled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +369,8 @@ class User:
     primary_email_channel_created_at_millis: int | None = None
     # OAuth: the user's linked provider accounts, in creation order (see `OAuthAccount`)
     oauth_accounts: tuple[OAuthAccount, ...] = ()
+    # passkeys: the user's registered WebAuthn credentials (see `Passkey`); `passkey_auth_enabled` is whether any
+    passkeys: tuple[Passkey, ...] = ()
 
     @property
     def auth_email(self) -> str | None:
@@ -366,6 +396,12 @@ class CodePurpose(StrEnum):
     # contact channels
     #: Verifying a contact channel (reference part 2 §2): the code names the user and the address.
     CONTACT_CHANNEL_VERIFICATION = "contact_channel_verification"
+    # passkeys
+    #: A passkey registration's challenge: returned whole to the signed-in user it names (`user_id`); the WebAuthn
+    #: challenge is derived from it (`identity_proto.passkeys.challenge_of`).
+    PASSKEY_REGISTRATION = "passkey_registration"
+    #: A passkey sign-in's challenge (no user: the credential names them).
+    PASSKEY_AUTHENTICATION = "passkey_authentication"
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,18 +489,29 @@ def _accounts(value: Any) -> tuple[OAuthAccount, ...]:
     return tuple(item if isinstance(item, OAuthAccount) else OAuthAccount(**item) for item in value)
 
 
+def _passkeys(value: Any) -> tuple[Passkey, ...]:
+    if not value:
+        return ()
+    return tuple(
+        item if isinstance(item, Passkey) else Passkey(**{**item, "transports": tuple(item.get("transports", ()))})
+        for item in value
+    )
+
+
 def _scores(value: Any) -> RiskScores:
     return RiskScores(**value) if isinstance(value, dict) else value if value is not None else RiskScores()
 
 
 def _make_user_reader() -> Callable[[dict[str, Any], Any], User]:
     arguments = []
-    namespace: dict[str, Any] = {"User": User, "_scores": _scores, "_accounts": _accounts}
+    namespace: dict[str, Any] = {"User": User, "_scores": _scores, "_accounts": _accounts, "_passkeys": _passkeys}
     for f in dataclasses.fields(User):
         if f.name == "risk_scores":
             arguments.append("_scores(get('risk_scores'))")
         elif f.name == "oauth_accounts":
             arguments.append("_accounts(get('oauth_accounts'))")
+        elif f.name == "passkeys":
+            arguments.append("_passkeys(get('passkeys'))")
         elif f.default is dataclasses.MISSING:
             arguments.append(f"data[{f.name!r}]")
         else:

@@ -21,6 +21,7 @@ from identity_proto.flows import (
     oauth,
     oauth_accounts,
     otp,
+    passkeys,
     password,
     passwords,
     permissions,
@@ -86,6 +87,8 @@ from identity_proto.schemas import (
     OAuthTokenGrantBody,
     OriginalProjectUpdateBody,
     OutboxQuery,
+    PasskeyRegisterBody,
+    PasskeySignInBody,
     PasswordSignInBody,
     PasswordSignUpBody,
     PermissionDefinitionCreateBody,
@@ -194,6 +197,14 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{V1}/auth/password/sign-in", password.sign_in_with_password, body=PasswordSignInBody),
     # anonymous users
     Route("POST", f"{V1}/auth/anonymous/sign-up", anonymous.sign_up_anonymously),
+    # passkeys (WebAuthn)
+    Route("POST", f"{V1}/auth/passkey/initiate-passkey-registration", passkeys.initiate_registration),
+    Route("POST", f"{V1}/auth/passkey/register", passkeys.register_passkey, body=PasskeyRegisterBody),
+    Route("POST", f"{V1}/auth/passkey/initiate-passkey-authentication", passkeys.initiate_authentication),
+    Route("POST", f"{V1}/auth/passkey/sign-in", passkeys.sign_in_with_passkey, body=PasskeySignInBody),
+    Route(
+        "GET", f"{V1}/users/{{user_id}}/passkeys", passkeys.list_user_passkeys, SERVER_AND_ADMIN, params=UserIdParams
+    ),
     # passwords (reference part 2 §1): forgotten, changed and set passwords
     Route("POST", f"{V1}/auth/password/send-reset-code", passwords.send_reset_code, body=SendResetCodeBody),
     Route("POST", f"{V1}/auth/password/reset", passwords.reset_password, body=ResetPasswordBody),

@@ -18,6 +18,10 @@ Verifying the fake's tokens in your own backend, without a port: `project.issuer
 `project.jwks_url`, `project.jwks()` (the JWKS document) and `project.jwk_client()` (a PyJWT `PyJWKClient` that
 fetches the JWKS from the fake in process); `fake.transport()` serves any other HTTP client (httpx) in process.
 
+Passkeys without a browser: `project.passkey_authenticator()` is a software authenticator
+(`identity_testing.passkeys.PasskeyAuthenticator`) that registers (`register(client)`) and signs in
+(`sign_in(client)`) with real WebAuthn answers.
+
     signing_key = project.jwk_client().get_signing_key_from_jwt(token)
     claims = jwt.decode(token, signing_key, algorithms=["ES256"], audience=project.audience, issuer=project.issuer)
 """
@@ -28,13 +32,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from identity_testing.fake import FakeClock, IdentityFake, TestProject
+    from identity_testing.passkeys import PasskeyAuthenticator
 
-__all__ = ["FakeClock", "IdentityFake", "TestProject"]
+__all__ = ["FakeClock", "IdentityFake", "PasskeyAuthenticator", "TestProject"]
 
 
 def __getattr__(name: str) -> Any:
     # The service is imported when a name of it is first used, not with the package: the pytest plugin lives in this
     # package and pytest loads it in every suite where the package is installed, most of which never use it.
+    if name == "PasskeyAuthenticator":
+        from identity_testing import passkeys
+
+        return passkeys.PasskeyAuthenticator
     if name in __all__:
         from identity_testing import fake
 

@@ -68,6 +68,8 @@ from identity_testing.webhooks import (
 if TYPE_CHECKING:
     import jwt
 
+    from identity_testing.passkeys import PasskeyAuthenticator
+
 __all__ = ["FakeClock", "IdentityFake", "OAuthFlowError", "TestProject"]
 
 BASE_URL = "http://identity.test"
@@ -453,6 +455,15 @@ class TestProject:
         if expires_in_millis is not None:
             body["expires_in_millis"] = expires_in_millis
         return dict(self._server("POST", "/api/v1/auth/sessions", json=body))
+
+    # passkeys
+    def passkey_authenticator(self, origin: str = "http://localhost:3000") -> PasskeyAuthenticator:
+        """A software passkey authenticator in a page at `origin` (`identity_testing.passkeys`): it registers and
+        signs in with real WebAuthn answers, no browser. The origin must be one the project trusts (localhost is,
+        unless `allow_localhost` is off); the project needs `passkey_enabled`."""
+        from identity_testing.passkeys import PasskeyAuthenticator
+
+        return PasskeyAuthenticator(origin)
 
     # anonymous users
     def sign_up_anonymous(self) -> dict[str, str]:

@@ -10,6 +10,7 @@
 | `identity_direct`, `identity_server_direct` | test | the fastest clients: `DirectClient`s (see `direct.py`) |
 | `identity_events` | test | `identity_events(*types)`: the project's webhook events, `{"id", "type", "data"}` |
 | `identity_webhook_receiver` | test | a `RecordingReceiver` of every event, delivered after each request |
+| `identity_passkey_authenticator` | test | passkeys on for the project; a `PasskeyAuthenticator` at localhost:3000 |
 
 Each pytest-xdist worker is its own process with its own fake, and each test its own project, so tests never see
 each other's users.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from identity_testing.direct import DirectClient
     from identity_testing.fake import FakeClock, IdentityFake, TestProject
+    from identity_testing.passkeys import PasskeyAuthenticator
     from identity_testing.webhooks import RecordingReceiver
 
 
@@ -123,3 +125,21 @@ def identity_webhook_receiver(
 
 
 # --- end webhooks ---
+
+
+# --- passkeys ---
+
+
+@pytest.fixture
+def identity_passkey_authenticator(identity_project: TestProject) -> PasskeyAuthenticator:
+    """Passkeys turned on for the test's project (`passkey_enabled`), and a software passkey authenticator in a page
+    at http://localhost:3000 (`identity_testing.passkeys`): `register(client)` for a signed-in user's client,
+    `sign_in(client)`."""
+    with identity_project.client("admin") as http:
+        answer = http.patch("/api/v1/projects/current", json={"config": {"passkey_enabled": True}})
+    if answer.status_code != 200:
+        raise AssertionError(f"turning passkeys on: {answer.status_code} {answer.text}")
+    return identity_project.passkey_authenticator()
+
+
+# --- end passkeys ---

@@ -122,7 +122,9 @@ def records(tenant: Tenant, kind: RecordKind) -> dict[str, Any]:
 
 def index(tenant: Tenant, name: IndexName) -> dict[str, str]:
     """One of the project's unique indexes."""
-    return tenant.email_index if name is IndexName.EMAIL else tenant.oauth_index
+    if name is IndexName.EMAIL:
+        return tenant.email_index
+    return tenant.oauth_index if name is IndexName.OAUTH else tenant.passkey_index
 
 
 # ---------------------------------------------------------------------------------------------------------------

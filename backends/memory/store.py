@@ -121,6 +121,8 @@ class Tenant:
     short_lived: dict[tuple[str, str], tuple[str, int | None]] = field(default_factory=dict)
     #: The OAuth index: `oauth_index_key(provider id, account id)` of every sign-in account -> its user's id.
     oauth_index: dict[str, str] = field(default_factory=dict)
+    #: The passkey index: every passkey's credential id -> its user's id.
+    passkey_index: dict[str, str] = field(default_factory=dict)
     #: account row id -> the row's sealed provider tokens.
     provider_tokens: dict[str, str] = field(default_factory=dict)
 

@@ -47,6 +47,7 @@ from identity_proto.effects import (
 )
 from identity_proto.effects.api_keys import DropApiKey, UserApiKeysAre
 from identity_proto.effects.oauth import DropProviderTokens, PutProviderTokens, SetOAuthAccounts
+from identity_proto.effects.passkeys import SetPasskeys
 from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.effects.teams import UserTeamsAre
@@ -297,6 +298,11 @@ def _drop_provider_tokens(tenant: Tenant, write: DropProviderTokens) -> None:
 @applies(SetOAuthAccounts)
 def _set_oauth_accounts(tenant: Tenant, write: SetOAuthAccounts) -> None:
     tenant.users[write.user_id] = replaced(tenant.users[write.user_id], {"oauth_accounts": write.accounts})
+
+
+@applies(SetPasskeys)
+def _set_passkeys(tenant: Tenant, write: SetPasskeys) -> None:
+    tenant.users[write.user_id] = replaced(tenant.users[write.user_id], {"passkeys": write.passkeys})
 
 
 @checks(ProjectGrantIs)

@@ -122,6 +122,7 @@ class KeySpace:
     user_channels = _each("user-channels")
     outer_code = _each("oauth-code")
     oauth_index = _one("oauth-index")
+    passkey_index = _one("passkey-index")
     provider_tokens = _one("oauth-tokens")
 
     @property
@@ -166,7 +167,9 @@ class KeySpace:
 
     def user_index(self, project_id: str, index: IndexName) -> str:
         """One of the project's unique indexes (key -> user id)."""
-        return self.users_by_email(project_id) if index is IndexName.EMAIL else self.oauth_index(project_id)
+        if index is IndexName.EMAIL:
+            return self.users_by_email(project_id)
+        return self.oauth_index(project_id) if index is IndexName.OAUTH else self.passkey_index(project_id)
 
     def webhook_message_tag(self, project_id: str) -> str:
         """The tag of the project's message ids (`identity_proto.events.message_id`): derived from the namespace and

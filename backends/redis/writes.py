@@ -67,6 +67,7 @@ from identity_proto.effects import (
 from identity_proto.effects.api_keys import DropApiKey, UserApiKeysAre
 from identity_proto.effects.commit import RecordKind
 from identity_proto.effects.oauth import DropProviderTokens, PutProviderTokens, SetOAuthAccounts
+from identity_proto.effects.passkeys import SetPasskeys
 from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.effects.teams import UserTeamsAre
@@ -372,6 +373,13 @@ def _set_oauth_accounts(ops: Ops, write: SetOAuthAccounts) -> None:
     # The list's JSON as a whole user's fields hold it (`FieldsAre` compares this text).
     accounts = _json([dataclasses.asdict(account) for account in write.accounts])
     ops.writes.append(["hset", ops.key(ops.space.user(ops.project_id, write.user_id)), "oauth_accounts", accounts])
+
+
+@writes(SetPasskeys)
+def _set_passkeys(ops: Ops, write: SetPasskeys) -> None:
+    # The list's JSON as a whole user's fields hold it (`FieldsAre` compares this text).
+    passkeys = _json([dataclasses.asdict(passkey) for passkey in write.passkeys])
+    ops.writes.append(["hset", ops.key(ops.space.user(ops.project_id, write.user_id)), "passkeys", passkeys])
 
 
 @guards(ProjectGrantIs)

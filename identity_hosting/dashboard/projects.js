@@ -11,6 +11,7 @@ const BOOLEAN_KEYS = [
   ["sign_up_enabled", "Sign-up enabled"],
   ["magic_link_enabled", "Magic links enabled"],
   ["credential_enabled", "Password sign-in enabled"],
+  ["passkey_enabled", "Passkey sign-in enabled"],
   ["allow_localhost", "Allow localhost callbacks"],
   ["client_team_creation_enabled", "Clients may create teams"],
   ["client_user_deletion_enabled", "Clients may delete their user"],

@@ -36,6 +36,7 @@ function userBadges(user) {
     user.primary_email && user.primary_email_verified ? badge("verified", "ok") : null,
     user.has_password ? badge("password") : null,
     user.requires_totp_mfa ? badge("2FA") : null,
+    user.passkey_auth_enabled ? badge("passkey") : null,
   ];
 }
 
@@ -428,6 +429,9 @@ function userPage(view, initial) {
   // OAuth accounts: the user's linked provider accounts
   const linkedAccounts = h("section", { class: "card", id: "user-linked-accounts" });
   linkedAccountsCard(view, linkedAccounts, () => user);
+  // passkeys
+  const passkeys = h("section", { class: "card", id: "user-passkeys" });
+  passkeysCard(view, passkeys, () => user, (updated) => show(updated));
 
   return [
     summary,
@@ -437,8 +441,71 @@ function userPage(view, initial) {
     h("div", { class: "grid" }, h("div", { class: "column" }, channels), h("div", { class: "column" }, permissions)),
     apiKeys,
     linkedAccounts, // OAuth accounts
+    passkeys,
     danger,
   ];
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// Passkeys: the user's registered WebAuthn credentials (GET /users/{id}/passkeys), removed by
+// PATCH /users/{id} {"passkey_auth_enabled": false}
+
+function passkeysCard(view, container, currentUser, onChanged) {
+  const status = h("div", { id: "passkeys-status", "aria-live": "polite" });
+  const body = h("div", { id: "passkeys-body" });
+
+  async function remove() {
+    const agreed = await confirmAction({
+      title: "Remove this user's passkey?",
+      message: "The passkey will no longer sign this user in; they can register a new one once signed in.",
+      confirmLabel: "Remove passkey",
+    });
+    if (!agreed) return;
+    try {
+      const updated = await api("PATCH", `/users/${segment(currentUser().id)}`, { body: { passkey_auth_enabled: false } });
+      notice(status, "ok", "Passkey removed.");
+      onChanged(updated);
+    } catch (error) {
+      notice(status, "error", error);
+    }
+    load();
+  }
+
+  function load() {
+    return section(
+      body,
+      "passkeys",
+      () => api("GET", `/users/${segment(currentUser().id)}/passkeys`),
+      (data) => {
+        const items = data.items ?? [];
+        if (items.length === 0) return empty("No passkey.");
+        return h(
+          "table",
+          { class: "table", id: "passkeys-table" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Credential"), h("th", {}, "Signs in at"), h("th", {}, "Registered"), h("th", {}, "Uses"), h("th", {}, ""))),
+          h(
+            "tbody",
+            {},
+            items.map((passkey) =>
+              h(
+                "tr",
+                { "data-passkey-id": passkey.id },
+                h("td", { class: "mono small" }, passkey.id, h("div", { class: "muted" }, (passkey.transports ?? []).join(", "))),
+                h("td", { class: "mono small" }, passkey.rp_id),
+                h("td", { class: "small" }, formatTime(passkey.created_at_millis)),
+                h("td", { class: "small" }, String(passkey.sign_count)),
+                h("td", { class: "actions" }, h("button", { type: "button", class: "danger small-button remove-passkey", onclick: remove }, "Remove")),
+              ),
+            ),
+          ),
+        );
+      },
+      view.isCurrent,
+    );
+  }
+
+  fill(container, h("div", { class: "card-head" }, h("h3", {}, "Passkeys")), status, body);
+  load();
 }
 
 function summaryContent(user) {

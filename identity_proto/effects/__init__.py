@@ -114,6 +114,7 @@ from identity_proto.effects.oauth_provider import (  # talking to OAuth provider
     RefreshProviderToken,
 )
 from identity_proto.effects.outbox import ListOutbox, SendEmail, append_outbox
+from identity_proto.effects.passkeys import SetPasskeys, find_user_by_passkey
 from identity_proto.effects.passwords import (
     RESET_FIELDS,
     FindAuthAddressHolder,
@@ -356,6 +357,7 @@ __all__ = [
     "SendWebhooks",
     "SessionExists",
     "SetClockOverride",
+    "SetPasskeys",
     "ShortLived",
     "StorageEffect",
     "T",
@@ -388,6 +390,7 @@ __all__ = [
     "ensure_project",
     "find_user_by_email",
     "find_user_by_oauth_account",
+    "find_user_by_passkey",
     "list_projects",
     "load_project",
     "matched_address_verified",

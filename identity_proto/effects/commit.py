@@ -93,6 +93,8 @@ class IndexName(StrEnum):
     EMAIL = "email"
     #: `oauth_index_key(provider id, account id)` of a sign-in account -> its user
     OAUTH = "oauth"
+    #: a passkey's credential id (base64url) -> its user (`identity_proto.effects.passkeys`)
+    PASSKEY = "passkey"
 
 
 # ---------------------------------------------------------------------------------------------------------------

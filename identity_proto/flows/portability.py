@@ -14,7 +14,9 @@ What a version 2 document carries (`export_project_data`), each kind a list of J
 - `users`: every field as stored: password hashes (bcrypt/argon2 MCF), TOTP secrets and the last TOTP step as
   stored (base64 of the raw secret: the store keeps it so, as a code must be computed from it), metadata, the
   restriction, risk scores, the primary e-mail channel (`primary_email*`) and the linked OAuth accounts
-  (`oauth_accounts`: provider, the provider's account id, e-mail, flags; no provider tokens, below);
+  (`oauth_accounts`: provider, the provider's account id, e-mail, flags; no provider tokens, below) and the
+  passkeys (`passkeys`: credential id, public key, signature counter, transports, AAGUID, RP ID: nothing secret;
+  an imported passkey signs its user in on the target, from an origin the target trusts);
 - `contact_channels`: every channel but the primaries (a primary is its user's `primary_email*` fields), with its
   verification and used-for-auth state and `signs_in`: whether the project's e-mail index gives its address to its
   user (an unverified auth channel a client added does not sign in until verified: the import keeps it so);
@@ -382,6 +384,10 @@ def _taken_account(provider_config_id: str, account_id: str) -> Callable[[], Kno
     return lambda: KnownError(ErrorCode.OAUTH_CONNECTION_ALREADY_CONNECTED_TO_ANOTHER_USER, message=message)
 
 
+def _taken_passkey(credential_id: str) -> Callable[[], KnownError]:
+    return _exists(f"The passkey {credential_id} signs another user in already.")
+
+
 _R = typing.TypeVar("_R")
 
 
@@ -445,6 +451,7 @@ def _check_together(d: _Document) -> None:
     primaries = {u.id: u.primary_email for u in d.users}
     _unique(((c.user_id, c.value) for c, _ in d.channels), "contact channel address of user")
     _unique((a.id for u in d.users for a in u.oauth_accounts), "OAuth account id")
+    _unique((p.credential_id for u in d.users for p in u.passkeys), "passkey credential id")
     for user in d.users:
         if user.selected_team_id is not None and user.selected_team_id not in team_ids:
             raise ValueError(f"user {user.id} selects team {user.selected_team_id}, which the document lacks")
@@ -533,6 +540,9 @@ def _commit_parts(
                     _taken_account(account.provider_config_id, account.account_id),
                 )
                 writes.append(SetIndex(IndexName.OAUTH, key, user.id))
+        for passkey in user.passkeys:
+            guard(IndexIs(IndexName.PASSKEY, passkey.credential_id, None), _taken_passkey(passkey.credential_id))
+            writes.append(SetIndex(IndexName.PASSKEY, passkey.credential_id, user.id))
     writes += [SetIndex(IndexName.EMAIL, address, user_id) for address, user_id in _auth_addresses(d)]
     writes += [PutChannel(channel) for channel, _ in d.channels]
     for team in d.teams:

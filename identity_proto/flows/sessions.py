@@ -157,19 +157,20 @@ def start_session(
     is_impersonation: bool = False,
     decided_on: tuple[str, ...] | None = None,
     touch: bool = False,
+    writes: tuple[Write, ...] = (),
 ) -> Flow[IssuedTokens]:
     """Create a session for `user` and return its tokens: one commit, guarded on the user existing and holding in
     `decided_on` what the caller decided on (a sign-in: the password it checked, the second factor it found), so
     a concurrent change of those re-runs the flow (`CommitConflict`). With `touch`, signing in is activity: the
-    user's `last_active_at_millis` is raised to now in the same commit. The token is issued for the user as stored
-    once the commit is applied (same round trip)."""
+    user's `last_active_at_millis` is raised to now in the same commit, with `writes` (what the sign-in changes: a
+    passkey's counter). The token is issued for the user as stored once the commit is applied (same round trip)."""
     refresh_token, session = new_session(ctx, user.id, lifetime_ms=lifetime_ms, is_impersonation=is_impersonation)
     guard: Guard = Exists(RecordKind.USER, user.id) if decided_on is None else FieldsAre(user, decided_on)
-    writes: list[Write] = []
+    all_writes: list[Write] = list(writes)
     if touch and user.last_active_at_millis < ctx.now_ms:
-        writes.append(PatchUser(user.id, UserChanges.of(last_active_at_millis=ctx.now_ms)))
-    writes.append(PutSession(session))
-    (stored,) = yield from commit(project.id, (guard,), tuple(writes), returns=((RecordKind.USER, user.id),))
+        all_writes.append(PatchUser(user.id, UserChanges.of(last_active_at_millis=ctx.now_ms)))
+    all_writes.append(PutSession(session))
+    (stored,) = yield from commit(project.id, (guard,), tuple(all_writes), returns=((RecordKind.USER, user.id),))
     return IssuedTokens(refresh_token, issue_access_token(ctx, project, stored, session.id), session)
 
 

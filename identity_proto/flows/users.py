@@ -61,6 +61,7 @@ from identity_proto.effects.commit import (
     commit,
 )
 from identity_proto.effects.oauth import DropProviderTokens, find_user_by_oauth_account, oauth_index_key
+from identity_proto.effects.passkeys import SetPasskeys
 from identity_proto.effects.permissions import DropProjectGrants
 from identity_proto.effects.sessions import UserSessionsAre
 from identity_proto.effects.teams import UserTeamsAre
@@ -111,6 +112,7 @@ _NEEDS_CURRENT_USER = frozenset(
         "restricted_by_admin",
         "restricted_by_admin_reason",
         "restricted_by_admin_private_details",
+        "passkey_auth_enabled",  # false removes the user's passkeys
     }
 )
 
@@ -286,6 +288,10 @@ def _update(ctx: RequestContext, user_id: str, body: ClientUserUpdateBody, *, me
     if "primary_email" in changes and read.channels is not None:
         by_client = server_body is None
         switch = _primary_switch(read.channels, changes, given, by_client, new_uuid(ctx.entropy), ctx.now_ms)
+    if body.passkey_auth_enabled is False and current is not None and current.passkeys:
+        # reference §3.2: `passkey_auth_enabled: false` removes the user's passkeys (guarded: `_read_fields`)
+        removed = tuple(DropIndex(IndexName.PASSKEY, passkey.credential_id) for passkey in current.passkeys)
+        switch = (switch[0], (*switch[1], *removed, SetPasskeys(user_id, ())))
     password_changed = server_body is not None and ("password" in given or "password_hash" in given)
     if server_body is not None and password_changed:
         changes["password_hash"] = yield from _new_password_hash(ctx, project, _read(current), server_body)
@@ -507,6 +513,8 @@ def _read_fields(given: set[str]) -> tuple[str, ...]:
         names.add("password_hash")
     if "is_anonymous" in given:
         names.add("is_anonymous")
+    if "passkey_auth_enabled" in given:
+        names.add("passkeys")
     if given & _RESTRICTION_FIELDS:
         names.add("restricted_by_admin")
     return tuple(sorted(names))
@@ -709,7 +717,7 @@ def delete_user(ctx: RequestContext[None, None, UserIdParams]) -> Flow[Response]
 
 
 #: The fields of a user its deletion decides on: which e-mail index entries and OAuth records point at it.
-_DELETION_FIELDS = ("primary_email", "primary_email_auth_enabled", "oauth_accounts")
+_DELETION_FIELDS = ("primary_email", "primary_email_auth_enabled", "oauth_accounts", "passkeys")
 
 
 def drop_user(project_id: str, user_id: str) -> Flow[bool]:
@@ -760,6 +768,8 @@ def drop_user(project_id: str, user_id: str) -> Flow[bool]:
             guards.append(IndexIs(IndexName.OAUTH, key, user.id))
             writes.append(DropIndex(IndexName.OAUTH, key))
     writes += [DropProviderTokens(account.id) for account in user.oauth_accounts]
+    # passkeys: every passkey's index entry names its user (`effects.passkeys`)
+    writes += [DropIndex(IndexName.PASSKEY, passkey.credential_id) for passkey in user.passkeys]
     writes += [DropChannel(user.id, channel.id) for channel in read.stored]
     writes += [DropSession(session) for session in sessions]
     writes += [DropMembership(team_id, user.id) for team_id in team_ids]

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from identity_proto.schemas.outbox import (
         OutboxQuery,
     )
+    from identity_proto.schemas.passkeys import PasskeyRegisterBody, PasskeySignInBody
     from identity_proto.schemas.passwords import (
         ResetCodeBody,
         ResetPasswordBody,
@@ -266,6 +267,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "SessionUserQuery",
         "SessionUserQuery",
     ),
+    "passkeys": ("PasskeyRegisterBody", "PasskeySignInBody"),
     "sign_in": ("CodeBody", "MfaSignInBody", "PasswordSignInBody", "PasswordSignUpBody", "SendSignInCodeBody"),
     "teams": (
         "ClientTeamCreateBody",
@@ -392,6 +394,7 @@ __all__ += [
     "ServerContactChannelUpdateBody",
     "VerificationCodeBody",
 ]
+__all__ += ["PasskeyRegisterBody", "PasskeySignInBody"]
 __all__ += ["MockAuthorizeParams", "MockFailNextBody", "MockRevokeBody", "MockTokenForm"]
 __all__ += [
     "CrossDomainAuthorizeBody",

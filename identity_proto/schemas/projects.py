@@ -87,6 +87,8 @@ class ProjectConfigPatch(Body):
     # API keys (reference part 2 §5)
     allow_user_api_keys: bool | None = None
     allow_team_api_keys: bool | None = None
+    # passkeys: WebAuthn registration and sign-in (off by default)
+    passkey_enabled: bool | None = None
     # OAuth accounts: providers (the whole list; a secret left out is kept) and the account merge strategy
     oauth_providers: list[OAuthProviderIn] | None = Field(default=None, max_length=64)
     oauth_account_merge_strategy: MergeStrategy | None = None
@@ -239,7 +241,7 @@ class OriginalConfigPatch(Body):
     sign_up_enabled: bool | None = None
     credential_enabled: bool | None = None
     magic_link_enabled: bool | None = None
-    passkey_enabled: Literal[False] | None = None  # passkeys are not built (yet)
+    passkey_enabled: bool | None = None
     allow_localhost: bool | None = None
     create_team_on_sign_up: bool | None = None
     client_team_creation_enabled: bool | None = None
@@ -268,7 +270,7 @@ class OriginalConfigPatch(Body):
         data: dict[str, Any] = {}
         for name in sorted(self.model_fields_set):
             value = getattr(self, name)
-            if value is None or name in ("passkey_enabled", "email_config", "email_theme"):
+            if value is None or name in ("email_config", "email_theme"):
                 continue  # null keeps the value, as in the original; the rest is what this service always has
             if name == "oauth_providers":
                 data[name] = [p.ours() for p in value]

@@ -6,8 +6,9 @@ in its lock file) is bundled by esbuild into one script, served with an app page
 
 The page goes through what a Stack Auth app does: password sign-up, sign-out, password sign-in, code sign-in (the
 code read from the outbox), sign-in through the mock OAuth provider (the SDK's `signInWithOAuth`, the provider's
-login page, the SDK's `callOAuthCallback` on the app's callback page), and a profile update read back through the
-server API.
+login page, the SDK's `callOAuthCallback` on the app's callback page), a profile update read back through the
+server API, and a passkey registered (`user.registerPasskey()`) and signed in with (`app.signInWithPasskey()`),
+answered by Chromium's virtual authenticator (DevTools `WebAuthn.addVirtualAuthenticator`).
 
 (It lives with the dashboard's browser tests to share their Chromium.)"""
 
@@ -80,6 +81,14 @@ window.actions = {
   },
   signOut: () => { app.signOut({ redirectUrl: location.origin + "/signed-out" }); return "started"; },
   signInWithOAuth: (provider) => { app.signInWithOAuth(provider); return "started"; },
+  // passkeys: the browser's WebAuthn (Chromium's virtual authenticator in the test)
+  registerPasskey: async () => failure(await (await app.getUser({ or: "throw" })).registerPasskey()),
+  // it goes on to the after-sign-in page when it succeeds (as the SDK's OAuth sign-in does)
+  signInWithPasskey: () => {
+    app.signInWithPasskey().then((r) => { window.passkeyResult = failure(r); });
+    return "started";
+  },
+  passkeyEnabled: async () => (await app.getUser({ or: "throw" })).passkeyAuthEnabled,
 };
 
 (async () => {
@@ -161,7 +170,12 @@ def service(request: pytest.FixtureRequest) -> Iterator[CompatService]:
             patched = http.patch(
                 "/api/v1/projects/current",
                 headers=project.headers("admin"),
-                json={"config": {"oauth_providers": [{"id": "github", "type": "github", "client_id": "MOCK"}]}},
+                json={
+                    "config": {
+                        "oauth_providers": [{"id": "github", "type": "github", "client_id": "MOCK"}],
+                        "passkey_enabled": True,
+                    }
+                },
             )
         assert patched.status_code == 200, patched.text
         yield CompatService(server, project.id, project.publishable_client_key, project.secret_server_key)
@@ -306,3 +320,52 @@ def test_the_unmodified_sdk_signs_in_through_the_mock_oauth_provider_from_a_brow
     visited = [r["url"] for r in browser.requests]
     assert any(url.startswith(app_origin + "/oauth-callback?") for url in visited), visited
     _no_cors_failure(browser)
+
+
+def test_the_unmodified_sdk_registers_a_passkey_and_signs_in_with_it_from_a_browser_page(
+    browser: Browser, service: CompatService, app_origin: str
+) -> None:
+    # Chromium's own WebAuthn, answered by its virtual authenticator (DevTools `WebAuthn.addVirtualAuthenticator`):
+    # a platform authenticator holding discoverable credentials, user verified, presence simulated.
+    email = f"browser-passkey-{uuid.uuid4().hex[:8]}@example.com"
+    _fresh_page(browser, app_origin)
+    driver = browser.driver
+    driver.execute_cdp_cmd("WebAuthn.enable", {"enableUI": False})
+    options = {
+        "protocol": "ctap2",
+        "transport": "internal",
+        "hasResidentKey": True,
+        "hasUserVerification": True,
+        "isUserVerified": True,
+        "automaticPresenceSimulation": True,
+    }
+    authenticator = driver.execute_cdp_cmd("WebAuthn.addVirtualAuthenticator", {"options": options})["authenticatorId"]
+    try:
+        assert _call(browser, "signUp", email, PASSWORD) == "ok"
+        user_id = _call(browser, "me")["id"]
+        assert _call(browser, "registerPasskey") == "ok"
+        assert _call(browser, "passkeyEnabled") is True
+        (credential,) = driver.execute_cdp_cmd("WebAuthn.getCredentials", {"authenticatorId": authenticator})[
+            "credentials"
+        ]
+        assert credential["rpId"] == "localhost"
+
+        assert _call(browser, "signOut") == "started"
+        browser.until(lambda: "/signed-out" in driver.current_url, "sign-out never reached /signed-out")
+        _open(browser, app_origin + "/signed-out")
+        assert browser.text_of("#user", "signed out") == "signed out"
+        assert _call(browser, "signInWithPasskey") == "started"
+        browser.until(
+            lambda: "/after-sign-in" in driver.current_url, "the passkey sign-in never reached /after-sign-in"
+        )
+        _open(browser, driver.current_url)
+        assert _call(browser, "me")["id"] == user_id
+        (used,) = driver.execute_cdp_cmd("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"]
+        with httpx.Client(base_url=service.base_url, timeout=10.0) as http:
+            listed = http.get(f"/api/v1/users/{user_id}/passkeys", headers=service.server_headers()).json()["items"]
+        assert [item["rp_id"] for item in listed] == ["localhost"]
+        assert listed[0]["sign_count"] == used["signCount"]
+        _no_cors_failure(browser)
+    finally:
+        driver.execute_cdp_cmd("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": authenticator})
+        driver.execute_cdp_cmd("WebAuthn.disable", {})

@@ -122,6 +122,15 @@ def test_oauth_sign_in_through_the_mock_provider(identity_project):
         me = http.get("/api/v1/users/me").json()
     assert (me["primary_email"], me["display_name"]) == ("grace@example.com", "Grace")
     assert [p["id"] for p in me["oauth_providers"]] == ["github"]
+
+
+def test_passkey_sign_in_with_the_software_authenticator(identity_project, identity_passkey_authenticator):
+    user = identity_project.create_user("ada@example.com")
+    tokens = identity_project.sign_in(user["id"])
+    with identity_project.client("client", access_token=tokens["access_token"]) as http:
+        identity_passkey_authenticator.register(http)
+    with identity_project.client("client") as http:
+        assert identity_passkey_authenticator.sign_in(http)["user_id"] == user["id"]
 """
 
 
@@ -140,7 +149,7 @@ def test_downstream_project_with_generic_module_names(installed: Path, tmp_path:
         timeout=300,
     )
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert "3 passed" in finished.stdout
+    assert "4 passed" in finished.stdout
 
 
 @pytest.mark.parametrize("command", ["identity-service", "hypercorn"])

@@ -334,7 +334,6 @@ def test_the_originals_admin_update_refuses_what_this_service_would_not_keep_and
             {"display_name": "Kept?", "is_production_mode": True},
             {"logo_url": "https://example.com/logo.png"},
             {"config": {"email_config": {"type": "standard", "host": "smtp.example.com"}}},
-            {"config": {"passkey_enabled": True}},
             {"config": {"oauth_providers": [{"id": "facebook", "type": "standard", "client_id": "x"}]}},
             {"config": {"team_creator_default_permissions": ["team_admin"]}},  # ours, not the original's shape
             {"config": {"rate_limits": {}}},  # a key of ours the original's body does not have

@@ -97,7 +97,7 @@ from identity_proto.flows.oauth import store_oauth_user
 from identity_proto.flows.oauth_accounts import commit_accounts, save_provider_tokens
 from identity_proto.flows.otp import store_sign_in_code
 from identity_proto.flows.permissions import change_definitions
-from identity_proto.flows.signin import NewUser
+from identity_proto.flows.signin import NewUser, commit_new_user
 from identity_proto.records import (
     ApiKey,
     ApiKeyType,
@@ -638,6 +638,31 @@ def _oauth(store: RedisStore, p: str) -> None:
 # --- end OAuth storage ---
 
 
+# --- passkeys (on the user record, with the project's passkey index) ---
+def _passkeys(store: RedisStore, p: str) -> None:
+    from identity_proto.effects import find_user_by_passkey
+    from identity_proto.effects.commit import FieldsAre, commit
+    from identity_proto.effects.passkeys import SetPasskeys
+    from identity_proto.flows.passkeys import _store_passkey
+    from identity_proto.records import Passkey
+
+    user = make_user("pk", "pk@example.com")
+    assert run(commit_new_user(p, NewUser(user)), store) == user
+    key = Passkey("cred-pk", "cose", 0, ("internal",), "00000000-0000-0000-0000-000000000000", T0, "localhost")
+    run(_store_passkey(p, "pk", key), store)
+    found = store.apply(find_user_by_passkey(p, "cred-pk"))
+    assert found is not None
+    assert found.passkeys == (key,)
+    counted = (dataclasses.replace(key, sign_count=1),)
+    run(commit(p, (FieldsAre(found, ("passkeys",)),), (SetPasskeys("pk", counted),)), store)
+    assert store.apply(LoadUser(p, "pk")).passkeys == counted
+    assert delete_user(store, p, "pk") is True
+    assert store.apply(find_user_by_passkey(p, "cred-pk")) is None
+
+
+# --- end passkeys ---
+
+
 # --- mock OAuth provider (dev/test mode; its keys under the hash tag {mock-oauth}) ---
 def _mock_oauth(store: RedisStore) -> None:
     keys = MockSigningKeys(es256='{"kty": "EC"}', rs256='{"kty": "RSA"}')
@@ -708,6 +733,7 @@ def test_the_store_contract_on_a_cluster_with_every_script_on_one_slot(checked: 
     _passwords(checked, p)
     _contact_channels(checked, p)
     _oauth(checked, p)  # OAuth storage
+    _passkeys(checked, p)  # passkeys
     _mock_oauth(checked)  # the mock OAuth provider
     # webhooks: in a project of their own (the writes above recorded events of theirs in `p`)
     assert run(create_project(project_record("webhooks")), checked) is True

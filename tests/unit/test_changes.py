@@ -14,7 +14,8 @@ from identity_proto.records import Membership, ProjectConfig, Team, User
 @pytest.mark.parametrize(
     ("changes", "record", "fixed"),
     [
-        (UserChanges, User, {"id", "oauth_accounts"}),  # OAuth: accounts change with their index only
+        # OAuth accounts and passkeys change with their index only
+        (UserChanges, User, {"id", "oauth_accounts", "passkeys"}),
         (TeamChanges, Team, {"id"}),
         (MembershipChanges, Membership, {"team_id", "user_id"}),
         (ProjectConfigChanges, ProjectConfig, set()),
