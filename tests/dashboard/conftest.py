@@ -221,10 +221,10 @@ class Browser:
     def wait(self, timeout: float = WAIT_S) -> WebDriverWait[webdriver.Chrome]:
         return WebDriverWait(self.driver, timeout, poll_frequency=0.05)
 
-    def find(self, css: str) -> WebElement:
+    def find(self, css: str, timeout: float = WAIT_S) -> WebElement:
         """The element matching `css`, once it is displayed."""
         try:
-            return self.wait().until(expected_conditions.visibility_of_element_located((By.CSS_SELECTOR, css)))
+            return self.wait(timeout).until(expected_conditions.visibility_of_element_located((By.CSS_SELECTOR, css)))
         except TimeoutException:
             raise AssertionError(
                 f"no visible element {css!r} on {self.driver.current_url}:\n{self.page_text()}"

@@ -140,7 +140,9 @@ def open_explorer_and_try_the_welcome_endpoint(browser: Browser, service_url: st
     """On the explorer (already loading): our operations are rendered; "Try it out" on GET /api/v1 answers 200
     from this service (under its mount point, if any), with the welcome text."""
     welcome = "#operations-default-get_meta_welcome"
-    operation = browser.find(welcome)
+    # Swagger UI renders the whole document (some 120 operations) before the first shows: on a loaded machine,
+    # longer than a dashboard page takes
+    operation = browser.find(welcome, timeout=30.0)
     paths = [element.text for element in browser.find_all(".opblock-summary-path")]
     assert "/api/v1/users" in paths, paths
     assert "/api/v1/openapi.json" in paths, paths
