@@ -29,10 +29,9 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_hosting import observability
-from identity_hosting.oauth_client import AsyncProviderHttpClient
 from identity_hosting.pages import hypercorn_bound_url
 from identity_hosting.settings import (
     CONFIGURATION_EXIT_STATUS,
@@ -49,7 +48,6 @@ from identity_hosting.settings import (
     wall_clock_ms,
 )
 from identity_hosting.webhook_loops import AsyncDeliveryLoop, BusyMeter
-from identity_hosting.webhook_sender import AsyncWebhookHttpSender
 from identity_proto import (
     AsyncStore,
     ErrorCode,
@@ -63,7 +61,16 @@ from identity_proto import (
     arun,
     new_request_id,
 )
+from identity_proto.effects.oauth_provider import ProviderEffect
+from identity_proto.effects.webhooks import SendWebhooks, WebhookResult
 from identity_proto.render import text_response
+
+if TYPE_CHECKING:
+    # Imported when first needed (`provider_client`, `webhook_sender`): the OAuth client's libraries (authlib,
+    # joserfc, cryptography) and the HTTP client (httpx, httpcore) would otherwise cost every worker's start, and its
+    # first answer, a few tenths of a second, most of which never need them (tests/unit/test_import_cost.py).
+    from identity_hosting.oauth_client import AsyncProviderHttpClient
+    from identity_hosting.webhook_sender import AsyncWebhookHttpSender
 
 __all__ = ["IdentityASGI", "app"]
 
@@ -170,14 +177,10 @@ class IdentityASGI:
     # webhooks: delivery
     def _start_webhook_delivery(self) -> None:
         assert self._store is not None
-        if self._webhook_sender is None:
-            self._webhook_sender = AsyncWebhookHttpSender(
-                allow_private=self.settings.may_reach_private_addresses, timeout_s=self.settings.webhook_timeout_s
-            )
         self.webhook_loop = AsyncDeliveryLoop(
             self.service,
             self._store,
-            self._webhook_sender,
+            _WebhookSenderOnDemand(self),
             clock=self.clock,
             entropy=self.entropy,
             poll_s=self.settings.webhook_poll_s,
@@ -210,9 +213,22 @@ class IdentityASGI:
             self.metrics.process_ended()
         self._started = False
 
+    def webhook_sender(self) -> AsyncWebhookHttpSender:
+        """The webhook sender (`IDENTITY_WEBHOOK_TIMEOUT_SECONDS`), built when the delivery task first POSTs."""
+        if self._webhook_sender is None:
+            from identity_hosting.webhook_sender import AsyncWebhookHttpSender
+
+            self._webhook_sender = AsyncWebhookHttpSender(
+                allow_private=self.settings.may_reach_private_addresses, timeout_s=self.settings.webhook_timeout_s
+            )
+        return self._webhook_sender
+
     def provider_client(self) -> AsyncProviderHttpClient:
-        """The OAuth provider client (`IDENTITY_OAUTH_TIMEOUT_SECONDS`), built on first use."""
+        """The OAuth provider client (`IDENTITY_OAUTH_TIMEOUT_SECONDS`), built on first use (a request whose flow
+        talks to a provider)."""
         if self._provider is None:
+            from identity_hosting.oauth_client import AsyncProviderHttpClient
+
             self._provider = AsyncProviderHttpClient(
                 timeout_s=self.settings.oauth_timeout_s,
                 base_url=self.settings.base_url,
@@ -347,7 +363,7 @@ class IdentityASGI:
             if static is not None:
                 await respond(static)
                 return
-            provider = self.provider_client().for_request(request, self.service.options)
+            provider = _ProviderOnDemand(self, request)
             flow = self.service.handle(request, self.clock(), self.entropy, note)
             response = await arun(flow, self._store, self._mailer, provider)
             await respond(response)
@@ -392,6 +408,34 @@ class IdentityASGI:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+class _ProviderOnDemand:
+    """The OAuth provider client as one request's flow sees it (`AsyncProviderHttpClient.for_request`), the host's
+    client built only when a flow first talks to a provider: most requests never do."""
+
+    __slots__ = ("_app", "_request")
+
+    def __init__(self, app: IdentityASGI, request: Request) -> None:
+        self._app = app
+        self._request = request
+
+    async def perform(self, effect: ProviderEffect[object]) -> object:
+        app = self._app
+        return await app.provider_client().for_request(self._request, app.service.options).perform(effect)
+
+
+class _WebhookSenderOnDemand:
+    """The host's webhook sender as its delivery task sees it, built when the task first POSTs: a worker with no
+    delivery due starts without an HTTP client."""
+
+    __slots__ = ("_app",)
+
+    def __init__(self, app: IdentityASGI) -> None:
+        self._app = app
+
+    async def send(self, effect: SendWebhooks) -> tuple[WebhookResult, ...]:
+        return await self._app.webhook_sender().send(effect)
 
 
 #: How much of a body over the limit is read (and dropped) before the 413 is sent, and for how long at most: enough

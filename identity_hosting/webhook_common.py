@@ -13,15 +13,19 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-
-from identity_hosting.egress_check import AddressNotAllowed
 from identity_proto.effects.webhooks import WebhookResult
 from identity_proto.egress import is_allowed_address
 from identity_proto.errors import StorageUnavailable
 from identity_proto.flows.webhook_delivery import PassReport
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx (and httpcore, and what they import) is imported by the senders, not here: the delivery loops import this
+# module, and a worker whose deliveries never go out need not load an HTTP client to start (tests/unit/
+# test_import_cost.py).
 
 logger = logging.getLogger("identity_service.webhooks")
 
@@ -35,7 +39,15 @@ MAX_RESPONSE_BYTES = 4096
 #: Concurrent POSTs of the sync sender.
 _SYNC_CONCURRENCY = 16
 #: The connection pool of each sender.
-_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=16)
+_MAX_CONNECTIONS = 64
+_MAX_KEEPALIVE_CONNECTIONS = 16
+
+
+def _limits() -> httpx.Limits:
+    """The connection pool of each sender."""
+    import httpx
+
+    return httpx.Limits(max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_KEEPALIVE_CONNECTIONS)
 
 
 def is_public_address(address: str) -> bool:
@@ -44,6 +56,10 @@ def is_public_address(address: str) -> bool:
 
 
 def _failure(exc: Exception) -> str:
+    import httpx  # loaded by then: only a sender's POST fails
+
+    from identity_hosting.egress_check import AddressNotAllowed
+
     if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return "timeout"
     if isinstance(exc, AddressNotAllowed):
@@ -79,6 +95,8 @@ def _result(status: int | None, started: float, error: str | None = None) -> Web
 
 
 def _client_options(timeout_s: float) -> dict[str, Any]:
+    import httpx
+
     return {"timeout": httpx.Timeout(timeout_s), "follow_redirects": False, "trust_env": False}
 
 

@@ -13,11 +13,11 @@ import httpx
 from identity_hosting.egress_async import AsyncGuardedTransport
 from identity_hosting.egress_check import AddressNotAllowed
 from identity_hosting.webhook_common import (
-    _LIMITS,
     MAX_RESPONSE_BYTES,
     AsyncFanOut,
     _client_options,
     _failure,
+    _limits,
     _result,
     async_deadline,
 )
@@ -37,7 +37,7 @@ class AsyncWebhookHttpSender:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.allow_private = allow_private
-        guarded = AsyncGuardedTransport(allow_private=allow_private, network=transport, limits=_LIMITS)
+        guarded = AsyncGuardedTransport(allow_private=allow_private, network=transport, limits=_limits())
         self._client = httpx.AsyncClient(transport=guarded, **_client_options(timeout_s))
         self._posts = AsyncFanOut()
 

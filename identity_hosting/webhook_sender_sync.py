@@ -10,11 +10,11 @@ import httpx
 from identity_hosting.egress import GuardedTransport
 from identity_hosting.egress_check import AddressNotAllowed
 from identity_hosting.webhook_common import (
-    _LIMITS,
     MAX_RESPONSE_BYTES,
     FanOut,
     _client_options,
     _failure,
+    _limits,
     _result,
     deadline,
 )
@@ -34,7 +34,7 @@ class WebhookHttpSender:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.allow_private = allow_private
-        guarded = GuardedTransport(allow_private=allow_private, network=transport, limits=_LIMITS)
+        guarded = GuardedTransport(allow_private=allow_private, network=transport, limits=_limits())
         self._client = httpx.Client(transport=guarded, **_client_options(timeout_s))
         self._posts = FanOut()
 
