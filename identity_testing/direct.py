@@ -9,7 +9,8 @@ httpx's own (building and merging URLs, headers and cookies, the WSGI environ an
 only the WSGI face's work is skipped: reading a body stream, which it already has whole), at a fraction of the
 cost. Its surface is the part of httpx's that tests use: `get/post/put/patch/delete/request` with `json=`,
 `content=`, `params=` and `headers=`, and a response with `status_code`, `headers`, `content`, `text`, `json()`,
-`is_success` and `raise_for_status()`. Use an `httpx.Client` (`project.client()`) where your own code needs one.
+`is_success` and `raise_for_status()`. It keeps no cookies and follows no redirects (the browser-like OAuth
+flows need both): use an `httpx.Client` (`project.client()`) there, and where your own code needs one.
 """
 
 from __future__ import annotations
