@@ -201,10 +201,7 @@ class IdentityWSGI:
         try:
             response = self._respond(environ, note)
         except Exception:
-            request_id = new_request_id(self.entropy)
-            logger.exception("host error (request %s)", request_id)
-            error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
-            response = self.service.error_response(error, request_id)
+            response = self.host_error()
         finally:
             self._busy.finished()
         reason = HTTPStatus(response.status).phrase
@@ -222,6 +219,14 @@ class IdentityWSGI:
                 ),
             )
         return [response.body]
+
+    def host_error(self) -> Response:
+        """The 500 for an error raised while answering (call it in the `except`: it logs the exception with the
+        request id it answers with; nothing of the error reaches the client)."""
+        request_id = new_request_id(self.entropy)
+        logger.exception("host error (request %s)", request_id)
+        error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
+        return self.service.error_response(error, request_id)
 
     def _operator_response(self, environ: dict[str, Any], note: RequestNote | None) -> Response | None:
         """The answer to a probe or a scrape (`identity_hosting.observability`); None for any other request."""

@@ -8,7 +8,6 @@ import base64
 import contextlib
 import datetime as dt
 import hashlib
-import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from html.parser import HTMLParser
@@ -24,14 +23,11 @@ from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT, Setti
 from identity_hosting.wsgi import IdentityWSGI
 from identity_proto import (
     Entropy,
-    ErrorCode,
     IssuedKeys,
-    KnownError,
     Request,
     Response,
     SeededEntropy,
     Service,
-    new_request_id,
     run,
 )
 from identity_proto.changes import ProjectConfigChanges
@@ -73,7 +69,6 @@ if TYPE_CHECKING:
 __all__ = ["FakeClock", "IdentityFake", "OAuthFlowError", "TestProject"]
 
 BASE_URL = "http://identity.test"
-logger = logging.getLogger("identity_service")
 #: How the fake sends webhooks (`IdentityFake(webhooks=...)`): "manual" at `deliver_webhooks()`, "sync" also after
 #: every request through its clients.
 WEBHOOK_MODES = ("manual", "sync")  # webhooks
@@ -338,10 +333,7 @@ class IdentityFake:
         try:
             response = self.wsgi.answer(request)
         except Exception:  # as the WSGI face answers an error of its own
-            request_id = new_request_id(self.entropy)
-            logger.exception("host error (request %s)", request_id)
-            error = KnownError(ErrorCode.INTERNAL_ERROR, context={"request_id": request_id})
-            response = self.service.error_response(error, request_id)
+            response = self.wsgi.host_error()
         if self.webhooks == "sync":
             self.deliver_webhooks()
         return response
