@@ -11,8 +11,12 @@ to its lifetime otherwise). Each is a `Precondition`: a storage effect and a che
 - the flow's first effect is a `Commit` carrying every precondition's own guard (`Precondition.guard`: the
   session check is `SessionIsLive`, which fits on any commit): the commit goes alone, one trip, checking them in
   its own atomic step; a conflict at such a guard is that precondition's failure (nothing was written);
-- the flow's first effect writes otherwise: the preconditions go alone first (together, one trip), so a request
-  that fails one never writes anything;
+- the flow's first effect writes otherwise, and every precondition it does not carry is a rate-limit counter
+  (`Precondition.limits`, nearly every request with rate limits on): they go with the write in one `Admit`, which
+  the store performs as one step (on Redis, the write's script behind the counters), writing only when every
+  counter is within its limit; a request over a limit so writes nothing and pays no trip of its own;
+- otherwise (the session check before a write that cannot carry it, a `Together`, mail or computing first): the
+  preconditions go alone first (together, one trip), so a request that fails one never writes anything;
 - the flow fails before its first effect, or needs none: the preconditions still run, and a failed check wins
   over the flow's own error (an over-limit caller sees 429, a signed-out one ACCESS_TOKEN_EXPIRED, whatever else
   was wrong with the request).
@@ -26,10 +30,12 @@ from typing import Any, Generic, TypeVar, cast
 
 from identity_proto.effects import (
     READ_EFFECTS,
+    Admit,
     Commit,
     Conflict,
     Flow,
     HitRateLimits,
+    RateLimitHit,
     StorageEffect,
     Together,
     perform,
@@ -49,11 +55,16 @@ class Precondition(Generic[R]):
 
     `guard`, when given, is the commit guard that checks the same thing: a flow whose first effect is a `Commit`
     carrying it needs no separate trip for this precondition; when the commit meets a conflict at that guard,
-    `check` is called with None, on which a check with a guard must raise."""
+    `check` is called with None, on which a check with a guard must raise.
+
+    `limits`, when given, says that `effect` is a `HitRateLimits` whose check fails exactly when some counter went
+    past its limit (`limits[i]`: the most counter `i` may reach): the store can then decide it, and such a
+    precondition rides with a flow's first write in one `Admit`."""
 
     effect: StorageEffect[R]
     check: Callable[[R], None]
     guard: CommitGuard | None = None
+    limits: tuple[int, ...] | None = None
 
 
 quick_init(Precondition)  # made per request (identity_proto.quickinit)
@@ -90,16 +101,35 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
             flow.close()
             raise
         return (yield from resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
-    if not _all_carried(preconditions, carried):
+    if _all_carried(preconditions, carried):
         try:
-            yield from check_preconditions(preconditions)
-        except Exception:
-            flow.close()
-            raise
-    try:
-        value = yield first
-    except Exception as exc:
-        return (yield from resume(flow, None, exc))
+            value = yield first
+        except Exception as exc:
+            return (yield from resume(flow, None, exc))
+    else:
+        # A write to the store (not a `Together`: its parts are sent together by the store itself) may take the
+        # request's counters with it.
+        counted = _counted(preconditions, carried) if type(first) is not Together else None
+        if counted is None or not isinstance(first, StorageEffect):
+            try:
+                yield from check_preconditions(preconditions)
+            except Exception:
+                flow.close()
+                raise
+            try:
+                value = yield first
+            except Exception as exc:
+                return (yield from resume(flow, None, exc))
+        else:
+            try:
+                admission = yield _admit(first, counted)
+            except Exception as exc:
+                return (yield from resume(flow, None, exc))
+            if not admission.performed:
+                flow.close()
+                _check_counted(counted, admission.counts)
+                raise AssertionError("the store refused a write that no counter's check refuses")
+            value = admission.result
     if isinstance(value, Conflict):
         broken = carried[value.guard]
         for precondition in preconditions:
@@ -115,6 +145,43 @@ def _all_carried(preconditions: Sequence[Precondition[Any]], carried: tuple[Comm
         if precondition.guard is None or precondition.guard not in carried:
             return False
     return True
+
+
+def _counted(
+    preconditions: Sequence[Precondition[Any]], carried: tuple[CommitGuard, ...]
+) -> list[Precondition[Any]] | None:
+    """The preconditions the first write does not carry, when every one of them is a counter the store can decide
+    (`Precondition.limits`): they then ride with the write in one `Admit`. None otherwise (they go first, alone)."""
+    counted = []
+    for precondition in preconditions:
+        if precondition.guard is not None and precondition.guard in carried:
+            continue
+        if precondition.limits is None:
+            return None
+        counted.append(precondition)
+    return counted
+
+
+def _admit(first: StorageEffect[Any], counted: list[Precondition[Any]]) -> Admit:
+    if len(counted) == 1:
+        only = counted[0]
+        return Admit(first, cast(HitRateLimits, only.effect), cast(tuple[int, ...], only.limits))
+    hits: list[RateLimitHit] = []
+    limits: list[int] = []
+    for precondition in counted:
+        counter = cast(HitRateLimits, precondition.effect)
+        hits += counter.hits
+        limits += cast(tuple[int, ...], precondition.limits)
+    return Admit(first, HitRateLimits(tuple(hits), cast(HitRateLimits, counted[0].effect).now_ms), tuple(limits))
+
+
+def _check_counted(counted: list[Precondition[Any]], counts: tuple[int, ...]) -> None:
+    """Each counted precondition's check of its share of `counts` (the first over its limit raises)."""
+    at = 0
+    for precondition in counted:
+        size = len(cast(HitRateLimits, precondition.effect).hits)
+        precondition.check(counts[at : at + size])
+        at += size
 
 
 def _reads(effect: Any) -> tuple[StorageEffect[Any], ...] | None:

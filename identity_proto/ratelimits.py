@@ -171,7 +171,8 @@ def rate_limit_precondition(checks: Checks, *, now_ms: int) -> Precondition[tupl
     active, counter = _hits(checks, now_ms)
     if counter is None:
         return None
-    return Precondition(counter, functools.partial(_enforce, active, counter, now_ms=now_ms))
+    limits = tuple([rule.limit for rule, _subject in active])
+    return Precondition(counter, functools.partial(_enforce, active, counter, now_ms=now_ms), limits=limits)
 
 
 def limit_not_reached(rule: RateLimitRule, subject: str, *, now_ms: int) -> Precondition[tuple[int, ...]] | None:
@@ -182,7 +183,11 @@ def limit_not_reached(rule: RateLimitRule, subject: str, *, now_ms: int) -> Prec
     active, counter = _hits([(rule, subject)], now_ms, amount=0)
     if counter is None:
         return None
-    return Precondition(counter, lambda counts: _enforce(active, counter, tuple(c + 1 for c in counts), now_ms=now_ms))
+    return Precondition(
+        counter,
+        lambda counts: _enforce(active, counter, tuple(c + 1 for c in counts), now_ms=now_ms),
+        limits=tuple([rule.limit - 1 for rule, _subject in active]),  # looked at: the next count must fit
+    )
 
 
 def check_under_limit(rule: RateLimitRule, subject: str, *, now_ms: int) -> Flow[None]:

@@ -32,6 +32,7 @@ from identity_proto.auth import AccessType, Auth, AuthCache, ProjectCache, authe
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import (
     READ_EFFECTS,
+    Admit,
     CommitConflict,
     Flow,
     HitRateLimits,
@@ -237,8 +238,12 @@ class Service:
             result, failure = None, exc
         else:
             parts = _repeatable(first)
+            gated = _clock_gated(first) if parts is None else None
             try:
-                if parts is None:
+                if gated is not None:
+                    admission = yield from perform(gated)
+                    override = admission.clock_override
+                elif parts is None:
                     override = yield from perform(LoadClockOverride())
                 else:
                     answers = yield from perform(Together((LoadClockOverride(), *parts)))
@@ -247,11 +252,13 @@ class Service:
                 answer.close()
                 raise
             if override is None:
+                if gated is not None:
+                    return (yield from resume(answer, admission if type(first) is Admit else admission.result))
                 if parts is None:
                     return (yield from resume(answer, None, sent=first))
                 return (yield from resume(answer, answers[1:] if isinstance(first, Together) else answers[1]))
             answer.close()
-            taken = _taken_back(parts or (), host_now_ms)
+            taken = _taken_back((gated.counter,) if gated is not None else parts or (), host_now_ms)
             if taken is not None:
                 yield from perform(taken)
             return (yield from self._respond(routed, request, override.now(host_now_ms), entropy, request_id, note))
@@ -395,6 +402,21 @@ def _repeatable(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
         if type(part) not in READ_EFFECTS and type(part) is not HitRateLimits:
             return None
     return parts
+
+
+def _clock_gated(effect: Any) -> Admit | None:
+    """A request's first write behind the clock override (`Admit.clock_gate`: performed only when no override is
+    set, which is read in the same step), or None when it is no write to the store (mail, computing) or a
+    `Together` (its parts go in one trip already): then the override is read alone first."""
+    if type(effect) is Admit:
+        return Admit(effect.effect, effect.counter, effect.limits, clock_gate=True)
+    if isinstance(effect, StorageEffect) and type(effect) is not Together:
+        return Admit(effect, _NO_HITS, clock_gate=True)
+    return None
+
+
+#: The counter of an `Admit` that counts nothing (only the clock override is looked at).
+_NO_HITS = HitRateLimits((), 0)
 
 
 def _taken_back(parts: tuple[StorageEffect[Any], ...], now_ms: int) -> HitRateLimits | None:

@@ -1,12 +1,15 @@
 """The memory store's specific operations (backends/README.md: those that do not read, decide and write): using a
 refresh token, presenting a one-time code, short-lived values (OAuth states, outer codes, the mock provider's
-records), rate-limit counters, deleting a project, and dev/test mode (the clock override, a project's reset)."""
+records), rate-limit counters and a write admitted by them (`Admit`), deleting a project, and dev/test mode (the
+clock override, a project's reset)."""
 
 from __future__ import annotations
 
-from backends.memory.store import MemoryStore, Tenant, _performs
+from backends.memory.store import MemoryStore, Tenant, _handler, _performs
 from identity_proto.effects import (
     AddressHolder,
+    Admission,
+    Admit,
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
@@ -132,6 +135,17 @@ def _hit_rate_limits(store: MemoryStore, effect: HitRateLimits) -> tuple[int, ..
         for key in [k for k, (_, expires) in counters.items() if expires <= effect.now_ms]:
             del counters[key]
     return tuple(counts)
+
+
+@_performs(Admit)
+def _admit(store: MemoryStore, effect: Admit) -> Admission:
+    # Under the store's lock (held by `apply`): the counts, the clock and the write are one step.
+    counts = _hit_rate_limits(store, effect.counter) if effect.counter.hits else ()
+    override = store.clock_override if effect.clock_gate else None
+    if override is not None or not effect.admits(counts):
+        return Admission(counts, False, None, override)
+    inner = effect.effect
+    return Admission(counts, True, _handler(inner)(store, inner))
 
 
 @_performs(LoadClockOverride)

@@ -82,6 +82,9 @@ class KeySpace:
     of a project starts with `prefix` (its hash tag ``{p:<project_id>}``: one Redis Cluster slot)."""
 
     namespace: str = DEFAULT_NAMESPACE
+    #: Whether the keys live on one Redis server (not a Cluster): a script may then touch keys of several hash tags
+    #: (a project's and its rate counters': `Admit`).
+    one_node: bool = True
 
     def __post_init__(self) -> None:
         if "{" in self.namespace or "}" in self.namespace:

@@ -26,9 +26,11 @@ from backends.redis.codecs import (
 )
 from backends.redis.keys import OAUTH_GRACE_MS, ORPHAN_NONCE_TTL_MS, RATE_COUNTER_GRACE_MS, KeySpace
 from backends.redis.lua import _FIELDS
-from backends.redis.plan import Arg, Batch, Call, Plan, Scan, Script, _plans, script
+from backends.redis.plan import Arg, Batch, Call, Op, Plan, Scan, Script, _plan_for, _plans, admitted, script
 from identity_proto.effects import (
     AddressHolder,
+    Admission,
+    Admit,
     AttemptVerificationCode,
     CodeAttempt,
     CodeOutcome,
@@ -205,10 +207,67 @@ def _hit_rate_limits(keys: KeySpace, effect: HitRateLimits) -> Plan[tuple[int, .
     return tuple(int(reply) for reply in replies[0::2])
 
 
+@_plans(Admit)
+def _admit(keys: KeySpace, effect: Admit) -> Plan[Admission]:
+    # On one server, when the write's first command is a script (a commit, a code's attempt, a refresh token's
+    # use): that script behind the prelude (`plan.admitted`), one command. Otherwise (a cluster, whose counters are
+    # in other slots; a write that starts with a plain command) the prelude's commands go in a pipeline first, and
+    # the write after them when they admit it.
+    inner = _plan_for(effect.effect, keys, "RedisStore")
+    try:
+        first: Op | None = next(inner)
+    except StopIteration as done:  # a write of no command (none so far): nothing to admit but the result
+        first, nothing = None, done.value
+    hits = effect.counter.hits
+    counters = tuple([keys.rate_counter(hit.key) for hit in hits])
+    gate = (keys.clock_override(),) if effect.clock_gate else ()
+    if keys.one_node and isinstance(first, Script):
+        args: list[Arg] = [len(hits), 1 if effect.clock_gate else 0]
+        for hit, limit in zip(hits, effect.limits, strict=True):
+            args += (hit.amount, hit.expires_at_millis + RATE_COUNTER_GRACE_MS, limit)
+        reply = yield Script(admitted(first.name), counters + gate + first.keys, (*args, *first.args))
+        state, counts = int(reply[0]), tuple([int(count) for count in reply[1]])
+        if state == 0:
+            result = yield from _go_on(inner, reply[2] if len(reply) > 2 else None)
+            return Admission(counts, True, result)
+        inner.close()
+        return Admission(counts, False, None, _clock_override(reply[2]) if state == 2 else None)
+    calls: list[Call] = []
+    for hit, counter in zip(hits, counters, strict=True):
+        calls += (
+            Call("INCRBY", counter, hit.amount),
+            Call("PEXPIREAT", counter, hit.expires_at_millis + RATE_COUNTER_GRACE_MS),
+        )
+    calls += [Call("GET", key) for key in gate]
+    replies = (yield Batch(tuple(calls))) if calls else []
+    counts = tuple([int(reply) for reply in replies[0 : 2 * len(hits) : 2]])
+    override = _clock_override(replies[-1]) if gate else None
+    if override is not None or not effect.admits(counts):
+        inner.close()
+        return Admission(counts, False, None, override)
+    if first is None:
+        return Admission(counts, True, nothing)
+    result = yield from _go_on(inner, (yield first))
+    return Admission(counts, True, result)
+
+
+def _go_on(plan: Plan[object], reply: object) -> Plan[object]:
+    """What is left of `plan`, which yielded its first operation and is sent that operation's `reply`."""
+    while True:
+        try:
+            op = plan.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        reply = yield op
+
+
+def _clock_override(raw: bytes | str | None) -> ClockOverride | None:
+    return None if raw is None else ClockOverride(**orjson.loads(raw))
+
+
 @_plans(LoadClockOverride)
 def _load_clock_override(keys: KeySpace, effect: LoadClockOverride) -> Plan[ClockOverride | None]:
-    raw = yield Call("GET", keys.clock_override())
-    return None if raw is None else ClockOverride(**orjson.loads(raw))
+    return _clock_override((yield Call("GET", keys.clock_override())))
 
 
 @_plans(SetClockOverride)

@@ -91,6 +91,51 @@ def script(name: str, source: str) -> str:
     return name
 
 
+#: What an admitted script does before its script (`admitted`): ARGV[1] the number n of rate counters (KEYS[1..n]),
+#: ARGV[2] '1' to look at the clock override (then KEYS[n+1]); for counter i, ARGV[3i] its amount, ARGV[3i+1] its
+#: expiry (PEXPIREAT), ARGV[3i+2] the most it may reach. Replies {2, counts, override} when an override is set,
+#: {1, counts} when a counter went past its limit, else {0, counts, the script's own reply} (the script ran on the
+#: KEYS and ARGV that follow).
+_ADMIT_PRELUDE = """
+local n, gate = tonumber(ARGV[1]), ARGV[2] == '1'
+local counts, over = {}, false
+for i = 1, n do
+  local count = redis.call('INCRBY', KEYS[i], ARGV[3 * i])
+  redis.call('PEXPIREAT', KEYS[i], ARGV[3 * i + 1])
+  counts[i] = count
+  if count > tonumber(ARGV[3 * i + 2]) then over = true end
+end
+local used = n
+if gate then
+  used = n + 1
+  local override = redis.call('GET', KEYS[used])
+  if override then return {2, counts, override} end
+end
+if over then return {1, counts} end
+local inner_keys, inner_args = {}, {}
+for i = used + 1, #KEYS do inner_keys[#inner_keys + 1] = KEYS[i] end
+for i = 3 * n + 3, #ARGV do inner_args[#inner_args + 1] = ARGV[i] end
+local function script(KEYS, ARGV)
+"""
+
+
+def admitted(name: str) -> str:
+    """The name of script `name` run behind rate counters and the clock override (`Admit`; its source is
+    `admitted_sources()[name]`): ``name`` and ``+admit``."""
+    return f"{name}+admit"
+
+
+def admitted_sources() -> dict[str, str]:
+    """Every script of `SCRIPTS` behind the prelude of `Admit`, by its `admitted` name. The script's body becomes a
+    function of its own KEYS and ARGV (its parameters shadow the globals), called once the prelude admits it. Its
+    keys and the counters' have different hash tags: these run on a single Redis server only, never on a cluster
+    (the plans of `Admit` know which: `KeySpace.one_node`)."""
+    return {
+        admitted(name): f"{_ADMIT_PRELUDE}{source}\nend\nreturn {{0, counts, script(inner_keys, inner_args)}}\n"
+        for name, source in _SCRIPTS.items()
+    }
+
+
 def _plan_for(effect: StorageEffect[T], keys: KeySpace, store: str) -> Plan[T]:
     plan = _PLANS.get(type(effect))
     if plan is None:

@@ -30,7 +30,7 @@ import redis.retry
 from redis.backoff import ExponentialBackoff
 
 from backends.redis.keys import KeySpace
-from backends.redis.plan import SCRIPTS, Batch, Call, Op, Plan, Script, _plan_for
+from backends.redis.plan import SCRIPTS, Batch, Call, Op, Plan, Script, _plan_for, admitted_sources
 from identity_proto.effects import StorageEffect, Together
 from identity_proto.errors import StorageUnavailable
 
@@ -178,9 +178,11 @@ class CircuitBreaker:
 
 
 def register_scripts(client: Any) -> dict[str, Any]:
-    """Every Lua script of `SCRIPTS` registered with `client` (sync or asyncio): redis-py's `Script` objects run
-    EVALSHA and load the script when the server answers NOSCRIPT."""
-    return {name: client.register_script(source) for name, source in SCRIPTS.items()}
+    """Every Lua script of `SCRIPTS`, and each behind the prelude of `Admit` (`admitted_sources`), registered with
+    `client` (sync or asyncio): redis-py's `Script` objects run EVALSHA and load the script when the server answers
+    NOSCRIPT."""
+    sources = {**SCRIPTS, **admitted_sources()}
+    return {name: client.register_script(source) for name, source in sources.items()}
 
 
 #: Connections an asyncio store made by `AsyncRedisStore.from_url` opens at most (per process); more concurrent

@@ -48,8 +48,9 @@ class RedisStore:
         namespace: str = DEFAULT_NAMESPACE,
     ) -> None:
         self.client = client
-        self.keys = KeySpace(namespace)
-        self._breaker = CircuitBreaker(enabled=not isinstance(client, redis.cluster.RedisCluster))
+        one_node = not isinstance(client, redis.cluster.RedisCluster)
+        self.keys = KeySpace(namespace, one_node=one_node)
+        self._breaker = CircuitBreaker(enabled=one_node)
         self._observer: StoreObserver | None = None
         self._scripts: dict[str, RedisScript] = register_scripts(client)
 

@@ -61,8 +61,9 @@ class AsyncRedisStore:
         namespace: str = DEFAULT_NAMESPACE,
     ) -> None:
         self.client = client
-        self.keys = KeySpace(namespace)
-        self._breaker = CircuitBreaker(enabled=not isinstance(client, redis.asyncio.cluster.RedisCluster))
+        one_node = not isinstance(client, redis.asyncio.cluster.RedisCluster)
+        self.keys = KeySpace(namespace, one_node=one_node)
+        self._breaker = CircuitBreaker(enabled=one_node)
         self._observer: StoreObserver | None = None
         self._scripts: dict[str, AsyncScript] = register_scripts(client)
         # async-only: begin

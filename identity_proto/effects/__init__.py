@@ -148,7 +148,7 @@ from identity_proto.effects.projects import (
     load_project,
     update_project,
 )
-from identity_proto.effects.rate_limits import HitRateLimits, RateLimitHit
+from identity_proto.effects.rate_limits import Admission, Admit, HitRateLimits, RateLimitHit
 from identity_proto.effects.sessions import (
     DropSession,
     EndSession,
@@ -237,6 +237,8 @@ __all__ = [
     "TEST_EVENT_TYPE",
     "AddTestEvent",
     "AddressHolder",
+    "Admission",
+    "Admit",
     "ApiKeyIs",
     "ApiKeyOwnerExists",
     "ApiKeyWrite",

@@ -585,6 +585,7 @@ CONTRACT_TESTED: set[type[Any]] = {
     effects.TrimWebhookData,
     effects.CountPendingDeliveries,
     # --- end webhooks ---
+    effects.Admit,  # test_admit_contract.py
 }
 
 

@@ -125,7 +125,7 @@ class _Recording:
 
 def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_they_refuse() -> None:
     from identity_proto import run
-    from identity_proto.effects import Commit, HitRateLimits, LoadSession, LoadUserWithTeam, Together
+    from identity_proto.effects import Admit, Commit, HitRateLimits, LoadSession, LoadUserWithTeam, Together
     from identity_proto.http import Request
     from tests.unit.test_sign_in import sign_in
 
@@ -145,8 +145,12 @@ def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_t
     assert [type(e) for e in read.effects] == [HitRateLimits, LoadSession, LoadUserWithTeam]
     recording.seen.clear()
     assert call("PATCH", b'{"display_name": "x"}') == 200
-    kinds = [[type(i) for i in e.effects] if isinstance(e, Together) else type(e) for e in recording.seen]
-    assert kinds.index([HitRateLimits, LoadSession]) < kinds.index(Commit)  # before the write, in one trip
+    # a blind PATCH's first effect is its commit, which checks the session itself (a guard): the counters go with
+    # it, in one step that writes only when they are within their limits (`Admit`)
+    (admit,) = recording.seen
+    assert isinstance(admit, Admit)
+    assert isinstance(admit.counter, HitRateLimits)
+    assert isinstance(admit.effect, Commit)
     h.request(
         "PATCH",
         "/api/v1/projects/current",
@@ -157,5 +161,7 @@ def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_t
     assert call("GET") == 200
     recording.seen.clear()
     assert call("PATCH", b'{"display_name": "refused"}') == 429
-    assert not any(isinstance(e, Commit) for e in recording.seen)
+    (refused,) = recording.seen
+    assert isinstance(refused, Admit)  # the store was asked, and the counter refused it: no write
     assert h.store.tenant(h.project().id).users[next(iter(h.store.tenant(h.project().id).users))].display_name == "x"
+

@@ -133,7 +133,7 @@ NO_IO_SCRIPT = textwrap.dedent(
     sys.modules["asyncio"] = None  # no event loop can even be imported
     import identity_proto
     from identity_proto import Request, SeededEntropy, Service
-    from identity_proto.effects import Committed, HitRateLimits, LoadProject
+    from identity_proto.effects import Admission, Committed, HitRateLimits, LoadProject
     from identity_proto.flows.projects import new_project
 
     # A route's models are built on its first use, which imports modules (reads files): build them all first, as
@@ -165,12 +165,13 @@ NO_IO_SCRIPT = textwrap.dedent(
                     effect = flow.send(project)
                 elif isinstance(effect, HitRateLimits):
                     effect = flow.send(tuple(1 for _ in effect.hits))
-                else:  # the Commit of a PatchProject: answer as a store would
+                else:  # the Commit of a PatchProject behind the counters (Admit): answer as a store would
                     import dataclasses
-                    (patch,) = effect.writes
+                    (patch,) = effect.effect.writes
                     config = dataclasses.replace(project.config, **dict(patch.config))
                     updated = dataclasses.replace(project, display_name=patch.display_name, config=config)
-                    effect = flow.send(Committed((updated,)))
+                    counts = tuple(1 for _ in effect.counter.hits)
+                    effect = flow.send(Admission(counts, True, Committed((updated,))))
         except StopIteration as done:
             print(method, path, done.value.status)
     """
