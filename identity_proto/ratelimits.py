@@ -54,6 +54,7 @@ __all__ = [
     "SECRET_CHECK_RULES",
     "FailureLimit",
     "RateLimitRule",
+    "RequestCounters",
     "address_bucket",
     "check_under_limit",
     "count_event",
@@ -173,6 +174,75 @@ def rate_limit_precondition(checks: Checks, *, now_ms: int) -> Precondition[tupl
         return None
     limits = tuple([rule.limit for rule, _subject in active])
     return Precondition(counter, functools.partial(_enforce, active, counter, now_ms=now_ms), limits=limits)
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """What a kind of request counts against in one set of windows (`RequestCounters`)."""
+
+    config: ProjectConfig | None  # the project's configuration it was decided on (the entry is stale once replaced)
+    valid_from: int  # the latest window start of its rules: before it, the windows were others
+    valid_until: int  # the earliest window end
+    active: Checks
+    hits: tuple[RateLimitHit, ...]
+    limits: tuple[int, ...]
+
+
+#: A kind of request, as far as rate limits go: project id, access type, client address, route (method, pattern).
+_Kind = tuple[str | None, AccessType | None, str | None, tuple[str, str]]
+
+
+class RequestCounters:
+    """The counters each request counts against (`request_checks`, then `rate_limit_precondition`), remembered per
+    kind of request (project, access type, client address, route) for as long as their windows last: the rules,
+    the counters' keys and their expiries are the same for every request of a kind within a window, so a request
+    only makes its own `HitRateLimits` and `Precondition`. An entry decided on a project configuration since replaced
+    is decided again. At most `size` kinds are kept (then all are forgotten: they are cheap to decide again)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._entries: dict[_Kind, _Counted] = {}
+
+    def precondition(
+        self, auth: Auth | None, client: str | None, route_key: tuple[str, str], *, now_ms: int
+    ) -> Precondition[tuple[int, ...]] | None:
+        """`rate_limit_precondition(request_checks(auth, client, route_key), now_ms=now_ms)`, remembered."""
+        key = (
+            (None, None, client, route_key) if auth is None else (auth.project.id, auth.access_type, client, route_key)
+        )
+        entry = self._entries.get(key)
+        config = None if auth is None else auth.project.config
+        if entry is None or entry.config is not config or not entry.valid_from <= now_ms < entry.valid_until:
+            entry = self._decide(key, auth, client, route_key, config, now_ms)
+        if not entry.hits:
+            return None
+        counter = HitRateLimits(entry.hits, now_ms)
+        check = functools.partial(_enforce, entry.active, counter, now_ms=now_ms)
+        return Precondition(counter, check, limits=entry.limits)
+
+    def _decide(
+        self,
+        key: _Kind,
+        auth: Auth | None,
+        client: str | None,
+        route_key: tuple[str, str],
+        config: ProjectConfig | None,
+        now_ms: int,
+    ) -> _Counted:
+        active, counter = _hits(request_checks(auth, client, route_key), now_ms)
+        starts = [now_ms - now_ms % rule.window_ms for rule, _subject in active]
+        entry = _Counted(
+            config,
+            max(starts, default=now_ms),
+            min((start + rule.window_ms for start, (rule, _s) in zip(starts, active, strict=True)), default=now_ms + 1),
+            active,
+            counter.hits if counter is not None else (),
+            tuple([rule.limit for rule, _subject in active]),
+        )
+        if len(self._entries) >= self.size:
+            self._entries.clear()
+        self._entries[key] = entry
+        return entry
 
 
 def limit_not_reached(rule: RateLimitRule, subject: str, *, now_ms: int) -> Precondition[tuple[int, ...]] | None:

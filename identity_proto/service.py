@@ -47,7 +47,7 @@ from identity_proto.flows.projects import ProjectSeed, bootstrap_projects
 from identity_proto.http import Request, Response, check_headers
 from identity_proto.passwords import load_hashing
 from identity_proto.preconditions import Precondition, check_preconditions, guarded, resume
-from identity_proto.ratelimits import rate_limit_precondition, request_checks
+from identity_proto.ratelimits import RequestCounters
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers, text_response
 from identity_proto.routes import COMPAT_ROUTES, MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
 from identity_proto.routing import Route, Router
@@ -95,6 +95,7 @@ class Service:
                 routes += COMPAT_ROUTES
         self._router = Router(routes)
         self._token_cache = VerifiedTokenCache()
+        self._counters = RequestCounters()
         self.projects = ProjectCache(self.options.project_cache_ms)
         self._auth_cache = AuthCache(self.options.header_prefixes)
         self._auth_args: dict[str, Any] = {
@@ -287,8 +288,8 @@ class Service:
         _check_access(route, auth)
         preconditions: list[Precondition[Any]] = []
         if self.options.rate_limits_enabled:
-            checks = request_checks(auth, client_address(request, self.options), (route.method, route.pattern))
-            counter = rate_limit_precondition(checks, now_ms=now_ms)
+            client = client_address(request, self.options)
+            counter = self._counters.precondition(auth, client, (route.method, route.pattern), now_ms=now_ms)
             if counter is not None:
                 preconditions.append(counter)
         live_session = None if route.checks_own_session else session_precondition(auth, now_ms=now_ms)

@@ -165,3 +165,44 @@ def test_the_counters_ride_along_with_the_first_read_and_never_precede_a_write_t
     assert isinstance(refused, Admit)  # the store was asked, and the counter refused it: no write
     assert h.store.tenant(h.project().id).users[next(iter(h.store.tenant(h.project().id).users))].display_name == "x"
 
+
+def test_request_counters_are_decided_once_per_kind_of_request_and_window() -> None:
+    """`RequestCounters` remembers what a kind of request counts against: the same rules and keys for every request
+    of the kind in the same windows; decided again in the next window, on a replaced project configuration, for
+    another client or route; and forgotten all at once when full."""
+    import dataclasses
+
+    from identity_proto.auth import AccessType, Auth
+    from identity_proto.ratelimits import RequestCounters, rate_limit_precondition, request_checks
+
+    h = Harness()
+    auth = Auth(AccessType.CLIENT, h.project(), "main")
+    route = ("POST", "/api/v1/auth/otp/sign-in")
+    counters = RequestCounters(size=3)
+    now = 1_800_000_000_000 - 1_000  # a second before a minute's end
+
+    def keys(precondition: object) -> list[str]:
+        return [hit.key for hit in precondition.effect.hits]  # type: ignore[attr-defined]
+
+    first = counters.precondition(auth, ATTACKER, route, now_ms=now)
+    expected = rate_limit_precondition(request_checks(auth, ATTACKER, route), now_ms=now)
+    assert first is not None
+    assert expected is not None
+    assert keys(first) == keys(expected)
+    assert first.limits == expected.limits == (600, 30, 30_000)
+    again = counters.precondition(auth, ATTACKER, route, now_ms=now + 999)
+    assert again is not None
+    assert again.effect.hits is first.effect.hits  # type: ignore[attr-defined] # remembered, not decided again
+    assert again.effect.now_ms == now + 999  # type: ignore[attr-defined]
+    later = counters.precondition(auth, ATTACKER, route, now_ms=now + 1_000)  # the next minute: other windows
+    assert later is not None
+    assert keys(later) == keys(rate_limit_precondition(request_checks(auth, ATTACKER, route), now_ms=now + 1_000))
+    assert keys(later) != keys(first)
+    config = dataclasses.replace(auth.project.config, rate_limits=())
+    replaced = Auth(AccessType.CLIENT, dataclasses.replace(auth.project, config=config), "main")
+    assert counters.precondition(replaced, ATTACKER, route, now_ms=now + 1_000).effect.hits is not later.effect.hits  # type: ignore[union-attr]
+    assert keys(counters.precondition(auth, "198.51.100.1", route, now_ms=now + 1_000))[0].endswith(
+        ":198.51.100.1:1800000000000"
+    )
+    assert len(counters._entries) <= 3
+    assert counters.precondition(None, None, ("GET", "/api/v1/health"), now_ms=now) is None  # counts nothing
