@@ -1,6 +1,6 @@
 """The Redis store's specific operations (backends/README.md: those that do not read, decide and write): using a
 refresh token and presenting a one-time code (a script each), short-lived values (OAuth states, outer codes, the
-mock provider's records: plain SET and GETDEL), rate-limit counters (one pipeline of INCRBY + PEXPIREAT per
+mock provider's records: plain SET and GETDEL), rate-limit counters (one pipeline of INCRBY + PEXPIRE per
 request), deleting a project, and dev/test mode (the shared clock override, a project's reset).
 
 DeleteProject removes the index entry, then the record (its reply says whether the project existed), then every
@@ -38,6 +38,7 @@ from identity_proto.effects import (
     HitRateLimits,
     LoadClockOverride,
     PutShortLived,
+    RateLimitHit,
     ResetProjectData,
     SetClockOverride,
     ShortLived,
@@ -199,10 +200,7 @@ def _hit_rate_limits(keys: KeySpace, effect: HitRateLimits) -> Plan[tuple[int, .
     calls: list[Call] = []
     for hit in effect.hits:
         counter = keys.rate_counter(hit.key)
-        calls += [
-            Call("INCRBY", counter, hit.amount),
-            Call("PEXPIREAT", counter, hit.expires_at_millis + RATE_COUNTER_GRACE_MS),
-        ]
+        calls += [Call("INCRBY", counter, hit.amount), Call("PEXPIRE", counter, _counter_ttl(hit, effect.now_ms))]
     replies = yield Batch(tuple(calls))
     return tuple(int(reply) for reply in replies[0::2])
 
@@ -224,7 +222,7 @@ def _admit(keys: KeySpace, effect: Admit) -> Plan[Admission]:
     if keys.one_node and isinstance(first, Script):
         args: list[Arg] = [len(hits), 1 if effect.clock_gate else 0]
         for hit, limit in zip(hits, effect.limits, strict=True):
-            args += (hit.amount, hit.expires_at_millis + RATE_COUNTER_GRACE_MS, limit)
+            args += (hit.amount, _counter_ttl(hit, effect.counter.now_ms), limit)
         reply = yield Script(admitted(first.name), counters + gate + first.keys, (*args, *first.args))
         state, counts = int(reply[0]), tuple([int(count) for count in reply[1]])
         if state == 0:
@@ -236,7 +234,7 @@ def _admit(keys: KeySpace, effect: Admit) -> Plan[Admission]:
     for hit, counter in zip(hits, counters, strict=True):
         calls += (
             Call("INCRBY", counter, hit.amount),
-            Call("PEXPIREAT", counter, hit.expires_at_millis + RATE_COUNTER_GRACE_MS),
+            Call("PEXPIRE", counter, _counter_ttl(hit, effect.counter.now_ms)),
         )
     calls += [Call("GET", key) for key in gate]
     replies = (yield Batch(tuple(calls))) if calls else []
@@ -249,6 +247,13 @@ def _admit(keys: KeySpace, effect: Admit) -> Plan[Admission]:
         return Admission(counts, True, nothing)
     result = yield from _go_on(inner, (yield first))
     return Admission(counts, True, result)
+
+
+def _counter_ttl(hit: RateLimitHit, now_ms: int) -> int:
+    """How long a rate counter lives from now, by Redis's clock: the rest of its window by the core's clock, plus a
+    grace. Relative, not an instant (PEXPIREAT), so a dev clock set far from Redis's (in the past, say) keeps its
+    counters as long as their windows last there."""
+    return max(1, hit.expires_at_millis - now_ms) + RATE_COUNTER_GRACE_MS
 
 
 def _go_on(plan: Plan[object], reply: object) -> Plan[object]:

@@ -93,7 +93,7 @@ def script(name: str, source: str) -> str:
 
 #: What an admitted script does before its script (`admitted`): ARGV[1] the number n of rate counters (KEYS[1..n]),
 #: ARGV[2] '1' to look at the clock override (then KEYS[n+1]); for counter i, ARGV[3i] its amount, ARGV[3i+1] its
-#: expiry (PEXPIREAT), ARGV[3i+2] the most it may reach. Replies {2, counts, override} when an override is set,
+#: time to live (PEXPIRE, ms), ARGV[3i+2] the most it may reach. Replies {2, counts, override} when an override is set,
 #: {1, counts} when a counter went past its limit, else {0, counts, the script's own reply} (the script ran on the
 #: KEYS and ARGV that follow).
 _ADMIT_PRELUDE = """
@@ -101,7 +101,7 @@ local n, gate = tonumber(ARGV[1]), ARGV[2] == '1'
 local counts, over = {}, false
 for i = 1, n do
   local count = redis.call('INCRBY', KEYS[i], ARGV[3 * i])
-  redis.call('PEXPIREAT', KEYS[i], ARGV[3 * i + 1])
+  redis.call('PEXPIRE', KEYS[i], ARGV[3 * i + 1])
   counts[i] = count
   if count > tonumber(ARGV[3 * i + 2]) then over = true end
 end

@@ -139,8 +139,7 @@ def test_with_the_clock_set_a_request_is_counted_at_the_set_time_only(redis_serv
     trip took in the host clock's windows are taken back and the request is answered again at the set time."""
     driver, client = _driver(redis_server, rate_limits=True, dev=True)
     user = driver.new_user(f"trips-{uuid.uuid4().hex[:8]}@example.com")
-    # Five minutes ahead: the access token is still valid there, and the windows are others. (Not in the past: Redis
-    # would drop a counter whose expiry, judged at the set time, is past by its own clock.)
+    # Five minutes ahead: the access token is still valid there, and the windows are others.
     frozen = driver.clock() + 5 * 60_000
     driver.store.apply(SetClockOverride(ClockOverride(frozen_ms=frozen)))
     counters_before = _counters(driver, client)
@@ -150,7 +149,7 @@ def test_with_the_clock_set_a_request_is_counted_at_the_set_time_only(redis_serv
     # (here the project read again, as the cache judges freshness at the set time, then counts and reads), as it
     # went when the override was read alone first: only with the clock set does reading it along cost a trip.
     assert trips[0].startswith("pipeline[GET, INCRBY"), trips
-    assert trips[1] == "pipeline[INCRBY, PEXPIREAT, INCRBY, PEXPIREAT]", trips
+    assert trips[1] == "pipeline[INCRBY, PEXPIRE, INCRBY, PEXPIRE]", trips
     assert len(trips) == 4, trips
     window = f":{frozen - frozen % 60_000}}}"
     changed = {key: value for key, value in _counters(driver, client).items() if counters_before.get(key) != value}
@@ -166,3 +165,20 @@ def _counters(driver: Driver, client: Any) -> dict[str, int]:
         name = key.decode() if isinstance(key, bytes) else key
         found[name] = int(client.get(name))
     return found
+
+
+def test_rate_limits_hold_on_a_clock_set_days_in_the_past(redis_server: RedisServer) -> None:
+    """Dev mode on Redis with the clock set two days back: the counters are given a time to live (the rest of their
+    window by the core's clock), not an instant that Redis's own clock has long passed, so they count and limit."""
+    driver, _client = _driver(redis_server, rate_limits=True, dev=True)
+    driver.call(
+        "PATCH",
+        "/api/v1/projects/current",
+        admin_headers(),
+        {"config": {"rate_limits": {"project": {"limit": 3, "window_seconds": 60}}}},
+    )
+    past = driver.clock() - 2 * 24 * 3_600_000
+    driver.store.apply(SetClockOverride(ClockOverride(frozen_ms=past)))
+    headers = client_headers()
+    statuses = [driver.handle(driver.request("GET", "/api/v1/projects/current", headers)).status for _ in range(5)]
+    assert statuses == [200, 200, 200, 429, 429], statuses
