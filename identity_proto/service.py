@@ -32,6 +32,7 @@ from identity_proto.auth import AccessType, Auth, AuthCache, ProjectCache, authe
 from identity_proto.context import RequestContext, ServiceOptions, client_address
 from identity_proto.effects import (
     READ_EFFECTS,
+    Admission,
     Admit,
     CommitConflict,
     Flow,
@@ -56,6 +57,8 @@ from identity_proto.tokens import Entropy, VerifiedTokenCache, load_signing, new
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+    from identity_proto.records import ClockOverride
 
 __all__ = ["RequestNote", "Service"]
 
@@ -227,9 +230,12 @@ class Service:
         limits on), the override is read in the same trip (`Together`); without an override (the usual case, even
         in dev mode) the request goes on with those answers. With one, nothing the request decided stands: the
         counts it took in the host clock's windows are taken back, and it is answered again from the start at the
-        override's time, exactly as if the override had been read first. Any other first effect (a write) waits
-        for the override, read alone first as before, and so does a request answered without a storage effect
-        (a token's expiry depends on the clock)."""
+        override's time, exactly as if the override had been read first. A first effect that writes goes behind
+        the override (`_clock_gated`: an `Admit` with `clock_gate`, for each write of a `Together`): the store does
+        the write only when no override is set, in the same step; with one, nothing was written, the counts are
+        taken back and the request answered again as above. A first effect that is no storage effect (mail,
+        computing) waits for the override, read alone first, and so does a request answered without a storage
+        effect (a token's expiry depends on the clock)."""
         answer = self._respond(routed, request, host_now_ms, entropy, request_id, note)
         try:
             first = next(answer)
@@ -242,8 +248,8 @@ class Service:
             gated = _clock_gated(first) if parts is None else None
             try:
                 if gated is not None:
-                    admission = yield from perform(gated)
-                    override = admission.clock_override
+                    admitted = yield from perform(gated)
+                    override = _override_met(gated, admitted)
                 elif parts is None:
                     override = yield from perform(LoadClockOverride())
                 else:
@@ -254,12 +260,12 @@ class Service:
                 raise
             if override is None:
                 if gated is not None:
-                    return (yield from resume(answer, admission if type(first) is Admit else admission.result))
+                    return (yield from resume(answer, _as_asked(first, gated, admitted)))
                 if parts is None:
                     return (yield from resume(answer, None, sent=first))
                 return (yield from resume(answer, answers[1:] if isinstance(first, Together) else answers[1]))
             answer.close()
-            taken = _taken_back((gated.counter,) if gated is not None else parts or (), host_now_ms)
+            taken = _taken_back((gated.counter,) if type(gated) is Admit else parts or (), host_now_ms)
             if taken is not None:
                 yield from perform(taken)
             return (yield from self._respond(routed, request, override.now(host_now_ms), entropy, request_id, note))
@@ -405,15 +411,41 @@ def _repeatable(effect: Any) -> tuple[StorageEffect[Any], ...] | None:
     return parts
 
 
-def _clock_gated(effect: Any) -> Admit | None:
+def _clock_gated(effect: Any) -> Admit | Together | None:
     """A request's first write behind the clock override (`Admit.clock_gate`: performed only when no override is
-    set, which is read in the same step), or None when it is no write to the store (mail, computing) or a
-    `Together` (its parts go in one trip already): then the override is read alone first."""
+    set, which is read in the same step); in a `Together`, each write of it so (its reads go as they are). None when
+    it is no storage effect (mail, computing): then the override is read alone first."""
     if type(effect) is Admit:
         return Admit(effect.effect, effect.counter, effect.limits, clock_gate=True)
-    if isinstance(effect, StorageEffect) and type(effect) is not Together:
+    if type(effect) is Together:
+        return Together(
+            tuple(
+                [
+                    part if type(part) in READ_EFFECTS else Admit(part, _NO_HITS, clock_gate=True)
+                    for part in effect.effects
+                ]
+            )
+        )
+    if isinstance(effect, StorageEffect):
         return Admit(effect, _NO_HITS, clock_gate=True)
     return None
+
+
+def _override_met(gated: Admit | Together, answer: Any) -> ClockOverride | None:
+    """The clock override a gated first trip (`_clock_gated`) found, if any (then none of its writes was done)."""
+    if type(gated) is Admit:
+        return cast(Admission, answer).clock_override
+    for part in answer:
+        if type(part) is Admission and part.clock_override is not None:
+            return part.clock_override
+    return None
+
+
+def _as_asked(first: Any, gated: Admit | Together, answer: Any) -> Any:
+    """The answer to the effect the request asked for (`first`), from its gated form's (no override was set)."""
+    if type(gated) is Together:
+        return tuple([part.result if type(part) is Admission else part for part in answer])
+    return answer if type(first) is Admit else cast(Admission, answer).result
 
 
 #: The counter of an `Admit` that counts nothing (only the clock override is looked at).
