@@ -7,6 +7,7 @@ model built and pydantic not even imported (importing it costs more CPU than the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -15,6 +16,13 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.quickinit import quick_init
 
 V = TypeVar("V")
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def is_uuid(value: str) -> bool:
+    """Whether `value` is a UUID in canonical lower-case form."""
+    return _UUID.match(value) is not None
 
 
 @dataclass(frozen=True, slots=True)
