@@ -19,11 +19,17 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode, KnownError
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 if TYPE_CHECKING:
     from identity_proto.context import RequestContext

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.quickinit import quick_init
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 V = TypeVar("V")
 
