@@ -46,7 +46,7 @@ from identity_proto.effects import Flow, LoadProject, perform
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.provider_tokens import decode_token_key
 from identity_proto.records import Project
-from identity_proto.schemas.base import is_uuid
+from identity_proto.schemas.problems import is_uuid
 
 __all__ = [
     "CONFIGURATION_EXIT_STATUS",

@@ -30,9 +30,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.effects import Flow, LoadSession, load_project
 from identity_proto.effects.commit import SessionIsLive
@@ -41,6 +41,12 @@ from identity_proto.http import Request
 from identity_proto.preconditions import Precondition
 from identity_proto.records import INTERNAL_PROJECT_ID, Project, Session
 from identity_proto.tokens import VerifiedTokenCache, access_token_key, secret_matches, unverified_claims
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = [
     "AccessType",

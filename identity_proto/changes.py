@@ -17,10 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from identity_proto.quickinit import quick_init
 from identity_proto.records import Membership, ProjectConfig, Team, User, replaced
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = ["Changes", "MembershipChanges", "ProjectConfigChanges", "TeamChanges", "UserChanges"]
 
@@ -32,7 +38,7 @@ def _settable(record: type[Any], *, fixed: set[str]) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(record)) - fixed
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Changes(Generic[RecordT]):
     """Validated (field, value) pairs of one record type; subclasses name the record and its fixed fields."""
 
@@ -69,7 +75,7 @@ class Changes(Generic[RecordT]):
         return replaced(record, dict(self.pairs), known=True) if self.pairs else record
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class UserChanges(Changes[User]):
     """Changes of a `User` (any field but its id and, OAuth, its linked accounts: those change only with their
     OAuth index, by a commit's `SetOAuthAccounts`: `flows.oauth_accounts.commit_accounts`, a sign-up or an upgrade;
@@ -78,21 +84,21 @@ class UserChanges(Changes[User]):
     settable = _settable(User, fixed={"id", "oauth_accounts", "passkeys"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class TeamChanges(Changes[Team]):
     """Changes of a `Team` (any field but its id)."""
 
     settable = _settable(Team, fixed={"id"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class MembershipChanges(Changes[Membership]):
     """Changes of a `Membership`: its profile and permissions, never whose membership of which team it is."""
 
     settable = _settable(Membership, fixed={"team_id", "user_id"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProjectConfigChanges(Changes[ProjectConfig]):
     """Changes of a project's `ProjectConfig`."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Generic
 from urllib.parse import quote
 
@@ -14,6 +14,12 @@ from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.http import Request
 from identity_proto.quickinit import quick_init
 from identity_proto.tokens import Entropy, VerifiedTokenCache
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 if TYPE_CHECKING:
     from identity_proto.effects.commit import CommitGuard

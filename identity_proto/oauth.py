@@ -11,11 +11,16 @@ served by it too (the original's shared "MOCK" credentials, reference §7.7).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.effects.oauth_provider import ProviderEndpoints, ProviderSpec
 from identity_proto.records import OAuthProviderConfig
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = [
     "MOCK_CLIENT_ID",

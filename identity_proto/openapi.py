@@ -101,6 +101,7 @@ def _with_rule(schema: JsonSchemaValue, rule: dict[str, Any]) -> JsonSchemaValue
 
 def openapi_document(routes: Sequence[Route], *, title: str = "Identity service", version: str = "1") -> dict[str, Any]:
     """The document for `routes`."""
+    routes = [route.resolved() for route in routes]  # a service's table names its flows and models (`Deferred`)
     bodies: list[type[Body]] = []
     for route in routes:
         for model in _body_models(route):

@@ -6,136 +6,269 @@ use, or by `Service.prepare` (see `identity_proto.routing`).
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from identity_proto.auth import AccessType
-from identity_proto.flows import (
-    anonymous,
-    api_keys,
-    connected_accounts,
-    contact_channels,
-    emails,
-    meta,
-    mfa,
-    mock_oauth,
-    oauth,
-    oauth_accounts,
-    otp,
-    passkeys,
-    password,
-    passwords,
-    permissions,
-    projects,
-    sessions,
-    team_invitations,
-    team_member_profiles,
-    teams,
-    testing,
-    users,
-    webhooks,
-)
 from identity_proto.oauth import MOCK_OAUTH_PATH
-from identity_proto.routing import ADMIN_ONLY, SERVER_AND_ADMIN, Route
-from identity_proto.schemas import (
-    AcceptTeamInvitationQuery,
-    AnyProjectIdParams,
-    ApiKeyCheckBody,
-    ApiKeyIdParams,
-    ApiKeyUpdateBody,
-    ClientContactChannelCreateBody,
-    ClientContactChannelUpdateBody,
-    ClientOAuthProviderUpdateBody,
-    ClientTeamCreateBody,
-    ClientTeamUpdateBody,
-    ClientUserUpdateBody,
-    ClockBody,
-    CodeBody,
-    ConnectedAccessTokenBody,
-    ConnectedAccessTokenParams,
-    ConnectedAccountsParams,
-    ContactChannelParams,
-    CreateSessionBody,
-    CrossDomainAuthorizeBody,
-    DeprecatedConnectedAccessTokenParams,
-    HealthQuery,
-    IgnoredBody,
-    ImportBody,
-    JwksQuery,
-    LegacyConnectedAccessTokenParams,
-    ListContactChannelsQuery,
-    ListMembershipsQuery,
-    ListOAuthProvidersQuery,
-    ListProjectPermissionsQuery,
-    ListSessionsQuery,
-    ListTeamInvitationsQuery,
-    ListTeamPermissionsQuery,
-    ListTeamsQuery,
-    ListUsersQuery,
-    MemberProfileUpdateBody,
-    MembershipParams,
-    MfaSignInBody,
-    MockAuthorizeParams,
-    MockFailNextBody,
-    MockRevokeBody,
-    MockTokenForm,
-    OAuthAuthorizeQuery,
-    OAuthCallbackForm,
-    OAuthCallbackInput,
-    OAuthProviderCreateBody,
-    OAuthProviderIdParams,
-    OAuthProviderParams,
-    OAuthTokenGrantBody,
-    OriginalProjectUpdateBody,
-    OutboxQuery,
-    PasskeyRegisterBody,
-    PasskeySignInBody,
-    PasswordSignInBody,
-    PasswordSignUpBody,
-    PermissionDefinitionCreateBody,
-    PermissionDefinitionParams,
-    PermissionDefinitionUpdateBody,
-    ProjectCreateBody,
-    ProjectIdParams,
-    ProjectPermissionParams,
-    ProjectUpdateBody,
-    ResetCodeBody,
-    ResetPasswordBody,
-    RevokeTeamInvitationQuery,
-    SendChannelVerificationBody,
-    SendPrimaryVerificationBody,
-    SendResetCodeBody,
-    SendSignInCodeBody,
-    SendTeamInvitationBody,
-    SendTestWebhookBody,
-    ServerContactChannelCreateBody,
-    ServerContactChannelUpdateBody,
-    ServerOAuthProviderUpdateBody,
-    ServerTeamCreateBody,
-    ServerTeamUpdateBody,
-    ServerUserUpdateBody,
-    SessionIdParams,
-    SessionUserQuery,
-    SetPasswordBody,
-    TeamApiKeyCreateBody,
-    TeamApiKeysQuery,
-    TeamIdParams,
-    TeamInvitationCodeBody,
-    TeamInvitationIdParams,
-    TeamPermissionParams,
-    UpdatePasswordBody,
-    UserApiKeyCreateBody,
-    UserApiKeysQuery,
-    UserCreateBody,
-    UserIdParams,
-    VerificationCodeBody,
-    WebhookDeliveriesQuery,
-    WebhookEndpointCreateBody,
-    WebhookEndpointParams,
-    WebhookEndpointUpdateBody,
-    WebhookMessageParams,
-)
+from identity_proto.routing import ADMIN_ONLY, SERVER_AND_ADMIN, Deferred, Route, deferred_module
 
-__all__ = ["API_PREFIX", "COMPAT_ROUTES", "MOCK_OAUTH_ROUTES", "ROUTES", "TESTING_ROUTES"]
+if TYPE_CHECKING:
+    from identity_proto.flows import (
+        anonymous,
+        api_keys,
+        connected_accounts,
+        contact_channels,
+        emails,
+        meta,
+        mfa,
+        mock_oauth,
+        oauth,
+        oauth_accounts,
+        otp,
+        passkeys,
+        password,
+        passwords,
+        permissions,
+        projects,
+        sessions,
+        team_invitations,
+        team_member_profiles,
+        teams,
+        testing,
+        users,
+        webhooks,
+    )
+    from identity_proto.schemas import (
+        AcceptTeamInvitationQuery,
+        AnyProjectIdParams,
+        ApiKeyCheckBody,
+        ApiKeyIdParams,
+        ApiKeyUpdateBody,
+        ClientContactChannelCreateBody,
+        ClientContactChannelUpdateBody,
+        ClientOAuthProviderUpdateBody,
+        ClientTeamCreateBody,
+        ClientTeamUpdateBody,
+        ClientUserUpdateBody,
+        ClockBody,
+        CodeBody,
+        ConnectedAccessTokenBody,
+        ConnectedAccessTokenParams,
+        ConnectedAccountsParams,
+        ContactChannelParams,
+        CreateSessionBody,
+        CrossDomainAuthorizeBody,
+        DeprecatedConnectedAccessTokenParams,
+        HealthQuery,
+        IgnoredBody,
+        ImportBody,
+        JwksQuery,
+        LegacyConnectedAccessTokenParams,
+        ListContactChannelsQuery,
+        ListMembershipsQuery,
+        ListOAuthProvidersQuery,
+        ListProjectPermissionsQuery,
+        ListSessionsQuery,
+        ListTeamInvitationsQuery,
+        ListTeamPermissionsQuery,
+        ListTeamsQuery,
+        ListUsersQuery,
+        MemberProfileUpdateBody,
+        MembershipParams,
+        MfaSignInBody,
+        MockAuthorizeParams,
+        MockFailNextBody,
+        MockRevokeBody,
+        MockTokenForm,
+        OAuthAuthorizeQuery,
+        OAuthCallbackForm,
+        OAuthCallbackInput,
+        OAuthProviderCreateBody,
+        OAuthProviderIdParams,
+        OAuthProviderParams,
+        OAuthTokenGrantBody,
+        OriginalProjectUpdateBody,
+        OutboxQuery,
+        PasskeyRegisterBody,
+        PasskeySignInBody,
+        PasswordSignInBody,
+        PasswordSignUpBody,
+        PermissionDefinitionCreateBody,
+        PermissionDefinitionParams,
+        PermissionDefinitionUpdateBody,
+        ProjectCreateBody,
+        ProjectIdParams,
+        ProjectPermissionParams,
+        ProjectUpdateBody,
+        ResetCodeBody,
+        ResetPasswordBody,
+        RevokeTeamInvitationQuery,
+        SendChannelVerificationBody,
+        SendPrimaryVerificationBody,
+        SendResetCodeBody,
+        SendSignInCodeBody,
+        SendTeamInvitationBody,
+        SendTestWebhookBody,
+        ServerContactChannelCreateBody,
+        ServerContactChannelUpdateBody,
+        ServerOAuthProviderUpdateBody,
+        ServerTeamCreateBody,
+        ServerTeamUpdateBody,
+        ServerUserUpdateBody,
+        SessionIdParams,
+        SessionUserQuery,
+        SetPasswordBody,
+        TeamApiKeyCreateBody,
+        TeamApiKeysQuery,
+        TeamIdParams,
+        TeamInvitationCodeBody,
+        TeamInvitationIdParams,
+        TeamPermissionParams,
+        UpdatePasswordBody,
+        UserApiKeyCreateBody,
+        UserApiKeysQuery,
+        UserCreateBody,
+        UserIdParams,
+        VerificationCodeBody,
+        WebhookDeliveriesQuery,
+        WebhookEndpointCreateBody,
+        WebhookEndpointParams,
+        WebhookEndpointUpdateBody,
+        WebhookMessageParams,
+    )
+else:
+    # Named, not imported: a route's flow module and models (and pydantic) are imported when a request first reaches
+    # it (`identity_proto.routing.Router`), or when the whole table is asked for (`ROUTES` and the others, below).
+    for _name in [
+        "anonymous",
+        "api_keys",
+        "connected_accounts",
+        "contact_channels",
+        "emails",
+        "meta",
+        "mfa",
+        "mock_oauth",
+        "oauth",
+        "oauth_accounts",
+        "otp",
+        "passkeys",
+        "password",
+        "passwords",
+        "permissions",
+        "projects",
+        "sessions",
+        "team_invitations",
+        "team_member_profiles",
+        "teams",
+        "testing",
+        "users",
+        "webhooks",
+    ]:
+        globals()[_name] = deferred_module(f"identity_proto.flows.{_name}")
+    del _name
+    globals().update(
+        (_name, Deferred("identity_proto.schemas", _name))
+        for _name in [
+            "AcceptTeamInvitationQuery",
+            "AnyProjectIdParams",
+            "ApiKeyCheckBody",
+            "ApiKeyIdParams",
+            "ApiKeyUpdateBody",
+            "ClientContactChannelCreateBody",
+            "ClientContactChannelUpdateBody",
+            "ClientOAuthProviderUpdateBody",
+            "ClientTeamCreateBody",
+            "ClientTeamUpdateBody",
+            "ClientUserUpdateBody",
+            "ClockBody",
+            "CodeBody",
+            "ConnectedAccessTokenBody",
+            "ConnectedAccessTokenParams",
+            "ConnectedAccountsParams",
+            "ContactChannelParams",
+            "CreateSessionBody",
+            "CrossDomainAuthorizeBody",
+            "DeprecatedConnectedAccessTokenParams",
+            "HealthQuery",
+            "IgnoredBody",
+            "ImportBody",
+            "JwksQuery",
+            "LegacyConnectedAccessTokenParams",
+            "ListContactChannelsQuery",
+            "ListMembershipsQuery",
+            "ListOAuthProvidersQuery",
+            "ListProjectPermissionsQuery",
+            "ListSessionsQuery",
+            "ListTeamInvitationsQuery",
+            "ListTeamPermissionsQuery",
+            "ListTeamsQuery",
+            "ListUsersQuery",
+            "MemberProfileUpdateBody",
+            "MembershipParams",
+            "MfaSignInBody",
+            "MockAuthorizeParams",
+            "MockFailNextBody",
+            "MockRevokeBody",
+            "MockTokenForm",
+            "OAuthAuthorizeQuery",
+            "OAuthCallbackForm",
+            "OAuthCallbackInput",
+            "OAuthProviderCreateBody",
+            "OAuthProviderIdParams",
+            "OAuthProviderParams",
+            "OAuthTokenGrantBody",
+            "OriginalProjectUpdateBody",
+            "OutboxQuery",
+            "PasskeyRegisterBody",
+            "PasskeySignInBody",
+            "PasswordSignInBody",
+            "PasswordSignUpBody",
+            "PermissionDefinitionCreateBody",
+            "PermissionDefinitionParams",
+            "PermissionDefinitionUpdateBody",
+            "ProjectCreateBody",
+            "ProjectIdParams",
+            "ProjectPermissionParams",
+            "ProjectUpdateBody",
+            "ResetCodeBody",
+            "ResetPasswordBody",
+            "RevokeTeamInvitationQuery",
+            "SendChannelVerificationBody",
+            "SendPrimaryVerificationBody",
+            "SendResetCodeBody",
+            "SendSignInCodeBody",
+            "SendTeamInvitationBody",
+            "SendTestWebhookBody",
+            "ServerContactChannelCreateBody",
+            "ServerContactChannelUpdateBody",
+            "ServerOAuthProviderUpdateBody",
+            "ServerTeamCreateBody",
+            "ServerTeamUpdateBody",
+            "ServerUserUpdateBody",
+            "SessionIdParams",
+            "SessionUserQuery",
+            "SetPasswordBody",
+            "TeamApiKeyCreateBody",
+            "TeamApiKeysQuery",
+            "TeamIdParams",
+            "TeamInvitationCodeBody",
+            "TeamInvitationIdParams",
+            "TeamPermissionParams",
+            "UpdatePasswordBody",
+            "UserApiKeyCreateBody",
+            "UserApiKeysQuery",
+            "UserCreateBody",
+            "UserIdParams",
+            "VerificationCodeBody",
+            "WebhookDeliveriesQuery",
+            "WebhookEndpointCreateBody",
+            "WebhookEndpointParams",
+            "WebhookEndpointUpdateBody",
+            "WebhookMessageParams",
+        ]
+    )
+
+__all__ = ["API_PREFIX", "COMPAT_ROUTES", "MOCK_OAUTH_ROUTES", "ROUTES", "TESTING_ROUTES", "route_table"]
 
 B = TypeVar("B")
 
@@ -154,7 +287,7 @@ TEAM_UPDATE = _by_access(ClientTeamUpdateBody, ServerTeamUpdateBody)
 CHANNEL_CREATE = _by_access(ClientContactChannelCreateBody, ServerContactChannelCreateBody)
 CHANNEL_UPDATE = _by_access(ClientContactChannelUpdateBody, ServerContactChannelUpdateBody)
 
-ROUTES: tuple[Route, ...] = (
+_ROUTES: tuple[Route, ...] = (
     Route("GET", V1, meta.welcome, access=None, produces="text/plain"),
     Route("GET", f"{V1}/openapi.json", meta.openapi, access=None),
     # What the original's SDK fetches besides the API: a reachability probe (after a network error), and the
@@ -676,7 +809,7 @@ ROUTES: tuple[Route, ...] = (
 
 #: Compatibility mode only (`IDENTITY_COMPAT=stack`): the original's project routes its dashboard uses with the
 #: project's own admin access.
-COMPAT_ROUTES: tuple[Route, ...] = (
+_COMPAT_ROUTES: tuple[Route, ...] = (
     Route("GET", f"{V1}/internal/projects/current", projects.get_current_project_original, ADMIN_ONLY),
     Route(
         "PATCH",
@@ -690,7 +823,7 @@ COMPAT_ROUTES: tuple[Route, ...] = (
 
 
 #: Dev/test mode only (see identity_proto.flows.testing).
-TESTING_ROUTES: tuple[Route, ...] = (
+_TESTING_ROUTES: tuple[Route, ...] = (
     Route("GET", f"{V1}/testing/clock", testing.get_clock, ADMIN_ONLY),
     Route("POST", f"{V1}/testing/clock", testing.set_clock, ADMIN_ONLY, ClockBody),
     Route(
@@ -721,7 +854,7 @@ TESTING_ROUTES: tuple[Route, ...] = (
 #: The mock OAuth provider (identity_proto.flows.mock_oauth), beside /api/v1: dev/test mode only, like
 #: TESTING_ROUTES. It speaks OAuth, not this API: no authentication, its own error answers.
 _MOCK = MOCK_OAUTH_PATH
-MOCK_OAUTH_ROUTES: tuple[Route, ...] = (
+_MOCK_OAUTH_ROUTES: tuple[Route, ...] = (
     Route("GET", f"{_MOCK}/.well-known/openid-configuration", mock_oauth.discovery, access=None),
     Route(
         "GET",
@@ -764,3 +897,36 @@ MOCK_OAUTH_ROUTES: tuple[Route, ...] = (
     ),
     Route("POST", f"{_MOCK}/hooks/revoke", mock_oauth.revoke, access=None, body=MockRevokeBody),
 )
+
+
+def route_table(*, dev_mode: bool, compat: bool) -> tuple[Route, ...]:
+    """The routes of a service: the test-only routes and the mock OAuth provider only in dev/test mode (a production
+    service has no such path at all), the original's routes that compatibility mode adds only in that mode. Its flows
+    and models are named, not imported (`identity_proto.routing.Deferred`): its `Router` imports each route's when a
+    request first reaches it."""
+    routes = _ROUTES + _TESTING_ROUTES + _MOCK_OAUTH_ROUTES if dev_mode else _ROUTES
+    return routes + _COMPAT_ROUTES if compat else routes
+
+
+_TABLES = {
+    "ROUTES": _ROUTES,
+    "COMPAT_ROUTES": _COMPAT_ROUTES,
+    "TESTING_ROUTES": _TESTING_ROUTES,
+    "MOCK_OAUTH_ROUTES": _MOCK_OAUTH_ROUTES,
+}
+
+if TYPE_CHECKING:
+    ROUTES: tuple[Route, ...]
+    COMPAT_ROUTES: tuple[Route, ...]
+    TESTING_ROUTES: tuple[Route, ...]
+    MOCK_OAUTH_ROUTES: tuple[Route, ...]
+else:
+
+    def __getattr__(name: str) -> Any:
+        """`ROUTES` and the other tables with every flow and model imported (PEP 562: on first use, for the OpenAPI
+        document's readers and tests; a service's router imports them route by route)."""
+        table = _TABLES.get(name)
+        if table is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        resolved = globals()[name] = tuple(route.resolved() for route in table)
+        return resolved

@@ -9,17 +9,27 @@ Rules:
   none: the route takes no such input. Its flow declares the models it receives (`RequestContext[Body, Query,
   Params]`) and mypy checks them against the route's. Models are built on their first use (`defer_build`), or by
   `Service.prepare`.
+- A table may name its flows and models without importing them (`Deferred`, `deferred_module`): the router imports
+  a route's when a request first reaches it (`Route.resolved`), so a service starts without the modules (and
+  pydantic) that only some routes need. `Router.resolve` imports every route's (`Service.prepare`).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from identity_proto.auth import AccessType
 from identity_proto.errors import ErrorCode, KnownError
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 if TYPE_CHECKING:
     from identity_proto.context import RequestContext
@@ -27,7 +37,7 @@ if TYPE_CHECKING:
     from identity_proto.http import Response
     from identity_proto.schemas import Body, Query
 
-__all__ = ["ALL_ACCESS_TYPES", "SERVER_AND_ADMIN", "Route", "Router"]
+__all__ = ["ALL_ACCESS_TYPES", "SERVER_AND_ADMIN", "Deferred", "Route", "Router", "deferred_module"]
 
 ALL_ACCESS_TYPES = frozenset(AccessType)
 SERVER_AND_ADMIN = frozenset({AccessType.SERVER, AccessType.ADMIN})
@@ -38,6 +48,48 @@ Q = TypeVar("Q")
 P = TypeVar("P")
 
 _PARAM = re.compile(r"\{([a-z_]+)\}")
+
+
+class Deferred:
+    """What a route table names in place of a flow or a model it does not import: `module`'s `name`, imported by
+    `resolve`."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def resolve(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.module}.{self.name})"
+
+
+class _DeferredModule:
+    __slots__ = ("_module",)
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Deferred:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Deferred(self._module, name)
+
+
+def deferred_module(module: str) -> Any:
+    """A stand-in for `module` whose attributes are `Deferred`s of its names: `flows.get_me` without the import."""
+    return _DeferredModule(module)
+
+
+def _resolved(value: Any) -> Any:
+    if isinstance(value, Deferred):
+        return value.resolve()
+    if isinstance(value, dict) and any(isinstance(model, Deferred) for model in value.values()):
+        return {access: _resolved(model) for access, model in value.items()}
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +143,38 @@ class Route:
             plain_errors: tuple[int, ...] = (),
         ) -> None: ...
 
+    @property
+    def deferred(self) -> bool:
+        """Whether the table named its flow or a model without importing it (`Deferred`)."""
+        body = self.body
+        return (
+            isinstance(self.flow, Deferred)
+            or isinstance(self.query, Deferred)
+            or isinstance(self.params, Deferred)
+            or isinstance(body, Deferred)
+            or (isinstance(body, dict) and any(isinstance(model, Deferred) for model in body.values()))
+        )
+
+    def resolved(self) -> Route:
+        """This route with its flow and models imported (itself when none is `Deferred`)."""
+        if not self.deferred:
+            return self
+        return Route(
+            self.method,
+            self.pattern,
+            _resolved(self.flow),
+            self.access,
+            _resolved(self.body),
+            _resolved(self.query),
+            _resolved(self.params),
+            self.success,
+            self.consumes,
+            self.produces,
+            self.required_headers,
+            self.checks_own_session,
+            self.plain_errors,
+        )
+
     def body_model(self, access_type: AccessType | None) -> type[Body] | None:
         """The body model for this caller; None when the endpoint takes no body."""
         body = self.body
@@ -105,8 +189,14 @@ class Route:
 class _PathEntry:
     regex: re.Pattern[str]
     methods: dict[str, Route] = field(default_factory=dict)
+    #: Routes whose flow or models are not imported yet, by method: moved to `methods` by their first match.
+    deferred: dict[str, Route] = field(default_factory=dict)
     #: The methods, sorted (the `Allow` header and preflights): set once the table is built.
     allowed: tuple[str, ...] = ()
+
+
+#: The regex of a path without parameters, looked up by its text (never matched against).
+_LITERAL = re.compile("(?!)")
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
@@ -128,12 +218,26 @@ class Router:
             table = self._dynamic if "{" in route.pattern else self._static
             entry = table.get(route.pattern)
             if entry is None:
-                entry = table[route.pattern] = _PathEntry(_compile(route.pattern))
-            if route.method in entry.methods:
+                regex = _compile(route.pattern) if table is self._dynamic else _LITERAL
+                entry = table[route.pattern] = _PathEntry(regex)
+            if route.method in entry.methods or route.method in entry.deferred:
                 raise ValueError(f"duplicate route {route.method} {route.pattern}")
-            entry.methods[route.method] = route
+            (entry.deferred if route.deferred else entry.methods)[route.method] = route
         for entry in (*self._static.values(), *self._dynamic.values()):
-            entry.allowed = tuple(sorted(entry.methods))
+            entry.allowed = tuple(sorted((*entry.methods, *entry.deferred)))
+
+    def resolve(self) -> tuple[Route, ...]:
+        """Import every route's flow and models now (what first matches would do); the table, resolved (the routes
+        `match` finds)."""
+        resolved = []
+        for route in self.routes:
+            entry = (self._dynamic if "{" in route.pattern else self._static)[route.pattern]
+            found = entry.methods.get(route.method)
+            if found is None:
+                found = entry.methods[route.method] = route.resolved()
+            resolved.append(found)
+        self.routes = tuple(resolved)
+        return self.routes
 
     def allowed(self, path: str) -> tuple[str, ...] | None:
         """The methods of `path` (the `Allow` of a 405), or None when no route has it."""
@@ -163,11 +267,16 @@ class Router:
         allowed = entry.allowed
         route = entry.methods.get(method)
         if route is None:
-            if method == "OPTIONS":
+            if method in entry.deferred:
+                # The first request to reach this route: its flow and models are imported now (once: the resolved
+                # route takes its place; threads that race here resolve the same route).
+                route = entry.methods[method] = entry.deferred[method].resolved()
+            elif method == "OPTIONS":
                 return None, params, allowed
-            raise KnownError(
-                ErrorCode.METHOD_NOT_ALLOWED,
-                context={"method": method, "path": path, "allowed": ", ".join(allowed)},
-                headers=(("allow", ", ".join(allowed)),),
-            )
+            else:
+                raise KnownError(
+                    ErrorCode.METHOD_NOT_ALLOWED,
+                    context={"method": method, "path": path, "allowed": ", ".join(allowed)},
+                    headers=(("allow", ", ".join(allowed)),),
+                )
         return route, params, allowed

@@ -50,7 +50,7 @@ from identity_proto.passwords import load_hashing
 from identity_proto.preconditions import Precondition, check_preconditions, guarded, resume
 from identity_proto.ratelimits import RequestCounters
 from identity_proto.render import BASE_HEADERS, cors_headers, error_response, preflight_headers, text_response
-from identity_proto.routes import COMPAT_ROUTES, MOCK_OAUTH_ROUTES, ROUTES, TESTING_ROUTES
+from identity_proto.routes import route_table
 from identity_proto.routing import Route, Router
 from identity_proto.schemas import Validated, schema_error, validate_nothing
 from identity_proto.tokens import Entropy, VerifiedTokenCache, load_signing, new_request_id
@@ -90,12 +90,7 @@ class Service:
     def __init__(self, options: ServiceOptions | None = None, routes: Sequence[Route] | None = None) -> None:
         self.options = options or ServiceOptions()
         if routes is None:
-            # The test-only routes exist only in dev/test mode: a production service has no such path at all.
-            # So does the mock OAuth provider (identity_proto.flows.mock_oauth).
-            routes = ROUTES + TESTING_ROUTES + MOCK_OAUTH_ROUTES if self.options.dev_mode else ROUTES
-            # The original's routes that compatibility mode adds exist only in compatibility mode.
-            if self.options.compat:
-                routes += COMPAT_ROUTES
+            routes = route_table(dev_mode=self.options.dev_mode, compat=self.options.compat)
         self._router = Router(routes)
         self._token_cache = VerifiedTokenCache()
         self._counters = RequestCounters()
@@ -121,7 +116,7 @@ class Service:
         validators, deferred until then), the token machinery (`tokens.load_signing`) and password hashing
         (`passwords.load_hashing`). Serving hosts call it at start-up so that no request waits for it; a core used
         in process can leave each to its first use."""
-        for route in self._router.routes:
+        for route in self._router.resolve():
             for model in (*(route.body_model(access) for access in (None, *_ACCESS_ORDER)), route.query, route.params):
                 if model is not None:
                     model.model_rebuild()

@@ -7,13 +7,18 @@ guarded on the key's changeable fields as read (`ApiKeyIs`). (Hashes never colli
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.effects.base import StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import ApiKey, ApiKeyType
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 #: The fields of a stored key that change (`PatchApiKey`); the others are fixed when it is made.
 API_KEY_CHANGEABLE = ("description", "manually_revoked_at_millis")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from identity_proto.effects.base import StorageEffect
 from identity_proto.records import CodePurpose, User, VerificationCode
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 #: How long a store keeps the attempt count of a nonce that no code has (an attempt made it): only a code made with
 #: that nonce soon after would read it (and then keeps it as long as the code). Guessed nonces cost this much, no

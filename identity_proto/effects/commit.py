@@ -27,13 +27,18 @@ A resource's own guards and writes live in its effects module (`effects.teams`, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from identity_proto.changes import TeamChanges, UserChanges
 from identity_proto.effects.base import Flow, StorageEffect
 from identity_proto.records import Membership, Session, Team, User
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = [
     "Announce",

@@ -59,9 +59,9 @@ the service re-runs the flow. Stored channels are written by `PutChannel` / `Dro
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.changes import UserChanges
 from identity_proto.effects.base import Flow, StorageEffect, perform
@@ -77,6 +77,12 @@ from identity_proto.effects.commit import (
     SetIndex,
 )
 from identity_proto.records import ContactChannel, User, primary_channel, replaced
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = [
     "PRIMARY_FIELDS",

@@ -3,10 +3,15 @@ did (the decisions: `identity_proto.flows.otp`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from identity_proto.records import User
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
 
 
 class EmailRefusal(Enum):

@@ -18,9 +18,9 @@ Where things live:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -28,6 +28,12 @@ from identity_proto.effects.base import Flow, StorageEffect, perform
 from identity_proto.effects.commit import CommitWrite, IndexName
 from identity_proto.effects.users import FindUserByIndex
 from identity_proto.records import OAuthAccount
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = [
     "DropProviderTokens",

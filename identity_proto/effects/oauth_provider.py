@@ -14,10 +14,16 @@ exception); the flow maps each `ProviderFailure.kind` to the reference's error (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import field
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from identity_proto.effects.base import Effect, R
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = [
     "AsyncProviderClient",

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from typing import TYPE_CHECKING
 
 from identity_proto.effects.base import Flow, MailEffect, StorageEffect
 from identity_proto.effects.commit import commit
 from identity_proto.effects.passwords import PutMail
 from identity_proto.records import Email
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
 
 
 def append_outbox(project_id: str, email: Email, keep: int = 1000) -> Flow[None]:

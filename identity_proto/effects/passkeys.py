@@ -11,11 +11,17 @@ re-runs and meets the other's. The challenges are one-time codes (`CodePurpose.P
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from identity_proto.effects.commit import CommitWrite, IndexName
 from identity_proto.effects.users import FindUserByIndex
 from identity_proto.records import Passkey
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 __all__ = ["SetPasskeys", "find_user_by_passkey"]
 

@@ -4,14 +4,20 @@ a password reset, and what the password flows' commits guard and write."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from identity_proto.effects.base import ComputeEffect, StorageEffect
 from identity_proto.effects.commit import CommitWrite
 from identity_proto.effects.contact_channels import UserChannels, channels_of  # noqa: F401 (a quoted type)
 from identity_proto.records import ContactChannel, Email, User, VerificationCode, primary_channel
 from identity_proto.tokens import hash_secret
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
 
 
 @dataclass(frozen=True, slots=True)

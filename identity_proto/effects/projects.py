@@ -3,13 +3,19 @@ guarded by `IsAbsent`), a change of some of its fields (`PatchProject`, guarded 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from typing import TYPE_CHECKING
 
 from identity_proto.changes import Pairs, ProjectConfigChanges
 from identity_proto.effects.base import Flow, StorageEffect, perform
 from identity_proto.effects.commit import CommitConflict, CommitGuard, CommitWrite, IsAbsent, RecordKind, commit
 from identity_proto.effects.teams import RecordExists
 from identity_proto.records import Project, ProjectKeys
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,17 @@ invitation being unused, the user and team existing and the membership as read),
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from identity_proto.effects.base import StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import VerificationCode
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
 
 
 class InvitationAcceptance(Enum):

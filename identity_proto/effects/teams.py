@@ -3,13 +3,18 @@ core's, `identity_proto.flows.teams`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from identity_proto.changes import MembershipChanges
 from identity_proto.effects.base import StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite, RecordKind
 from identity_proto.records import ApiKey, Membership, Team
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
 
 
 class TeamWrite(Enum):

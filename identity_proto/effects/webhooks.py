@@ -27,13 +27,20 @@ the responses that create or rotate them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from identity_proto.effects.base import Effect, StorageEffect
 from identity_proto.effects.commit import CommitGuard, CommitWrite
 from identity_proto.records import StoredEvent
 from identity_proto.tokens import CROCKFORD_ALPHABET, Entropy, random_string
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
 
 #: Message ids (what receivers deduplicate on, `svix-id` / `webhook-id`) are unique across projects, processes and
 #: restarts, and the same only when one message is sent again (a retry, a replay): `msg_` + the *tag* of the

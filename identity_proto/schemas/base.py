@@ -11,13 +11,12 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic_core import ErrorDetails
 
-from identity_proto.schemas.problems import Validated, not_an_object, unknown_properties
+from identity_proto.schemas.problems import _UUID, Validated, not_an_object, unknown_properties
+from identity_proto.schemas.problems import is_uuid as is_uuid  # where the schemas import it from
 from identity_proto.urls import UnsafeURL, parse_web_url
 from identity_proto.users import checked_email
 
 M = TypeVar("M", bound=BaseModel)
-
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,11 +93,6 @@ class Query(BaseModel):
     """Base of every query model: values arrive as text and are coerced; no unknown keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-def is_uuid(value: str) -> bool:
-    """Whether `value` is a UUID in canonical lower-case form."""
-    return _UUID.match(value) is not None
 
 
 #: What a name shown to people may not contain: C0 and C1 control characters and DEL (NUL, ANSI escape sequences

@@ -7,14 +7,27 @@ model built and pydantic not even imported (importing it costs more CPU than the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from identity_proto.errors import ErrorCode, KnownError
 from identity_proto.quickinit import quick_init
 
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    from identity_proto.quickinit import dataclass  # methods written on first use
+
+
 V = TypeVar("V")
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def is_uuid(value: str) -> bool:
+    """Whether `value` is a UUID in canonical lower-case form."""
+    return _UUID.match(value) is not None
 
 
 @dataclass(frozen=True, slots=True)

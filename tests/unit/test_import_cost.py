@@ -10,10 +10,13 @@ some configurations need is imported when first needed:
   (`IdentityASGI.webhook_sender`): creating its client also loads the system's CA certificates;
 - smtplib and the MIME classes when the first message is sent;
 - prometheus_client only with `IDENTITY_METRICS=on`; the OpenAPI document when it is first asked for;
-- the Redis client only on the Redis store.
+- the Redis client only on the Redis store;
+- a route's flow module and its models (and so pydantic) when a request first reaches the route
+  (`identity_proto.routing.Deferred`): the route table names them without importing them.
 
-The token machinery (joserfc, cryptography) and the password hashers are loaded by `Service.prepare`, in a thread
-once the service answers (`tests/unit/test_start_up_imports.py`), so they are not on this list after start-up.
+The token machinery (joserfc, cryptography), the password hashers, and every route's flow and models (pydantic) are
+loaded by `Service.prepare`, in a thread once the service answers (`tests/unit/test_start_up_imports.py`), so they
+are not on this list after start-up.
 """
 
 from __future__ import annotations
@@ -62,13 +65,30 @@ NOT_AT_START = (
     "identity_hosting.webhook_sender_sync",
     "identity_hosting.wsgi",
     "identity_proto.openapi",
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "identity_proto.schemas.base",
+    "identity_proto.schemas.users",
+    "identity_proto.flows.users",
+    "identity_proto.flows.api_keys",
 )
 
 #: Loaded by the start-up's preparation (in a thread): not on the list once the service has started.
-PREPARED = ("cryptography", "joserfc")
+PREPARED = (
+    "annotated_types",
+    "cryptography",
+    "identity_proto.flows.api_keys",
+    "identity_proto.flows.users",
+    "identity_proto.schemas.base",
+    "identity_proto.schemas.users",
+    "joserfc",
+    "pydantic",
+    "pydantic_core",
+)
 
 #: Nor by importing the pytest plugin, which pytest loads in every suite where the package is installed.
-NOT_BY_THE_PLUGIN = (*NOT_AT_START, "identity_proto", "identity_hosting", "backends", "asgi_app", "pydantic")
+NOT_BY_THE_PLUGIN = (*NOT_AT_START, "identity_proto", "identity_hosting", "backends", "asgi_app")
 
 
 def _run(script: str, *, env: dict[str, str] | None = None) -> object:

@@ -59,6 +59,44 @@ def test_a_first_response_with_api_keys_builds_no_model_and_imports_no_token_mac
     assert _run(FIRST_RESPONSE) == []
 
 
+FIRST_RESPONSES = """
+    import json, sys
+    from backends.memory import MemoryStore
+    from identity_hosting.settings import DEV_INTERNAL_ADMIN_KEY, DEV_PROJECT
+    from identity_proto import Request, SeededEntropy, Service, run
+
+    def flows_and_models():
+        prefixes = ("identity_proto.flows.", "identity_proto.schemas.", "pydantic")
+        return sorted(name for name in sys.modules if name.startswith(prefixes))
+
+    service, store, entropy = Service(), MemoryStore(), SeededEntropy(1)
+    run(service.bootstrap(DEV_PROJECT, DEV_INTERNAL_ADMIN_KEY, now_ms=1, entropy=entropy), store)
+    headers = (
+        ("x-service-access-type", "server"),
+        ("x-service-project-id", DEV_PROJECT.id),
+        ("x-service-secret-server-key", DEV_PROJECT.keys.secret_server_key),
+    )
+    seen = [flows_and_models()]
+    for method, path in (("GET", "/api/v1/projects/current"), ("GET", "/api/v1/users"), ("GET", "/api/v1/users")):
+        response = run(service.handle(Request(method, path, headers), 2, entropy), store)
+        assert response.status == 200, response
+        seen.append(flows_and_models())
+    print(json.dumps(seen))
+"""
+
+
+def test_a_route_s_flow_and_models_are_imported_when_a_request_first_reaches_it() -> None:
+    # A service starts with the flows it needs to bootstrap (projects, and what they import) and no model: the route
+    # table names the others (`identity_proto.routing.Deferred`). The first GET /users imports its flow, its query
+    # model's module and pydantic; the second imports nothing more.
+    at_start, after_project, after_users, after_users_again = _run(FIRST_RESPONSES)  # type: ignore[misc]
+    assert not [name for name in at_start if name.startswith(("pydantic", "identity_proto.schemas.base"))]
+    assert "identity_proto.flows.users" not in at_start
+    assert after_project == at_start
+    assert {"identity_proto.flows.users", "identity_proto.schemas.users", "pydantic"} <= set(after_users)
+    assert after_users_again == after_users
+
+
 PREPARED = """
     import json, sys
     from backends.memory import MemoryStore
