@@ -179,4 +179,3 @@ def test_rate_limits_hold_on_a_clock_set_days_in_the_past(redis_server: RedisSer
     headers = client_headers()
     statuses = [driver.handle(driver.request("GET", "/api/v1/projects/current", headers)).status for _ in range(5)]
     assert statuses == [200, 200, 200, 429, 429], statuses
-
