@@ -343,8 +343,11 @@ class IdentityASGI:
             assert self._store is not None
             try:
                 try:
-                    async with asyncio.timeout(self.settings.body_timeout_s):
+                    if _bodiless(scope):  # its end came with its headers: nothing to wait for, no timer to set
                         body = await self._read_body(scope, receive)
+                    else:
+                        async with asyncio.timeout(self.settings.body_timeout_s):
+                            body = await self._read_body(scope, receive)
                 except TimeoutError:
                     # Too slow to send what it declared (or a slowloris): 408, and Hypercorn closes the connection.
                     await respond(_body_timeout_response(self.settings.body_timeout_s))
@@ -466,6 +469,18 @@ def _body_timeout_response(timeout_s: float) -> Response:
     return text_response(
         408, f"The request body did not arrive within {timeout_s:g} s.", headers=(("connection", "close"),)
     )
+
+
+def _bodiless(scope: Scope) -> bool:
+    """Whether an HTTP/1 request has no body by its framing (neither Content-Length nor Transfer-Encoding, RFC 9112
+    §6.3): the server has its end with its headers, so reading it cannot wait on the client (an HTTP/2 request may
+    stream a body without declaring its length)."""
+    if scope.get("http_version") not in ("1.1", "1.0"):
+        return False
+    for name, _value in scope.get("headers", ()):
+        if name == b"content-length" or name == b"transfer-encoding":
+            return False
+    return True
 
 
 async def _send_response(send: Send, response: Response) -> None:

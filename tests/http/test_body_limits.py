@@ -216,3 +216,20 @@ def test_asgi_drops_a_request_whose_client_left_mid_body() -> None:
     sent, store = _call_asgi(receive, [])
     assert sent == []  # nobody to answer
     assert _asgi_users(store) == 0  # and the part that arrived is not acted on
+
+
+@pytest.mark.parametrize(
+    ("http_version", "headers", "bodiless"),
+    [
+        ("1.1", [(b"accept", b"*/*")], True),
+        ("1.0", [], True),
+        ("1.1", [(b"content-length", b"0")], False),
+        ("1.1", [(b"transfer-encoding", b"chunked")], False),
+        ("2", [(b"accept", b"*/*")], False),  # HTTP/2 may stream a body without declaring its length
+    ],
+)
+def test_only_a_request_without_a_body_by_its_framing_is_read_without_the_body_timeout(
+    http_version: str, headers: list[tuple[bytes, bytes]], bodiless: bool
+) -> None:
+    scope = {"type": "http", "http_version": http_version, "headers": headers}
+    assert asgi_app._bodiless(scope) is bodiless
