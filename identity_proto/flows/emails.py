@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from identity_proto.context import RequestContext
 from identity_proto.effects import Flow, ListOutbox, SendEmail, append_outbox, perform
@@ -17,7 +17,7 @@ from identity_proto.users import normalize_email
 if TYPE_CHECKING:
     from identity_proto.schemas import OutboxQuery
 
-__all__ = ["deliver", "list_outbox", "new_email"]
+__all__ = ["deliver", "list_outbox", "new_email", "outbox_item"]
 
 logger = logging.getLogger("identity_proto")
 
@@ -60,16 +60,17 @@ def list_outbox(ctx: RequestContext[None, OutboxQuery]) -> Flow[Response]:
     query: OutboxQuery = ctx.query
     to = normalize_email(query.to) if query.to else None
     emails = yield from perform(ListOutbox(auth.project.id, to, query.limit))
-    items = [
-        {
-            "id": e.id,
-            "to": e.to,
-            "subject": e.subject,
-            "text": e.text,
-            "created_at_millis": e.created_at_millis,
-            "code": e.code,
-            "magic_link": e.magic_link,
-        }
-        for e in emails
-    ]
-    return json_response(200, {"items": items, "is_paginated": False})
+    return json_response(200, {"items": [outbox_item(e) for e in emails], "is_paginated": False})
+
+
+def outbox_item(email: Email) -> dict[str, Any]:
+    """One mail as GET /emails/outbox lists it (also what the in-process fake's `TestProject.outbox` returns)."""
+    return {
+        "id": email.id,
+        "to": email.to,
+        "subject": email.subject,
+        "text": email.text,
+        "created_at_millis": email.created_at_millis,
+        "code": email.code,
+        "magic_link": email.magic_link,
+    }

@@ -122,3 +122,41 @@ def test_a_fault_of_the_service_is_a_500_as_over_http(
     assert answered.status_code == 500
     assert answered.json()["code"] == "INTERNAL_ERROR"
     assert "a bug" not in answered.text
+
+
+def test_the_projects_outbox_is_what_the_outbox_route_lists(
+    identity_fake: IdentityFake, identity_project: TestProject, identity_direct: DirectClient
+) -> None:
+    # `outbox()` reads the store in process; it must list what GET /emails/outbox?to= lists, and where that route
+    # refuses (an address it does not take, a server key no longer valid, the project gone), raise its answer
+    for email in ("ada@example.com", "grace@example.com", "ada@example.com"):
+        sent = identity_direct.post(
+            "/api/v1/auth/otp/send-sign-in-code", json={"email": email, "callback_url": CALLBACK_URL}
+        )
+        assert sent.status_code == 200, sent.text
+    with identity_project.client("server") as server:
+        for to in (None, "ada@example.com", " ADA@Example.com ", "\uff41da@example.com", "nobody@example.com"):
+            listed = server.get("/api/v1/emails/outbox", params={"to": to} if to else {})
+            assert listed.status_code == 200, listed.text
+            assert identity_project.outbox(to) == listed.json()["items"], to
+        assert len(identity_project.outbox()) == 3
+        assert [m["to"] for m in identity_project.outbox("ADA@example.com")] == ["ada@example.com"] * 2
+        assert server.get("/api/v1/emails/outbox", params={"to": "not an address"}).status_code == 400
+    with pytest.raises(AssertionError, match="400"):
+        identity_project.outbox("not an address")
+
+    other = identity_fake.create_project()
+    keys = other.keys
+    stale = TestProject(
+        identity_fake, other.id, type(keys)(keys.publishable_client_key, "ssk_0", keys.super_secret_admin_key)
+    )
+    with pytest.raises(AssertionError, match="401"):
+        stale.outbox()
+    other.delete()
+    with other.client("server") as server:
+        gone = server.get("/api/v1/emails/outbox")
+    if gone.status_code == 200:
+        assert other.outbox() == gone.json()["items"]
+    else:
+        with pytest.raises(AssertionError, match=str(gone.status_code)):
+            other.outbox()
