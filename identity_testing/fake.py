@@ -81,6 +81,8 @@ if TYPE_CHECKING:
 __all__ = ["FakeClock", "IdentityFake", "OAuthFlowError", "TestProject"]
 
 BASE_URL = "http://identity.test"
+#: The Host header of requests to BASE_URL (a `DirectClient`'s, as httpx sends it).
+BASE_HOST = urlsplit(BASE_URL).netloc
 #: How the fake sends webhooks (`IdentityFake(webhooks=...)`): "manual" at `deliver_webhooks()`, "sync" also after
 #: every request through its clients.
 WEBHOOK_MODES = ("manual", "sync")  # webhooks
@@ -337,7 +339,7 @@ class IdentityFake:
     def direct_client(self, headers: Mapping[str, str] | None = None) -> DirectClient:
         """The fastest client: requests straight to the service's core, no HTTP client (`identity_testing.direct`:
         the same answers as `client()`'s, with the part of httpx's surface tests use)."""
-        return DirectClient(self, headers, host=urlsplit(BASE_URL).netloc)
+        return DirectClient(self, headers, host=BASE_HOST)
 
     def answer(self, request: Request) -> Response:
         """The service's answer to `request` (a `DirectClient`'s): as the WSGI face answers it, then webhooks in
