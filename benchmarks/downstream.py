@@ -2,7 +2,7 @@
 takes, written the way its author would write it against each fake, median per test.
 
     .venv/bin/python -m benchmarks.downstream                  # ~1-3 min (npm installs firebase-tools once)
-    .venv/bin/python -m benchmarks.downstream --repeat 3 --downstream-tests 30 --no-firebase
+    .venv/bin/python -m benchmarks.downstream --repeat 3 --downstream-tests 30
 
 The test: a clean project (or a clean emulator), a user signed up by a one-time code (send it, read it from the
 fake's outbox, sign in with it), the user's display name changed, the user read back and checked, the project
