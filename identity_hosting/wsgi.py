@@ -17,10 +17,9 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from identity_hosting import observability
-from identity_hosting.oauth_client import ProviderHttpClient
 from identity_hosting.settings import (
     ConfigurationError,
     Settings,
@@ -34,7 +33,6 @@ from identity_hosting.settings import (
     wall_clock_ms,
 )
 from identity_hosting.webhook_loops import BusyMeter, DeliveryThread
-from identity_hosting.webhook_sender import WebhookHttpSender
 from identity_proto import (
     Entropy,
     ErrorCode,
@@ -51,6 +49,10 @@ from identity_proto import (
 )
 from identity_proto.context import forwarded_client
 from identity_proto.drivers import Mailer
+
+if TYPE_CHECKING:  # loaded on first use: most apps never talk to a provider, and the fake delivers webhooks itself
+    from identity_hosting.oauth_client import ProviderHttpClient
+    from identity_hosting.webhook_sender import WebhookHttpSender
 
 __all__ = ["IdentityWSGI", "app"]
 
@@ -140,6 +142,8 @@ class IdentityWSGI:
     def _start_webhook_delivery(self) -> None:
         assert self.store is not None
         if self._webhook_sender is None:
+            from identity_hosting.webhook_sender import WebhookHttpSender
+
             self._webhook_sender = WebhookHttpSender(
                 allow_private=self.settings.may_reach_private_addresses, timeout_s=self.settings.webhook_timeout_s
             )
@@ -183,6 +187,8 @@ class IdentityWSGI:
         if provider is None:
             with self._start_lock:
                 if self._provider is None:
+                    from identity_hosting.oauth_client import ProviderHttpClient
+
                     self._provider = ProviderHttpClient(
                         timeout_s=self.settings.oauth_timeout_s,
                         base_url=self.settings.base_url,

@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
-import httpx
+import orjson
 import pyotp
 
 from asgi_app import IdentityASGI
@@ -47,7 +47,6 @@ from identity_proto.effects import (
 )
 from identity_proto.effects.webhooks import ListDeliveries, ListEvents, ListWebhookEndpoints  # webhooks
 from identity_proto.events import event_data  # webhooks
-from identity_proto.flows.api_keys import new_api_key, store_api_key
 from identity_proto.flows.emails import outbox_item
 from identity_proto.flows.portability import export_project_data, import_project_data
 from identity_proto.flows.projects import new_project
@@ -74,6 +73,7 @@ from identity_testing.webhooks import (
 )
 
 if TYPE_CHECKING:
+    import httpx  # imported where a client or a URL is made: a test through `DirectClient` never needs it
     import jwt
 
     from identity_testing.passkeys import PasskeyAuthenticator
@@ -286,10 +286,14 @@ class IdentityFake:
     def transport(self) -> httpx.WSGITransport:
         """An httpx transport to the service in process (WSGI): give it to the HTTP client your own code uses,
         e.g. to fetch the JWKS: `httpx.Client(transport=fake.transport())`."""
+        import httpx
+
         return httpx.WSGITransport(app=self._delivering_wsgi)
 
     def async_transport(self) -> httpx.ASGITransport:
         """An async httpx transport to the service in process (ASGI)."""
+        import httpx
+
         return httpx.ASGITransport(app=self._delivering_asgi)
 
     # --- webhooks ---
@@ -334,6 +338,8 @@ class IdentityFake:
 
     def client(self, headers: Mapping[str, str] | None = None) -> httpx.Client:
         """An `httpx.Client` wired to the service in process (WSGI, no port)."""
+        import httpx
+
         return httpx.Client(transport=self.transport(), base_url=BASE_URL, headers=headers)
 
     def direct_client(self, headers: Mapping[str, str] | None = None) -> DirectClient:
@@ -354,6 +360,8 @@ class IdentityFake:
 
     def async_client(self, headers: Mapping[str, str] | None = None) -> httpx.AsyncClient:
         """An `httpx.AsyncClient` wired to the service in process (ASGI, no port)."""
+        import httpx
+
         return httpx.AsyncClient(transport=self.async_transport(), base_url=BASE_URL, headers=headers)
 
 
@@ -583,6 +591,8 @@ class TestProject:
             raise ValueError("give exactly one of user_id and team_id")
         key_type, owner_id = (ApiKeyType.USER, user_id) if user_id is not None else (ApiKeyType.TEAM, team_id)
         assert owner_id is not None
+        from identity_proto.flows.api_keys import new_api_key, store_api_key  # its models load pydantic
+
         made = new_api_key(
             self.fake.entropy,
             self.fake.clock.now_ms(),
@@ -650,6 +660,8 @@ class TestProject:
             query["token"] = access_token
         if link:
             query["type"] = "link"
+        import httpx
+
         return str(httpx.URL(f"{BASE_URL}/api/v1/auth/oauth/authorize/{provider_id}", params=query))
 
     def oauth_sign_in(
@@ -704,7 +716,7 @@ class TestProject:
         if "code" not in params:
             details: Any = params.get("details")
             with contextlib.suppress(ValueError):  # the JSON the redirect's `details` carries
-                details = httpx.Response(200, content=details or "null").json()
+                details = orjson.loads(details or "null")
             raise OAuthFlowError(
                 "the callback", to_app.status_code, params.get("errorCode"), params.get("message", ""), details
             )

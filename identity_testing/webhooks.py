@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
-
 from identity_proto.effects.webhooks import SendWebhooks, WebhookRequest, WebhookResult
 
 __all__ = [
@@ -203,6 +201,8 @@ def _deliver(receiver: WebhookReceiver, request: WebhookRequest) -> int:
             raise TypeError(f"a webhook receiver must return an HTTP status (int), not {type(status).__name__}")
         return status
     if receiver.kind == "wsgi":
+        import httpx  # only for an app receiver: a test that receives no webhook never loads it
+
         with httpx.Client(transport=httpx.WSGITransport(app=receiver.target)) as client:
             return client.post(request.url, content=request.body, headers=headers).status_code
     return _post_asgi(receiver.target, request.url, headers, request.body)
@@ -211,6 +211,8 @@ def _deliver(receiver: WebhookReceiver, request: WebhookRequest) -> int:
 def _post_asgi(app: Callable[..., Any], url: str, headers: dict[str, str], body: bytes) -> int:
     """POST to an ASGI app in process, from sync code that may itself run inside an event loop: in a fresh loop on
     a thread of its own."""
+
+    import httpx
 
     async def post() -> int:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:

@@ -245,3 +245,31 @@ def test_the_pytest_plugin_loads_none_of_them() -> None:
         + f"import identity_testing.pytest_plugin\nprint(json.dumps(loaded({NOT_BY_THE_PLUGIN!r})))\n"
     )
     assert _run(script) == []
+
+
+#: Not loaded by making the in-process fake and a project, nor by a test that goes through `DirectClient`: the HTTP
+#: clients (the `identity_client` fixture loads httpx), the OAuth client, the webhook sender, pydantic (a route's
+#: models, on its first request).
+NOT_BY_THE_FAKE = (
+    "httpx",
+    "httpcore",
+    "authlib",
+    "identity_hosting.oauth_client",
+    "identity_hosting.webhook_sender",
+    "identity_hosting.egress",
+    "pydantic",
+    "identity_proto.flows.api_keys",
+)
+
+
+def test_the_fake_and_a_project_load_none_of_the_clients_nor_pydantic() -> None:
+    """The first test of a session that uses the fake waits for what its import loads (about 0.6 s of CPU when the
+    WSGI host imported the OAuth client and the fake imported httpx and the API-key flows eagerly)."""
+    script = (
+        "import json, sys\n"
+        + textwrap.dedent(LOADED)
+        + "from identity_testing.fake import IdentityFake\n"
+        + "fake = IdentityFake()\nproject = fake.create_project()\nproject.direct_client()\n"
+        + f"print(json.dumps(loaded({NOT_BY_THE_FAKE!r})))\n"
+    )
+    assert _run(script) == []
