@@ -101,35 +101,28 @@ def guarded(flow: Flow[T], preconditions: Sequence[Precondition[Any]]) -> Flow[T
             flow.close()
             raise
         return (yield from resume(flow, tuple(answers[count:]) if isinstance(first, Together) else answers[count]))
-    if _all_carried(preconditions, carried):
-        try:
-            value = yield first
-        except Exception as exc:
-            return (yield from resume(flow, None, exc))
-    else:
+    admitting: list[Precondition[Any]] | None = None
+    if not _all_carried(preconditions, carried):
         # A write to the store (not a `Together`: its parts are sent together by the store itself) may take the
-        # request's counters with it.
-        counted = _counted(preconditions, carried) if type(first) is not Together else None
-        if counted is None or not isinstance(first, StorageEffect):
+        # request's counters with it; otherwise the preconditions go first, alone.
+        if type(first) is not Together and isinstance(first, StorageEffect):
+            admitting = _counted(preconditions, carried)
+        if admitting is None:
             try:
                 yield from check_preconditions(preconditions)
             except Exception:
                 flow.close()
                 raise
-            try:
-                value = yield first
-            except Exception as exc:
-                return (yield from resume(flow, None, exc))
-        else:
-            try:
-                admission = yield _admit(first, counted)
-            except Exception as exc:
-                return (yield from resume(flow, None, exc))
-            if not admission.performed:
-                flow.close()
-                _check_counted(counted, admission.counts)
-                raise AssertionError("the store refused a write that no counter's check refuses")
-            value = admission.result
+    try:
+        value = yield (first if admitting is None else _admit(cast(StorageEffect[Any], first), admitting))
+    except Exception as exc:
+        return (yield from resume(flow, None, exc))
+    if admitting is not None:
+        if not value.performed:
+            flow.close()
+            _check_counted(admitting, value.counts)
+            raise AssertionError("the store refused a write that no counter's check refuses")
+        value = value.result
     if isinstance(value, Conflict):
         broken = carried[value.guard]
         for precondition in preconditions:
